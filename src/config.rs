@@ -1,0 +1,292 @@
+//! Configuration: a TOML file, then `MCP_GATEWAY_*` environment overrides, then CLI flags.
+//!
+//! Every key can be overridden from the environment, as ECS task definitions set them:
+//! `MCP_GATEWAY_<KEY>` for a top-level key and `__` between nesting levels, e.g.
+//! `MCP_GATEWAY_LISTEN=127.0.0.1:9000`, `MCP_GATEWAY_SERVERS__CATALOG__URL=http://…/mcp`,
+//! `MCP_GATEWAY_AWS__ENDPOINT_URL=http://127.0.0.1:9001`. Keys are matched lower-cased.
+//! A value is read as TOML when it parses as a TOML value (numbers, booleans, arrays, inline
+//! tables) and as a plain string otherwise.
+
+use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The environment variable prefix for overrides.
+pub const ENV_PREFIX: &str = "MCP_GATEWAY_";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address of the inbound MCP endpoint. Loopback unless `allow_non_loopback`.
+    pub listen: SocketAddr,
+    /// Binding a non-loopback address must be asked for explicitly.
+    pub allow_non_loopback: bool,
+    /// Largest accepted POST body, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// Browser origins allowed besides loopback ones (others get 403).
+    pub allowed_origins: Vec<String>,
+    /// How often each server's `tools/list` is read again, in seconds.
+    pub refresh_interval_secs: u64,
+    /// How long shutdown waits for in-flight calls, in seconds.
+    pub shutdown_grace_secs: u64,
+    /// `tracing` filter, e.g. `info` or `mcp_gateway=debug`.
+    pub log_level: String,
+    /// Defaults applied to every server that does not set its own value.
+    pub defaults: ServerDefaults,
+    /// AWS settings for Lambda upstreams.
+    pub aws: AwsConfig,
+    /// The upstream MCP servers, by name.
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// Explicit routes: a tool name bound to a server wins every name conflict.
+    pub tools: BTreeMap<String, ToolRoute>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            allow_non_loopback: false,
+            max_body_bytes: 1024 * 1024,
+            allowed_origins: Vec::new(),
+            refresh_interval_secs: 300,
+            shutdown_grace_secs: 30,
+            log_level: "info".into(),
+            defaults: ServerDefaults::default(),
+            aws: AwsConfig::default(),
+            servers: BTreeMap::new(),
+            tools: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerDefaults {
+    /// TCP connect timeout for HTTP upstreams, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Total time for one upstream attempt, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl Default for ServerDefaults {
+    fn default() -> Self {
+        Self {
+            connect_timeout_ms: 1_000,
+            timeout_ms: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AwsConfig {
+    /// Region; falls back to the standard chain (`AWS_REGION`, profile, IMDS).
+    pub region: Option<String>,
+    /// Endpoint override (tests, local emulators). Production leaves it unset.
+    pub endpoint_url: Option<String>,
+}
+
+/// The transport an upstream server is reached by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    /// Streamable HTTP (both protocol eras).
+    Http,
+    /// AWS Lambda direct `Invoke`.
+    Lambda,
+}
+
+impl TransportKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Http => "http",
+            TransportKind::Lambda => "lambda",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub transport: TransportKind,
+    /// Streamable HTTP endpoint, e.g. `http://catalog.internal:8080/mcp`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Lambda function name or ARN.
+    #[serde(default)]
+    pub function: Option<String>,
+    /// Lambda alias or version.
+    #[serde(default)]
+    pub qualifier: Option<String>,
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Learn the tools from the server's own `tools/list` (on start and every refresh).
+    #[serde(default = "yes")]
+    pub discover: bool,
+    /// Extra HTTP headers sent upstream (e.g. authorization). Never logged.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Tools described statically (used as is, and kept even when discovery fails).
+    #[serde(default)]
+    pub tools: Vec<Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ServerConfig {
+    pub fn connect_timeout(&self, defaults: &ServerDefaults) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms.unwrap_or(defaults.connect_timeout_ms))
+    }
+
+    pub fn timeout(&self, defaults: &ServerDefaults) -> Duration {
+        Duration::from_millis(self.timeout_ms.unwrap_or(defaults.timeout_ms))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRoute {
+    /// The server that owns this tool name.
+    pub server: String,
+}
+
+impl Config {
+    /// Loads the file (if any), applies environment overrides, and validates.
+    pub fn load(path: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> anyhow::Result<Self> {
+        let mut table = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str::<toml::Table>(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?
+            }
+            None => toml::Table::new(),
+        };
+        apply_env_overrides(&mut table, env)?;
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .context("invalid configuration")?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what serde cannot: cross-references and required per-transport keys.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        for (name, server) in &self.servers {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                bail!("server name {name:?} must match [a-zA-Z0-9_-]+");
+            }
+            match server.transport {
+                TransportKind::Http if server.url.is_none() => {
+                    bail!("server {name}: transport \"http\" needs `url`")
+                }
+                TransportKind::Lambda if server.function.is_none() => {
+                    bail!("server {name}: transport \"lambda\" needs `function`")
+                }
+                _ => {}
+            }
+            if !server.discover && server.tools.is_empty() {
+                bail!("server {name}: with discover = false it needs static `tools`");
+            }
+        }
+        for (tool, route) in &self.tools {
+            if !self.servers.contains_key(&route.server) {
+                bail!("tools.{tool}: unknown server {:?}", route.server);
+            }
+        }
+        if self.max_body_bytes == 0 {
+            bail!("max_body_bytes must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// Applies `MCP_GATEWAY_A__B=value` as `table.a.b = value`.
+fn apply_env_overrides(
+    table: &mut toml::Table,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> anyhow::Result<()> {
+    let mut vars: Vec<(String, String)> = env
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(ENV_PREFIX) && k.len() > ENV_PREFIX.len())
+        .collect();
+    vars.sort();
+    for (key, raw) in vars {
+        let path: Vec<String> = key[ENV_PREFIX.len()..]
+            .split("__")
+            .map(str::to_ascii_lowercase)
+            .collect();
+        if path.iter().any(String::is_empty) {
+            bail!("environment variable {key}: empty key segment");
+        }
+        let value = parse_env_value(&raw);
+        let (last, parents) = path.split_last().expect("non-empty path");
+        let mut cursor = &mut *table;
+        for segment in parents {
+            let entry = cursor
+                .entry(segment.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            cursor = match entry {
+                toml::Value::Table(t) => t,
+                _ => bail!("environment variable {key}: {segment} is not a table"),
+            };
+        }
+        cursor.insert(last.clone(), value);
+    }
+    Ok(())
+}
+
+fn parse_env_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn environment_overrides_every_level() {
+        let config = Config::load(
+            None,
+            env(&[
+                ("MCP_GATEWAY_LISTEN", "127.0.0.1:9999"),
+                ("MCP_GATEWAY_MAX_BODY_BYTES", "2048"),
+                ("MCP_GATEWAY_SERVERS__CATALOG__TRANSPORT", "http"),
+                ("MCP_GATEWAY_SERVERS__CATALOG__URL", "http://127.0.0.1:1/mcp"),
+                ("MCP_GATEWAY_SERVERS__CATALOG__TIMEOUT_MS", "250"),
+                ("MCP_GATEWAY_AWS__ENDPOINT_URL", "http://127.0.0.1:2"),
+                ("MCP_GATEWAY_ALLOWED_ORIGINS", r#"["https://shop.example"]"#),
+                ("UNRELATED", "x"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.listen.port(), 9999);
+        assert_eq!(config.max_body_bytes, 2048);
+        let catalog = &config.servers["catalog"];
+        assert_eq!(catalog.transport, TransportKind::Http);
+        assert_eq!(catalog.timeout(&config.defaults), Duration::from_millis(250));
+        assert_eq!(config.aws.endpoint_url.as_deref(), Some("http://127.0.0.1:2"));
+        assert_eq!(config.allowed_origins, vec!["https://shop.example"]);
+    }
+
+    #[test]
+    fn invalid_configurations_are_refused_with_a_reason() {
+        let err = Config::load(None, env(&[("MCP_GATEWAY_SERVERS__X__TRANSPORT", "lambda")])).unwrap_err();
+        assert!(format!("{err:#}").contains("needs `function`"));
+        let err = Config::load(None, env(&[("MCP_GATEWAY_LISTEN_PORT", "1")])).unwrap_err();
+        assert!(format!("{err:#}").contains("unknown field"));
+    }
+}

@@ -1,0 +1,258 @@
+//! The error table: every gateway-made failure becomes a JSON-RPC error here, and only here.
+//!
+//! A [`GatewayError`] carries a [`Category`] (what went wrong, in words an orchestrator can
+//! branch on) and the context of the call (tool, server, attempts, retry hint). The code,
+//! message and the machine-readable `error.data` an agent needs to explain the failure to a
+//! user are derived from the category by [`GatewayError::to_error_object`]. The README
+//! documents the same table.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::protocol::jsonrpc::ErrorObject;
+
+/// What went wrong, as the orchestrator sees it. `as_str` is the `error.data.category` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// The HTTP body is not JSON.
+    ParseError,
+    /// JSON, but not a valid JSON-RPC 2.0 request.
+    InvalidRequest,
+    /// The method is not one the gateway serves.
+    MethodNotFound,
+    /// The arguments (or params) fail the tool's `inputSchema` or the method's shape.
+    BadInput,
+    /// No server hosts a tool of this name.
+    UnknownTool,
+    /// The request body is over the configured limit (or a Lambda payload over 6 MB).
+    PayloadTooLarge,
+    /// The client asked for an MCP protocol version the gateway does not speak.
+    UnsupportedProtocolVersion,
+    /// The upstream failed: 5xx, JSON-RPC internal error, Lambda `Unhandled`, a reset.
+    UpstreamError,
+    /// The upstream could not be reached at all (connection refused, DNS, TLS).
+    UpstreamUnavailable,
+    /// The upstream did not answer in time.
+    Timeout,
+    /// The upstream said "slow down" (HTTP 429, Lambda throttling).
+    RateLimited,
+    /// The server's circuit breaker is open: the call was not attempted.
+    CircuitOpen,
+    /// The server's concurrency limit is reached: the call was shed.
+    Overloaded,
+    /// The upstream is wrongly configured (Lambda function or HTTP endpoint not found).
+    UpstreamMisconfigured,
+    /// The upstream answered the call with a JSON-RPC error of its own (passed through).
+    UpstreamRejected,
+    /// The upstream answered something that is not MCP.
+    UpstreamProtocol,
+    /// A browser request from an origin that is not allowed (HTTP 403).
+    ForbiddenOrigin,
+    /// A bug or an impossible state inside the gateway.
+    Internal,
+}
+
+impl Category {
+    /// The JSON-RPC `error.code`.
+    pub fn code(self) -> i64 {
+        match self {
+            Category::ParseError => -32700,
+            Category::InvalidRequest | Category::PayloadTooLarge => -32600,
+            Category::UnsupportedProtocolVersion | Category::ForbiddenOrigin => -32600,
+            Category::MethodNotFound => -32601,
+            Category::BadInput => -32602,
+            Category::Internal => -32603,
+            Category::UpstreamError | Category::UpstreamUnavailable | Category::UpstreamProtocol => {
+                -32000
+            }
+            Category::Timeout => -32001,
+            Category::UnknownTool => -32002,
+            Category::RateLimited => -32003,
+            Category::CircuitOpen => -32004,
+            Category::Overloaded => -32005,
+            Category::UpstreamMisconfigured => -32006,
+            // Replaced by the upstream's own code when there is one.
+            Category::UpstreamRejected => -32000,
+        }
+    }
+
+    /// The `error.data.category` string; also the `outcome` metric label for failures.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::ParseError => "parse_error",
+            Category::InvalidRequest => "invalid_request",
+            Category::MethodNotFound => "method_not_found",
+            Category::BadInput => "bad_input",
+            Category::UnknownTool => "unknown_tool",
+            Category::PayloadTooLarge => "payload_too_large",
+            Category::UnsupportedProtocolVersion => "unsupported_protocol_version",
+            Category::UpstreamError => "upstream_error",
+            Category::UpstreamUnavailable => "upstream_unavailable",
+            Category::Timeout => "timeout",
+            Category::RateLimited => "rate_limited",
+            Category::CircuitOpen => "circuit_open",
+            Category::Overloaded => "overloaded",
+            Category::UpstreamMisconfigured => "upstream_misconfigured",
+            Category::UpstreamRejected => "upstream_rejected",
+            Category::UpstreamProtocol => "upstream_protocol",
+            Category::ForbiddenOrigin => "forbidden_origin",
+            Category::Internal => "internal",
+        }
+    }
+
+    /// Whether the same call may succeed if the caller tries again later.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            Category::UpstreamError
+                | Category::UpstreamUnavailable
+                | Category::Timeout
+                | Category::RateLimited
+                | Category::CircuitOpen
+                | Category::Overloaded
+        )
+    }
+
+    /// The human-readable `error.message` stem.
+    fn message(self) -> &'static str {
+        match self {
+            Category::ParseError => "Parse error",
+            Category::InvalidRequest => "Invalid request",
+            Category::MethodNotFound => "Method not found",
+            Category::BadInput => "Invalid params",
+            Category::UnknownTool => "Unknown tool",
+            Category::PayloadTooLarge => "Payload too large",
+            Category::UnsupportedProtocolVersion => "Unsupported protocol version",
+            Category::UpstreamError => "Upstream server error",
+            Category::UpstreamUnavailable => "Upstream server unavailable",
+            Category::Timeout => "Upstream timeout",
+            Category::RateLimited => "Upstream rate limited",
+            Category::CircuitOpen => "Circuit open for upstream server",
+            Category::Overloaded => "Upstream server overloaded",
+            Category::UpstreamMisconfigured => "Upstream misconfigured",
+            Category::UpstreamRejected => "Upstream rejected the request",
+            Category::UpstreamProtocol => "Upstream protocol error",
+            Category::ForbiddenOrigin => "Forbidden origin",
+            Category::Internal => "Internal error",
+        }
+    }
+}
+
+/// A failure the gateway answers with a JSON-RPC error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}: {detail}", category.as_str())]
+pub struct GatewayError {
+    pub category: Category,
+    /// Human-readable detail appended to the message (never raw arguments or secrets).
+    pub detail: String,
+    pub tool: Option<String>,
+    pub server: Option<String>,
+    pub attempts: u32,
+    pub retry_after: Option<Duration>,
+    /// Extra structured data: schema violations, the upstream's own `error.data`, supported versions.
+    pub extra: Option<(&'static str, Value)>,
+    /// The upstream's own JSON-RPC code, for [`Category::UpstreamRejected`].
+    pub upstream_code: Option<i64>,
+}
+
+impl GatewayError {
+    pub fn new(category: Category, detail: impl Into<String>) -> Self {
+        Self {
+            category,
+            detail: detail.into(),
+            tool: None,
+            server: None,
+            attempts: 0,
+            retry_after: None,
+            extra: None,
+            upstream_code: None,
+        }
+    }
+
+    pub fn with_tool(mut self, tool: impl Into<String>) -> Self {
+        self.tool = Some(tool.into());
+        self
+    }
+
+    pub fn with_server(mut self, server: impl Into<String>) -> Self {
+        self.server = Some(server.into());
+        self
+    }
+
+    pub fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts;
+        self
+    }
+
+    pub fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.retry_after = retry_after;
+        self
+    }
+
+    pub fn with_extra(mut self, key: &'static str, value: Value) -> Self {
+        self.extra = Some((key, value));
+        self
+    }
+
+    /// The JSON-RPC error object, with `error.data` as documented in the README.
+    pub fn to_error_object(&self) -> ErrorObject {
+        let code = match (self.category, self.upstream_code) {
+            (Category::UpstreamRejected, Some(code)) => code,
+            (category, _) => category.code(),
+        };
+        let message = if self.detail.is_empty() {
+            self.category.message().to_string()
+        } else {
+            format!("{}: {}", self.category.message(), self.detail)
+        };
+        let mut data = Map::new();
+        data.insert("category".into(), json!(self.category.as_str()));
+        data.insert("retryable".into(), json!(self.category.retryable()));
+        data.insert("tool".into(), json!(self.tool));
+        data.insert("server".into(), json!(self.server));
+        data.insert("attempts".into(), json!(self.attempts));
+        if let Some(after) = self.retry_after {
+            data.insert("retry_after_ms".into(), json!(after.as_millis() as u64));
+        }
+        if let Some((key, value)) = &self.extra {
+            data.insert((*key).into(), value.clone());
+        }
+        ErrorObject {
+            code,
+            message,
+            data: Some(Value::Object(data)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_carries_the_documented_data_fields() {
+        let err = GatewayError::new(Category::RateLimited, "HTTP 429")
+            .with_tool("manga_search")
+            .with_server("catalog")
+            .with_attempts(1)
+            .with_retry_after(Some(Duration::from_millis(1500)));
+        let obj = err.to_error_object();
+        assert_eq!(obj.code, -32003);
+        let data = obj.data.unwrap();
+        assert_eq!(data["category"], "rate_limited");
+        assert_eq!(data["retryable"], true);
+        assert_eq!(data["tool"], "manga_search");
+        assert_eq!(data["server"], "catalog");
+        assert_eq!(data["attempts"], 1);
+        assert_eq!(data["retry_after_ms"], 1500);
+    }
+
+    #[test]
+    fn upstream_rejections_keep_the_upstream_code() {
+        let mut err = GatewayError::new(Category::UpstreamRejected, "bad");
+        err.upstream_code = Some(-32602);
+        assert_eq!(err.to_error_object().code, -32602);
+        assert!(!err.category.retryable());
+    }
+}

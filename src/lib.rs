@@ -1,0 +1,24 @@
+//! `mcp-gateway`: a sidecar that takes an orchestrator's MCP `tools/call` on localhost, finds
+//! the MCP server hosting the tool, and gets the call there and back — fast, safely, and with a
+//! structured answer when something is down.
+//!
+//! The data path of one call, module by module:
+//! [`server`] decodes JSON-RPC → [`registry`] resolves the tool → [`validation`] checks and
+//! defaults the arguments → [`upstream`] forwards through the per-server tower stack built by
+//! [`resilience`] → [`resilience::classify`] names the outcome → [`telemetry`] records it →
+//! [`error`] maps gateway-made failures to JSON-RPC errors in one place.
+
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod gateway;
+pub mod protocol;
+pub mod registry;
+pub mod resilience;
+pub mod server;
+pub mod telemetry;
+pub mod upstream;
+pub mod validation;
+
+/// The gateway's own version, reported in `serverInfo` / `clientInfo` and `/metrics`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,203 @@
+//! The `mcp-gateway` binary: a thin CLI over the library.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use mcp_gateway::{
+    config::{Config, ServerConfig, TransportKind},
+    demo,
+    gateway::{Gateway, refresh::Refresher},
+    server, telemetry,
+};
+use tokio::net::TcpListener;
+
+#[derive(Parser)]
+#[command(name = "mcp-gateway", version, about = "A sidecar MCP tool gateway: one localhost endpoint for the tools of many MCP servers (streamable HTTP, AWS Lambda).")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Json,
+    Text,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway.
+    ///
+    /// Configuration comes from --config (TOML), then MCP_GATEWAY_* environment variables
+    /// (`__` separates nesting levels, e.g. MCP_GATEWAY_SERVERS__CATALOG__URL), then flags.
+    Serve {
+        /// TOML configuration file (see config/example.toml).
+        #[arg(long, env = "MCP_GATEWAY_CONFIG")]
+        config: Option<PathBuf>,
+        /// Address to listen on [default: 127.0.0.1:8080].
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Allow a non-loopback --listen address (the gateway has no authentication).
+        #[arg(long)]
+        allow_non_loopback: bool,
+        /// Start the store's demo MCP server on a loopback port and register it as `demo`.
+        #[arg(long)]
+        demo: bool,
+        /// Log format on stdout.
+        #[arg(long, value_enum, default_value = "json", env = "MCP_GATEWAY_LOG_FORMAT")]
+        log_format: LogFormat,
+    },
+    /// Run the store's demo MCP server on its own.
+    DemoServer {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        listen: SocketAddr,
+        /// Serve it as a Lambda function behind the Lambda Invoke REST API
+        /// (POST /2015-03-31/functions/{name}/invocations) instead of streamable HTTP.
+        #[arg(long)]
+        lambda_api: bool,
+    },
+    /// Load and validate the configuration, print it as the gateway sees it, and exit.
+    CheckConfig {
+        #[arg(long, env = "MCP_GATEWAY_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve { config, listen, allow_non_loopback, demo, log_format } => {
+                serve(config, listen, allow_non_loopback, demo, log_format).await
+            }
+            Command::DemoServer { listen, lambda_api } => demo_server(listen, lambda_api).await,
+            Command::CheckConfig { config } => {
+                let config = Config::load(config.as_deref(), std::env::vars())?;
+                println!("{config:#?}");
+                Ok(())
+            }
+        }
+    })
+}
+
+async fn serve(
+    config_path: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    allow_non_loopback: bool,
+    demo: bool,
+    log_format: LogFormat,
+) -> anyhow::Result<()> {
+    let mut config = Config::load(config_path.as_deref(), std::env::vars())?;
+    let _log_guard = telemetry::logging::init(&config.log_level, matches!(log_format, LogFormat::Json));
+    if let Some(listen) = listen {
+        config.listen = listen;
+    }
+    config.allow_non_loopback |= allow_non_loopback;
+    if !config.listen.ip().is_loopback() {
+        if !config.allow_non_loopback {
+            bail!(
+                "refusing to listen on non-loopback address {} without --allow-non-loopback (the gateway has no authentication)",
+                config.listen
+            );
+        }
+        tracing::warn!(listen = %config.listen, "listening on a non-loopback address: anyone who can reach it can call every tool");
+    }
+    if demo {
+        if config.servers.contains_key("demo") {
+            bail!("--demo registers a server named \"demo\", but the configuration already has one");
+        }
+        let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0))).await.context("starting the demo server")?;
+        config.servers.insert("demo".into(), demo_server_config(addr));
+        tracing::info!(url = %format!("http://{addr}/mcp"), "demo MCP server started");
+    }
+    config.validate()?;
+
+    let gateway = Gateway::new(config.clone()).await?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let bound = listener.local_addr()?;
+    let servers: Vec<String> = gateway
+        .upstreams
+        .values()
+        .map(|u| format!("{}({})", u.name, u.transport.as_str()))
+        .collect();
+    tracing::info!(
+        listen = %bound,
+        version = mcp_gateway::VERSION,
+        servers = servers.len(),
+        "mcp-gateway {} listening on http://{bound}/mcp with {} upstream server(s): {}",
+        mcp_gateway::VERSION,
+        servers.len(),
+        if servers.is_empty() { "none".to_string() } else { servers.join(", ") }
+    );
+
+    tokio::spawn(Refresher::new(gateway.clone()).run());
+    let grace = Duration::from_secs(config.shutdown_grace_secs);
+    server::serve(listener, gateway.clone(), shutdown_signal(), grace).await?;
+    close_sessions(&gateway).await;
+    Ok(())
+}
+
+fn demo_server_config(addr: SocketAddr) -> ServerConfig {
+    ServerConfig {
+        transport: TransportKind::Http,
+        url: Some(format!("http://{addr}/mcp")),
+        function: None,
+        qualifier: None,
+        connect_timeout_ms: None,
+        timeout_ms: None,
+        discover: true,
+        headers: Default::default(),
+        tools: Vec::new(),
+    }
+}
+
+async fn close_sessions(gateway: &Arc<Gateway>) {
+    for upstream in gateway.upstreams.values() {
+        if let Some(http) = &upstream.http {
+            http.close().await;
+        }
+    }
+}
+
+async fn demo_server(listen: SocketAddr, lambda_api: bool) -> anyhow::Result<()> {
+    let _log_guard = telemetry::logging::init("info", true);
+    let bound = if lambda_api {
+        demo::lambda_api::spawn(listen).await?
+    } else {
+        demo::http::spawn(listen).await?
+    };
+    if lambda_api {
+        tracing::info!(listen = %bound, "manga demo MCP server listening as Lambda functions at http://{bound}/2015-03-31/functions/mcp-demo/invocations");
+    } else {
+        tracing::info!(listen = %bound, "manga demo MCP server listening on http://{bound}/mcp");
+    }
+    shutdown_signal().await;
+    Ok(())
+}
+
+/// Resolves on SIGTERM (ECS stop) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,197 @@
+//! JSON-RPC 2.0 envelopes: decoding inbound messages (single or batch) strictly, and writing
+//! responses whose `result` may be raw bytes passed through from an upstream untouched.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer, ser::SerializeStruct};
+use serde_json::{Value, value::RawValue};
+
+use crate::error::{Category, GatewayError};
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+/// One decoded inbound message: a request (has an id) or a notification (has none).
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// `None` for a notification. `Some(Value::Null)` is an explicit `"id": null`.
+    pub id: Option<Value>,
+    pub method: String,
+    pub params: Option<Value>,
+}
+
+impl Message {
+    pub fn is_notification(&self) -> bool {
+        self.id.is_none()
+    }
+}
+
+/// What a POST body decodes to.
+#[derive(Debug)]
+pub enum Inbound {
+    Single(Result<Message, (Value, GatewayError)>),
+    Batch(Vec<Result<Message, (Value, GatewayError)>>),
+}
+
+/// Decodes a POST body. `Err` is a parse error of the whole body (answered with id `null`).
+/// Each entry that is not a valid request becomes an `Err((id, error))` answered on its own.
+pub fn decode(body: &[u8]) -> Result<Inbound, GatewayError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| GatewayError::new(Category::ParseError, e.to_string()))?;
+    match value {
+        Value::Array(items) if items.is_empty() => Ok(Inbound::Single(Err((
+            Value::Null,
+            GatewayError::new(Category::InvalidRequest, "empty batch"),
+        )))),
+        Value::Array(items) => Ok(Inbound::Batch(items.into_iter().map(message).collect())),
+        other => Ok(Inbound::Single(message(other))),
+    }
+}
+
+fn message(value: Value) -> Result<Message, (Value, GatewayError)> {
+    let Value::Object(mut obj) = value else {
+        return Err((
+            Value::Null,
+            GatewayError::new(Category::InvalidRequest, "a request must be a JSON object"),
+        ));
+    };
+    let id = obj.remove("id");
+    let reply_id = match &id {
+        Some(v @ (Value::String(_) | Value::Number(_) | Value::Null)) => v.clone(),
+        Some(_) => {
+            return Err((
+                Value::Null,
+                GatewayError::new(Category::InvalidRequest, "id must be a string, number or null"),
+            ));
+        }
+        None => Value::Null,
+    };
+    let invalid = |detail: &str| (reply_id.clone(), GatewayError::new(Category::InvalidRequest, detail));
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid("jsonrpc must be \"2.0\""));
+    }
+    let method = match obj.remove("method") {
+        Some(Value::String(m)) => m,
+        Some(_) => return Err(invalid("method must be a string")),
+        None if obj.contains_key("result") || obj.contains_key("error") => {
+            return Err(invalid("responses are not accepted on this endpoint"));
+        }
+        None => return Err(invalid("method is missing")),
+    };
+    let params = match obj.remove("params") {
+        None => None,
+        Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
+        Some(_) => return Err(invalid("params must be an object or an array")),
+    };
+    Ok(Message { id, method, params })
+}
+
+/// A JSON-RPC response. The result is raw JSON so upstream results pass through byte for byte.
+#[derive(Debug)]
+pub struct Response {
+    pub id: Value,
+    pub body: Result<Box<RawValue>, ErrorObject>,
+}
+
+impl Response {
+    pub fn result(id: Value, result: Box<RawValue>) -> Self {
+        Self { id, body: Ok(result) }
+    }
+
+    /// A result built from a `serde_json::Value` (for small gateway-made results).
+    pub fn result_value(id: Value, result: &Value) -> Self {
+        let raw = serde_json::value::to_raw_value(result)
+            .unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("static JSON"));
+        Self { id, body: Ok(raw) }
+    }
+
+    pub fn error(id: Value, error: &GatewayError) -> Self {
+        Self { id, body: Err(error.to_error_object()) }
+    }
+}
+
+impl Serialize for Response {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("Response", 3)?;
+        s.serialize_field("jsonrpc", "2.0")?;
+        s.serialize_field("id", &self.id)?;
+        match &self.body {
+            Ok(result) => s.serialize_field("result", result)?,
+            Err(error) => s.serialize_field("error", error)?,
+        }
+        s.end()
+    }
+}
+
+/// An upstream's JSON-RPC response, decoded without building a tree of the result.
+#[derive(Debug, Deserialize)]
+pub struct UpstreamResponse {
+    #[serde(default, deserialize_with = "present")]
+    pub id: Option<Value>,
+    #[serde(default)]
+    pub result: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub error: Option<ErrorObject>,
+}
+
+/// Keeps an explicit `null` distinct from an absent field.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// The only field of a `tools/call` result the gateway must read: `isError`.
+#[derive(Debug, Default, Deserialize)]
+pub struct CallResultProbe {
+    #[serde(rename = "isError", default)]
+    pub is_error: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn single(body: &str) -> Result<Message, (Value, GatewayError)> {
+        match decode(body.as_bytes()).unwrap() {
+            Inbound::Single(m) => m,
+            Inbound::Batch(_) => panic!("expected a single message"),
+        }
+    }
+
+    #[test]
+    fn notifications_have_no_id_and_null_ids_are_kept() {
+        let n = single(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(n.is_notification());
+        let r = single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap();
+        assert_eq!(r.id, Some(Value::Null));
+    }
+
+    #[test]
+    fn invalid_requests_keep_their_id_when_it_is_valid() {
+        let (id, err) = single(r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#).unwrap_err();
+        assert_eq!(id, json!(7));
+        assert_eq!(err.category, Category::InvalidRequest);
+        let (id, _) = single(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#).unwrap_err();
+        assert_eq!(id, Value::Null);
+        assert!(single(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).is_err());
+        assert!(single("42").is_err());
+    }
+
+    #[test]
+    fn batches_and_parse_errors() {
+        assert!(matches!(decode(b"[1,2]").unwrap(), Inbound::Batch(v) if v.len() == 2));
+        assert!(matches!(decode(b"[]").unwrap(), Inbound::Single(Err(_))));
+        assert_eq!(decode(b"{nope").unwrap_err().category, Category::ParseError);
+    }
+
+    #[test]
+    fn raw_results_pass_through_unchanged() {
+        let raw = RawValue::from_string(r#"{"content":[],"isError":true}"#.into()).unwrap();
+        let text = serde_json::to_string(&Response::result(json!("a"), raw)).unwrap();
+        assert_eq!(text, r#"{"jsonrpc":"2.0","id":"a","result":{"content":[],"isError":true}}"#);
+    }
+}

@@ -1,0 +1,210 @@
+//! The two MCP protocol eras, on both sides of the gateway.
+//!
+//! - **Legacy** (2024-11-05 … 2025-11-25): `initialize` → `notifications/initialized`, an
+//!   optional `Mcp-Session-Id`, the version negotiated once.
+//! - **Modern** (2026-07-28): stateless; every request carries its protocol version and the
+//!   client's capabilities in `_meta`, plus `Mcp-Method` / `Mcp-Name` routing headers;
+//!   `server/discover` replaces the handshake; results carry `resultType`.
+//!
+//! This module holds the constants and the pure functions that build and read both shapes;
+//! transports and the inbound server decide when to use which.
+
+use serde_json::{Map, Value, json};
+
+use crate::upstream::UpstreamRequest;
+
+/// The stateless revision.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// Session-era revisions, newest first.
+pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The newest session-era revision (what `initialize` answers when asked for something else).
+pub const LATEST_LEGACY_VERSION: &str = LEGACY_VERSIONS[0];
+
+/// `_meta` key carrying the protocol version of a modern request.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key carrying the client's capabilities on a modern request.
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key carrying the client's name and version on a modern request.
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// Prefix of every `_meta` key the protocol reserves.
+pub const META_RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
+
+/// HTTP headers of streamable HTTP.
+pub mod headers {
+    pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+    pub const SESSION_ID: &str = "mcp-session-id";
+    pub const METHOD: &str = "mcp-method";
+    pub const NAME: &str = "mcp-name";
+    pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+}
+
+/// Which era a message belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    Legacy,
+    Modern,
+}
+
+/// Every version the gateway speaks, newest first.
+pub fn supported_versions() -> Vec<&'static str> {
+    std::iter::once(MODERN_VERSION).chain(LEGACY_VERSIONS).collect()
+}
+
+pub fn is_supported(version: &str) -> bool {
+    version == MODERN_VERSION || LEGACY_VERSIONS.contains(&version)
+}
+
+/// The protocol version a request's `_meta` declares (modern era), if any.
+pub fn meta_version(params: Option<&Value>) -> Option<&str> {
+    params?.get("_meta")?.get(META_PROTOCOL_VERSION)?.as_str()
+}
+
+/// The version `initialize` answers: the client's if it is a session-era version we speak,
+/// else our newest session-era version (the client then decides whether to continue).
+pub fn negotiate_legacy(requested: Option<&str>) -> &'static str {
+    requested
+        .and_then(|r| LEGACY_VERSIONS.iter().find(|v| **v == r))
+        .copied()
+        .unwrap_or(LATEST_LEGACY_VERSION)
+}
+
+/// The `initialize` result of a server that offers tools.
+pub fn initialize_result(requested: Option<&str>, name: &str, version: &str, instructions: Option<&str>) -> Value {
+    let mut result = json!({
+        "protocolVersion": negotiate_legacy(requested),
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": {"name": name, "version": version},
+    });
+    if let Some(text) = instructions {
+        result["instructions"] = json!(text);
+    }
+    result
+}
+
+/// The `server/discover` result of a server that offers tools.
+pub fn discover_result(name: &str, version: &str, instructions: Option<&str>) -> Value {
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": supported_versions(),
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": {"name": name, "version": version},
+    });
+    if let Some(text) = instructions {
+        result["instructions"] = json!(text);
+    }
+    result
+}
+
+/// The `_meta` the gateway puts on a modern-era upstream request.
+fn modern_meta() -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(META_PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
+    meta.insert(META_CLIENT_CAPABILITIES.into(), json!({}));
+    meta.insert(
+        META_CLIENT_INFO.into(),
+        json!({"name": "mcp-gateway", "version": crate::VERSION}),
+    );
+    meta
+}
+
+/// Serializes an upstream request as a JSON-RPC request of the given era.
+pub fn encode_request(id: u64, request: &UpstreamRequest, era: Era) -> Vec<u8> {
+    let mut params = request.params.clone();
+    if era == Era::Modern {
+        let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.extend(modern_meta());
+        }
+    }
+    let message = json!({"jsonrpc": "2.0", "id": id, "method": request.method, "params": params});
+    serde_json::to_vec(&message).unwrap_or_default()
+}
+
+/// Serializes a notification (no id) of the given method and params.
+pub fn encode_notification(method: &str, params: Option<Value>) -> Vec<u8> {
+    let mut message = json!({"jsonrpc": "2.0", "method": method});
+    if let Some(params) = params {
+        message["params"] = params;
+    }
+    serde_json::to_vec(&message).unwrap_or_default()
+}
+
+/// The `initialize` request the gateway sends to a session-era upstream.
+pub fn encode_initialize(id: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LATEST_LEGACY_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "mcp-gateway", "version": crate::VERSION},
+        },
+    }))
+    .unwrap_or_default()
+}
+
+/// Removes the keys the protocol reserves from a caller's `_meta` before it is forwarded:
+/// the gateway states its own version and capabilities to each upstream.
+pub fn forwardable_meta(meta: &Value) -> Option<Map<String, Value>> {
+    let forwarded: Map<String, Value> = meta
+        .as_object()?
+        .iter()
+        .filter(|(k, _)| !k.starts_with(META_RESERVED_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!forwarded.is_empty()).then_some(forwarded)
+}
+
+/// Whether a value may travel in an HTTP header as is (visible ASCII and spaces, no
+/// leading/trailing space); otherwise it is sent with the Base64 sentinel.
+pub fn header_safe(value: &str) -> bool {
+    !value.is_empty()
+        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !value.starts_with(' ')
+        && !value.ends_with(' ')
+}
+
+/// Encodes a header value, using `=?base64?…?=` when it is not header-safe.
+pub fn header_value(value: &str) -> String {
+    use base64::Engine;
+    if header_safe(value) {
+        value.to_string()
+    } else {
+        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_negotiates_a_session_era_version() {
+        assert_eq!(negotiate_legacy(Some("2025-06-18")), "2025-06-18");
+        assert_eq!(negotiate_legacy(Some("2026-07-28")), LATEST_LEGACY_VERSION);
+        assert_eq!(negotiate_legacy(Some("1999-01-01")), LATEST_LEGACY_VERSION);
+        assert_eq!(negotiate_legacy(None), LATEST_LEGACY_VERSION);
+    }
+
+    #[test]
+    fn modern_requests_carry_meta_and_keep_caller_meta() {
+        let mut params = Map::new();
+        params.insert("name".into(), json!("echo"));
+        params.insert("_meta".into(), json!({"trace": "t1"}));
+        let body = encode_request(7, &UpstreamRequest::new("tools/call", params), Era::Modern);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["params"]["_meta"][META_PROTOCOL_VERSION], MODERN_VERSION);
+        assert_eq!(v["params"]["_meta"]["trace"], "t1");
+        assert_eq!(v["id"], 7);
+    }
+
+    #[test]
+    fn reserved_meta_is_not_forwarded_and_unsafe_headers_are_encoded() {
+        let meta = json!({META_PROTOCOL_VERSION: "2026-07-28", "progressToken": 1});
+        let kept = forwardable_meta(&meta).unwrap();
+        assert!(kept.contains_key("progressToken") && kept.len() == 1);
+        assert_eq!(header_value("manga_search"), "manga_search");
+        assert!(header_value("ワンピース").starts_with("=?base64?"));
+    }
+}

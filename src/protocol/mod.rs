@@ -1,0 +1,5 @@
+//! The wire: JSON-RPC 2.0 envelopes, the two MCP protocol eras, and SSE framing.
+
+pub mod jsonrpc;
+pub mod mcp;
+pub mod sse;

@@ -1,0 +1,166 @@
+//! The one outcome classifier. Every later decision (metrics, logs, retries, circuit
+//! breaking, the JSON-RPC error) reads the [`Outcome`] of a call from here, so a failure is
+//! judged the same way everywhere.
+//!
+//! Failure attribution follows the design notes: only infrastructure failures (connect
+//! errors, resets, timeouts, 5xx, Lambda `Unhandled`, upstream internal errors) are
+//! [`Outcome::ServerError`]/[`Outcome::Timeout`]; invalid params, unknown tools and `isError`
+//! tool results are the caller's or the tool's business and never count against a server.
+
+use std::time::Duration;
+
+use crate::{
+    error::Category,
+    protocol::jsonrpc::CallResultProbe,
+    upstream::{FunctionErrorKind, UpstreamError, UpstreamReply},
+};
+
+/// What one upstream call amounted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A result.
+    Success,
+    /// A result with `isError: true`: the tool ran and reported a failure. Passed through.
+    ToolError,
+    /// The upstream rejected the request as the caller's mistake (invalid params, …).
+    ClientError,
+    /// The tool, function or endpoint does not exist upstream.
+    NotFound,
+    /// The upstream asked us to slow down.
+    RateLimited { retry_after: Option<Duration> },
+    /// The upstream (or the way to it) failed.
+    ServerError { reached_server: bool },
+    /// The upstream did not answer in time.
+    Timeout,
+}
+
+impl Outcome {
+    /// Classifies a transport result. `tools_call` says whether to look for `isError`.
+    pub fn of(result: &Result<UpstreamReply, UpstreamError>, tools_call: bool) -> Self {
+        match result {
+            Ok(UpstreamReply::Result(raw)) if tools_call => {
+                // Only `isError` is read; the rest of the result stays raw bytes.
+                match serde_json::from_str::<CallResultProbe>(raw.get()) {
+                    Ok(probe) if probe.is_error => Outcome::ToolError,
+                    _ => Outcome::Success,
+                }
+            }
+            Ok(UpstreamReply::Result(_)) => Outcome::Success,
+            Ok(UpstreamReply::Error(error)) => match error.code {
+                // Method not found / unknown tool / resource not found upstream.
+                -32601 | -32002 => Outcome::NotFound,
+                // Internal error and the implementation-defined server error range.
+                -32603 | -32099..=-32000 => Outcome::ServerError { reached_server: true },
+                _ => Outcome::ClientError,
+            },
+            Err(error) => Self::of_error(error),
+        }
+    }
+
+    fn of_error(error: &UpstreamError) -> Self {
+        match error {
+            UpstreamError::Connect(_) => Outcome::ServerError { reached_server: false },
+            UpstreamError::Io(_) | UpstreamError::Protocol(_) => Outcome::ServerError { reached_server: true },
+            UpstreamError::Timeout(_) => Outcome::Timeout,
+            UpstreamError::Status { status } if *status >= 500 => Outcome::ServerError { reached_server: true },
+            UpstreamError::Status { status: 404 | 405 } | UpstreamError::NotFound(_) => Outcome::NotFound,
+            UpstreamError::Status { .. } => Outcome::ClientError,
+            UpstreamError::RateLimited { retry_after } => Outcome::RateLimited { retry_after: *retry_after },
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, .. } => {
+                Outcome::ServerError { reached_server: true }
+            }
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => Outcome::ClientError,
+            UpstreamError::PayloadTooLarge { .. } => Outcome::ClientError,
+        }
+    }
+
+    /// Whether trying again may help (the retry layer also checks tool safety and budget).
+    pub fn is_retryable(self) -> bool {
+        matches!(self, Outcome::RateLimited { .. } | Outcome::ServerError { .. } | Outcome::Timeout)
+    }
+
+    /// Whether this counts as a hard failure for a circuit breaker's consecutive count.
+    pub fn is_hard_failure(self) -> bool {
+        matches!(self, Outcome::ServerError { .. } | Outcome::Timeout)
+    }
+
+    /// Whether this counts against the server's windowed success rate.
+    pub fn counts_against_success_rate(self) -> bool {
+        self.is_hard_failure() || matches!(self, Outcome::RateLimited { .. })
+    }
+
+    /// The metric label and log field.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::ToolError => "tool_error",
+            Outcome::ClientError => "client_error",
+            Outcome::NotFound => "not_found",
+            Outcome::RateLimited { .. } => "rate_limited",
+            Outcome::ServerError { .. } => "server_error",
+            Outcome::Timeout => "timeout",
+        }
+    }
+
+    /// The error-table category for a failed transport call.
+    pub fn category_of(error: &UpstreamError) -> Category {
+        match error {
+            UpstreamError::Connect(_) => Category::UpstreamUnavailable,
+            UpstreamError::Io(_) => Category::UpstreamError,
+            UpstreamError::Timeout(_) => Category::Timeout,
+            UpstreamError::Status { status } if *status >= 500 => Category::UpstreamError,
+            UpstreamError::Status { status: 404 | 405 } | UpstreamError::NotFound(_) => {
+                Category::UpstreamMisconfigured
+            }
+            UpstreamError::Status { .. } => Category::UpstreamProtocol,
+            UpstreamError::RateLimited { .. } => Category::RateLimited,
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, .. } => Category::UpstreamError,
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => Category::UpstreamRejected,
+            UpstreamError::PayloadTooLarge { .. } => Category::PayloadTooLarge,
+            UpstreamError::Protocol(_) => Category::UpstreamProtocol,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::jsonrpc::ErrorObject;
+    use serde_json::value::RawValue;
+
+    fn result(json: &str) -> Result<UpstreamReply, UpstreamError> {
+        Ok(UpstreamReply::Result(RawValue::from_string(json.into()).unwrap()))
+    }
+
+    fn rpc_error(code: i64) -> Result<UpstreamReply, UpstreamError> {
+        Ok(UpstreamReply::Error(ErrorObject { code, message: "x".into(), data: None }))
+    }
+
+    #[test]
+    fn tool_errors_and_client_errors_never_count_against_the_server() {
+        for outcome in [
+            Outcome::of(&result(r#"{"content":[],"isError":true}"#), true),
+            Outcome::of(&result(r#"{"content":[]}"#), true),
+            Outcome::of(&rpc_error(-32602), true),
+            Outcome::of(&rpc_error(-32002), true),
+            Outcome::of(&Err(UpstreamError::NotFound("f".into())), true),
+        ] {
+            assert!(!outcome.is_hard_failure(), "{outcome:?}");
+            assert!(!outcome.counts_against_success_rate(), "{outcome:?}");
+        }
+        assert_eq!(Outcome::of(&result(r#"{"isError":true}"#), true), Outcome::ToolError);
+    }
+
+    #[test]
+    fn infrastructure_failures_count_and_rate_limits_count_only_toward_the_rate() {
+        let down = Outcome::of(&Err(UpstreamError::Connect("refused".into())), true);
+        assert_eq!(down, Outcome::ServerError { reached_server: false });
+        assert!(down.is_hard_failure() && down.is_retryable());
+        assert!(Outcome::of(&rpc_error(-32603), true).is_hard_failure());
+        assert!(Outcome::of(&Err(UpstreamError::Status { status: 503 }), true).is_hard_failure());
+        let unhandled = UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, message: String::new() };
+        assert!(Outcome::of(&Err(unhandled), true).is_hard_failure());
+        let limited = Outcome::of(&Err(UpstreamError::RateLimited { retry_after: None }), true);
+        assert!(!limited.is_hard_failure() && limited.counts_against_success_rate());
+    }
+}

@@ -1,0 +1,174 @@
+//! `POST /mcp`: the HTTP edge of the MCP endpoint. Checks what must be checked before any
+//! JSON is read (origin, size, protocol version header), decodes single or batch JSON-RPC,
+//! hands each message to [`super::dispatch`], and writes the answer: JSON, or `202` with no
+//! body when everything was a notification. Every refusal has a JSON-RPC error body.
+
+use std::sync::Arc;
+
+use axum::{
+    body::{Body, Bytes},
+    extract::State,
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+
+use super::dispatch::{self, RequestInfo};
+use crate::{
+    error::{Category, GatewayError},
+    gateway::Gateway,
+    protocol::{
+        jsonrpc::{self, Inbound},
+        mcp,
+    },
+};
+
+const REQUEST_ID: &str = "x-request-id";
+
+pub async fn post(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
+    let request_id = request_id(&headers);
+    let response = handle(&gateway, &headers, body, &request_id).await;
+    with_request_id(response, &request_id)
+}
+
+async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Body, request_id: &str) -> Response {
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && !origin_allowed(origin, &gateway.config.allowed_origins)
+    {
+        gateway.metrics.rejections.with_label_values(&["forbidden_origin"]).inc();
+        let err = GatewayError::new(Category::ForbiddenOrigin, "the Origin header is not an allowed origin");
+        return error_response(StatusCode::FORBIDDEN, &err);
+    }
+    let limit = gateway.config.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > limit) {
+        return too_large(gateway, limit);
+    }
+    let bytes: Bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => bytes,
+        Err(_) => return too_large(gateway, limit),
+    };
+    if let Some(version) = headers.get(mcp::headers::PROTOCOL_VERSION) {
+        let version = version.to_str().unwrap_or_default();
+        if !mcp::is_supported(version) {
+            gateway.metrics.rejections.with_label_values(&["unsupported_protocol_version"]).inc();
+            let err = GatewayError::new(Category::UnsupportedProtocolVersion, format!("{version:?}"))
+                .with_extra("supported", json!(mcp::supported_versions()));
+            return error_response(StatusCode::BAD_REQUEST, &err);
+        }
+    }
+    let inbound = match jsonrpc::decode(&bytes) {
+        Ok(inbound) => inbound,
+        Err(err) => {
+            gateway.metrics.rejections.with_label_values(&["parse_error"]).inc();
+            return error_response(StatusCode::BAD_REQUEST, &err);
+        }
+    };
+    let info = RequestInfo::from_headers(headers, request_id);
+    match inbound {
+        Inbound::Single(entry) => match dispatch::entry(gateway, entry, &info).await {
+            Some(answer) => json_response(&answer),
+            None => StatusCode::ACCEPTED.into_response(),
+        },
+        Inbound::Batch(entries) => {
+            // Items run concurrently and fail alone; answers keep request order.
+            let answers: Vec<_> = join_all(entries.into_iter().map(|e| dispatch::entry(gateway, e, &info)))
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+            if answers.is_empty() {
+                StatusCode::ACCEPTED.into_response()
+            } else {
+                json_response(&answers)
+            }
+        }
+    }
+}
+
+/// `GET`/`DELETE /mcp`: the gateway offers no server-initiated stream and keeps no sessions.
+pub async fn not_allowed() -> Response {
+    let mut response = error_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &GatewayError::new(Category::InvalidRequest, "use POST; this endpoint keeps no sessions and no server stream"),
+    );
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+}
+
+fn too_large(gateway: &Gateway, limit: usize) -> Response {
+    gateway.metrics.rejections.with_label_values(&["payload_too_large"]).inc();
+    let err = GatewayError::new(Category::PayloadTooLarge, format!("the body exceeds {limit} bytes"));
+    error_response(StatusCode::PAYLOAD_TOO_LARGE, &err)
+}
+
+fn error_response(status: StatusCode, err: &GatewayError) -> Response {
+    let body = jsonrpc::Response::error(Value::Null, err);
+    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&body).unwrap_or_default()).into_response()
+}
+
+fn json_response<T: serde::Serialize>(answer: &T) -> Response {
+    match serde_json::to_vec(answer) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(e) => error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &GatewayError::new(Category::Internal, format!("serializing the answer: {e}")),
+        ),
+    }
+}
+
+/// Loopback origins are always allowed (the orchestrator and local tools); others only when
+/// configured. This is the DNS-rebinding defence the MCP transport spec asks for.
+fn origin_allowed(origin: &HeaderValue, allowed: &[String]) -> bool {
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    if allowed.iter().any(|a| a == origin) {
+        return true;
+    }
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => rest.split(':').next().unwrap_or_default(),
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// The caller's `X-Request-Id` when it is sane, else a fresh one.
+fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{:016x}", fastrand::u64(..)))
+}
+
+fn with_request_id(mut response: Response, request_id: &str) -> Response {
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_or_configured_origins_pass() {
+        let allowed = vec!["https://shop.example".to_string()];
+        for ok in ["http://localhost:3000", "http://127.0.0.1", "http://[::1]:8080", "https://shop.example"] {
+            assert!(origin_allowed(&HeaderValue::from_static(ok), &allowed), "{ok}");
+        }
+        for bad in ["https://evil.example", "http://localhost.evil.example", "null", "http://127.0.0.1.nip.io"] {
+            assert!(!origin_allowed(&HeaderValue::from_static(bad), &allowed), "{bad}");
+        }
+    }
+}

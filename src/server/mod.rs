@@ -1,0 +1,70 @@
+//! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /metrics`, `GET /healthz`, `GET /readyz`.
+
+pub mod dispatch;
+pub mod health;
+pub mod mcp;
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use tokio::net::TcpListener;
+
+use crate::gateway::Gateway;
+
+/// All inbound routes.
+pub fn router(gateway: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/mcp", post(mcp::post).get(mcp::not_allowed).delete(mcp::not_allowed))
+        .route("/metrics", get(health::metrics))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .fallback(not_found)
+        .with_state(gateway)
+}
+
+async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(serde_json::json!({"error": "not found", "endpoints": ["/mcp", "/metrics", "/healthz", "/readyz"]})),
+    )
+        .into_response()
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish
+/// (up to `grace`).
+pub async fn serve(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, router(gateway.clone()))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        })
+        .into_future();
+    tokio::pin!(server);
+    let mut stop = stop_rx;
+    tokio::select! {
+        result = &mut server => return result,
+        _ = stop.wait_for(|stopping| *stopping) => {}
+    }
+    tracing::info!(in_flight = gateway.metrics.in_flight.get(), grace_secs = grace.as_secs(), "shutting down: draining in-flight requests");
+    match tokio::time::timeout(grace, &mut server).await {
+        Ok(result) => {
+            tracing::info!("drained; bye");
+            result
+        }
+        Err(_) => {
+            tracing::warn!(in_flight = gateway.metrics.in_flight.get(), "grace period over; exiting with requests in flight");
+            Ok(())
+        }
+    }
+}

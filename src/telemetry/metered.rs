@@ -1,0 +1,81 @@
+//! A tower layer that counts every upstream attempt by status and times it
+//! (`mcp_gateway_upstream_requests_total`, `mcp_gateway_upstream_request_duration_seconds`).
+//! It sits outside the attempt timeout so timed-out attempts are counted too.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+    time::Instant,
+};
+
+use prometheus::{Histogram, IntCounterVec};
+use tower::{Layer, Service};
+
+use crate::upstream::{UpstreamError, UpstreamReply};
+
+/// Builds [`Metered`].
+#[derive(Clone)]
+pub struct MeteredLayer {
+    /// `upstream_requests_total` curried with `{server, transport}`; `status` is added per call.
+    requests: IntCounterVec,
+    server: String,
+    transport: &'static str,
+    duration: Histogram,
+}
+
+impl MeteredLayer {
+    pub fn new(metrics: &super::metrics::Metrics, server: &str, transport: &'static str) -> Self {
+        Self {
+            requests: metrics.upstream_requests.clone(),
+            server: server.to_string(),
+            transport,
+            duration: metrics.upstream_duration.with_label_values(&[server, transport]),
+        }
+    }
+}
+
+impl<S> Layer<S> for MeteredLayer {
+    type Service = Metered<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Metered { inner, layer: self.clone() }
+    }
+}
+
+/// Counts and times each call of the inner service.
+#[derive(Clone)]
+pub struct Metered<S> {
+    inner: S,
+    layer: MeteredLayer,
+}
+
+impl<S, R> Service<R> for Metered<S>
+where
+    S: Service<R, Response = UpstreamReply, Error = UpstreamError>,
+    S::Future: Send + 'static,
+{
+    type Response = UpstreamReply;
+    type Error = UpstreamError;
+    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        let started = Instant::now();
+        let layer = self.layer.clone();
+        let attempt = self.inner.call(request);
+        Box::pin(async move {
+            let result = attempt.await;
+            layer.duration.observe(started.elapsed().as_secs_f64());
+            let status = match &result {
+                Ok(_) => "200",
+                Err(e) => e.status_label(),
+            };
+            layer.requests.with_label_values(&[layer.server.as_str(), layer.transport, status]).inc();
+            result
+        })
+    }
+}

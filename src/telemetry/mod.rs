@@ -1,0 +1,5 @@
+//! What operators see: Prometheus metrics and one JSON log line per call.
+
+pub mod logging;
+pub mod metered;
+pub mod metrics;

@@ -1,0 +1,149 @@
+//! Outbound: one module per transport, each a `tower::Service<UpstreamRequest>`.
+//!
+//! A transport turns one MCP request into one JSON-RPC response from the upstream server, or
+//! an [`UpstreamError`] saying why there is none. It knows nothing of retries, breakers or
+//! metrics: those are layers around it ([`crate::resilience`]). Whether a reply is a success
+//! is decided by [`crate::resilience::classify`], not here.
+
+pub mod http;
+pub mod lambda;
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Value, value::RawValue};
+use tower::util::BoxCloneSyncService;
+
+use crate::protocol::jsonrpc::ErrorObject;
+
+/// One MCP request for an upstream server.
+#[derive(Debug, Clone)]
+pub struct UpstreamRequest {
+    /// `tools/call`, `tools/list`, …
+    pub method: &'static str,
+    /// The params object, without era-specific `_meta` keys (the transport adds them).
+    pub params: serde_json::Map<String, Value>,
+    /// The tool name on the upstream (for the `Mcp-Name` header of `tools/call`).
+    pub tool: Option<Arc<str>>,
+}
+
+impl UpstreamRequest {
+    pub fn new(method: &'static str, params: serde_json::Map<String, Value>) -> Self {
+        Self { method, params, tool: None }
+    }
+}
+
+/// The upstream's JSON-RPC answer: its `result` kept as raw bytes, or its `error`.
+#[derive(Debug)]
+pub enum UpstreamReply {
+    Result(Box<RawValue>),
+    Error(ErrorObject),
+}
+
+/// Why an upstream gave no JSON-RPC answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// Connection refused, DNS or TLS failure: the request never left the gateway.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// The connection broke after the request may have been sent.
+    #[error("connection failed: {0}")]
+    Io(String),
+    /// No answer within the attempt's time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// An HTTP status that is not an MCP answer (5xx, unexpected 4xx).
+    #[error("HTTP {status}")]
+    Status { status: u16 },
+    /// HTTP 429 or Lambda throttling.
+    #[error("rate limited")]
+    RateLimited { retry_after: Option<Duration> },
+    /// A Lambda function error (`X-Amz-Function-Error`).
+    #[error("function error ({kind}): {message}")]
+    FunctionError { kind: FunctionErrorKind, message: String },
+    /// The endpoint or function does not exist: a configuration error.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The request is too large for the transport (Lambda's 6 MB), refused before sending.
+    #[error("request of {size} bytes exceeds the {limit}-byte limit")]
+    PayloadTooLarge { size: usize, limit: usize },
+    /// The upstream answered, but not with MCP/JSON-RPC.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+/// `X-Amz-Function-Error` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FunctionErrorKind {
+    /// The runtime failed (crash, timeout, out of memory): an infrastructure failure.
+    Unhandled,
+    /// The function reported an error itself.
+    Handled,
+}
+
+impl std::fmt::Display for FunctionErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FunctionErrorKind::Unhandled => "Unhandled",
+            FunctionErrorKind::Handled => "Handled",
+        })
+    }
+}
+
+impl UpstreamError {
+    /// The `status` label of `mcp_gateway_upstream_requests_total` for this failure.
+    pub fn status_label(&self) -> &'static str {
+        match self {
+            UpstreamError::Connect(_) => "connect_error",
+            UpstreamError::Io(_) => "io_error",
+            UpstreamError::Timeout(_) => "timeout",
+            UpstreamError::Status { status } => status_class(*status),
+            UpstreamError::RateLimited { .. } => "429",
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, .. } => "function_error_unhandled",
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => "function_error_handled",
+            UpstreamError::NotFound(_) => "404",
+            UpstreamError::PayloadTooLarge { .. } => "payload_too_large",
+            UpstreamError::Protocol(_) => "protocol_error",
+        }
+    }
+}
+
+fn status_class(status: u16) -> &'static str {
+    match status {
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        500 => "500",
+        502 => "502",
+        503 => "503",
+        504 => "504",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
+    }
+}
+
+/// The type-erased per-server service every caller uses.
+pub type UpstreamService = BoxCloneSyncService<UpstreamRequest, UpstreamReply, UpstreamError>;
+
+/// Parses a `Retry-After` header value given in seconds (HTTP-dates are ignored).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let secs: f64 = value.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(3600.0)))
+}
+
+/// Decodes one JSON-RPC response body into a reply.
+pub fn decode_reply(body: &[u8]) -> Result<UpstreamReply, UpstreamError> {
+    let response: crate::protocol::jsonrpc::UpstreamResponse = serde_json::from_slice(body)
+        .map_err(|e| UpstreamError::Protocol(format!("invalid JSON-RPC response: {e}")))?;
+    reply_from(response)
+}
+
+pub(crate) fn reply_from(response: crate::protocol::jsonrpc::UpstreamResponse) -> Result<UpstreamReply, UpstreamError> {
+    match (response.result, response.error) {
+        (_, Some(error)) => Ok(UpstreamReply::Error(error)),
+        (Some(result), None) => Ok(UpstreamReply::Result(result)),
+        (None, None) => Err(UpstreamError::Protocol("response has neither result nor error".into())),
+    }
+}
