@@ -1,0 +1,314 @@
+//! Test harness: real processes on loopback ports. The gateway under test is the built
+//! `mcp-gateway` binary; upstreams are the demo server (HTTP or behind the Lambda Invoke API),
+//! the official TypeScript "everything" server, and a Python SDK server. A missing peer is a
+//! test failure naming what to install, never a silent skip.
+#![allow(dead_code)]
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-gateway");
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits until something accepts TCP connections on `port`.
+pub fn wait_port(port: u16, what: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} did not start listening on port {port} within {within:?}");
+}
+
+/// A child process killed on drop, whose stdout lines are collected.
+pub struct Proc {
+    pub child: Child,
+    pub lines: Arc<Mutex<Vec<String>>>,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, mut command: Command) -> Self {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({command:?}): {e}"));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    lines.lock().unwrap().push(line);
+                }
+            });
+        }
+        Self { child, lines, name: name.to_string() }
+    }
+
+    /// Waits for an output line containing `needle`; returns it.
+    pub fn wait_line(&mut self, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(line) = self.lines.lock().unwrap().iter().find(|l| l.contains(needle)) {
+                return line.clone();
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{} exited ({status}) before printing {needle:?}; output:\n{}", self.name, self.output());
+            }
+            if Instant::now() > deadline {
+                panic!("{} did not print {needle:?} within {within:?}; output:\n{}", self.name, self.output());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn output(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Sends SIGTERM and waits for exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("{} did not exit after SIGTERM", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads the `"listen"` field of the process's startup log line.
+fn listen_addr(proc: &mut Proc) -> SocketAddr {
+    let line = proc.wait_line("\"listen\"", Duration::from_secs(30));
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("startup line is not JSON ({e}): {line}"));
+    v["listen"].as_str().unwrap().parse().unwrap()
+}
+
+/// The demo MCP server as its own process (`--lambda-api` for the Lambda emulator).
+pub struct Demo {
+    pub proc: Proc,
+    pub addr: SocketAddr,
+}
+
+impl Demo {
+    pub fn http() -> Self {
+        Self::start(false, 0)
+    }
+
+    pub fn lambda_api() -> Self {
+        Self::start(true, 0)
+    }
+
+    pub fn start(lambda: bool, port: u16) -> Self {
+        let mut command = Command::new(BIN);
+        command.args(["demo-server", "--listen", &format!("127.0.0.1:{port}")]);
+        if lambda {
+            command.arg("--lambda-api");
+        }
+        let mut proc = Proc::spawn("demo-server", command);
+        let addr = listen_addr(&mut proc);
+        Self { proc, addr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+}
+
+/// The gateway under test.
+pub struct Gateway {
+    pub proc: Proc,
+    pub addr: SocketAddr,
+    pub client: reqwest::blocking::Client,
+    _config: tempfile_path::TempPath,
+}
+
+/// Minimal temp-file helper (removed on drop).
+pub mod tempfile_path {
+    use std::path::PathBuf;
+    pub struct TempPath(pub PathBuf);
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+impl Gateway {
+    /// Starts `mcp-gateway serve` with `config` (TOML) and extra environment.
+    pub fn start(config: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_with_args(config, env, &[])
+    }
+
+    pub fn start_with_args(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
+        let path = std::env::temp_dir().join(format!("mcp-gateway-test-{}-{}.toml", std::process::id(), free_port()));
+        std::fs::File::create(&path).unwrap().write_all(config.as_bytes()).unwrap();
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--config", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(args)
+            // Static test credentials: the AWS SDK must never probe instance metadata.
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut proc = Proc::spawn("mcp-gateway", command);
+        let addr = listen_addr(&mut proc);
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        let gateway = Self { proc, addr, client, _config: tempfile_path::TempPath(path) };
+        gateway.wait_ready();
+        gateway
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(r) = self.client.get(self.url("/readyz")).send()
+                && r.status() == 200
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("gateway never became ready; output:\n{}", self.proc.output());
+    }
+
+    /// POSTs a raw body to /mcp; returns status, headers and body text.
+    pub fn post_raw(&self, body: impl Into<reqwest::blocking::Body>, headers: &[(&str, &str)]) -> (u16, reqwest::header::HeaderMap, String) {
+        let mut request = self.client.post(self.url("/mcp")).header("content-type", "application/json").body(body);
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let response = request.send().expect("gateway answers");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        (status, headers, response.text().unwrap())
+    }
+
+    /// POSTs a JSON-RPC message; returns status and the parsed body (`Null` when empty).
+    pub fn rpc(&self, message: &Value) -> (u16, Value) {
+        let (status, _, body) = self.post_raw(message.to_string(), &[]);
+        let value = if body.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("non-JSON answer ({e}): {body}"))
+        };
+        (status, value)
+    }
+
+    /// Calls a tool and returns the JSON-RPC response.
+    pub fn call(&self, tool: &str, arguments: Value) -> Value {
+        let (status, body) = self.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}));
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    pub fn tool_names(&self) -> Vec<String> {
+        let (_, body) = self.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+        body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    }
+
+    pub fn metrics(&self) -> String {
+        self.client.get(self.url("/metrics")).send().unwrap().text().unwrap()
+    }
+}
+
+/// The structured text of a `tools/call` result.
+pub fn structured(response: &Value) -> &Value {
+    &response["result"]["structuredContent"]
+}
+
+/// Asserts a JSON-RPC error with `code` and `category`, returning its `data`.
+pub fn expect_error<'a>(response: &'a Value, code: i64, category: &str) -> &'a Value {
+    let error = &response["error"];
+    assert_eq!(error["code"], code, "unexpected answer: {response}");
+    assert_eq!(error["data"]["category"], category, "unexpected answer: {response}");
+    for key in ["retryable", "tool", "server", "attempts"] {
+        assert!(error["data"].get(key).is_some(), "error.data lacks {key}: {response}");
+    }
+    &error["data"]
+}
+
+/// Third-party peers installed by `scripts/install-test-deps.sh`.
+pub fn peers_dir() -> PathBuf {
+    repo_root().join("tests/peers")
+}
+
+fn require(path: &Path, what: &str) -> PathBuf {
+    assert!(
+        path.exists(),
+        "{what} is missing at {}: run scripts/install-test-deps.sh (the README's test command does)",
+        path.display()
+    );
+    path.to_path_buf()
+}
+
+/// `@modelcontextprotocol/server-everything` in streamable-HTTP mode on `port`.
+pub fn everything_server(port: u16) -> Proc {
+    let entry = require(
+        &peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        "@modelcontextprotocol/server-everything",
+    );
+    let mut command = Command::new("node");
+    command.arg(entry).arg("streamableHttp").env("PORT", port.to_string());
+    let proc = Proc::spawn("server-everything", command);
+    wait_port(port, "server-everything", Duration::from_secs(30));
+    proc
+}
+
+pub fn python() -> PathBuf {
+    require(&peers_dir().join(".venv/bin/python"), "the Python MCP SDK virtualenv")
+}
+
+/// A Python MCP SDK server (tools `add`, `shout`) on `port`.
+pub fn python_server(port: u16) -> Proc {
+    let mut command = Command::new(python());
+    command.arg(peers_dir().join("python_server.py")).arg(port.to_string());
+    let proc = Proc::spawn("python-mcp-server", command);
+    wait_port(port, "python MCP server", Duration::from_secs(30));
+    proc
+}
