@@ -215,6 +215,9 @@ impl GatewayError {
         if let Some(after) = self.retry_after {
             data.insert("retry_after_ms".into(), json!(after.as_millis() as u64));
         }
+        if let Some(code) = self.upstream_code {
+            data.insert("upstream_code".into(), json!(code));
+        }
         if let Some((key, value)) = &self.extra {
             data.insert((*key).into(), value.clone());
         }

@@ -1,0 +1,161 @@
+//! Streamable-HTTP upstream failures, each mapped to its row of the error table: connection
+//! refused, reset, 5xx, 429 with Retry-After, slow answers, non-MCP answers. The failing
+//! upstream is a real HTTP server on loopback that misbehaves on purpose.
+
+mod common;
+
+use std::{
+    io::Read,
+    net::TcpListener,
+    time::{Duration, Instant},
+};
+
+use axum::{
+    Router,
+    http::{HeaderMap, StatusCode},
+    response::IntoResponse,
+    routing::post,
+};
+use common::*;
+use serde_json::json;
+
+/// Starts the misbehaving server on a background runtime; returns its address.
+fn faulty_server() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let app = Router::new()
+                .route("/500/mcp", post(|| async { StatusCode::INTERNAL_SERVER_ERROR }))
+                .route("/503/mcp", post(|| async { (StatusCode::SERVICE_UNAVAILABLE, "maintenance") }))
+                .route("/429/mcp", post(|| async {
+                    let mut h = HeaderMap::new();
+                    h.insert("retry-after", "2".parse().unwrap());
+                    (StatusCode::TOO_MANY_REQUESTS, h, "slow down").into_response()
+                }))
+                .route("/slow/mcp", post(|| async {
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    StatusCode::OK
+                }))
+                .route("/garbage/mcp", post(|| async { ([("content-type", "text/html")], "<html>hello</html>") }))
+                .route("/internal/mcp", post(|| async {
+                    ([("content-type", "application/json")], json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "database down"}}).to_string())
+                }));
+            axum::serve(tokio::net::TcpListener::from_std(listener).unwrap(), app).await.unwrap();
+        });
+    });
+    addr
+}
+
+/// Accepts connections, reads a little, and drops them without answering.
+fn resetting_server() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            drop(stream);
+        }
+    });
+    addr
+}
+
+fn server(name: &str, url: &str, extra: &str) -> String {
+    format!(
+        r#"
+[servers.{name}]
+transport = "http"
+url = "{url}"
+discover = false
+{extra}
+[[servers.{name}.tools]]
+name = "{name}_tool"
+inputSchema = {{ type = "object" }}
+"#
+    )
+}
+
+fn failing_gateway() -> Gateway {
+    let faulty = faulty_server();
+    let reset = resetting_server();
+    let refused = free_port();
+    let mut config = String::from("[defaults]\nconnect_timeout_ms = 500\n");
+    config += &server("refused", &format!("http://127.0.0.1:{refused}/mcp"), "");
+    config += &server("reset", &format!("http://{reset}/mcp"), "");
+    for path in ["500", "503", "429", "garbage", "internal"] {
+        config += &server(&format!("s{path}"), &format!("http://{faulty}/{path}/mcp"), "");
+    }
+    config += &server("slow", &format!("http://{faulty}/slow/mcp"), "timeout_ms = 250");
+    Gateway::start(&config, &[])
+}
+
+#[test]
+fn every_upstream_failure_has_its_error_table_row() {
+    let gw = failing_gateway();
+    let cases = [
+        ("refused_tool", -32000, "upstream_unavailable", true),
+        ("reset_tool", -32000, "upstream_error", true),
+        ("s500_tool", -32000, "upstream_error", true),
+        ("s503_tool", -32000, "upstream_error", true),
+        ("s429_tool", -32003, "rate_limited", true),
+        ("sgarbage_tool", -32000, "upstream_protocol", false),
+        ("sinternal_tool", -32000, "upstream_error", true),
+        ("slow_tool", -32001, "timeout", true),
+    ];
+    for (tool, code, category, retryable) in cases {
+        let started = Instant::now();
+        let answer = gw.call(tool, json!({}));
+        let elapsed = started.elapsed();
+        let data = expect_error(&answer, code, category);
+        assert_eq!(data["retryable"], retryable, "{tool}: {answer}");
+        assert_eq!(data["tool"], tool);
+        assert!(elapsed < Duration::from_secs(2), "{tool} took {elapsed:?}");
+        if tool == "s429_tool" {
+            assert_eq!(data["retry_after_ms"], 2000, "{answer}");
+        }
+        if tool == "sinternal_tool" {
+            assert!(answer["error"]["message"].as_str().unwrap().contains("database down"));
+            assert_eq!(data["upstream_code"], -32603);
+        }
+    }
+}
+
+#[test]
+fn a_dead_upstream_fails_fast() {
+    let gw = failing_gateway();
+    // Warm up, then measure: connection refused must not wait for any timeout.
+    gw.call("refused_tool", json!({}));
+    let started = Instant::now();
+    for _ in 0..20 {
+        let answer = gw.call("refused_tool", json!({}));
+        expect_error(&answer, -32000, "upstream_unavailable");
+    }
+    let per_call = started.elapsed() / 20;
+    assert!(per_call < Duration::from_millis(100), "refused calls took {per_call:?} each");
+    let metrics = gw.metrics();
+    assert!(metrics.contains("status=\"connect_error\""), "{metrics}");
+}
+
+#[test]
+fn a_server_down_at_start_is_reported_by_readyz_and_keeps_its_static_tools() {
+    let refused = free_port();
+    let config = format!(
+        "refresh_interval_secs = 1\n[servers.down]\ntransport = \"http\"\nurl = \"http://127.0.0.1:{refused}/mcp\"\n[[servers.down.tools]]\nname = \"kept\"\ninputSchema = {{ type = \"object\" }}\n"
+    );
+    let gw = Gateway::start(&config, &[]);
+    let ready: serde_json::Value = gw.client.get(gw.url("/readyz")).send().unwrap().json().unwrap();
+    assert_eq!(ready["servers"]["down"]["tools"], "unavailable", "{ready}");
+    assert_eq!(gw.tool_names(), ["kept"]);
+    // When the server comes up, the next refresh learns its tools.
+    let demo = Demo::start(false, refused);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !gw.tool_names().contains(&"manga_search".to_string()) {
+        assert!(Instant::now() < deadline, "tools were never learned after the server came up; {}", demo.url());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(gw.tool_names().contains(&"kept".to_string()));
+}
