@@ -72,10 +72,7 @@ pub struct ServerDefaults {
 
 impl Default for ServerDefaults {
     fn default() -> Self {
-        Self {
-            connect_timeout_ms: 1_000,
-            timeout_ms: 10_000,
-        }
+        Self { connect_timeout_ms: 1_000, timeout_ms: 10_000 }
     }
 }
 
@@ -158,7 +155,10 @@ pub struct ToolRoute {
 
 impl Config {
     /// Loads the file (if any), applies environment overrides, and validates.
-    pub fn load(path: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> anyhow::Result<Self> {
+    pub fn load(
+        path: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Self> {
         let mut table = match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -169,9 +169,7 @@ impl Config {
             None => toml::Table::new(),
         };
         apply_env_overrides(&mut table, env)?;
-        let config: Config = toml::Value::Table(table)
-            .try_into()
-            .context("invalid configuration")?;
+        let config: Config = toml::Value::Table(table).try_into().context("invalid configuration")?;
         config.validate()?;
         Ok(config)
     }
@@ -212,16 +210,11 @@ fn apply_env_overrides(
     table: &mut toml::Table,
     env: impl IntoIterator<Item = (String, String)>,
 ) -> anyhow::Result<()> {
-    let mut vars: Vec<(String, String)> = env
-        .into_iter()
-        .filter(|(k, _)| k.starts_with(ENV_PREFIX) && k.len() > ENV_PREFIX.len())
-        .collect();
+    let mut vars: Vec<(String, String)> =
+        env.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX) && k.len() > ENV_PREFIX.len()).collect();
     vars.sort();
     for (key, raw) in vars {
-        let path: Vec<String> = key[ENV_PREFIX.len()..]
-            .split("__")
-            .map(str::to_ascii_lowercase)
-            .collect();
+        let path: Vec<String> = key[ENV_PREFIX.len()..].split("__").map(str::to_ascii_lowercase).collect();
         if path.iter().any(String::is_empty) {
             bail!("environment variable {key}: empty key segment");
         }
@@ -229,9 +222,8 @@ fn apply_env_overrides(
         let (last, parents) = path.split_last().expect("non-empty path");
         let mut cursor = &mut *table;
         for segment in parents {
-            let entry = cursor
-                .entry(segment.clone())
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let entry =
+                cursor.entry(segment.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
             cursor = match entry {
                 toml::Value::Table(t) => t,
                 _ => bail!("environment variable {key}: {segment} is not a table"),

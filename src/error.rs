@@ -6,7 +6,7 @@
 //! user are derived from the category by [`GatewayError::to_error_object`]. The README
 //! documents the same table.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use serde_json::{Map, Value, json};
 
@@ -63,9 +63,7 @@ impl Category {
             Category::MethodNotFound => -32601,
             Category::BadInput => -32602,
             Category::Internal => -32603,
-            Category::UpstreamError | Category::UpstreamUnavailable | Category::UpstreamProtocol => {
-                -32000
-            }
+            Category::UpstreamError | Category::UpstreamUnavailable | Category::UpstreamProtocol => -32000,
             Category::Timeout => -32001,
             Category::UnknownTool => -32002,
             Category::RateLimited => -32003,
@@ -146,12 +144,12 @@ pub struct GatewayError {
     pub category: Category,
     /// Human-readable detail appended to the message (never raw arguments or secrets).
     pub detail: String,
-    pub tool: Option<String>,
-    pub server: Option<String>,
+    pub tool: Option<Arc<str>>,
+    pub server: Option<Arc<str>>,
     pub attempts: u32,
     pub retry_after: Option<Duration>,
     /// Extra structured data: schema violations, the upstream's own `error.data`, supported versions.
-    pub extra: Option<(&'static str, Value)>,
+    pub extra: Option<Box<(&'static str, Value)>>,
     /// The upstream's own JSON-RPC code, for [`Category::UpstreamRejected`].
     pub upstream_code: Option<i64>,
 }
@@ -170,12 +168,12 @@ impl GatewayError {
         }
     }
 
-    pub fn with_tool(mut self, tool: impl Into<String>) -> Self {
+    pub fn with_tool(mut self, tool: impl Into<Arc<str>>) -> Self {
         self.tool = Some(tool.into());
         self
     }
 
-    pub fn with_server(mut self, server: impl Into<String>) -> Self {
+    pub fn with_server(mut self, server: impl Into<Arc<str>>) -> Self {
         self.server = Some(server.into());
         self
     }
@@ -191,7 +189,7 @@ impl GatewayError {
     }
 
     pub fn with_extra(mut self, key: &'static str, value: Value) -> Self {
-        self.extra = Some((key, value));
+        self.extra = Some(Box::new((key, value)));
         self
     }
 
@@ -209,8 +207,8 @@ impl GatewayError {
         let mut data = Map::new();
         data.insert("category".into(), json!(self.category.as_str()));
         data.insert("retryable".into(), json!(self.category.retryable()));
-        data.insert("tool".into(), json!(self.tool));
-        data.insert("server".into(), json!(self.server));
+        data.insert("tool".into(), json!(self.tool.as_deref()));
+        data.insert("server".into(), json!(self.server.as_deref()));
         data.insert("attempts".into(), json!(self.attempts));
         if let Some(after) = self.retry_after {
             data.insert("retry_after_ms".into(), json!(after.as_millis() as u64));
@@ -218,14 +216,11 @@ impl GatewayError {
         if let Some(code) = self.upstream_code {
             data.insert("upstream_code".into(), json!(code));
         }
-        if let Some((key, value)) = &self.extra {
+        if let Some(extra) = &self.extra {
+            let (key, value) = extra.as_ref();
             data.insert((*key).into(), value.clone());
         }
-        ErrorObject {
-            code,
-            message,
-            data: Some(Value::Object(data)),
-        }
+        ErrorObject { code, message, data: Some(Value::Object(data)) }
     }
 }
 

@@ -13,7 +13,11 @@ use mcp_gateway::{
 use tokio::net::TcpListener;
 
 #[derive(Parser)]
-#[command(name = "mcp-gateway", version, about = "A sidecar MCP tool gateway: one localhost endpoint for the tools of many MCP servers (streamable HTTP, AWS Lambda).")]
+#[command(
+    name = "mcp-gateway",
+    version,
+    about = "A sidecar MCP tool gateway: one localhost endpoint for the tools of many MCP servers (streamable HTTP, AWS Lambda)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -109,22 +113,20 @@ async fn serve(
         if config.servers.contains_key("demo") {
             bail!("--demo registers a server named \"demo\", but the configuration already has one");
         }
-        let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0))).await.context("starting the demo server")?;
+        let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .context("starting the demo server")?;
         config.servers.insert("demo".into(), demo_server_config(addr));
         tracing::info!(url = %format!("http://{addr}/mcp"), "demo MCP server started");
     }
     config.validate()?;
 
     let gateway = Gateway::new(config.clone()).await?;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("binding {}", config.listen))?;
+    let listener =
+        TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     let bound = listener.local_addr()?;
-    let servers: Vec<String> = gateway
-        .upstreams
-        .values()
-        .map(|u| format!("{}({})", u.name, u.transport.as_str()))
-        .collect();
+    let servers: Vec<String> =
+        gateway.upstreams.values().map(|u| format!("{}({})", u.name, u.transport.as_str())).collect();
     tracing::info!(
         listen = %bound,
         version = mcp_gateway::VERSION,
@@ -166,11 +168,8 @@ async fn close_sessions(gateway: &Arc<Gateway>) {
 
 async fn demo_server(listen: SocketAddr, lambda_api: bool) -> anyhow::Result<()> {
     let _log_guard = telemetry::logging::init("info", true);
-    let bound = if lambda_api {
-        demo::lambda_api::spawn(listen).await?
-    } else {
-        demo::http::spawn(listen).await?
-    };
+    let bound =
+        if lambda_api { demo::lambda_api::spawn(listen).await? } else { demo::http::spawn(listen).await? };
     if lambda_api {
         tracing::info!(listen = %bound, "manga demo MCP server listening as Lambda functions at http://{bound}/2015-03-31/functions/mcp-demo/invocations");
     } else {

@@ -56,7 +56,9 @@ impl ArgumentSchema {
 
 /// Inserts `default` values of absent properties, recursing into present objects.
 fn fill_defaults(schema: &Value, instance: &mut Value) {
-    let (Some(properties), Value::Object(object)) = (schema.get("properties").and_then(Value::as_object), instance) else {
+    let (Some(properties), Value::Object(object)) =
+        (schema.get("properties").and_then(Value::as_object), instance)
+    else {
         return;
     };
     for (key, property) in properties {
@@ -85,7 +87,12 @@ impl SchemaCache {
         }
         let (compiled, problem) = ArgumentSchema::compile(schema);
         if let Some(reason) = problem {
-            tracing::warn!(tool, schema_hash = hash, reason, "inputSchema does not compile; calls are forwarded unvalidated");
+            tracing::warn!(
+                tool,
+                schema_hash = hash,
+                reason,
+                "inputSchema does not compile; calls are forwarded unvalidated"
+            );
         }
         let compiled = Arc::new(compiled);
         if let Ok(mut cache) = self.compiled.lock() {

@@ -154,7 +154,11 @@ fn a_server_down_at_start_is_reported_by_readyz_and_keeps_its_static_tools() {
     let demo = Demo::start(false, refused);
     let deadline = Instant::now() + Duration::from_secs(15);
     while !gw.tool_names().contains(&"manga_search".to_string()) {
-        assert!(Instant::now() < deadline, "tools were never learned after the server came up; {}", demo.url());
+        assert!(
+            Instant::now() < deadline,
+            "tools were never learned after the server came up; {}",
+            demo.url()
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(gw.tool_names().contains(&"kept".to_string()));

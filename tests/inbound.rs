@@ -35,7 +35,14 @@ fn tools_list_is_the_deterministic_catalogue() {
     let names = gw.tool_names();
     assert_eq!(
         names,
-        ["add_to_cart", "checkout", "inventory_check", "manga_recommendations", "manga_search", "price_lookup"]
+        [
+            "add_to_cart",
+            "checkout",
+            "inventory_check",
+            "manga_recommendations",
+            "manga_search",
+            "price_lookup"
+        ]
     );
     let (_, first) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     let (_, second) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
@@ -70,12 +77,16 @@ fn modern_client_discovers_and_calls_with_meta_and_headers() {
     let gw = demo_gateway();
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
     let (status, _, body) = gw.post_raw(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}})
+            .to_string(),
         &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "server/discover")],
     );
     assert_eq!(status, 200);
     let discover: Value = serde_json::from_str(&body).unwrap();
-    assert!(discover["result"]["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")), "{discover}");
+    assert!(
+        discover["result"]["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")),
+        "{discover}"
+    );
     let (status, _, body) = gw.post_raw(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "inventory_check", "arguments": {"manga_ids": ["MNG-00000001"]}, "_meta": meta}}).to_string(),
         &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "inventory_check")],
@@ -165,7 +176,8 @@ fn unknown_tools_and_methods() {
     assert_eq!(data["tool"], "manga_serch");
     let (_, method) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list"}));
     expect_error(&method, -32601, "method_not_found");
-    let (_, no_name) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"arguments": {}}}));
+    let (_, no_name) =
+        gw.rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"arguments": {}}}));
     expect_error(&no_name, -32602, "bad_input");
     // Made-up tool names never become metric labels.
     assert!(!gw.metrics().contains("manga_serch"));
@@ -186,7 +198,8 @@ fn malformed_bodies_get_precise_errors() {
     ] {
         let (status, _, text) = gw.post_raw(body.to_string(), &[]);
         assert!(status == 200 || status == 400, "{body}: {status}");
-        let v: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{body}: non-JSON answer {text:?}"));
+        let v: Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{body}: non-JSON answer {text:?}"));
         assert_eq!(v["error"]["code"], code, "{body}: {v}");
     }
     // Invalid UTF-8 and binary garbage.
@@ -208,7 +221,8 @@ fn oversized_bodies_get_413_with_a_json_rpc_error() {
     assert_eq!(v["error"]["data"]["category"], "payload_too_large");
     // Chunked bodies without Content-Length are cut off the same way.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..10).map(|_| Ok(vec![b' '; 1000])).collect();
-    let stream = reqwest::blocking::Body::new(ChunkedReader(chunks.into_iter().map(|c| c.unwrap()).collect(), 0));
+    let stream =
+        reqwest::blocking::Body::new(ChunkedReader(chunks.into_iter().map(|c| c.unwrap()).collect(), 0));
     let (status, _, _) = gw.post_raw(stream, &[]);
     assert_eq!(status, 413);
 }
@@ -244,7 +258,10 @@ fn foreign_origins_get_403_and_loopback_origins_pass() {
 #[test]
 fn unsupported_protocol_versions_are_refused_with_the_supported_list() {
     let gw = demo_gateway();
-    let (status, _, text) = gw.post_raw(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(), &[("MCP-Protocol-Version", "1999-01-01")]);
+    let (status, _, text) = gw.post_raw(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(),
+        &[("MCP-Protocol-Version", "1999-01-01")],
+    );
     assert_eq!(status, 400);
     let v: Value = serde_json::from_str(&text).unwrap();
     assert!(v["error"]["data"]["supported"].as_array().unwrap().contains(&json!("2025-11-25")));
@@ -283,7 +300,17 @@ fn metrics_and_logs_describe_each_call_without_raw_arguments() {
     let mut proc = gw.proc;
     let line = proc.wait_line("\"tool\":\"checkout\"", std::time::Duration::from_secs(5));
     let v: Value = serde_json::from_str(&line).unwrap();
-    for key in ["request_id", "jsonrpc_id", "tool", "server", "transport", "outcome", "latency_us", "attempts", "args_hash"] {
+    for key in [
+        "request_id",
+        "jsonrpc_id",
+        "tool",
+        "server",
+        "transport",
+        "outcome",
+        "latency_us",
+        "attempts",
+        "args_hash",
+    ] {
         assert!(v.get(key).is_some(), "log line lacks {key}: {line}");
     }
     assert_eq!(v["outcome"], "success");

@@ -54,7 +54,8 @@ qualifier = "live"
 }
 
 fn invocations(emulator: &Demo, function: &str) -> u64 {
-    let report: Value = reqwest::blocking::get(format!("http://{}/_invocations", emulator.addr)).unwrap().json().unwrap();
+    let report: Value =
+        reqwest::blocking::get(format!("http://{}/_invocations", emulator.addr)).unwrap().json().unwrap();
     report["functions"][function].as_u64().unwrap_or(0)
 }
 
@@ -72,7 +73,12 @@ fn lambda_tools_are_discovered_and_called() {
     let via_proxy = gw.call("proxy__manga_search", json!({"query": "frieren", "language": "en"}));
     assert_eq!(structured(&via_proxy)["results"][0]["manga_id"], "MNG-00000017", "{via_proxy}");
     let metrics = gw.metrics();
-    assert!(metrics.contains("mcp_gateway_upstream_requests_total{server=\"shop\",status=\"200\",transport=\"lambda\"}"), "{metrics}");
+    assert!(
+        metrics.contains(
+            "mcp_gateway_upstream_requests_total{server=\"shop\",status=\"200\",transport=\"lambda\"}"
+        ),
+        "{metrics}"
+    );
 }
 
 #[test]

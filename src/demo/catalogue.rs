@@ -38,7 +38,17 @@ pub const VOLUMES: &[Volume] = volumes![
     ("MNG-00000014", "9784088826608", "僕のヒーローアカデミア", "My Hero Academia", 1, "shonen", 484, 18, 0),
     ("MNG-00000015", "9784065139417", "ヴィンランド・サガ", "Vinland Saga", 1, "seinen", 693, 4, 3),
     ("MNG-00000016", "9784592143796", "ベルセルク", "Berserk", 1, "seinen", 660, 6, 2),
-    ("MNG-00000017", "9784091882011", "葬送のフリーレン", "Frieren: Beyond Journey's End", 1, "shonen", 528, 40, 31),
+    (
+        "MNG-00000017",
+        "9784091882011",
+        "葬送のフリーレン",
+        "Frieren: Beyond Journey's End",
+        1,
+        "shonen",
+        528,
+        40,
+        31
+    ),
     ("MNG-00000018", "9784091853219", "ブルーピリオド", "Blue Period", 1, "seinen", 715, 3, 0),
     ("MNG-00000019", "9784088446585", "君に届け", "Kimi ni Todoke", 1, "shojo", 462, 8, 5),
     ("MNG-00000020", "9784088470597", "フルーツバスケット", "Fruits Basket", 1, "shojo", 495, 11, 7),
@@ -50,7 +60,17 @@ pub const VOLUMES: &[Volume] = volumes![
     ("MNG-00000026", "9784065295175", "ブルーロック", "Blue Lock", 1, "shonen", 528, 21, 16),
     ("MNG-00000027", "9784040649887", "ダンジョン飯", "Delicious in Dungeon", 1, "seinen", 748, 10, 8),
     ("MNG-00000028", "9784088814926", "ハイキュー!!", "Haikyu!!", 1, "shonen", 462, 15, 13),
-    ("MNG-00000029", "9784065119341", "かぐや様は告らせたい", "Kaguya-sama: Love Is War", 1, "seinen", 693, 9, 6),
+    (
+        "MNG-00000029",
+        "9784065119341",
+        "かぐや様は告らせたい",
+        "Kaguya-sama: Love Is War",
+        1,
+        "seinen",
+        693,
+        9,
+        6
+    ),
     ("MNG-00000030", "9784088922386", "薬屋のひとりごと", "The Apothecary Diaries", 1, "josei", 715, 12, 10),
 ];
 

@@ -11,7 +11,8 @@ use crate::protocol::{
 };
 
 const NAME: &str = "manga-demo";
-const INSTRUCTIONS: &str = "MangaAssist demo catalogue: search manga, look up prices and stock, manage a cart.";
+const INSTRUCTIONS: &str =
+    "MangaAssist demo catalogue: search manga, look up prices and stock, manage a cart.";
 
 /// Handles one JSON-RPC body (single or batch); `None` when nothing is to be answered.
 pub fn handle_body(body: &[u8]) -> Option<Value> {
@@ -25,10 +26,10 @@ pub fn handle_body(body: &[u8]) -> Option<Value> {
     }
 }
 
-fn handle_entry(entry: Result<Message, (Value, crate::error::GatewayError)>) -> Option<Value> {
+fn handle_entry(entry: jsonrpc::Entry) -> Option<Value> {
     match entry {
         Ok(message) => handle(&message),
-        Err((id, e)) => Some(error(id, -32600, &e.detail)),
+        Err(rejected) => Some(error(rejected.id, -32600, &rejected.error.detail)),
     }
 }
 
@@ -89,7 +90,10 @@ mod tests {
 
     #[test]
     fn both_eras_are_answered() {
-        let legacy = handle_body(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#).unwrap();
+        let legacy = handle_body(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#,
+        )
+        .unwrap();
         assert_eq!(legacy["result"]["protocolVersion"], "2025-06-18");
         let modern = handle_body(
             br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"manga_search","arguments":{"query":"naruto"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,

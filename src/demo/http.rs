@@ -20,11 +20,10 @@ pub fn router() -> Router {
 
 async fn mcp(body: Bytes) -> Response {
     match handler::handle_body(&body) {
-        Some(answer) => (
-            [(header::CONTENT_TYPE, "application/json")],
-            serde_json::to_vec(&answer).unwrap_or_default(),
-        )
-            .into_response(),
+        Some(answer) => {
+            ([(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&answer).unwrap_or_default())
+                .into_response()
+        }
         None => StatusCode::ACCEPTED.into_response(),
     }
 }

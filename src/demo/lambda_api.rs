@@ -64,7 +64,8 @@ pub fn router() -> Router {
 
 async fn report(State(invocations): State<Arc<Invocations>>) -> Response {
     let counts = invocations.counts.lock().map(|c| c.clone()).unwrap_or_default();
-    axum::Json(json!({"total": invocations.total.load(Ordering::Relaxed), "functions": counts})).into_response()
+    axum::Json(json!({"total": invocations.total.load(Ordering::Relaxed), "functions": counts}))
+        .into_response()
 }
 
 async fn invoke(
@@ -76,8 +77,16 @@ async fn invoke(
 ) -> Response {
     invocations.record(&name);
     let _qualifier = query.get("Qualifier");
-    if headers.get("x-amz-invocation-type").and_then(|v| v.to_str().ok()).is_some_and(|t| t != "RequestResponse") {
-        return aws_error(StatusCode::BAD_REQUEST, "InvalidParameterValueException", "only RequestResponse is emulated");
+    if headers
+        .get("x-amz-invocation-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t != "RequestResponse")
+    {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidParameterValueException",
+            "only RequestResponse is emulated",
+        );
     }
     let Some(behaviour) = name.strip_prefix("mcp-demo") else {
         return aws_error(
@@ -95,10 +104,15 @@ async fn invoke(
             "isBase64Encoded": false,
         }))
         .unwrap_or_default()),
-        "-unhandled" => function_error("Unhandled", "Runtime.ExitError", "RequestId: 1 Error: Runtime exited with error: signal: killed"),
+        "-unhandled" => function_error(
+            "Unhandled",
+            "Runtime.ExitError",
+            "RequestId: 1 Error: Runtime exited with error: signal: killed",
+        ),
         "-handled" => function_error("Handled", "ValueError", "the handler raised"),
         "-throttled" => {
-            let mut response = aws_error(StatusCode::TOO_MANY_REQUESTS, "TooManyRequestsException", "Rate exceeded");
+            let mut response =
+                aws_error(StatusCode::TOO_MANY_REQUESTS, "TooManyRequestsException", "Rate exceeded");
             response.headers_mut().insert("retry-after", "1".parse().expect("static header"));
             response
         }
@@ -107,7 +121,11 @@ async fn invoke(
             tokio::time::sleep(Duration::from_millis(ms)).await;
             ok(run(&body))
         }
-        _ => aws_error(StatusCode::NOT_FOUND, "ResourceNotFoundException", &format!("Function not found: {name}")),
+        _ => aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            &format!("Function not found: {name}"),
+        ),
     }
 }
 
@@ -119,12 +137,14 @@ fn run(event: &[u8]) -> Vec<u8> {
 }
 
 fn ok(payload: Vec<u8>) -> Response {
-    (StatusCode::OK, [("content-type", "application/json"), ("x-amz-executed-version", "$LATEST")], payload).into_response()
+    (StatusCode::OK, [("content-type", "application/json"), ("x-amz-executed-version", "$LATEST")], payload)
+        .into_response()
 }
 
 fn function_error(kind: &'static str, error_type: &str, message: &str) -> Response {
     let body = json!({"errorMessage": message, "errorType": error_type}).to_string();
-    (StatusCode::OK, [("content-type", "application/json"), ("x-amz-function-error", kind)], body).into_response()
+    (StatusCode::OK, [("content-type", "application/json"), ("x-amz-function-error", kind)], body)
+        .into_response()
 }
 
 fn aws_error(status: StatusCode, error_type: &'static str, message: &str) -> Response {

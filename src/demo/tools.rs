@@ -79,7 +79,8 @@ fn manga_search(args: &Value) -> Result<Value, String> {
         .filter(|v| genre.is_none_or(|g| v.genre == g))
         .filter(|v| !in_stock_only || v.stock_tokyo + v.stock_osaka > 0)
         .filter_map(|v| {
-            let haystack = format!("{} {} {}巻 volume {}", v.title_ja, v.title_en, v.volume, v.volume).to_lowercase();
+            let haystack =
+                format!("{} {} {}巻 volume {}", v.title_ja, v.title_en, v.volume, v.volume).to_lowercase();
             // Every term must match; titles matching at the start rank first.
             let all = !terms.is_empty() && terms.iter().all(|t| haystack.contains(*t));
             let starts = terms.first().is_some_and(|t| haystack.starts_with(*t));
@@ -122,10 +123,12 @@ fn price_lookup(args: &Value) -> Result<Value, String> {
         "price": v.price_jpy * (100 - discount) / 100,
     });
     if bool_arg(args, "include_bundles", true) {
-        out["bundles"] = json!([{"name": format!("{} 1-3巻セット", v.title_ja), "price": v.price_jpy * 3 * 90 / 100}]);
+        out["bundles"] =
+            json!([{"name": format!("{} 1-3巻セット", v.title_ja), "price": v.price_jpy * 3 * 90 / 100}]);
     }
     if bool_arg(args, "include_history", false) {
-        out["history"] = json!((0..30).map(|day| json!({"days_ago": day, "price": v.price_jpy})).collect::<Vec<_>>());
+        out["history"] =
+            json!((0..30).map(|day| json!({"days_ago": day, "price": v.price_jpy})).collect::<Vec<_>>());
     }
     Ok(out)
 }
@@ -183,7 +186,8 @@ fn checkout(args: &Value) -> Result<Value, String> {
     }
     let gift = bool_arg(args, "gift_wrap", false);
     // Deterministic order number derived from the inputs.
-    let seed = address.bytes().chain(payment.bytes()).fold(17u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+    let seed =
+        address.bytes().chain(payment.bytes()).fold(17u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
     let subtotal = 1056u32;
     let total = subtotal + subtotal / 10 + if gift { 200 } else { 0 };
     Ok(json!({
@@ -223,7 +227,8 @@ mod tests {
 
     #[test]
     fn the_six_tools_are_defined_and_answer() {
-        let names: Vec<String> = definitions().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        let names: Vec<String> =
+            definitions().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
         assert_eq!(names.len(), 6);
         let found = call("manga_search", &json!({"query": "ワンピース 100"})).unwrap();
         assert_eq!(found["structuredContent"]["results"][0]["manga_id"], "MNG-00000001");

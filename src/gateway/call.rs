@@ -28,19 +28,33 @@ const UNRESOLVED: &str = "<unresolved>";
 
 impl Gateway {
     /// Runs a `tools/call`; the `Ok` value is the upstream's result, passed through untouched.
-    pub async fn call_tool(&self, params: Option<Value>, ctx: &CallContext) -> Result<Box<RawValue>, GatewayError> {
+    pub async fn call_tool(
+        &self,
+        params: Option<Value>,
+        ctx: &CallContext,
+    ) -> Result<Box<RawValue>, GatewayError> {
         let started = Instant::now();
         let params = match params {
             Some(Value::Object(map)) => map,
-            _ => return Err(self.refuse(ctx, started, None, bad_input("params must be an object with a tool name"))),
+            _ => {
+                return Err(self.refuse(
+                    ctx,
+                    started,
+                    None,
+                    bad_input("params must be an object with a tool name"),
+                ));
+            }
         };
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(self.refuse(ctx, started, None, bad_input("params.name must be a string")));
         };
         let Some(tool) = self.registry.resolve(name).await else {
             self.refresh_now.notify_one();
-            let err = GatewayError::new(Category::UnknownTool, format!("no server offers a tool named {:?}", truncated(name)))
-                .with_tool(name);
+            let err = GatewayError::new(
+                Category::UnknownTool,
+                format!("no server offers a tool named {:?}", truncated(name)),
+            )
+            .with_tool(name);
             return Err(self.refuse(ctx, started, None, err));
         };
         let mut arguments = match crate::validation::arguments_object(&params) {
@@ -50,7 +64,11 @@ impl Gateway {
         if let Err(violations) = tool.schema.check(&mut arguments) {
             let err = GatewayError::new(
                 Category::BadInput,
-                format!("arguments do not match the inputSchema of {} ({} violation(s))", tool.name, violations.len()),
+                format!(
+                    "arguments do not match the inputSchema of {} ({} violation(s))",
+                    tool.name,
+                    violations.len()
+                ),
             )
             .with_extra("violations", Value::Array(violations));
             return Err(self.refuse(ctx, started, Some(&tool), err));
@@ -71,7 +89,11 @@ impl Gateway {
         let answer = match result {
             Ok(UpstreamReply::Result(raw)) => Ok(raw),
             Ok(UpstreamReply::Error(upstream_error)) => {
-                let category = if outcome.is_hard_failure() { Category::UpstreamError } else { Category::UpstreamRejected };
+                let category = if outcome.is_hard_failure() {
+                    Category::UpstreamError
+                } else {
+                    Category::UpstreamRejected
+                };
                 let mut err = GatewayError::new(category, upstream_error.message);
                 err.upstream_code = Some(upstream_error.code);
                 if let Some(data) = upstream_error.data {
@@ -88,7 +110,9 @@ impl Gateway {
                     .with_retry_after(retry_after))
             }
         };
-        let answer = answer.map_err(|e| e.with_tool(tool.name.as_ref()).with_server(tool.server.as_ref()).with_attempts(attempts));
+        let answer = answer.map_err(|e| {
+            e.with_tool(tool.name.as_ref()).with_server(tool.server.as_ref()).with_attempts(attempts)
+        });
         let label = match &answer {
             Ok(_) => outcome.label(),
             Err(e) => e.category.as_str(),
@@ -98,7 +122,13 @@ impl Gateway {
     }
 
     /// Records a call that was answered by the gateway itself, and returns its error.
-    fn refuse(&self, ctx: &CallContext, started: Instant, tool: Option<&Arc<ToolRecord>>, err: GatewayError) -> GatewayError {
+    fn refuse(
+        &self,
+        ctx: &CallContext,
+        started: Instant,
+        tool: Option<&Arc<ToolRecord>>,
+        err: GatewayError,
+    ) -> GatewayError {
         let err = match tool {
             Some(t) => err.with_tool(t.name.as_ref()).with_server(t.server.as_ref()),
             None => err,
@@ -107,7 +137,15 @@ impl Gateway {
         err
     }
 
-    fn record(&self, ctx: &CallContext, started: Instant, tool: Option<&Arc<ToolRecord>>, outcome: &str, attempts: u32, args_hash: Option<&str>) {
+    fn record(
+        &self,
+        ctx: &CallContext,
+        started: Instant,
+        tool: Option<&Arc<ToolRecord>>,
+        outcome: &str,
+        attempts: u32,
+        args_hash: Option<&str>,
+    ) {
         let elapsed = started.elapsed();
         let (tool_name, server, transport) = match tool {
             Some(t) => (t.name.as_ref(), t.server.as_ref(), t.transport.as_str()),
@@ -115,7 +153,10 @@ impl Gateway {
         };
         self.metrics.tool_calls.with_label_values(&[tool_name, server, outcome]).inc();
         if tool.is_some() {
-            self.metrics.tool_call_duration.with_label_values(&[tool_name, server]).observe(elapsed.as_secs_f64());
+            self.metrics
+                .tool_call_duration
+                .with_label_values(&[tool_name, server])
+                .observe(elapsed.as_secs_f64());
         }
         tracing::info!(
             target: "mcp_gateway::call",
@@ -154,9 +195,5 @@ fn upstream_request(tool: &ToolRecord, arguments: Value, meta: Option<&Value>) -
     if let Some(forwarded) = meta.and_then(mcp::forwardable_meta) {
         params.insert("_meta".into(), Value::Object(forwarded));
     }
-    UpstreamRequest {
-        method: "tools/call",
-        params,
-        tool: Some(tool.upstream_name.clone()),
-    }
+    UpstreamRequest { method: "tools/call", params, tool: Some(tool.upstream_name.clone()) }
 }

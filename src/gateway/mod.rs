@@ -98,7 +98,9 @@ impl Gateway {
             .values()
             .map(|u| {
                 let state = match failing.get(u.name.as_ref()) {
-                    Some(reason) => json!({"transport": u.transport.as_str(), "tools": "unavailable", "reason": reason}),
+                    Some(reason) => {
+                        json!({"transport": u.transport.as_str(), "tools": "unavailable", "reason": reason})
+                    }
                     None => json!({"transport": u.transport.as_str(), "tools": "loaded"}),
                 };
                 (u.name.as_ref(), state)

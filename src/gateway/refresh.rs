@@ -72,11 +72,8 @@ pub struct Refresher {
 
 impl Refresher {
     pub fn new(gateway: Arc<Gateway>) -> Self {
-        let known = gateway
-            .upstreams
-            .iter()
-            .map(|(name, u)| (name.clone(), u.config.tools.clone()))
-            .collect();
+        let known =
+            gateway.upstreams.iter().map(|(name, u)| (name.clone(), u.config.tools.clone())).collect();
         Self { gateway, known, failures: HashMap::new() }
     }
 
@@ -124,7 +121,11 @@ impl Refresher {
             .iter()
             .filter_map(|(name, tools)| {
                 let upstream = gateway.upstreams.get(name)?;
-                Some(ServerTools { server: name.clone(), transport: upstream.transport, tools: tools.clone() })
+                Some(ServerTools {
+                    server: name.clone(),
+                    transport: upstream.transport,
+                    tools: tools.clone(),
+                })
             })
             .collect();
         let after = gateway.catalog().rebuild(&servers);

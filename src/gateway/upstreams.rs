@@ -60,7 +60,8 @@ pub async fn build_all(config: &Config, metrics: &Metrics) -> anyhow::Result<BTr
             }
             TransportKind::Lambda => {
                 let client = lambda_client.clone().ok_or_else(|| anyhow!("lambda client missing"))?;
-                let function = server.function.clone().ok_or_else(|| anyhow!("server {name}: missing function"))?;
+                let function =
+                    server.function.clone().ok_or_else(|| anyhow!("server {name}: missing function"))?;
                 let transport = LambdaTransport::new(client, function, server.qualifier.clone());
                 let stack = ServiceBuilder::new()
                     .layer(metered)
@@ -86,8 +87,10 @@ pub async fn build_all(config: &Config, metrics: &Metrics) -> anyhow::Result<BTr
 fn static_headers(server: &str, config: &ServerConfig) -> anyhow::Result<HeaderMap> {
     let mut headers = HeaderMap::new();
     for (key, value) in &config.headers {
-        let name = HeaderName::try_from(key.as_str()).with_context(|| format!("server {server}: invalid header name {key:?}"))?;
-        let mut value = HeaderValue::try_from(value.as_str()).with_context(|| format!("server {server}: invalid value for header {key}"))?;
+        let name = HeaderName::try_from(key.as_str())
+            .with_context(|| format!("server {server}: invalid header name {key:?}"))?;
+        let mut value = HeaderValue::try_from(value.as_str())
+            .with_context(|| format!("server {server}: invalid value for header {key}"))?;
         value.set_sensitive(true);
         headers.insert(name, value);
     }

@@ -30,47 +30,53 @@ impl Message {
     }
 }
 
+/// An entry that is not a valid request, answered with `error` under `id`.
+#[derive(Debug)]
+pub struct Rejected {
+    pub id: Value,
+    pub error: GatewayError,
+}
+
+/// One decoded message or the reason it is not one.
+pub type Entry = Result<Message, Box<Rejected>>;
+
 /// What a POST body decodes to.
 #[derive(Debug)]
 pub enum Inbound {
-    Single(Result<Message, (Value, GatewayError)>),
-    Batch(Vec<Result<Message, (Value, GatewayError)>>),
+    Single(Entry),
+    Batch(Vec<Entry>),
 }
 
 /// Decodes a POST body. `Err` is a parse error of the whole body (answered with id `null`).
 /// Each entry that is not a valid request becomes an `Err((id, error))` answered on its own.
 pub fn decode(body: &[u8]) -> Result<Inbound, GatewayError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| GatewayError::new(Category::ParseError, e.to_string()))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| GatewayError::new(Category::ParseError, e.to_string()))?;
     match value {
-        Value::Array(items) if items.is_empty() => Ok(Inbound::Single(Err((
-            Value::Null,
-            GatewayError::new(Category::InvalidRequest, "empty batch"),
-        )))),
+        Value::Array(items) if items.is_empty() => Ok(Inbound::Single(Err(Box::new(Rejected {
+            id: Value::Null,
+            error: GatewayError::new(Category::InvalidRequest, "empty batch"),
+        })))),
         Value::Array(items) => Ok(Inbound::Batch(items.into_iter().map(message).collect())),
         other => Ok(Inbound::Single(message(other))),
     }
 }
 
-fn message(value: Value) -> Result<Message, (Value, GatewayError)> {
+fn rejected(id: Value, detail: &str) -> Box<Rejected> {
+    Box::new(Rejected { id, error: GatewayError::new(Category::InvalidRequest, detail) })
+}
+
+fn message(value: Value) -> Entry {
     let Value::Object(mut obj) = value else {
-        return Err((
-            Value::Null,
-            GatewayError::new(Category::InvalidRequest, "a request must be a JSON object"),
-        ));
+        return Err(rejected(Value::Null, "a request must be a JSON object"));
     };
     let id = obj.remove("id");
     let reply_id = match &id {
         Some(v @ (Value::String(_) | Value::Number(_) | Value::Null)) => v.clone(),
-        Some(_) => {
-            return Err((
-                Value::Null,
-                GatewayError::new(Category::InvalidRequest, "id must be a string, number or null"),
-            ));
-        }
+        Some(_) => return Err(rejected(Value::Null, "id must be a string, number or null")),
         None => Value::Null,
     };
-    let invalid = |detail: &str| (reply_id.clone(), GatewayError::new(Category::InvalidRequest, detail));
+    let invalid = |detail: &str| rejected(reply_id.clone(), detail);
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(invalid("jsonrpc must be \"2.0\""));
     }
@@ -155,7 +161,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn single(body: &str) -> Result<Message, (Value, GatewayError)> {
+    fn single(body: &str) -> Entry {
         match decode(body.as_bytes()).unwrap() {
             Inbound::Single(m) => m,
             Inbound::Batch(_) => panic!("expected a single message"),
@@ -172,11 +178,11 @@ mod tests {
 
     #[test]
     fn invalid_requests_keep_their_id_when_it_is_valid() {
-        let (id, err) = single(r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#).unwrap_err();
-        assert_eq!(id, json!(7));
-        assert_eq!(err.category, Category::InvalidRequest);
-        let (id, _) = single(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#).unwrap_err();
-        assert_eq!(id, Value::Null);
+        let rejected = single(r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#).unwrap_err();
+        assert_eq!(rejected.id, json!(7));
+        assert_eq!(rejected.error.category, Category::InvalidRequest);
+        let rejected = single(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#).unwrap_err();
+        assert_eq!(rejected.id, Value::Null);
         assert!(single(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).is_err());
         assert!(single("42").is_err());
     }

@@ -69,7 +69,12 @@ pub fn negotiate_legacy(requested: Option<&str>) -> &'static str {
 }
 
 /// The `initialize` result of a server that offers tools.
-pub fn initialize_result(requested: Option<&str>, name: &str, version: &str, instructions: Option<&str>) -> Value {
+pub fn initialize_result(
+    requested: Option<&str>,
+    name: &str,
+    version: &str,
+    instructions: Option<&str>,
+) -> Value {
     let mut result = json!({
         "protocolVersion": negotiate_legacy(requested),
         "capabilities": {"tools": {"listChanged": false}},
@@ -100,10 +105,7 @@ fn modern_meta() -> Map<String, Value> {
     let mut meta = Map::new();
     meta.insert(META_PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
     meta.insert(META_CLIENT_CAPABILITIES.into(), json!({}));
-    meta.insert(
-        META_CLIENT_INFO.into(),
-        json!({"name": "mcp-gateway", "version": crate::VERSION}),
-    );
+    meta.insert(META_CLIENT_INFO.into(), json!({"name": "mcp-gateway", "version": crate::VERSION}));
     meta
 }
 

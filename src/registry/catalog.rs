@@ -150,10 +150,7 @@ impl Catalog {
         let schema_hash = canonical_hash(input_schema);
         let schema = self.schemas.get_or_compile(&schema_hash, input_schema, exposed);
         let hint = |key: &str| {
-            tool.get("annotations")
-                .and_then(|a| a.get(key))
-                .and_then(Value::as_bool)
-                .unwrap_or(false)
+            tool.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_bool).unwrap_or(false)
         };
         ToolRecord {
             name: exposed.into(),
@@ -176,8 +173,14 @@ impl Catalog {
         if logged.insert(name.to_string()) {
             let servers: Vec<&str> = copies.iter().map(|(s, _)| s.server.as_str()).collect();
             match routed {
-                Some(owner) => tracing::warn!(tool = name, ?servers, owner = %owner, "tool name served by several servers; configuration route wins, others namespaced"),
-                None => tracing::warn!(tool = name, ?servers, "tool name served by several servers; all exposed as server__tool"),
+                Some(owner) => {
+                    tracing::warn!(tool = name, ?servers, owner = %owner, "tool name served by several servers; configuration route wins, others namespaced")
+                }
+                None => tracing::warn!(
+                    tool = name,
+                    ?servers,
+                    "tool name served by several servers; all exposed as server__tool"
+                ),
             }
         }
     }

@@ -60,9 +60,13 @@ impl Outcome {
     fn of_error(error: &UpstreamError) -> Self {
         match error {
             UpstreamError::Connect(_) => Outcome::ServerError { reached_server: false },
-            UpstreamError::Io(_) | UpstreamError::Protocol(_) => Outcome::ServerError { reached_server: true },
+            UpstreamError::Io(_) | UpstreamError::Protocol(_) => {
+                Outcome::ServerError { reached_server: true }
+            }
             UpstreamError::Timeout(_) => Outcome::Timeout,
-            UpstreamError::Status { status } if *status >= 500 => Outcome::ServerError { reached_server: true },
+            UpstreamError::Status { status } if *status >= 500 => {
+                Outcome::ServerError { reached_server: true }
+            }
             UpstreamError::Status { status: 404 | 405 } | UpstreamError::NotFound(_) => Outcome::NotFound,
             UpstreamError::Status { .. } => Outcome::ClientError,
             UpstreamError::RateLimited { retry_after } => Outcome::RateLimited { retry_after: *retry_after },
@@ -114,8 +118,12 @@ impl Outcome {
             }
             UpstreamError::Status { .. } => Category::UpstreamProtocol,
             UpstreamError::RateLimited { .. } => Category::RateLimited,
-            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, .. } => Category::UpstreamError,
-            UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => Category::UpstreamRejected,
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, .. } => {
+                Category::UpstreamError
+            }
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => {
+                Category::UpstreamRejected
+            }
             UpstreamError::PayloadTooLarge { .. } => Category::PayloadTooLarge,
             UpstreamError::Protocol(_) => Category::UpstreamProtocol,
         }
@@ -158,7 +166,8 @@ mod tests {
         assert!(down.is_hard_failure() && down.is_retryable());
         assert!(Outcome::of(&rpc_error(-32603), true).is_hard_failure());
         assert!(Outcome::of(&Err(UpstreamError::Status { status: 503 }), true).is_hard_failure());
-        let unhandled = UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, message: String::new() };
+        let unhandled =
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, message: String::new() };
         assert!(Outcome::of(&Err(unhandled), true).is_hard_failure());
         let limited = Outcome::of(&Err(UpstreamError::RateLimited { retry_after: None }), true);
         assert!(!limited.is_hard_failure() && limited.counts_against_success_rate());

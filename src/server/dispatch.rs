@@ -10,7 +10,7 @@ use crate::{
     error::{Category, GatewayError},
     gateway::{Gateway, call::CallContext},
     protocol::{
-        jsonrpc::{Message, Response},
+        jsonrpc::{Entry, Message, Response},
         mcp,
     },
     telemetry::metrics::method_label,
@@ -39,16 +39,12 @@ impl RequestInfo {
 }
 
 /// Answers one batch entry (or the single message).
-pub async fn entry(
-    gateway: &Gateway,
-    entry: Result<Message, (Value, GatewayError)>,
-    info: &RequestInfo,
-) -> Option<Response> {
+pub async fn entry(gateway: &Gateway, entry: Entry, info: &RequestInfo) -> Option<Response> {
     match entry {
         Ok(message) => message_answer(gateway, message, info).await,
-        Err((id, err)) => {
+        Err(rejected) => {
             gateway.metrics.requests.with_label_values(&["invalid"]).inc();
-            Some(Response::error(id, &err))
+            Some(Response::error(rejected.id, &rejected.error))
         }
     }
 }

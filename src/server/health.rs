@@ -25,9 +25,6 @@ pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
 }
 
 pub async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        gateway.metrics.render(),
-    )
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], gateway.metrics.render())
         .into_response()
 }

@@ -81,11 +81,7 @@ async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Body, request_id: 
                 .into_iter()
                 .flatten()
                 .collect();
-            if answers.is_empty() {
-                StatusCode::ACCEPTED.into_response()
-            } else {
-                json_response(&answers)
-            }
+            if answers.is_empty() { StatusCode::ACCEPTED.into_response() } else { json_response(&answers) }
         }
     }
 }
@@ -94,7 +90,10 @@ async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Body, request_id: 
 pub async fn not_allowed() -> Response {
     let mut response = error_response(
         StatusCode::METHOD_NOT_ALLOWED,
-        &GatewayError::new(Category::InvalidRequest, "use POST; this endpoint keeps no sessions and no server stream"),
+        &GatewayError::new(
+            Category::InvalidRequest,
+            "use POST; this endpoint keeps no sessions and no server stream",
+        ),
     );
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
     response
@@ -108,7 +107,8 @@ fn too_large(gateway: &Gateway, limit: usize) -> Response {
 
 fn error_response(status: StatusCode, err: &GatewayError) -> Response {
     let body = jsonrpc::Response::error(Value::Null, err);
-    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&body).unwrap_or_default()).into_response()
+    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&body).unwrap_or_default())
+        .into_response()
 }
 
 fn json_response<T: serde::Serialize>(answer: &T) -> Response {
@@ -167,7 +167,9 @@ mod tests {
         for ok in ["http://localhost:3000", "http://127.0.0.1", "http://[::1]:8080", "https://shop.example"] {
             assert!(origin_allowed(&HeaderValue::from_static(ok), &allowed), "{ok}");
         }
-        for bad in ["https://evil.example", "http://localhost.evil.example", "null", "http://127.0.0.1.nip.io"] {
+        for bad in
+            ["https://evil.example", "http://localhost.evil.example", "null", "http://127.0.0.1.nip.io"]
+        {
             assert!(!origin_allowed(&HeaderValue::from_static(bad), &allowed), "{bad}");
         }
     }

@@ -56,14 +56,21 @@ pub async fn serve(
         result = &mut server => return result,
         _ = stop.wait_for(|stopping| *stopping) => {}
     }
-    tracing::info!(in_flight = gateway.metrics.in_flight.get(), grace_secs = grace.as_secs(), "shutting down: draining in-flight requests");
+    tracing::info!(
+        in_flight = gateway.metrics.in_flight.get(),
+        grace_secs = grace.as_secs(),
+        "shutting down: draining in-flight requests"
+    );
     match tokio::time::timeout(grace, &mut server).await {
         Ok(result) => {
             tracing::info!("drained; bye");
             result
         }
         Err(_) => {
-            tracing::warn!(in_flight = gateway.metrics.in_flight.get(), "grace period over; exiting with requests in flight");
+            tracing::warn!(
+                in_flight = gateway.metrics.in_flight.get(),
+                "grace period over; exiting with requests in flight"
+            );
             Ok(())
         }
     }

@@ -6,14 +6,20 @@ use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 /// Installs the global subscriber. Keep the guard alive until exit: it flushes the writer.
 pub fn init(filter: &str, json: bool) -> WorkerGuard {
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .finish(std::io::stdout());
+    let (writer, guard) =
+        tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stdout());
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let registry = tracing_subscriber::registry().with(filter);
     if json {
         registry
-            .with(fmt::layer().json().flatten_event(true).with_current_span(false).with_span_list(false).with_writer(writer))
+            .with(
+                fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(false)
+                    .with_span_list(false)
+                    .with_writer(writer),
+            )
             .init();
     } else {
         registry.with(fmt::layer().with_writer(writer)).init();

@@ -8,7 +8,8 @@ use prometheus::{
 
 /// Latency buckets, in seconds: from 100 µs (the gateway's own cost) to 30 s.
 const LATENCY_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0,
 ];
 
 /// Every metric the gateway exports.
@@ -46,23 +47,33 @@ impl Metrics {
         )
         .expect("valid metric");
         let tool_call_duration = HistogramVec::new(
-            HistogramOpts::new("mcp_gateway_tool_call_duration_seconds", "tools/call latency through the gateway, in seconds")
-                .buckets(LATENCY_BUCKETS.to_vec()),
+            HistogramOpts::new(
+                "mcp_gateway_tool_call_duration_seconds",
+                "tools/call latency through the gateway, in seconds",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
             &["tool", "server"],
         )
         .expect("valid metric");
         let upstream_requests = IntCounterVec::new(
-            Opts::new("mcp_gateway_upstream_requests_total", "requests sent to upstream servers, by HTTP or invoke status"),
+            Opts::new(
+                "mcp_gateway_upstream_requests_total",
+                "requests sent to upstream servers, by HTTP or invoke status",
+            ),
             &["server", "transport", "status"],
         )
         .expect("valid metric");
         let upstream_duration = HistogramVec::new(
-            HistogramOpts::new("mcp_gateway_upstream_request_duration_seconds", "one upstream attempt, in seconds")
-                .buckets(LATENCY_BUCKETS.to_vec()),
+            HistogramOpts::new(
+                "mcp_gateway_upstream_request_duration_seconds",
+                "one upstream attempt, in seconds",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
             &["server", "transport"],
         )
         .expect("valid metric");
-        let in_flight = IntGauge::new("mcp_gateway_in_flight", "tools/call requests being processed").expect("valid metric");
+        let in_flight = IntGauge::new("mcp_gateway_in_flight", "tools/call requests being processed")
+            .expect("valid metric");
         let requests = IntCounterVec::new(
             Opts::new("mcp_gateway_requests_total", "inbound JSON-RPC messages by method"),
             &["method"],
@@ -73,7 +84,8 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
-        let registry_tools = IntGauge::new("mcp_gateway_registry_tools", "tools in the catalogue").expect("valid metric");
+        let registry_tools =
+            IntGauge::new("mcp_gateway_registry_tools", "tools in the catalogue").expect("valid metric");
         let registry_refreshes = IntCounterVec::new(
             Opts::new("mcp_gateway_registry_refresh_total", "tools/list refreshes by server and outcome"),
             &["server", "outcome"],

@@ -180,12 +180,20 @@ impl Inner {
         }
     }
 
-    async fn fall_back(&self, request: &UpstreamRequest, seen_generation: u64) -> Result<UpstreamReply, UpstreamError> {
+    async fn fall_back(
+        &self,
+        request: &UpstreamRequest,
+        seen_generation: u64,
+    ) -> Result<UpstreamReply, UpstreamError> {
         let session = self.initialize(seen_generation).await?;
         self.call_legacy(request, session).await
     }
 
-    async fn call_legacy(&self, request: &UpstreamRequest, session: LegacySession) -> Result<UpstreamReply, UpstreamError> {
+    async fn call_legacy(
+        &self,
+        request: &UpstreamRequest,
+        session: LegacySession,
+    ) -> Result<UpstreamReply, UpstreamError> {
         match self.post(request, Some(&session)).await? {
             Exchange::Reply(reply) => Ok(reply),
             Exchange::SessionExpired | Exchange::NotModern => {
@@ -193,7 +201,9 @@ impl Inner {
                 let renewed = self.initialize(session.generation).await?;
                 match self.post(request, Some(&renewed)).await? {
                     Exchange::Reply(reply) => Ok(reply),
-                    Exchange::SessionExpired | Exchange::NotModern => Err(UpstreamError::Status { status: 404 }),
+                    Exchange::SessionExpired | Exchange::NotModern => {
+                        Err(UpstreamError::Status { status: 404 })
+                    }
                 }
             }
         }
@@ -234,7 +244,9 @@ impl Inner {
             .iter()
             .find(|v| Some(**v) == version.as_deref())
             .copied()
-            .ok_or_else(|| UpstreamError::Protocol(format!("upstream chose an unsupported protocol version {version:?}")))?;
+            .ok_or_else(|| {
+                UpstreamError::Protocol(format!("upstream chose an unsupported protocol version {version:?}"))
+            })?;
         let generation = seen_generation.max(match self.era_state() {
             EraState::Legacy(s) => s.generation,
             _ => 0,
@@ -256,7 +268,11 @@ impl Inner {
     }
 
     /// One POST of `request` in the era given by `session` (`None` = modern).
-    async fn post(&self, request: &UpstreamRequest, session: Option<&LegacySession>) -> Result<Exchange, UpstreamError> {
+    async fn post(
+        &self,
+        request: &UpstreamRequest,
+        session: Option<&LegacySession>,
+    ) -> Result<Exchange, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let era = if session.is_some() { Era::Legacy } else { Era::Modern };
         let mut builder = self
@@ -282,14 +298,19 @@ impl Inner {
             return read_answer(response, id).await.map(Exchange::Reply);
         }
         match status {
-            StatusCode::NOT_FOUND if session.is_some_and(|s| s.session_id.is_some()) => Ok(Exchange::SessionExpired),
+            StatusCode::NOT_FOUND if session.is_some_and(|s| s.session_id.is_some()) => {
+                Ok(Exchange::SessionExpired)
+            }
             StatusCode::TOO_MANY_REQUESTS => Err(status_error(status, response.headers())),
             s if s.is_server_error() => Err(status_error(status, response.headers())),
             _ => {
                 let retry = status_error(status, response.headers());
                 let body = response.bytes().await.unwrap_or_default();
                 let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
-                if session.is_none() && status == StatusCode::BAD_REQUEST && !is_modern_rejection(parsed.as_ref()) {
+                if session.is_none()
+                    && status == StatusCode::BAD_REQUEST
+                    && !is_modern_rejection(parsed.as_ref())
+                {
                     return Ok(Exchange::NotModern);
                 }
                 // A JSON-RPC error in a 4xx body is the server's answer to the request.

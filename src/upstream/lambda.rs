@@ -17,16 +17,15 @@ use std::{
 };
 
 use aws_sdk_lambda::{
-    error::SdkError,
-    operation::invoke::InvokeError,
-    primitives::Blob,
-    types::InvocationType,
+    error::SdkError, operation::invoke::InvokeError, primitives::Blob, types::InvocationType,
 };
 use base64::Engine;
 use serde::Deserialize;
 use tower::Service;
 
-use super::{FunctionErrorKind, UpstreamError, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after};
+use super::{
+    FunctionErrorKind, UpstreamError, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after,
+};
 use crate::{config::AwsConfig, protocol::mcp};
 
 /// Lambda's synchronous invoke payload limit.
@@ -38,9 +37,7 @@ pub async fn client(aws: &AwsConfig, connect_timeout: Duration) -> aws_sdk_lambd
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .retry_config(aws_config::retry::RetryConfig::disabled())
         .timeout_config(
-            aws_config::timeout::TimeoutConfig::builder()
-                .connect_timeout(connect_timeout)
-                .build(),
+            aws_config::timeout::TimeoutConfig::builder().connect_timeout(connect_timeout).build(),
         );
     if let Some(region) = &aws.region {
         loader = loader.region(aws_config::Region::new(region.clone()));
@@ -66,14 +63,7 @@ struct Inner {
 
 impl LambdaTransport {
     pub fn new(client: aws_sdk_lambda::Client, function: String, qualifier: Option<String>) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                client,
-                function,
-                qualifier,
-                next_id: AtomicU64::new(1),
-            }),
-        }
+        Self { inner: Arc::new(Inner { client, function, qualifier, next_id: AtomicU64::new(1) }) }
     }
 }
 
@@ -98,10 +88,7 @@ impl Inner {
         // Lambda servers are stateless: every request carries the modern-era `_meta`.
         let payload = mcp::encode_request(id, &request, mcp::Era::Modern);
         if payload.len() > MAX_PAYLOAD_BYTES {
-            return Err(UpstreamError::PayloadTooLarge {
-                size: payload.len(),
-                limit: MAX_PAYLOAD_BYTES,
-            });
+            return Err(UpstreamError::PayloadTooLarge { size: payload.len(), limit: MAX_PAYLOAD_BYTES });
         }
         let output = self
             .client
@@ -160,7 +147,9 @@ pub fn decode_payload(body: &[u8]) -> Result<UpstreamReply, UpstreamError> {
                 .and_then(|(_, v)| parse_retry_after(v));
             return Err(UpstreamError::RateLimited { retry_after });
         }
-        404 => return Err(UpstreamError::NotFound("the function's proxy answer is 404".into())),
+        404 => {
+            return Err(UpstreamError::NotFound("the function's proxy answer is 404".into()));
+        }
         200..=299 | 400 => {}
         status => return Err(UpstreamError::Status { status }),
     }
@@ -183,19 +172,20 @@ fn sdk_error(error: SdkError<InvokeError>) -> UpstreamError {
                 InvokeError::TooManyRequestsException(e) => UpstreamError::RateLimited {
                     retry_after: e.retry_after_seconds().and_then(parse_retry_after),
                 },
-                InvokeError::ResourceNotFoundException(e) => UpstreamError::NotFound(
-                    e.message().unwrap_or("function not found").to_string(),
-                ),
-                InvokeError::RequestTooLargeException(_) => UpstreamError::PayloadTooLarge {
-                    size: MAX_PAYLOAD_BYTES + 1,
-                    limit: MAX_PAYLOAD_BYTES,
-                },
+                InvokeError::ResourceNotFoundException(e) => {
+                    UpstreamError::NotFound(e.message().unwrap_or("function not found").to_string())
+                }
+                InvokeError::RequestTooLargeException(_) => {
+                    UpstreamError::PayloadTooLarge { size: MAX_PAYLOAD_BYTES + 1, limit: MAX_PAYLOAD_BYTES }
+                }
                 _ => UpstreamError::Status { status },
             }
         }
         SdkError::TimeoutError(_) => UpstreamError::Timeout(Duration::ZERO),
         SdkError::DispatchFailure(failure) if failure.is_timeout() => UpstreamError::Timeout(Duration::ZERO),
-        SdkError::DispatchFailure(failure) => UpstreamError::Connect(format!("{:?}", failure.as_connector_error())),
+        SdkError::DispatchFailure(failure) => {
+            UpstreamError::Connect(format!("{:?}", failure.as_connector_error()))
+        }
         SdkError::ResponseError(e) => UpstreamError::Io(format!("{:?}", e.raw().status())),
         other => UpstreamError::Protocol(other.to_string()),
     }

@@ -98,7 +98,9 @@ impl UpstreamError {
             UpstreamError::Timeout(_) => "timeout",
             UpstreamError::Status { status } => status_class(*status),
             UpstreamError::RateLimited { .. } => "429",
-            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, .. } => "function_error_unhandled",
+            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, .. } => {
+                "function_error_unhandled"
+            }
             UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => "function_error_handled",
             UpstreamError::NotFound(_) => "404",
             UpstreamError::PayloadTooLarge { .. } => "payload_too_large",
@@ -118,8 +120,8 @@ fn status_class(status: u16) -> &'static str {
         502 => "502",
         503 => "503",
         504 => "504",
-        400..=499 => "4xx",
-        500..=599 => "5xx",
+        402..=499 => "4xx",
+        501 | 505..=599 => "5xx",
         _ => "other",
     }
 }
@@ -140,7 +142,9 @@ pub fn decode_reply(body: &[u8]) -> Result<UpstreamReply, UpstreamError> {
     reply_from(response)
 }
 
-pub(crate) fn reply_from(response: crate::protocol::jsonrpc::UpstreamResponse) -> Result<UpstreamReply, UpstreamError> {
+pub(crate) fn reply_from(
+    response: crate::protocol::jsonrpc::UpstreamResponse,
+) -> Result<UpstreamReply, UpstreamError> {
     match (response.result, response.error) {
         (_, Some(error)) => Ok(UpstreamReply::Error(error)),
         (Some(result), None) => Ok(UpstreamReply::Result(result)),

@@ -48,9 +48,7 @@ pub struct Proc {
 impl Proc {
     pub fn spawn(name: &str, mut command: Command) -> Self {
         command.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name} ({command:?}): {e}"));
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot start {name} ({command:?}): {e}"));
         let lines = Arc::new(Mutex::new(Vec::new()));
         for stream in [
             child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
@@ -77,10 +75,18 @@ impl Proc {
                 return line.clone();
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{} exited ({status}) before printing {needle:?}; output:\n{}", self.name, self.output());
+                panic!(
+                    "{} exited ({status}) before printing {needle:?}; output:\n{}",
+                    self.name,
+                    self.output()
+                );
             }
             if Instant::now() > deadline {
-                panic!("{} did not print {needle:?} within {within:?}; output:\n{}", self.name, self.output());
+                panic!(
+                    "{} did not print {needle:?} within {within:?}; output:\n{}",
+                    self.name,
+                    self.output()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -117,7 +123,8 @@ impl Drop for Proc {
 /// Reads the `"listen"` field of the process's startup log line.
 fn listen_addr(proc: &mut Proc) -> SocketAddr {
     let line = proc.wait_line("\"listen\"", Duration::from_secs(30));
-    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("startup line is not JSON ({e}): {line}"));
+    let v: Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("startup line is not JSON ({e}): {line}"));
     v["listen"].as_str().unwrap().parse().unwrap()
 }
 
@@ -178,7 +185,11 @@ impl Gateway {
     }
 
     pub fn start_with_args(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
-        let path = std::env::temp_dir().join(format!("mcp-gateway-test-{}-{}.toml", std::process::id(), free_port()));
+        let path = std::env::temp_dir().join(format!(
+            "mcp-gateway-test-{}-{}.toml",
+            std::process::id(),
+            free_port()
+        ));
         std::fs::File::create(&path).unwrap().write_all(config.as_bytes()).unwrap();
         let mut command = Command::new(BIN);
         command
@@ -218,8 +229,13 @@ impl Gateway {
     }
 
     /// POSTs a raw body to /mcp; returns status, headers and body text.
-    pub fn post_raw(&self, body: impl Into<reqwest::blocking::Body>, headers: &[(&str, &str)]) -> (u16, reqwest::header::HeaderMap, String) {
-        let mut request = self.client.post(self.url("/mcp")).header("content-type", "application/json").body(body);
+    pub fn post_raw(
+        &self,
+        body: impl Into<reqwest::blocking::Body>,
+        headers: &[(&str, &str)],
+    ) -> (u16, reqwest::header::HeaderMap, String) {
+        let mut request =
+            self.client.post(self.url("/mcp")).header("content-type", "application/json").body(body);
         for (k, v) in headers {
             request = request.header(*k, *v);
         }
@@ -249,7 +265,12 @@ impl Gateway {
 
     pub fn tool_names(&self) -> Vec<String> {
         let (_, body) = self.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
-        body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+        body["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
     }
 
     pub fn metrics(&self) -> String {
