@@ -79,8 +79,13 @@ fn main() -> anyhow::Result<()> {
             }
             Command::DemoServer { listen, lambda_api } => demo_server(listen, lambda_api).await,
             Command::CheckConfig { config } => {
-                let config = Config::load(config.as_deref(), std::env::vars())?;
-                println!("{config:#?}");
+                let mut config = Config::load(config.as_deref(), std::env::vars())?;
+                // Header values are usually credentials: never print them.
+                for server in config.servers.values_mut() {
+                    server.headers.values_mut().for_each(|v| *v = "<redacted>".into());
+                }
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout().lock(), "{config:#?}");
                 Ok(())
             }
         }
