@@ -13,6 +13,8 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::resilience::settings::{BreakerSettings, RetrySettings};
+
 /// The environment variable prefix for overrides.
 pub const ENV_PREFIX: &str = "MCP_GATEWAY_";
 
@@ -39,8 +41,30 @@ pub struct Config {
     pub aws: AwsConfig,
     /// The upstream MCP servers, by name.
     pub servers: BTreeMap<String, ServerConfig>,
-    /// Explicit routes: a tool name bound to a server wins every name conflict.
-    pub tools: BTreeMap<String, ToolRoute>,
+    /// Per-tool settings: routes (a tool name bound to a server wins every name conflict),
+    /// fallbacks, caching, result size budget.
+    pub tools: BTreeMap<String, ToolConfig>,
+    /// Redis URL (e.g. `redis://127.0.0.1:6379`) for state shared across gateway instances.
+    pub redis_url: Option<String>,
+    /// Share circuit breaker state across instances through `redis_url`.
+    pub shared_breakers: bool,
+    /// Bounds of the read-only result cache (also the store of stale fallbacks).
+    pub cache: CacheConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Most results kept (oldest evicted first).
+    pub max_entries: usize,
+    /// How old a last good result may be to serve as a stale fallback, in milliseconds.
+    pub stale_max_age_ms: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self { max_entries: 10_000, stale_max_age_ms: 300_000 }
+    }
 }
 
 impl Default for Config {
@@ -57,6 +81,9 @@ impl Default for Config {
             aws: AwsConfig::default(),
             servers: BTreeMap::new(),
             tools: BTreeMap::new(),
+            redis_url: None,
+            shared_breakers: false,
+            cache: CacheConfig::default(),
         }
     }
 }
@@ -68,11 +95,32 @@ pub struct ServerDefaults {
     pub connect_timeout_ms: u64,
     /// Total time for one upstream attempt, in milliseconds.
     pub timeout_ms: u64,
+    /// Default caller deadline for a whole call, retries included, in milliseconds
+    /// (a caller's `X-Request-Timeout-Ms` or `_meta` deadline overrides it).
+    pub deadline_ms: u64,
+    /// Calls in flight to one server before further calls are shed (`overloaded`).
+    pub max_concurrency: usize,
+    /// Result cache TTL for read-only tools, in milliseconds (0: no caching; identical
+    /// read-only calls in flight are still shared).
+    pub cache_ttl_ms: u64,
+    /// Largest text content a tool result may carry before it is cut, in bytes (0: no limit).
+    pub max_result_bytes: usize,
+    pub retry: RetrySettings,
+    pub breaker: BreakerSettings,
 }
 
 impl Default for ServerDefaults {
     fn default() -> Self {
-        Self { connect_timeout_ms: 1_000, timeout_ms: 10_000 }
+        Self {
+            connect_timeout_ms: 1_000,
+            timeout_ms: 10_000,
+            deadline_ms: 15_000,
+            max_concurrency: 256,
+            cache_ttl_ms: 0,
+            max_result_bytes: 1024 * 1024,
+            retry: RetrySettings::default(),
+            breaker: BreakerSettings::default(),
+        }
     }
 }
 
@@ -121,6 +169,16 @@ pub struct ServerConfig {
     pub connect_timeout_ms: Option<u64>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+    /// Replaces `[defaults.retry]` for this server.
+    #[serde(default)]
+    pub retry: Option<RetrySettings>,
+    /// Replaces `[defaults.breaker]` for this server.
+    #[serde(default)]
+    pub breaker: Option<BreakerSettings>,
     /// Learn the tools from the server's own `tools/list` (on start and every refresh).
     #[serde(default = "yes")]
     pub discover: bool,
@@ -144,13 +202,38 @@ impl ServerConfig {
     pub fn timeout(&self, defaults: &ServerDefaults) -> Duration {
         Duration::from_millis(self.timeout_ms.unwrap_or(defaults.timeout_ms))
     }
+
+    pub fn deadline(&self, defaults: &ServerDefaults) -> Duration {
+        Duration::from_millis(self.deadline_ms.unwrap_or(defaults.deadline_ms))
+    }
+
+    pub fn max_concurrency(&self, defaults: &ServerDefaults) -> usize {
+        self.max_concurrency.unwrap_or(defaults.max_concurrency).max(1)
+    }
+
+    pub fn retry<'a>(&'a self, defaults: &'a ServerDefaults) -> &'a RetrySettings {
+        self.retry.as_ref().unwrap_or(&defaults.retry)
+    }
+
+    pub fn breaker<'a>(&'a self, defaults: &'a ServerDefaults) -> &'a BreakerSettings {
+        self.breaker.as_ref().unwrap_or(&defaults.breaker)
+    }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolRoute {
-    /// The server that owns this tool name.
-    pub server: String,
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolConfig {
+    /// The server that owns this tool name when several offer it.
+    pub server: Option<String>,
+    /// Serve the last good result (marked stale) when the server fails or its circuit is
+    /// open. Read-only tools only.
+    pub stale_fallback: bool,
+    /// Call this tool instead when the server fails or its circuit is open.
+    pub fallback_tool: Option<String>,
+    /// Overrides `defaults.cache_ttl_ms` for this tool (read-only tools only).
+    pub cache_ttl_ms: Option<u64>,
+    /// Overrides `defaults.max_result_bytes` for this tool.
+    pub max_result_bytes: Option<usize>,
 }
 
 impl Config {
@@ -193,10 +276,24 @@ impl Config {
                 bail!("server {name}: with discover = false it needs static `tools`");
             }
         }
-        for (tool, route) in &self.tools {
-            if !self.servers.contains_key(&route.server) {
-                bail!("tools.{tool}: unknown server {:?}", route.server);
+        for (tool, settings) in &self.tools {
+            if let Some(server) = &settings.server
+                && !self.servers.contains_key(server)
+            {
+                bail!("tools.{tool}: unknown server {server:?}");
             }
+            if settings.fallback_tool.as_deref() == Some(tool.as_str()) {
+                bail!("tools.{tool}: a tool cannot be its own fallback");
+            }
+        }
+        if self.shared_breakers && self.redis_url.is_none() {
+            bail!("shared_breakers needs redis_url");
+        }
+        self.defaults.retry.validate("defaults")?;
+        self.defaults.breaker.validate("defaults")?;
+        for (name, server) in &self.servers {
+            server.retry(&self.defaults).validate(name)?;
+            server.breaker(&self.defaults).validate(name)?;
         }
         if self.max_body_bytes == 0 {
             bail!("max_body_bytes must be positive");

@@ -125,19 +125,35 @@ fn every_upstream_failure_has_its_error_table_row() {
 }
 
 #[test]
-fn a_dead_upstream_fails_fast() {
+fn a_dead_upstream_opens_its_breaker_and_then_fails_fast() {
     let gw = failing_gateway();
-    // Warm up, then measure: connection refused must not wait for any timeout.
-    gw.call("refused_tool", json!({}));
+    // The first calls find the connection refused; five in a row open the breaker.
+    let mut refused = 0;
+    loop {
+        let answer = gw.call("refused_tool", json!({}));
+        if answer["error"]["data"]["category"] == "circuit_open" {
+            break;
+        }
+        expect_error(&answer, -32000, "upstream_unavailable");
+        refused += 1;
+        assert!(refused <= 5, "the breaker did not open after {refused} failures");
+    }
+    assert_eq!(refused, 5);
     let started = Instant::now();
     for _ in 0..20 {
         let answer = gw.call("refused_tool", json!({}));
-        expect_error(&answer, -32000, "upstream_unavailable");
+        let data = expect_error(&answer, -32004, "circuit_open");
+        assert_eq!(data["attempts"], 0);
+        assert!(data["retry_after_ms"].as_u64().unwrap() <= 1200, "{answer}");
     }
     let per_call = started.elapsed() / 20;
-    assert!(per_call < Duration::from_millis(100), "refused calls took {per_call:?} each");
+    assert!(per_call < Duration::from_millis(100), "open-circuit calls took {per_call:?} each");
     let metrics = gw.metrics();
     assert!(metrics.contains("status=\"connect_error\""), "{metrics}");
+    assert!(metrics.contains("mcp_gateway_breaker_state{server=\"refused\"} 1"), "{metrics}");
+    assert!(metrics.contains("mcp_gateway_breaker_rejected_total{server=\"refused\"} 21"), "{metrics}");
+    // Other servers are untouched by this one's breaker.
+    assert!(metrics.contains("mcp_gateway_breaker_state{server=\"s500\"} 0"), "{metrics}");
 }
 
 #[test]

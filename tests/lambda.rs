@@ -91,17 +91,20 @@ fn function_errors_throttling_and_missing_functions_map_to_the_error_table() {
     let data = expect_error(&crash, -32000, "upstream_error");
     assert_eq!(data["retryable"], true);
     assert_eq!(data["server"], "crash");
-    assert_eq!(data["attempts"], 1);
+    // Read-only tool: retried twice (the default) before giving up.
+    assert_eq!(data["attempts"], 3);
     assert!(!crash.to_string().contains("signal: killed"), "function error messages are not echoed: {crash}");
 
     let handled = gw.call("handled__manga_search", args.clone());
     let data = expect_error(&handled, -32000, "upstream_rejected");
     assert_eq!(data["retryable"], false);
+    assert_eq!(data["attempts"], 1, "a handled function error is not retried");
 
     let throttled = gw.call("throttled__manga_search", args.clone());
     let data = expect_error(&throttled, -32003, "rate_limited");
     assert_eq!(data["retry_after_ms"], 1000, "{throttled}");
     assert_eq!(data["retryable"], true);
+    assert_eq!(data["attempts"], 3, "Retry-After (1 s, under the cap) was honoured twice");
 
     let missing = gw.call("missing__manga_search", args.clone());
     let data = expect_error(&missing, -32006, "upstream_misconfigured");

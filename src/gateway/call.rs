@@ -1,7 +1,11 @@
-//! One `tools/call`: resolve → validate and default → forward through the server's stack →
-//! classify → record → answer. Every exit records exactly one metric sample and one log line.
+//! One `tools/call`: resolve → validate and default → (read-only: cache, join an identical
+//! call in flight) → forward through the server's stack → on failure, a configured fallback
+//! → cut to the size budget → answer. Every exit records one metric sample and one log line.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use serde_json::{Map, Value, json, value::RawValue};
 use tower::ServiceExt;
@@ -10,24 +14,42 @@ use super::Gateway;
 use crate::{
     error::{Category, GatewayError},
     protocol::mcp,
-    registry::ToolRecord,
-    resilience::classify::Outcome,
-    telemetry::logging::argument_hash,
+    registry::{ToolRecord, record::canonical_hash},
+    resilience::{
+        cache::{Join, SharedResult},
+        classify::Outcome,
+        fallback, truncate,
+    },
     upstream::{UpstreamReply, UpstreamRequest},
 };
 
-/// Who is asking, for the log line.
+/// `_meta` key a caller may use to set its deadline, in milliseconds.
+pub const META_TIMEOUT_MS: &str = "io.mcp-gateway/timeoutMs";
+/// `_meta` key of the idempotency key: a caller may supply one; the gateway derives the key
+/// it sends upstream (identical on every attempt) from tool, canonical arguments and it.
+pub const META_IDEMPOTENCY_KEY: &str = "io.mcp-gateway/idempotencyKey";
+
+/// Who is asking, for the log line, and by when they need the answer.
 #[derive(Debug, Clone)]
 pub struct CallContext {
     pub request_id: Arc<str>,
     pub jsonrpc_id: Value,
+    /// From the `X-Request-Timeout-Ms` header.
+    pub deadline: Option<Instant>,
 }
 
 /// Tool-label for calls whose tool could not be resolved (bounded cardinality).
 const UNRESOLVED: &str = "<unresolved>";
 
+/// How a call ended, for metrics and the log line.
+struct Ending {
+    outcome: &'static str,
+    attempts: u32,
+}
+
 impl Gateway {
-    /// Runs a `tools/call`; the `Ok` value is the upstream's result, passed through untouched.
+    /// Runs a `tools/call`; the `Ok` value is the result (the upstream's, passed through
+    /// untouched unless a fallback or the size budget changed it).
     pub async fn call_tool(
         &self,
         params: Option<Value>,
@@ -54,15 +76,44 @@ impl Gateway {
                 Category::UnknownTool,
                 format!("no server offers a tool named {:?}", truncated(name)),
             )
-            .with_tool(name);
+            .with_tool(truncated(name));
             return Err(self.refuse(ctx, started, None, err));
         };
-        let mut arguments = match crate::validation::arguments_object(&params) {
-            Ok(args) => args,
-            Err(reason) => return Err(self.refuse(ctx, started, Some(&tool), bad_input(reason))),
+        let arguments = match self.checked_arguments(&tool, &params) {
+            Ok(arguments) => arguments,
+            Err(err) => return Err(self.refuse(ctx, started, Some(&tool), err)),
         };
-        if let Err(violations) = tool.schema.check(&mut arguments) {
-            let err = GatewayError::new(
+        let meta = params.get("_meta");
+        let deadline = caller_deadline(ctx.deadline, meta);
+        let args_hash = canonical_hash(&arguments);
+        let key = format!("{}\u{0}{args_hash}", tool.name);
+
+        let (mut result, mut ending) = if tool.read_only {
+            self.call_read_only(&tool, &key, arguments.clone(), meta, deadline).await
+        } else {
+            self.forward(&tool, arguments.clone(), meta, deadline).await
+        };
+        if let Err(err) = &result
+            && let Some((fallback, kind)) = self.fallback(&tool, &key, &arguments, deadline, err).await
+        {
+            self.metrics.fallbacks.with_label_values(&[&tool.name, kind]).inc();
+            result = Ok(fallback);
+            ending.outcome = if kind == "stale" { "fallback_stale" } else { "fallback_alternative" };
+        }
+        let result = result.map(|raw| self.fit_budget(&tool, raw));
+        self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(&args_hash));
+        result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
+    }
+
+    /// The arguments object, defaults filled in, checked against the tool's schema.
+    fn checked_arguments(
+        &self,
+        tool: &ToolRecord,
+        params: &Map<String, Value>,
+    ) -> Result<Value, GatewayError> {
+        let mut arguments = crate::validation::arguments_object(params).map_err(bad_input)?;
+        tool.schema.check(&mut arguments).map_err(|violations| {
+            GatewayError::new(
                 Category::BadInput,
                 format!(
                     "arguments do not match the inputSchema of {} ({} violation(s))",
@@ -70,22 +121,86 @@ impl Gateway {
                     violations.len()
                 ),
             )
-            .with_extra("violations", Value::Array(violations));
-            return Err(self.refuse(ctx, started, Some(&tool), err));
+            .with_extra("violations", Value::Array(violations))
+        })?;
+        Ok(arguments)
+    }
+
+    /// Read-only tools: a fresh cached result, or the result of an identical call already in
+    /// flight, or a new call whose result is kept for later.
+    async fn call_read_only(
+        &self,
+        tool: &Arc<ToolRecord>,
+        key: &str,
+        arguments: Value,
+        meta: Option<&Value>,
+        deadline: Option<Instant>,
+    ) -> (SharedResult, Ending) {
+        let ttl = Duration::from_millis(
+            self.tool_settings(&tool.name).cache_ttl_ms.unwrap_or(self.config.defaults.cache_ttl_ms),
+        );
+        if !ttl.is_zero()
+            && let Some(hit) = self.results.fresh(key, ttl)
+        {
+            self.metrics.result_cache.with_label_values(&[&tool.name, "hit"]).inc();
+            return (Ok(hit), Ending { outcome: "cache_hit", attempts: 0 });
         }
+        match self.in_flight.join(key) {
+            Join::Follower(mut receiver) => {
+                if let Ok(shared) = receiver.recv().await {
+                    self.metrics.result_cache.with_label_values(&[&tool.name, "shared"]).inc();
+                    let outcome = if shared.is_ok() { "shared" } else { "shared_failure" };
+                    return (shared, Ending { outcome, attempts: 0 });
+                }
+                // The leader was cancelled: make the call ourselves.
+                let (result, ending) = self.forward(tool, arguments, meta, deadline).await;
+                self.remember(tool, key, ttl, &result);
+                (result, ending)
+            }
+            Join::Leader(leader) => {
+                self.metrics.result_cache.with_label_values(&[&tool.name, "miss"]).inc();
+                let (result, ending) = self.forward(tool, arguments, meta, deadline).await;
+                self.remember(tool, key, ttl, &result);
+                leader.finish(&result);
+                (result, ending)
+            }
+        }
+    }
+
+    /// Keeps a good read-only result when it can be served again (cache or stale fallback).
+    /// Results with `isError` are not kept.
+    fn remember(&self, tool: &ToolRecord, key: &str, ttl: Duration, result: &SharedResult) {
+        let Ok(raw) = result else { return };
+        if (ttl.is_zero() && !self.tool_settings(&tool.name).stale_fallback)
+            || Outcome::of(&Ok(UpstreamReply::Result(raw.clone())), true) != Outcome::Success
+        {
+            return;
+        }
+        self.results.store(key.to_string(), raw.clone());
+    }
+
+    /// Sends the call through the server's stack and maps the answer.
+    async fn forward(
+        &self,
+        tool: &Arc<ToolRecord>,
+        arguments: Value,
+        meta: Option<&Value>,
+        deadline: Option<Instant>,
+    ) -> (SharedResult, Ending) {
         let Some(upstream) = self.upstreams.get(tool.server.as_ref()) else {
             let err = GatewayError::new(Category::Internal, "tool resolved to an unconfigured server");
-            return Err(self.refuse(ctx, started, Some(&tool), err));
+            return (Err(err), Ending { outcome: "internal", attempts: 0 });
         };
-        let args_hash = argument_hash(&arguments);
-        let request = upstream_request(&tool, arguments, params.get("_meta"));
+        let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys;
+        let request = upstream_request(tool, arguments, meta, deadline, honours_keys);
+        let attempts = request.attempts.clone();
 
         self.metrics.in_flight.inc();
         let result = upstream.service.clone().oneshot(request).await;
         self.metrics.in_flight.dec();
 
+        let attempts = attempts.load(std::sync::atomic::Ordering::Relaxed);
         let outcome = Outcome::of(&result, true);
-        let attempts = 1;
         let answer = match result {
             Ok(UpstreamReply::Result(raw)) => Ok(raw),
             Ok(UpstreamReply::Error(upstream_error)) => {
@@ -102,23 +217,64 @@ impl Gateway {
                 Err(err)
             }
             Err(transport_error) => {
-                let retry_after = match outcome {
-                    Outcome::RateLimited { retry_after } => retry_after,
+                let retry_after = match &transport_error {
+                    crate::upstream::UpstreamError::RateLimited { retry_after } => *retry_after,
+                    crate::upstream::UpstreamError::CircuitOpen { retry_after } => Some(*retry_after),
                     _ => None,
                 };
                 Err(GatewayError::new(Outcome::category_of(&transport_error), transport_error.to_string())
                     .with_retry_after(retry_after))
             }
         };
-        let answer = answer.map_err(|e| {
-            e.with_tool(tool.name.as_ref()).with_server(tool.server.as_ref()).with_attempts(attempts)
-        });
         let label = match &answer {
             Ok(_) => outcome.label(),
             Err(e) => e.category.as_str(),
         };
-        self.record(ctx, started, Some(&tool), label, attempts, Some(&args_hash));
-        answer
+        (answer.map_err(|e| e.with_attempts(attempts)), Ending { outcome: label, attempts })
+    }
+
+    /// A configured fallback for a failed call, if one applies and is available.
+    async fn fallback(
+        &self,
+        tool: &Arc<ToolRecord>,
+        key: &str,
+        arguments: &Value,
+        deadline: Option<Instant>,
+        err: &GatewayError,
+    ) -> Option<(Box<RawValue>, &'static str)> {
+        if !err.category.retryable() {
+            return None;
+        }
+        let settings = self.tool_settings(&tool.name);
+        let reason = err.category.as_str();
+        if settings.stale_fallback && tool.read_only {
+            let max_age = Duration::from_millis(self.config.cache.stale_max_age_ms);
+            if let Some((stale, age)) = self.results.stale(key, max_age) {
+                return Some((fallback::mark_stale(&stale, age, reason), "stale"));
+            }
+        }
+        let alternative_name = settings.fallback_tool.as_deref()?;
+        let alternative = self.registry.resolve(alternative_name).await?;
+        let mut alt_arguments = arguments.clone();
+        if alternative.schema.check(&mut alt_arguments).is_err() {
+            tracing::warn!(tool = %tool.name, fallback = alternative_name, "fallback tool rejects the arguments; no fallback");
+            return None;
+        }
+        let (result, _) = self.forward(&alternative, alt_arguments, None, deadline).await;
+        let raw = result.ok()?;
+        Some((fallback::mark_alternative(&raw, alternative_name, reason), "alternative"))
+    }
+
+    fn fit_budget(&self, tool: &ToolRecord, raw: Box<RawValue>) -> Box<RawValue> {
+        let budget =
+            self.tool_settings(&tool.name).max_result_bytes.unwrap_or(self.config.defaults.max_result_bytes);
+        match truncate::truncate(&raw, budget) {
+            Some(cut) => {
+                self.metrics.truncations.with_label_values(&[&tool.name]).inc();
+                cut
+            }
+            None => raw,
+        }
     }
 
     /// Records a call that was answered by the gateway itself, and returns its error.
@@ -130,7 +286,7 @@ impl Gateway {
         err: GatewayError,
     ) -> GatewayError {
         let err = match tool {
-            Some(t) => err.with_tool(t.name.as_ref()).with_server(t.server.as_ref()),
+            Some(t) => err.with_tool(t.name.clone()).with_server(t.server.clone()),
             None => err,
         };
         self.record(ctx, started, tool, err.category.as_str(), 0, None);
@@ -186,14 +342,45 @@ fn truncated(name: &str) -> &str {
     }
 }
 
-/// The upstream `tools/call`: the upstream's own tool name, the checked arguments, and the
-/// caller's non-reserved `_meta` (progress tokens, trace ids) passed along.
-fn upstream_request(tool: &ToolRecord, arguments: Value, meta: Option<&Value>) -> UpstreamRequest {
+/// The earlier of the header deadline and a `_meta` one.
+fn caller_deadline(header: Option<Instant>, meta: Option<&Value>) -> Option<Instant> {
+    let from_meta = meta
+        .and_then(|m| m.get(META_TIMEOUT_MS))
+        .and_then(Value::as_u64)
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
+    match (header, from_meta) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The upstream `tools/call`: the upstream's own tool name, the checked arguments, the
+/// caller's non-reserved `_meta` (progress tokens, trace ids) passed along, and for tools
+/// that are neither read-only nor idempotent an idempotency key derived from the operation.
+fn upstream_request(
+    tool: &ToolRecord,
+    arguments: Value,
+    meta: Option<&Value>,
+    deadline: Option<Instant>,
+    honours_keys: bool,
+) -> UpstreamRequest {
+    let mut forwarded = meta.and_then(mcp::forwardable_meta).unwrap_or_default();
+    forwarded.retain(|k, _| !k.starts_with("io.mcp-gateway/"));
+    let naturally_safe = tool.read_only || tool.idempotent;
+    if !naturally_safe {
+        let caller_key = meta.and_then(|m| m.get(META_IDEMPOTENCY_KEY)).cloned().unwrap_or(Value::Null);
+        let key = canonical_hash(&json!([tool.upstream_name.as_ref(), &arguments, caller_key]));
+        forwarded.insert(META_IDEMPOTENCY_KEY.into(), json!(key));
+    }
     let mut params = Map::new();
     params.insert("name".into(), json!(tool.upstream_name.as_ref()));
     params.insert("arguments".into(), arguments);
-    if let Some(forwarded) = meta.and_then(mcp::forwardable_meta) {
+    if !forwarded.is_empty() {
         params.insert("_meta".into(), Value::Object(forwarded));
     }
-    UpstreamRequest { method: "tools/call", params, tool: Some(tool.upstream_name.clone()) }
+    let mut request = UpstreamRequest::new("tools/call", params);
+    request.tool = Some(tool.upstream_name.clone());
+    request.safe_to_repeat = naturally_safe || honours_keys;
+    request.deadline = deadline;
+    request
 }

@@ -20,8 +20,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::{
-    config::Config,
+    config::{Config, ToolConfig},
     registry::{Catalog, Registry},
+    resilience::cache::{InFlight, ResultCache},
     telemetry::metrics::Metrics,
 };
 pub use upstreams::Upstream;
@@ -66,6 +67,12 @@ pub struct Gateway {
     pub readiness: Readiness,
     /// Wakes the refresh loop early (e.g. a call for an unknown tool).
     pub refresh_now: Notify,
+    /// Read-only results: cache and stale fallbacks.
+    pub results: ResultCache,
+    /// Identical read-only calls in flight.
+    pub in_flight: InFlight,
+    /// Settings of tools without a `[tools.NAME]` section.
+    default_tool: ToolConfig,
 }
 
 impl Gateway {
@@ -73,16 +80,28 @@ impl Gateway {
     pub async fn new(config: Config) -> anyhow::Result<Arc<Self>> {
         let metrics = Metrics::new();
         let upstreams = upstreams::build_all(&config, &metrics).await?;
-        let routes = config.tools.iter().map(|(tool, route)| (tool.clone(), route.server.clone())).collect();
+        let routes = config
+            .tools
+            .iter()
+            .filter_map(|(tool, settings)| Some((tool.clone(), settings.server.clone()?)))
+            .collect();
         let registry = Registry::new(Arc::new(Catalog::new(routes)));
         Ok(Arc::new(Self {
-            config,
             registry,
             upstreams,
             metrics,
             readiness: Readiness::default(),
             refresh_now: Notify::new(),
+            results: ResultCache::new(config.cache.max_entries),
+            in_flight: InFlight::default(),
+            default_tool: ToolConfig::default(),
+            config,
         }))
+    }
+
+    /// The `[tools.NAME]` settings of a tool (defaults when it has none).
+    pub fn tool_settings(&self, name: &str) -> &ToolConfig {
+        self.config.tools.get(name).unwrap_or(&self.default_tool)
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {

@@ -1,19 +1,25 @@
-//! Builds one service stack per configured upstream server:
-//! metrics → attempt timeout → transport (HTTP or Lambda). Resilience layers (retry, breaker,
-//! limits) slot in above the timeout.
+//! Builds one service stack per configured upstream server, outermost first:
+//! deadline → retry (budgeted) → circuit breaker → concurrency limit → attempt metrics →
+//! attempt timeout → transport (HTTP or Lambda).
 
 use std::{collections::BTreeMap, sync::Arc};
 
 use anyhow::{Context, anyhow};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use tower::{ServiceBuilder, util::BoxCloneSyncService};
+use tower::{Service, ServiceBuilder, util::BoxCloneSyncService};
 
 use crate::{
     config::{Config, ServerConfig, TransportKind},
-    resilience::timeout::AttemptTimeoutLayer,
+    resilience::{
+        breaker::{Breaker, BreakerLayer, BreakerMetrics},
+        deadline::DeadlineLayer,
+        limit::ConcurrencyLimitLayer,
+        retry::RetryLayer,
+        timeout::AttemptTimeoutLayer,
+    },
     telemetry::{metered::MeteredLayer, metrics::Metrics},
     upstream::{
-        UpstreamService,
+        UpstreamError, UpstreamReply, UpstreamRequest, UpstreamService,
         http::{HttpSettings, HttpTransport},
         lambda::{self, LambdaTransport},
     },
@@ -27,7 +33,45 @@ pub struct Upstream {
     pub service: UpstreamService,
     /// Kept to report the era and close the session on shutdown.
     pub http: Option<HttpTransport>,
+    pub breaker: Arc<Breaker>,
     pub config: ServerConfig,
+}
+
+/// Wraps a transport in the resilience layers configured for `server`.
+fn stack<T>(
+    name: &str,
+    server: &ServerConfig,
+    config: &Config,
+    metrics: &Metrics,
+    breaker: &Arc<Breaker>,
+    transport: T,
+) -> UpstreamService
+where
+    T: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    T::Future: Send + 'static,
+{
+    let defaults = &config.defaults;
+    let server_name: Arc<str> = name.into();
+    let service = ServiceBuilder::new()
+        .layer(DeadlineLayer::new(
+            server.deadline(defaults),
+            server_name.clone(),
+            metrics.cancellations.clone(),
+        ))
+        .layer(RetryLayer::new(server.retry(defaults).clone(), server_name, metrics.retries.clone()))
+        .layer(BreakerLayer::new(breaker.clone()))
+        .layer(ConcurrencyLimitLayer::new(
+            server.max_concurrency(defaults),
+            metrics.load_shed.with_label_values(&[name]),
+        ))
+        .layer(MeteredLayer::new(metrics, name, server.transport.as_str()))
+        .layer(AttemptTimeoutLayer::new(server.timeout(defaults)))
+        .service(transport);
+    BoxCloneSyncService::new(service)
 }
 
 /// Builds every configured server's stack.
@@ -41,8 +85,16 @@ pub async fn build_all(config: &Config, metrics: &Metrics) -> anyhow::Result<BTr
     };
     let mut built = BTreeMap::new();
     for (name, server) in &config.servers {
-        let timeout = server.timeout(&config.defaults);
-        let metered = MeteredLayer::new(metrics, name, server.transport.as_str());
+        let breaker_settings = server.breaker(&config.defaults).clone();
+        let breaker = Arc::new(Breaker::new(
+            name.as_str().into(),
+            breaker_settings,
+            BreakerMetrics {
+                state: metrics.breaker_state.with_label_values(&[name]),
+                transitions: metrics.breaker_transitions.clone(),
+                rejected: metrics.breaker_rejected.with_label_values(&[name]),
+            },
+        ));
         let (service, http) = match server.transport {
             TransportKind::Http => {
                 let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
@@ -52,22 +104,14 @@ pub async fn build_all(config: &Config, metrics: &Metrics) -> anyhow::Result<BTr
                     headers: static_headers(name, server)?,
                 })
                 .map_err(|e| anyhow!("server {name}: {e}"))?;
-                let stack = ServiceBuilder::new()
-                    .layer(metered)
-                    .layer(AttemptTimeoutLayer::new(timeout))
-                    .service(transport.clone());
-                (BoxCloneSyncService::new(stack), Some(transport))
+                (stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport))
             }
             TransportKind::Lambda => {
                 let client = lambda_client.clone().ok_or_else(|| anyhow!("lambda client missing"))?;
                 let function =
                     server.function.clone().ok_or_else(|| anyhow!("server {name}: missing function"))?;
                 let transport = LambdaTransport::new(client, function, server.qualifier.clone());
-                let stack = ServiceBuilder::new()
-                    .layer(metered)
-                    .layer(AttemptTimeoutLayer::new(timeout))
-                    .service(transport);
-                (BoxCloneSyncService::new(stack), None)
+                (stack(name, server, config, metrics, &breaker, transport), None)
             }
         };
         built.insert(
@@ -77,6 +121,7 @@ pub async fn build_all(config: &Config, metrics: &Metrics) -> anyhow::Result<BTr
                 transport: server.transport,
                 service,
                 http,
+                breaker,
                 config: server.clone(),
             },
         );

@@ -30,8 +30,10 @@ pub enum Outcome {
     RateLimited { retry_after: Option<Duration> },
     /// The upstream (or the way to it) failed.
     ServerError { reached_server: bool },
-    /// The upstream did not answer in time.
+    /// The upstream did not answer in time (attempt timeout or the caller's deadline).
     Timeout,
+    /// The gateway refused to send (circuit open, overloaded): says nothing about the server.
+    Refused,
 }
 
 impl Outcome {
@@ -75,6 +77,8 @@ impl Outcome {
             }
             UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => Outcome::ClientError,
             UpstreamError::PayloadTooLarge { .. } => Outcome::ClientError,
+            UpstreamError::CircuitOpen { .. } | UpstreamError::Overloaded { .. } => Outcome::Refused,
+            UpstreamError::DeadlineExceeded(_) => Outcome::Timeout,
         }
     }
 
@@ -103,6 +107,7 @@ impl Outcome {
             Outcome::RateLimited { .. } => "rate_limited",
             Outcome::ServerError { .. } => "server_error",
             Outcome::Timeout => "timeout",
+            Outcome::Refused => "refused",
         }
     }
 
@@ -126,6 +131,9 @@ impl Outcome {
             }
             UpstreamError::PayloadTooLarge { .. } => Category::PayloadTooLarge,
             UpstreamError::Protocol(_) => Category::UpstreamProtocol,
+            UpstreamError::CircuitOpen { .. } => Category::CircuitOpen,
+            UpstreamError::Overloaded { .. } => Category::Overloaded,
+            UpstreamError::DeadlineExceeded(_) => Category::Timeout,
         }
     }
 }

@@ -1,17 +1,20 @@
-//! Attempt timeout: bounds one upstream attempt, and turns expiry into
-//! [`UpstreamError::Timeout`] so it is classified like any other failure. Dropping the inner
-//! future cancels the attempt (for HTTP that closes the response stream).
+//! Attempt timeout: bounds one upstream attempt by the server's `timeout_ms`, cut to what is
+//! left of the caller's deadline, and turns expiry into [`UpstreamError::Timeout`] so it is
+//! classified like any other failure. It is the innermost layer: every attempt that is really
+//! sent passes here, so it also counts the attempts. Dropping the inner future cancels the
+//! attempt (for HTTP that closes the response stream).
 
 use std::{
     future::Future,
     pin::Pin,
+    sync::atomic::Ordering,
     task::{Context, Poll},
     time::Duration,
 };
 
 use tower::{Layer, Service};
 
-use crate::upstream::UpstreamError;
+use crate::upstream::{UpstreamError, UpstreamReply, UpstreamRequest};
 
 /// Builds [`AttemptTimeout`].
 #[derive(Debug, Clone, Copy)]
@@ -40,25 +43,30 @@ pub struct AttemptTimeout<S> {
     limit: Duration,
 }
 
-impl<S, R> Service<R> for AttemptTimeout<S>
+impl<S> Service<UpstreamRequest> for AttemptTimeout<S>
 where
-    S: Service<R, Error = UpstreamError>,
+    S: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>,
     S::Future: Send + 'static,
 {
-    type Response = S::Response;
+    type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, UpstreamError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: R) -> Self::Future {
-        let limit = self.limit;
+    fn call(&mut self, request: UpstreamRequest) -> Self::Future {
+        let (limit, cut_by_deadline) = match request.remaining() {
+            Some(left) if left < self.limit => (left, true),
+            _ => (self.limit, false),
+        };
+        request.attempts.fetch_add(1, Ordering::Relaxed);
         let attempt = self.inner.call(request);
         Box::pin(async move {
             match tokio::time::timeout(limit, attempt).await {
                 Ok(result) => result,
+                Err(_) if cut_by_deadline => Err(UpstreamError::DeadlineExceeded(limit)),
                 Err(_) => Err(UpstreamError::Timeout(limit)),
             }
         })

@@ -24,6 +24,8 @@ pub struct RequestInfo {
     pub request_id: Arc<str>,
     /// `Mcp-Method` header of a modern-era request, checked against the body.
     pub method_header: Option<String>,
+    /// From `X-Request-Timeout-Ms`: when the caller stops waiting.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl RequestInfo {
@@ -34,6 +36,11 @@ impl RequestInfo {
                 .get(mcp::headers::METHOD)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
+            deadline: headers
+                .get("x-request-timeout-ms")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
         }
     }
 }
@@ -61,7 +68,11 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
     let params = message.params;
     let answer = match message.method.as_str() {
         "tools/call" => {
-            let ctx = CallContext { request_id: info.request_id.clone(), jsonrpc_id: id.clone() };
+            let ctx = CallContext {
+                request_id: info.request_id.clone(),
+                jsonrpc_id: id.clone(),
+                deadline: info.deadline,
+            };
             match gateway.call_tool(params, &ctx).await {
                 Ok(raw) => return Some(Response::result(id, raw)),
                 Err(err) => return Some(Response::error(id, &err)),

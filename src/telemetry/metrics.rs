@@ -36,96 +36,170 @@ pub struct Metrics {
     pub registry_refreshes: IntCounterVec,
     /// `mcp_gateway_upstream_era{server,era}` (1 for the era in use)
     pub upstream_era: IntGaugeVec,
+    /// `mcp_gateway_breaker_state{server}` (0 closed, 1 open, 2 half-open)
+    pub breaker_state: IntGaugeVec,
+    /// `mcp_gateway_breaker_transitions_total{server,to}`
+    pub breaker_transitions: IntCounterVec,
+    /// `mcp_gateway_breaker_rejected_total{server}` (calls refused while open)
+    pub breaker_rejected: IntCounterVec,
+    /// `mcp_gateway_retries_total{server,result}` (`taken` / `denied_by_budget`)
+    pub retries: IntCounterVec,
+    /// `mcp_gateway_cancellations_total{server,reason}` (`deadline` / `disconnect`)
+    pub cancellations: IntCounterVec,
+    /// `mcp_gateway_load_shed_total{server}`
+    pub load_shed: IntCounterVec,
+    /// `mcp_gateway_fallbacks_total{tool,kind}` (`stale` / `alternative`)
+    pub fallbacks: IntCounterVec,
+    /// `mcp_gateway_result_cache_total{tool,result}` (`hit` / `miss` / `shared`)
+    pub result_cache: IntCounterVec,
+    /// `mcp_gateway_result_truncations_total{tool}`
+    pub truncations: IntCounterVec,
+    /// `mcp_gateway_shared_state_errors_total{operation}` (Redis unreachable)
+    pub shared_state_errors: IntCounterVec,
+}
+
+fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("metric names are unique");
+    metric
+}
+
+fn gauges(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let metric = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("metric names are unique");
+    metric
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let metric = IntGauge::new(name, help).expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("metric names are unique");
+    metric
+}
+
+fn histograms(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+    let metric = HistogramVec::new(HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()), labels)
+        .expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("metric names are unique");
+    metric
 }
 
 impl Metrics {
     pub fn new() -> Self {
-        let registry = Registry::new();
-        let tool_calls = IntCounterVec::new(
-            Opts::new("mcp_gateway_tool_calls_total", "tools/call requests by tool, server and outcome"),
-            &["tool", "server", "outcome"],
-        )
-        .expect("valid metric");
-        let tool_call_duration = HistogramVec::new(
-            HistogramOpts::new(
+        let r = Registry::new();
+        let build = gauges(&r, "mcp_gateway_build_info", "build information", &["version"]);
+        build.with_label_values(&[crate::VERSION]).set(1);
+        Self {
+            tool_calls: counters(
+                &r,
+                "mcp_gateway_tool_calls_total",
+                "tools/call requests by tool, server and outcome",
+                &["tool", "server", "outcome"],
+            ),
+            tool_call_duration: histograms(
+                &r,
                 "mcp_gateway_tool_call_duration_seconds",
                 "tools/call latency through the gateway, in seconds",
-            )
-            .buckets(LATENCY_BUCKETS.to_vec()),
-            &["tool", "server"],
-        )
-        .expect("valid metric");
-        let upstream_requests = IntCounterVec::new(
-            Opts::new(
-                "mcp_gateway_upstream_requests_total",
-                "requests sent to upstream servers, by HTTP or invoke status",
+                &["tool", "server"],
             ),
-            &["server", "transport", "status"],
-        )
-        .expect("valid metric");
-        let upstream_duration = HistogramVec::new(
-            HistogramOpts::new(
+            upstream_requests: counters(
+                &r,
+                "mcp_gateway_upstream_requests_total",
+                "attempts sent to upstream servers, by HTTP or invoke status",
+                &["server", "transport", "status"],
+            ),
+            upstream_duration: histograms(
+                &r,
                 "mcp_gateway_upstream_request_duration_seconds",
                 "one upstream attempt, in seconds",
-            )
-            .buckets(LATENCY_BUCKETS.to_vec()),
-            &["server", "transport"],
-        )
-        .expect("valid metric");
-        let in_flight = IntGauge::new("mcp_gateway_in_flight", "tools/call requests being processed")
-            .expect("valid metric");
-        let requests = IntCounterVec::new(
-            Opts::new("mcp_gateway_requests_total", "inbound JSON-RPC messages by method"),
-            &["method"],
-        )
-        .expect("valid metric");
-        let rejections = IntCounterVec::new(
-            Opts::new("mcp_gateway_http_rejections_total", "inbound HTTP requests refused before dispatch"),
-            &["reason"],
-        )
-        .expect("valid metric");
-        let registry_tools =
-            IntGauge::new("mcp_gateway_registry_tools", "tools in the catalogue").expect("valid metric");
-        let registry_refreshes = IntCounterVec::new(
-            Opts::new("mcp_gateway_registry_refresh_total", "tools/list refreshes by server and outcome"),
-            &["server", "outcome"],
-        )
-        .expect("valid metric");
-        let upstream_era = IntGaugeVec::new(
-            Opts::new("mcp_gateway_upstream_era", "protocol era each upstream speaks (1 = in use)"),
-            &["server", "era"],
-        )
-        .expect("valid metric");
-        for collector in [
-            Box::new(tool_calls.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(tool_call_duration.clone()),
-            Box::new(upstream_requests.clone()),
-            Box::new(upstream_duration.clone()),
-            Box::new(in_flight.clone()),
-            Box::new(requests.clone()),
-            Box::new(rejections.clone()),
-            Box::new(registry_tools.clone()),
-            Box::new(registry_refreshes.clone()),
-            Box::new(upstream_era.clone()),
-        ] {
-            registry.register(collector).expect("metric names are unique");
-        }
-        let build = IntGaugeVec::new(Opts::new("mcp_gateway_build_info", "build information"), &["version"])
-            .expect("valid metric");
-        build.with_label_values(&[crate::VERSION]).set(1);
-        registry.register(Box::new(build)).expect("metric names are unique");
-        Self {
-            registry,
-            tool_calls,
-            tool_call_duration,
-            upstream_requests,
-            upstream_duration,
-            in_flight,
-            requests,
-            rejections,
-            registry_tools,
-            registry_refreshes,
-            upstream_era,
+                &["server", "transport"],
+            ),
+            in_flight: gauge(&r, "mcp_gateway_in_flight", "tools/call requests being processed"),
+            requests: counters(
+                &r,
+                "mcp_gateway_requests_total",
+                "inbound JSON-RPC messages by method",
+                &["method"],
+            ),
+            rejections: counters(
+                &r,
+                "mcp_gateway_http_rejections_total",
+                "inbound HTTP requests refused before dispatch",
+                &["reason"],
+            ),
+            registry_tools: gauge(&r, "mcp_gateway_registry_tools", "tools in the catalogue"),
+            registry_refreshes: counters(
+                &r,
+                "mcp_gateway_registry_refresh_total",
+                "tools/list refreshes by server and outcome",
+                &["server", "outcome"],
+            ),
+            upstream_era: gauges(
+                &r,
+                "mcp_gateway_upstream_era",
+                "protocol era each upstream speaks (1 = in use)",
+                &["server", "era"],
+            ),
+            breaker_state: gauges(
+                &r,
+                "mcp_gateway_breaker_state",
+                "circuit breaker state (0 closed, 1 open, 2 half-open)",
+                &["server"],
+            ),
+            breaker_transitions: counters(
+                &r,
+                "mcp_gateway_breaker_transitions_total",
+                "circuit breaker transitions by target state",
+                &["server", "to"],
+            ),
+            breaker_rejected: counters(
+                &r,
+                "mcp_gateway_breaker_rejected_total",
+                "calls refused because the circuit was open",
+                &["server"],
+            ),
+            retries: counters(
+                &r,
+                "mcp_gateway_retries_total",
+                "retries taken and retries denied by the budget",
+                &["server", "result"],
+            ),
+            cancellations: counters(
+                &r,
+                "mcp_gateway_cancellations_total",
+                "upstream calls cancelled by deadline or caller disconnect",
+                &["server", "reason"],
+            ),
+            load_shed: counters(
+                &r,
+                "mcp_gateway_load_shed_total",
+                "calls shed by the per-server concurrency limit",
+                &["server"],
+            ),
+            fallbacks: counters(
+                &r,
+                "mcp_gateway_fallbacks_total",
+                "fallbacks served instead of a failed call",
+                &["tool", "kind"],
+            ),
+            result_cache: counters(
+                &r,
+                "mcp_gateway_result_cache_total",
+                "read-only result cache lookups",
+                &["tool", "result"],
+            ),
+            truncations: counters(
+                &r,
+                "mcp_gateway_result_truncations_total",
+                "tool results cut to the size budget",
+                &["tool"],
+            ),
+            shared_state_errors: counters(
+                &r,
+                "mcp_gateway_shared_state_errors_total",
+                "Redis operations for shared state that failed",
+                &["operation"],
+            ),
+            registry: r,
         }
     }
 

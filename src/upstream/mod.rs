@@ -8,7 +8,13 @@
 pub mod http;
 pub mod lambda;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use serde_json::{Value, value::RawValue};
 use tower::util::BoxCloneSyncService;
@@ -24,11 +30,28 @@ pub struct UpstreamRequest {
     pub params: serde_json::Map<String, Value>,
     /// The tool name on the upstream (for the `Mcp-Name` header of `tools/call`).
     pub tool: Option<Arc<str>>,
+    /// May this request be sent again after it reached the server (read-only, idempotent,
+    /// or carrying an idempotency key the server honours)?
+    pub safe_to_repeat: bool,
+    /// When the caller stops waiting; set by the deadline layer, read by retry and timeout.
+    pub deadline: Option<Instant>,
+    /// Attempts made so far, shared by every clone of the request (reported in `error.data`).
+    pub attempts: Arc<AtomicU32>,
 }
 
 impl UpstreamRequest {
+    /// A gateway-internal request (e.g. `tools/list`): always safe to repeat.
     pub fn new(method: &'static str, params: serde_json::Map<String, Value>) -> Self {
-        Self { method, params, tool: None }
+        Self { method, params, tool: None, safe_to_repeat: true, deadline: None, attempts: Arc::default() }
+    }
+
+    pub fn attempts(&self) -> u32 {
+        self.attempts.load(Ordering::Relaxed)
+    }
+
+    /// Time left before the deadline (`None`: no deadline).
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
     }
 }
 
@@ -69,6 +92,15 @@ pub enum UpstreamError {
     /// The upstream answered, but not with MCP/JSON-RPC.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The server's circuit breaker is open: nothing was sent.
+    #[error("circuit open; retry in {} ms", retry_after.as_millis())]
+    CircuitOpen { retry_after: Duration },
+    /// The server's concurrency limit is reached: nothing was sent.
+    #[error("{limit} calls already in flight to this server")]
+    Overloaded { limit: usize },
+    /// The caller's deadline passed (the upstream call, if any, was cancelled).
+    #[error("deadline of {0:?} exceeded")]
+    DeadlineExceeded(Duration),
 }
 
 /// `X-Amz-Function-Error` values.
@@ -105,6 +137,9 @@ impl UpstreamError {
             UpstreamError::NotFound(_) => "404",
             UpstreamError::PayloadTooLarge { .. } => "payload_too_large",
             UpstreamError::Protocol(_) => "protocol_error",
+            UpstreamError::CircuitOpen { .. } => "circuit_open",
+            UpstreamError::Overloaded { .. } => "overloaded",
+            UpstreamError::DeadlineExceeded(_) => "deadline_exceeded",
         }
     }
 }

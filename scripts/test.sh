@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need on a fresh machine, then checks
+# formatting and lints, and runs every test (unit and integration, real peers on loopback).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-test-deps.sh
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy -D warnings"
+cargo clippy --locked --all-targets -- -D warnings
+echo "==> cargo test"
+cargo test --locked --all-targets -- --test-threads "${TEST_THREADS:-2}"

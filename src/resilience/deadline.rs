@@ -1,0 +1,96 @@
+//! Deadline: bounds the whole call, retries included, by the caller's deadline
+//! (`X-Request-Timeout-Ms` header or `_meta["io.mcp-gateway/timeoutMs"]`, else the server's
+//! `deadline_ms`). Inner layers read the deadline from the request: retries never start past
+//! it and attempt timeouts are cut to what is left. When it passes — or the caller goes away
+//! and the call is dropped — the upstream call is cancelled and the cancellation counted.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use prometheus::IntCounterVec;
+use tower::{Layer, Service};
+
+use crate::upstream::{UpstreamError, UpstreamReply, UpstreamRequest};
+
+/// Builds [`Deadline`].
+#[derive(Clone)]
+pub struct DeadlineLayer {
+    default: Duration,
+    server: std::sync::Arc<str>,
+    cancellations: IntCounterVec,
+}
+
+impl DeadlineLayer {
+    pub fn new(default: Duration, server: std::sync::Arc<str>, cancellations: IntCounterVec) -> Self {
+        Self { default, server, cancellations }
+    }
+}
+
+impl<S> Layer<S> for DeadlineLayer {
+    type Service = Deadline<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Deadline { inner, layer: self.clone() }
+    }
+}
+
+/// Enforces the caller's deadline over the whole call.
+#[derive(Clone)]
+pub struct Deadline<S> {
+    inner: S,
+    layer: DeadlineLayer,
+}
+
+/// Counts a call dropped before it finished (the caller disconnected).
+struct DisconnectGuard {
+    layer: DeadlineLayer,
+    armed: bool,
+}
+
+impl Drop for DisconnectGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.layer.cancellations.with_label_values(&[&self.layer.server, "disconnect"]).inc();
+            tracing::info!(server = %self.layer.server, "caller went away; upstream call cancelled");
+        }
+    }
+}
+
+impl<S> Service<UpstreamRequest> for Deadline<S>
+where
+    S: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>,
+    S::Future: Send + 'static,
+{
+    type Response = UpstreamReply;
+    type Error = UpstreamError;
+    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: UpstreamRequest) -> Self::Future {
+        let now = Instant::now();
+        let deadline = request.deadline.unwrap_or(now + self.layer.default);
+        request.deadline = Some(deadline);
+        let budget = deadline.saturating_duration_since(now);
+        let layer = self.layer.clone();
+        let call = self.inner.call(request);
+        Box::pin(async move {
+            let mut guard = DisconnectGuard { layer: layer.clone(), armed: true };
+            let result = tokio::time::timeout_at(deadline.into(), call).await;
+            guard.armed = false;
+            match result {
+                Ok(result) => result,
+                Err(_) => {
+                    layer.cancellations.with_label_values(&[&layer.server, "deadline"]).inc();
+                    Err(UpstreamError::DeadlineExceeded(budget))
+                }
+            }
+        })
+    }
+}
