@@ -61,6 +61,9 @@ enum Command {
         /// (POST /2015-03-31/functions/{name}/invocations) instead of streamable HTTP.
         #[arg(long)]
         lambda_api: bool,
+        /// Answer every tools/call after this many milliseconds (to demonstrate deadlines).
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
     },
     /// Load and validate the configuration, print it as the gateway sees it, and exit.
     CheckConfig {
@@ -77,7 +80,9 @@ fn main() -> anyhow::Result<()> {
             Command::Serve { config, listen, allow_non_loopback, demo, log_format } => {
                 serve(config, listen, allow_non_loopback, demo, log_format).await
             }
-            Command::DemoServer { listen, lambda_api } => demo_server(listen, lambda_api).await,
+            Command::DemoServer { listen, lambda_api, delay_ms } => {
+                demo_server(listen, lambda_api, Duration::from_millis(delay_ms)).await
+            }
             Command::CheckConfig { config } => {
                 let mut config = Config::load(config.as_deref(), std::env::vars())?;
                 // Header values are usually credentials: never print them.
@@ -118,7 +123,7 @@ async fn serve(
         if config.servers.contains_key("demo") {
             bail!("--demo registers a server named \"demo\", but the configuration already has one");
         }
-        let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0)))
+        let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), Duration::ZERO)
             .await
             .context("starting the demo server")?;
         config.servers.insert("demo".into(), demo_server_config(addr));
@@ -175,10 +180,13 @@ async fn close_sessions(gateway: &Arc<Gateway>) {
     }
 }
 
-async fn demo_server(listen: SocketAddr, lambda_api: bool) -> anyhow::Result<()> {
+async fn demo_server(listen: SocketAddr, lambda_api: bool, delay: Duration) -> anyhow::Result<()> {
     let _log_guard = telemetry::logging::init("info", true);
-    let bound =
-        if lambda_api { demo::lambda_api::spawn(listen).await? } else { demo::http::spawn(listen).await? };
+    let bound = if lambda_api {
+        demo::lambda_api::spawn(listen).await?
+    } else {
+        demo::http::spawn(listen, delay).await?
+    };
     if lambda_api {
         tracing::info!(listen = %bound, "manga demo MCP server listening as Lambda functions at http://{bound}/2015-03-31/functions/mcp-demo/invocations");
     } else {

@@ -80,6 +80,13 @@ impl Gateway {
     pub async fn new(config: Config) -> anyhow::Result<Arc<Self>> {
         let metrics = Metrics::new();
         let upstreams = upstreams::build_all(&config, &metrics).await?;
+        if config.shared_breakers
+            && let Some(url) = &config.redis_url
+        {
+            let breakers = upstreams.values().map(|u| u.breaker.clone()).collect();
+            crate::resilience::shared::start(url, breakers, metrics.shared_state_errors.clone())?;
+            tracing::info!("circuit breaker state shared through Redis");
+        }
         let routes = config
             .tools
             .iter()

@@ -75,6 +75,13 @@ struct Inner {
     remote_open_until: Option<Instant>,
 }
 
+impl Inner {
+    /// A peer owns an open state for this server.
+    fn remote_open(&self, now: Instant) -> Option<Duration> {
+        self.remote_open_until.filter(|until| *until > now).map(|until| until - now)
+    }
+}
+
 /// Metric handles of one server's breaker.
 #[derive(Clone)]
 pub struct BreakerMetrics {
@@ -150,20 +157,19 @@ impl Breaker {
 
     /// Decides whether a call may go ahead now.
     pub fn admit(&self) -> Admission {
+        if !self.settings.enabled {
+            return Admission::Allowed { probe: false };
+        }
         let now = Instant::now();
         let mut inner = self.lock();
         if inner.forced_open {
             self.metrics.rejected.inc();
             return Admission::Rejected { retry_after: Duration::from_millis(self.settings.open_base_ms) };
         }
-        if let Some(until) = inner.remote_open_until {
-            if until > now && inner.state == State::Closed {
-                self.metrics.rejected.inc();
-                return Admission::Rejected { retry_after: until - now };
-            }
-            if until <= now {
-                inner.remote_open_until = None;
-            }
+        if let Some(retry_after) = inner.remote_open(now) {
+            // A peer opened this server's breaker and owns the probe: fail fast here.
+            self.metrics.rejected.inc();
+            return Admission::Rejected { retry_after };
         }
         match inner.state {
             State::Closed => Admission::Allowed { probe: false },
@@ -188,6 +194,9 @@ impl Breaker {
 
     /// Records the outcome of an admitted call.
     pub fn record(&self, outcome: Outcome, probe: bool) {
+        if !self.settings.enabled {
+            return;
+        }
         let now = Instant::now();
         let mut inner = self.lock();
         if probe {
@@ -298,10 +307,11 @@ impl Breaker {
         self.close(&mut inner);
     }
 
-    /// Another instance reported this server open (`Some`) or closed (`None`).
-    pub fn apply_remote(&self, open_until: Option<Instant>) {
+    /// The shared store's view: open until then, by this instance (`mine`) or a peer.
+    /// Only a peer's open state refuses calls here; our own is governed locally.
+    pub fn apply_remote(&self, open_until: Option<Instant>, mine: bool) {
         let mut inner = self.lock();
-        inner.remote_open_until = open_until;
+        inner.remote_open_until = if mine { None } else { open_until };
     }
 
     /// The admin view.

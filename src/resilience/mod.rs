@@ -13,5 +13,6 @@ pub mod fallback;
 pub mod limit;
 pub mod retry;
 pub mod settings;
+pub mod shared;
 pub mod timeout;
 pub mod truncate;

@@ -1,5 +1,6 @@
 //! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /metrics`, `GET /healthz`, `GET /readyz`.
 
+pub mod admin;
 pub mod dispatch;
 pub mod health;
 pub mod mcp;
@@ -23,6 +24,8 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/metrics", get(health::metrics))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/admin/breakers", get(admin::breakers))
+        .route("/admin/breakers/{server}/{action}", post(admin::breaker_action))
         .fallback(not_found)
         .with_state(gateway)
 }
@@ -44,7 +47,8 @@ pub async fn serve(
     grace: Duration,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, router(gateway.clone()))
+    let app = router(gateway.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let server = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             let _ = stop_tx.send(true);

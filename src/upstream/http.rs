@@ -292,10 +292,27 @@ impl Inner {
                 b
             }
         };
+        // A session-era server learns of a dropped call (deadline, caller gone) by notification;
+        // a modern-era call is cancelled by closing its stream, which dropping does.
+        let mut cancel = session.map(|s| CancelOnDrop {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            session: s.clone(),
+            id,
+            armed: true,
+        });
         let response = builder.send().await.map_err(request_error)?;
         let status = response.status();
         if status.is_success() {
-            return read_answer(response, id).await.map(Exchange::Reply);
+            let answer = read_answer(response, id).await.map(Exchange::Reply);
+            if let Some(cancel) = cancel.as_mut() {
+                cancel.armed = false;
+            }
+            return answer;
+        }
+        if let Some(cancel) = cancel.as_mut() {
+            cancel.armed = false;
         }
         match status {
             StatusCode::NOT_FOUND if session.is_some_and(|s| s.session_id.is_some()) => {
@@ -319,6 +336,38 @@ impl Inner {
                     _ => Err(retry),
                 }
             }
+        }
+    }
+}
+
+/// Sends `notifications/cancelled` for a session-era request dropped before its answer.
+struct CancelOnDrop {
+    client: Client,
+    url: Url,
+    headers: HeaderMap,
+    session: LegacySession,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let params = serde_json::json!({"requestId": self.id, "reason": "cancelled by the gateway (deadline or caller gone)"});
+        let request = legacy_headers(
+            self.client
+                .post(self.url.clone())
+                .headers(self.headers.clone())
+                .timeout(Duration::from_secs(2))
+                .body(mcp::encode_notification("notifications/cancelled", Some(params))),
+            &self.session,
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = request.send().await;
+            });
         }
     }
 }
@@ -359,7 +408,7 @@ async fn read_answer(mut response: reqwest::Response, id: u64) -> Result<Upstrea
     if !is_stream {
         let body = response.bytes().await.map_err(request_error)?;
         if body.is_empty() {
-            return Err(UpstreamError::Protocol(format!("empty {} answer", response_status_text(202))));
+            return Err(UpstreamError::Protocol("empty answer to a request".into()));
         }
         return decode_reply(&body);
     }
@@ -379,10 +428,6 @@ async fn read_answer(mut response: reqwest::Response, id: u64) -> Result<Upstrea
         }
     }
     Err(UpstreamError::Protocol("event stream ended without an answer".into()))
-}
-
-fn response_status_text(status: u16) -> String {
-    format!("HTTP {status}")
 }
 
 fn status_error(status: StatusCode, headers: &HeaderMap) -> UpstreamError {
