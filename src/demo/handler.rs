@@ -56,7 +56,10 @@ pub fn handle(message: &Message) -> Option<Value> {
             mcp::initialize_result(requested, NAME, crate::VERSION, Some(INSTRUCTIONS))
         }
         "ping" => json!({}),
-        "server/discover" => mcp::discover_result(NAME, crate::VERSION, Some(INSTRUCTIONS)),
+        "server/discover" => mcp::discover_result(NAME, crate::VERSION, Some(INSTRUCTIONS), 3_600_000),
+        "tools/list" if modern => {
+            json!({"tools": tools::definitions(), "ttlMs": 60_000, "cacheScope": "public"})
+        }
         "tools/list" => json!({"tools": tools::definitions()}),
         "tools/call" => {
             let name = params.and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or_default();

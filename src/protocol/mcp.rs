@@ -86,18 +86,54 @@ pub fn initialize_result(
     result
 }
 
-/// The `server/discover` result of a server that offers tools.
-pub fn discover_result(name: &str, version: &str, instructions: Option<&str>) -> Value {
+/// `_meta` key of the server's name and version on modern results.
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The `server/discover` result of a server that offers tools (a cacheable result).
+pub fn discover_result(name: &str, version: &str, instructions: Option<&str>, ttl_ms: u64) -> Value {
     let mut result = json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
         "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": name, "version": version},
+        "ttlMs": ttl_ms,
+        "cacheScope": "public",
+        "_meta": {META_SERVER_INFO: {"name": name, "version": version}},
     });
     if let Some(text) = instructions {
         result["instructions"] = json!(text);
     }
     result
+}
+
+/// Whether a request is in the modern era (its `_meta` names the modern version).
+pub fn is_modern(params: Option<&Value>) -> bool {
+    meta_version(params) == Some(MODERN_VERSION)
+}
+
+/// A modern-era result must carry `resultType`; results passed through from a session-era
+/// upstream lack it. Adds `"resultType":"complete"` to a raw JSON object without re-parsing it.
+pub fn with_result_type(raw: Box<serde_json::value::RawValue>) -> Box<serde_json::value::RawValue> {
+    let text = raw.get();
+    let Some(body) = text.trim_start().strip_prefix('{') else {
+        return raw;
+    };
+    if text.contains("\"resultType\"") {
+        return raw;
+    }
+    let separator = if body.trim_start().starts_with('}') { "" } else { "," };
+    let spliced = format!("{{\"resultType\":\"complete\"{separator}{body}");
+    serde_json::value::RawValue::from_string(spliced).unwrap_or(raw)
+}
+
+/// Adds the cache hints modern list results must carry (`ttlMs`, `cacheScope`).
+pub fn cacheable(raw: Box<serde_json::value::RawValue>, ttl_ms: u64) -> Box<serde_json::value::RawValue> {
+    let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
+        return raw;
+    };
+    result.insert("resultType".into(), json!("complete"));
+    result.insert("ttlMs".into(), json!(ttl_ms));
+    result.insert("cacheScope".into(), json!("public"));
+    serde_json::value::to_raw_value(&result).unwrap_or(raw)
 }
 
 /// The `_meta` the gateway puts on a modern-era upstream request.
@@ -199,6 +235,23 @@ mod tests {
         assert_eq!(v["params"]["_meta"][META_PROTOCOL_VERSION], MODERN_VERSION);
         assert_eq!(v["params"]["_meta"]["trace"], "t1");
         assert_eq!(v["id"], 7);
+    }
+
+    #[test]
+    fn modern_results_get_a_result_type() {
+        let raw = |s: &str| serde_json::value::RawValue::from_string(s.into()).unwrap();
+        assert_eq!(
+            with_result_type(raw(r#"{"content":[]}"#)).get(),
+            r#"{"resultType":"complete","content":[]}"#
+        );
+        assert_eq!(with_result_type(raw("{}")).get(), r#"{"resultType":"complete"}"#);
+        assert_eq!(
+            with_result_type(raw(r#"{"resultType":"input_required"}"#)).get(),
+            r#"{"resultType":"input_required"}"#
+        );
+        let listed: Value = serde_json::from_str(cacheable(raw(r#"{"tools":[]}"#), 5).get()).unwrap();
+        assert_eq!(listed["ttlMs"], 5);
+        assert_eq!(listed["cacheScope"], "public");
     }
 
     #[test]

@@ -85,11 +85,12 @@ where
             let result = tokio::time::timeout_at(deadline.into(), call).await;
             guard.armed = false;
             match result {
-                Ok(result) => result,
-                Err(_) => {
+                // An attempt cut short by the deadline (attempt timeout layer) counts the same.
+                Ok(Err(UpstreamError::DeadlineExceeded(_))) | Err(_) => {
                     layer.cancellations.with_label_values(&[&layer.server, "deadline"]).inc();
                     Err(UpstreamError::DeadlineExceeded(budget))
                 }
+                Ok(result) => result,
             }
         })
     }

@@ -66,6 +66,8 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
         return Some(Response::error(id, &err));
     }
     let params = message.params;
+    let modern = mcp::is_modern(params.as_ref());
+    let ttl_ms = gateway.refresh_interval().as_millis() as u64;
     let answer = match message.method.as_str() {
         "tools/call" => {
             let ctx = CallContext {
@@ -73,17 +75,28 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
                 jsonrpc_id: id.clone(),
                 deadline: info.deadline,
             };
-            match gateway.call_tool(params, &ctx).await {
-                Ok(raw) => return Some(Response::result(id, raw)),
-                Err(err) => return Some(Response::error(id, &err)),
-            }
+            return Some(match gateway.call_tool(params, &ctx).await {
+                Ok(raw) if modern => Response::result(id, mcp::with_result_type(raw)),
+                Ok(raw) => Response::result(id, raw),
+                Err(err) => {
+                    let mut object = err.to_error_object();
+                    // The modern revision names unknown tools -32602 (and never sends -32002).
+                    if modern && err.category == Category::UnknownTool {
+                        object.code = -32602;
+                    }
+                    Response { id, body: Err(object) }
+                }
+            });
+        }
+        "tools/list" if modern => {
+            return Some(Response::result(id, mcp::cacheable(gateway.catalog().list_result(), ttl_ms)));
         }
         "tools/list" => return Some(Response::result(id, gateway.catalog().list_result())),
         "initialize" => {
             let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
             mcp::initialize_result(requested, "mcp-gateway", crate::VERSION, Some(INSTRUCTIONS))
         }
-        "server/discover" => mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS)),
+        "server/discover" => mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms),
         "ping" => json!({}),
         other => {
             let shown: String = other.chars().take(64).collect();

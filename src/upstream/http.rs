@@ -372,18 +372,29 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// A `400` from a modern server carries a JSON-RPC error naming the versions it supports,
-/// the modern one among them; anything else means the server predates the modern era.
+/// A modern server refuses a request with one of the revision's own errors: `-32020`
+/// (header mismatch), `-32021` (missing client capability), or `-32022` (unsupported version)
+/// listing the modern version among those it supports. Anything else in a 400/404/405 means
+/// the server predates the modern era.
+///
+/// A standard JSON-RPC error (`-32601`…`-32603`, `-32700`) in such a status is the modern
+/// server's answer to this request (e.g. `-32602` for an unknown tool) and is kept as one;
+/// session-era transports refuse a request without a session with `-32000` (TypeScript SDK)
+/// or `-32600` (Python SDK 1.x): "Bad Request: No valid session ID".
 fn is_modern_rejection(response: Option<&UpstreamResponse>) -> bool {
     let Some(error) = response.and_then(|r| r.error.as_ref()) else {
         return false;
     };
-    let data = error.data.as_ref();
-    ["supported", "supportedVersions"].iter().any(|key| {
-        data.and_then(|d| d.get(key))
+    match error.code {
+        -32020 | -32021 | -32603..=-32601 | -32700 => true,
+        -32022 => error
+            .data
+            .as_ref()
+            .and_then(|d| d.get("supported"))
             .and_then(Value::as_array)
-            .is_some_and(|versions| versions.iter().any(|v| v == mcp::MODERN_VERSION))
-    })
+            .is_some_and(|versions| versions.iter().any(|v| v == mcp::MODERN_VERSION)),
+        _ => false,
+    }
 }
 
 fn legacy_headers(builder: reqwest::RequestBuilder, session: &LegacySession) -> reqwest::RequestBuilder {

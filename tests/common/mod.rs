@@ -144,8 +144,23 @@ impl Demo {
     }
 
     pub fn start(lambda: bool, port: u16) -> Self {
+        Self::start_with(lambda, port, 0)
+    }
+
+    /// The HTTP demo server answering every `tools/call` after `delay_ms`.
+    pub fn slow(delay_ms: u64) -> Self {
+        Self::start_with(false, 0, delay_ms)
+    }
+
+    pub fn start_with(lambda: bool, port: u16, delay_ms: u64) -> Self {
         let mut command = Command::new(BIN);
-        command.args(["demo-server", "--listen", &format!("127.0.0.1:{port}")]);
+        command.args([
+            "demo-server",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--delay-ms",
+            &delay_ms.to_string(),
+        ]);
         if lambda {
             command.arg("--lambda-api");
         }
@@ -157,6 +172,25 @@ impl Demo {
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
+
+    /// `GET /_stats` of the HTTP demo server.
+    pub fn stats(&self) -> Value {
+        reqwest::blocking::get(format!("http://{}/_stats", self.addr)).unwrap().json().unwrap()
+    }
+}
+
+/// A `redis-server` on a free loopback port.
+pub fn redis_server() -> (Proc, u16) {
+    let port = free_port();
+    let mut command = Command::new("redis-server");
+    command.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+    let proc = Proc::spawn("redis-server", command);
+    wait_port(
+        port,
+        "redis-server (apt-get install redis-server; scripts/install-test-deps.sh does)",
+        Duration::from_secs(10),
+    );
+    (proc, port)
 }
 
 /// The gateway under test.
@@ -254,6 +288,14 @@ impl Gateway {
             serde_json::from_str(&body).unwrap_or_else(|e| panic!("non-JSON answer ({e}): {body}"))
         };
         (status, value)
+    }
+
+    /// Calls a tool with extra HTTP headers; returns the JSON-RPC response.
+    pub fn call_with(&self, tool: &str, arguments: Value, headers: &[(&str, &str)]) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        let (status, _, text) = self.post_raw(body.to_string(), headers);
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str(&text).unwrap()
     }
 
     /// Calls a tool and returns the JSON-RPC response.
