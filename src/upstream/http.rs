@@ -324,10 +324,15 @@ impl Inner {
                 let retry = status_error(status, response.headers());
                 let body = response.bytes().await.unwrap_or_default();
                 let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
-                if session.is_none()
-                    && status == StatusCode::BAD_REQUEST
-                    && !is_modern_rejection(parsed.as_ref())
-                {
+                let with_session = session.is_some_and(|s| s.session_id.is_some());
+                if with_session && status == StatusCode::BAD_REQUEST && complains_about_session(parsed.as_ref()) {
+                    // Some servers (the TypeScript SDK's examples) answer an unknown session
+                    // with 400 "No valid session ID" instead of 404.
+                    return Ok(Exchange::SessionExpired);
+                }
+                let may_be_legacy =
+                    matches!(status, StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED);
+                if session.is_none() && may_be_legacy && !is_modern_rejection(parsed.as_ref()) {
                     return Ok(Exchange::NotModern);
                 }
                 // A JSON-RPC error in a 4xx body is the server's answer to the request.
@@ -338,6 +343,13 @@ impl Inner {
             }
         }
     }
+}
+
+/// A JSON-RPC error whose message is about the session id.
+fn complains_about_session(response: Option<&UpstreamResponse>) -> bool {
+    response
+        .and_then(|r| r.error.as_ref())
+        .is_some_and(|e| e.message.to_ascii_lowercase().contains("session"))
 }
 
 /// Sends `notifications/cancelled` for a session-era request dropped before its answer.
@@ -434,11 +446,31 @@ async fn read_answer(mut response: reqwest::Response, id: u64) -> Result<Upstrea
             };
             let answers_us = message.id.as_ref().is_some_and(|v| v.as_u64() == Some(id));
             if answers_us && (message.result.is_some() || message.error.is_some()) {
+                drain(response);
                 return reply_from(message);
             }
         }
     }
     Err(UpstreamError::Protocol("event stream ended without an answer".into()))
+}
+
+/// Reads the rest of an answered stream in the background. Servers end a request's stream
+/// right after its answer; closing it early instead would look like a client disconnect,
+/// which some session-era servers treat as the end of the session, and would cost the
+/// pooled connection.
+fn drain(mut response: reqwest::Response) {
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut left: usize = 1 << 20;
+            while let Ok(Some(chunk)) = response.chunk().await {
+                left = left.saturating_sub(chunk.len());
+                if left == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+    });
 }
 
 fn status_error(status: StatusCode, headers: &HeaderMap) -> UpstreamError {
