@@ -35,6 +35,9 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
     /// `tracing` filter, e.g. `info` or `mcp_gateway=debug`.
     pub log_level: String,
+    /// Runtime threads: 1 runs everything on one thread (lowest latency for a sidecar with a
+    /// fraction of a core); 0 uses one worker per CPU.
+    pub worker_threads: usize,
     /// Defaults applied to every server that does not set its own value.
     pub defaults: ServerDefaults,
     /// AWS settings for Lambda upstreams.
@@ -77,6 +80,7 @@ impl Default for Config {
             refresh_interval_secs: 300,
             shutdown_grace_secs: 30,
             log_level: "info".into(),
+            worker_threads: 1,
             defaults: ServerDefaults::default(),
             aws: AwsConfig::default(),
             servers: BTreeMap::new(),

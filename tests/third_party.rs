@@ -39,7 +39,10 @@ fn the_typescript_everything_server_through_the_gateway_with_sessions_and_sse() 
     let invalid = gw.call("get-sum", json!({"a": "two"}));
     expect_error(&invalid, -32602, "bad_input");
     let metrics = gw.metrics();
-    assert!(metrics.contains("mcp_gateway_upstream_era{era=\"session\",server=\"everything\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("mcp_gateway_upstream_era{era=\"session\",server=\"everything\"} 1"),
+        "{metrics}"
+    );
 
     // Session expiry: the server restarts (all sessions gone); the next call re-initializes
     // transparently and is replayed once.
@@ -63,7 +66,10 @@ fn a_python_sdk_server_through_the_gateway_in_the_modern_era() {
     assert_eq!(result_text(&shouted), "MANGA");
     expect_error(&gw.call("add", json!({"a": 1})), -32602, "bad_input");
     let metrics = gw.metrics();
-    assert!(metrics.contains("mcp_gateway_upstream_era{era=\"2026-07-28\",server=\"python\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("mcp_gateway_upstream_era{era=\"2026-07-28\",server=\"python\"} 1"),
+        "{metrics}"
+    );
 }
 
 fn python_client(gateway: &Gateway, mode: &str, tool: &str, arguments: Value) -> Value {

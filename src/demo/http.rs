@@ -112,7 +112,14 @@ pub async fn spawn(addr: SocketAddr, delay: Duration) -> std::io::Result<SocketA
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router(delay)).await {
+        if let Err(e) = axum::serve(
+            axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            }),
+            router(delay),
+        )
+        .await
+        {
             tracing::error!(error = %e, "demo server stopped");
         }
     });

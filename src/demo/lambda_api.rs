@@ -157,7 +157,14 @@ pub async fn spawn(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router()).await {
+        if let Err(e) = axum::serve(
+            axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            }),
+            router(),
+        )
+        .await
+        {
             tracing::error!(error = %e, "lambda emulator stopped");
         }
     });

@@ -48,12 +48,17 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let app = router(gateway.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        })
-        .into_future();
+    let server = axum::serve(
+        axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        }),
+        app,
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    })
+    .into_future();
     tokio::pin!(server);
     let mut stop = stop_rx;
     tokio::select! {

@@ -325,13 +325,18 @@ impl Inner {
                 let body = response.bytes().await.unwrap_or_default();
                 let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
                 let with_session = session.is_some_and(|s| s.session_id.is_some());
-                if with_session && status == StatusCode::BAD_REQUEST && complains_about_session(parsed.as_ref()) {
+                if with_session
+                    && status == StatusCode::BAD_REQUEST
+                    && complains_about_session(parsed.as_ref())
+                {
                     // Some servers (the TypeScript SDK's examples) answer an unknown session
                     // with 400 "No valid session ID" instead of 404.
                     return Ok(Exchange::SessionExpired);
                 }
-                let may_be_legacy =
-                    matches!(status, StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED);
+                let may_be_legacy = matches!(
+                    status,
+                    StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+                );
                 if session.is_none() && may_be_legacy && !is_modern_rejection(parsed.as_ref()) {
                     return Ok(Exchange::NotModern);
                 }
