@@ -413,3 +413,32 @@ fn redis_unreachable_leaves_local_breakers_working() {
     std::thread::sleep(Duration::from_millis(500));
     assert!(metric(&gw.metrics(), "mcp_gateway_shared_state_errors_total", &[]) > 0.0);
 }
+
+#[test]
+fn calls_beyond_the_concurrency_limit_are_shed_at_once() {
+    let demo = Demo::slow(1000);
+    let config = http_server("catalog", &demo.url(), "max_concurrency = 2\n");
+    let gw = Arc::new(Gateway::start(&config, &[]));
+    let threads: Vec<_> = (0..6)
+        .map(|i| {
+            let gw = gw.clone();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                // Distinct arguments: no in-flight sharing.
+                let answer = gw.call("manga_search", json!({"query": format!("naruto {i}")}));
+                (answer, started.elapsed())
+            })
+        })
+        .collect();
+    let results: Vec<(Value, Duration)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let shed: Vec<&(Value, Duration)> =
+        results.iter().filter(|(a, _)| a["error"]["data"]["category"] == "overloaded").collect();
+    let served = results.iter().filter(|(a, _)| a.get("result").is_some()).count();
+    assert_eq!(served, 2, "{results:?}");
+    assert_eq!(shed.len(), 4, "{results:?}");
+    for (answer, elapsed) in shed {
+        expect_error(answer, -32005, "overloaded");
+        assert!(*elapsed < Duration::from_millis(500), "shedding must not wait: {elapsed:?}");
+    }
+    assert_eq!(metric(&gw.metrics(), "mcp_gateway_load_shed_total", &["server=\"catalog\""]), 4.0);
+}
