@@ -11,8 +11,6 @@
 //! only; tool errors, invalid params and unknown tools are successes of the server.
 
 use std::{
-    future::Future,
-    pin::Pin,
     sync::{Arc, Mutex},
     task::{Context, Poll},
     time::{Duration, Instant},
@@ -23,7 +21,7 @@ use serde_json::{Value, json};
 use tower::{Layer, Service};
 
 use super::{classify::Outcome, settings::BreakerSettings};
-use crate::upstream::{UpstreamError, UpstreamReply, UpstreamRequest};
+use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
 /// The three states (the gauge value in brackets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -390,7 +388,7 @@ where
 {
     type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+    type Future = UpstreamFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

@@ -5,8 +5,6 @@
 //! and the call is dropped — the upstream call is cancelled and the cancellation counted.
 
 use std::{
-    future::Future,
-    pin::Pin,
     task::{Context, Poll},
     time::{Duration, Instant},
 };
@@ -14,7 +12,7 @@ use std::{
 use prometheus::IntCounterVec;
 use tower::{Layer, Service};
 
-use crate::upstream::{UpstreamError, UpstreamReply, UpstreamRequest};
+use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
 /// Builds [`Deadline`].
 #[derive(Clone)]
@@ -67,7 +65,7 @@ where
 {
     type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+    type Future = UpstreamFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

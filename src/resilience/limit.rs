@@ -3,8 +3,6 @@
 //! instead of queueing behind a server that is not keeping up.
 
 use std::{
-    future::Future,
-    pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
@@ -13,7 +11,7 @@ use prometheus::IntCounter;
 use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
-use crate::upstream::{UpstreamError, UpstreamReply, UpstreamRequest};
+use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
 /// Builds [`ConcurrencyLimit`]; clones share the same permits.
 #[derive(Clone)]
@@ -51,7 +49,7 @@ where
 {
     type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+    type Future = UpstreamFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

@@ -13,8 +13,6 @@
 //!   most. Retries taken and denied are counted.
 
 use std::{
-    future::Future,
-    pin::Pin,
     sync::Arc,
     task::{Context, Poll},
     time::{Duration, Instant},
@@ -27,7 +25,7 @@ use tower::{
 };
 
 use super::{classify::Outcome, settings::RetrySettings};
-use crate::upstream::{UpstreamError, UpstreamReply, UpstreamRequest};
+use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
 /// Builds [`Retry`]; clones share one budget.
 #[derive(Clone)]
@@ -107,7 +105,7 @@ where
 {
     type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+    type Future = UpstreamFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

@@ -5,8 +5,6 @@
 //! attempt (for HTTP that closes the response stream).
 
 use std::{
-    future::Future,
-    pin::Pin,
     sync::atomic::Ordering,
     task::{Context, Poll},
     time::Duration,
@@ -14,7 +12,7 @@ use std::{
 
 use tower::{Layer, Service};
 
-use crate::upstream::{UpstreamError, UpstreamReply, UpstreamRequest};
+use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
 /// Builds [`AttemptTimeout`].
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +48,7 @@ where
 {
     type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+    type Future = UpstreamFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

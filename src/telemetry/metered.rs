@@ -3,8 +3,6 @@
 //! It sits outside the attempt timeout so timed-out attempts are counted too.
 
 use std::{
-    future::Future,
-    pin::Pin,
     task::{Context, Poll},
     time::Instant,
 };
@@ -12,7 +10,7 @@ use std::{
 use prometheus::{Histogram, IntCounterVec};
 use tower::{Layer, Service};
 
-use crate::upstream::{UpstreamError, UpstreamReply};
+use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply};
 
 /// Builds [`Metered`].
 #[derive(Clone)]
@@ -57,7 +55,7 @@ where
 {
     type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+    type Future = UpstreamFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

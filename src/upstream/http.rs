@@ -11,8 +11,6 @@
 //! future closes the stream, which is how a modern-era call is cancelled.
 
 use std::{
-    future::Future,
-    pin::Pin,
     sync::{
         Arc, RwLock,
         atomic::{AtomicU64, Ordering},
@@ -28,7 +26,10 @@ use reqwest::{
 use serde_json::Value;
 use tower::Service;
 
-use super::{UpstreamError, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after, reply_from};
+use super::{
+    UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after,
+    reply_from,
+};
 use crate::protocol::{
     jsonrpc::UpstreamResponse,
     mcp::{self, Era, headers},
@@ -129,7 +130,7 @@ impl HttpTransport {
 impl Service<UpstreamRequest> for HttpTransport {
     type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+    type Future = UpstreamFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))

@@ -6,8 +6,6 @@
 //! The SDK's own retries are off: the gateway's retry layer owns retrying.
 
 use std::{
-    future::Future,
-    pin::Pin,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -24,7 +22,8 @@ use serde::Deserialize;
 use tower::Service;
 
 use super::{
-    FunctionErrorKind, UpstreamError, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after,
+    FunctionErrorKind, UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply,
+    parse_retry_after,
 };
 use crate::{config::AwsConfig, protocol::mcp};
 
@@ -70,7 +69,7 @@ impl LambdaTransport {
 impl Service<UpstreamRequest> for LambdaTransport {
     type Response = UpstreamReply;
     type Error = UpstreamError;
-    type Future = Pin<Box<dyn Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+    type Future = UpstreamFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))

@@ -161,6 +161,10 @@ fn status_class(status: u16) -> &'static str {
     }
 }
 
+/// What every upstream service and layer returns.
+pub type UpstreamFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<UpstreamReply, UpstreamError>> + Send>>;
+
 /// The type-erased per-server service every caller uses.
 pub type UpstreamService = BoxCloneSyncService<UpstreamRequest, UpstreamReply, UpstreamError>;
 
