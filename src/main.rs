@@ -69,6 +69,9 @@ enum Command {
         /// Answer every tools/call after this many milliseconds (to demonstrate deadlines).
         #[arg(long, default_value_t = 0)]
         delay_ms: u64,
+        /// Behave as a session-era server (initialize required, Mcp-Session-Id checked).
+        #[arg(long)]
+        sessions: bool,
     },
     /// Load and validate the configuration, print it as the gateway sees it, and exit.
     CheckConfig {
@@ -94,8 +97,9 @@ fn main() -> anyhow::Result<()> {
             Command::Serve { config, listen, allow_non_loopback, demo, log_format } => {
                 serve(config, listen, allow_non_loopback, demo, log_format).await
             }
-            Command::DemoServer { listen, lambda_api, delay_ms } => {
-                demo_server(listen, lambda_api, Duration::from_millis(delay_ms)).await
+            Command::DemoServer { listen, lambda_api, delay_ms, sessions } => {
+                let options = demo::http::DemoOptions { delay: Duration::from_millis(delay_ms), sessions };
+                demo_server(listen, lambda_api, options).await
             }
             Command::CheckConfig { config } => {
                 let mut config = Config::load(config.as_deref(), std::env::vars())?;
@@ -137,7 +141,7 @@ async fn serve(
         if config.servers.contains_key("demo") {
             bail!("--demo registers a server named \"demo\", but the configuration already has one");
         }
-        let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), Duration::ZERO)
+        let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), Default::default())
             .await
             .context("starting the demo server")?;
         config.servers.insert("demo".into(), demo_server_config(addr));
@@ -194,12 +198,16 @@ async fn close_sessions(gateway: &Arc<Gateway>) {
     }
 }
 
-async fn demo_server(listen: SocketAddr, lambda_api: bool, delay: Duration) -> anyhow::Result<()> {
+async fn demo_server(
+    listen: SocketAddr,
+    lambda_api: bool,
+    options: demo::http::DemoOptions,
+) -> anyhow::Result<()> {
     let _log_guard = telemetry::logging::init("info", true);
     let bound = if lambda_api {
         demo::lambda_api::spawn(listen).await?
     } else {
-        demo::http::spawn(listen, delay).await?
+        demo::http::spawn(listen, options).await?
     };
     if lambda_api {
         tracing::info!(listen = %bound, "manga demo MCP server listening as Lambda functions at http://{bound}/2015-03-31/functions/mcp-demo/invocations");

@@ -251,21 +251,29 @@ fn a_caller_that_disconnects_cancels_the_upstream_call() {
 
 #[test]
 fn session_era_upstreams_get_notifications_cancelled() {
-    // server-everything keeps sessions: a call cut by the deadline is cancelled by notification.
-    let port = free_port();
-    let _everything = everything_server(port);
-    let gw = Gateway::start(&http_server("everything", &format!("http://127.0.0.1:{port}/mcp"), ""), &[]);
+    // A session-era server: a call cut by the deadline is cancelled by notification.
+    let demo = Demo::with_sessions(2000);
+    let gw = Gateway::start(&http_server("legacy", &demo.url(), ""), &[]);
+    assert!(gw.metrics().contains("mcp_gateway_upstream_era{era=\"session\",server=\"legacy\"} 1"));
     let started = Instant::now();
-    let answer = gw.call_with(
-        "trigger-long-running-operation",
-        json!({"duration": 5, "steps": 5}),
-        &[("X-Request-Timeout-Ms", "500")],
-    );
+    let answer =
+        gw.call_with("add_to_cart", json!({"manga_id": "MNG-00000001"}), &[("X-Request-Timeout-Ms", "300")]);
     expect_error(&answer, -32001, "timeout");
-    assert!(started.elapsed() < Duration::from_secs(2));
-    // The gateway is still usable afterwards on the same session.
-    let echo = gw.call("echo", json!({"message": "still here"}));
-    assert!(echo.to_string().contains("still here"), "{echo}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while demo.stats()["cancel_notifications"] != 1 {
+        assert!(Instant::now() < deadline, "no notifications/cancelled reached the server: {}", demo.stats());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The session outlives the cancellation; when the server forgets it, the gateway
+    // re-initializes once and replays the call.
+    reqwest::blocking::Client::new().post(format!("http://{}/_expire_sessions", demo.addr)).send().unwrap();
+    let after = gw.call_with(
+        "price_lookup",
+        json!({"manga_id": "MNG-00000001"}),
+        &[("X-Request-Timeout-Ms", "5000")],
+    );
+    assert_eq!(after["result"]["structuredContent"]["retail_price"], 528, "{after}");
 }
 
 #[test]

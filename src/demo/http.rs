@@ -3,9 +3,12 @@
 //! For tests and demos of the gateway's resilience it can answer `tools/call` after a delay
 //! (`--delay-ms`), and `GET /_stats` reports what it saw: calls received, calls answered,
 //! calls abandoned by the client before the answer (cancellations), and
-//! `notifications/cancelled` received.
+//! `notifications/cancelled` received. With `--sessions` it behaves as a session-era server:
+//! `initialize` issues an `Mcp-Session-Id`, every other request must carry a live one (400
+//! without, 404 for an unknown one), `DELETE /mcp` ends it, `POST /_expire_sessions` ends all.
 
 use std::{
+    collections::HashSet,
     net::SocketAddr,
     sync::{
         Arc,
@@ -18,7 +21,7 @@ use axum::{
     Json, Router,
     body::Bytes,
     extract::State,
-    http::{StatusCode, header},
+    http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -36,19 +39,58 @@ pub struct Stats {
     pub cancel_notifications: AtomicU64,
 }
 
+/// How the demo server behaves.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DemoOptions {
+    /// Postpones every `tools/call` answer.
+    pub delay: Duration,
+    /// Session-era behaviour: `initialize` required, `Mcp-Session-Id` checked.
+    pub sessions: bool,
+}
+
 #[derive(Clone)]
 struct DemoState {
     stats: Arc<Stats>,
     delay: Duration,
+    sessions: Option<Arc<std::sync::Mutex<HashSet<String>>>>,
 }
 
-/// The demo server's routes; `delay` postpones every `tools/call` answer.
-pub fn router(delay: Duration) -> Router {
-    let state = DemoState { stats: Arc::default(), delay };
+/// The demo server's routes.
+pub fn router(options: DemoOptions) -> Router {
+    let state = DemoState {
+        stats: Arc::default(),
+        delay: options.delay,
+        sessions: options.sessions.then(Arc::default),
+    };
     Router::new()
-        .route("/mcp", post(mcp).get(not_allowed).delete(not_allowed))
+        .route("/mcp", post(mcp).get(not_allowed).delete(end_session))
         .route("/_stats", get(stats))
+        .route("/_expire_sessions", post(expire_sessions))
         .with_state(state)
+}
+
+fn session_error(status: StatusCode, code: i64, message: &str) -> Response {
+    (status, Json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})))
+        .into_response()
+}
+
+async fn end_session(State(state): State<DemoState>, headers: HeaderMap) -> Response {
+    let (Some(sessions), Some(id)) =
+        (&state.sessions, headers.get("mcp-session-id").and_then(|v| v.to_str().ok()))
+    else {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    };
+    let removed = sessions.lock().map(|mut s| s.remove(id)).unwrap_or(false);
+    if removed { StatusCode::OK.into_response() } else { StatusCode::NOT_FOUND.into_response() }
+}
+
+async fn expire_sessions(State(state): State<DemoState>) -> Response {
+    if let Some(sessions) = &state.sessions
+        && let Ok(mut sessions) = sessions.lock()
+    {
+        sessions.clear();
+    }
+    StatusCode::OK.into_response()
 }
 
 /// Counts a call the client gave up on before the answer.
@@ -65,8 +107,33 @@ impl Drop for Abandoned<'_> {
     }
 }
 
-async fn mcp(State(state): State<DemoState>, body: Bytes) -> Response {
+async fn mcp(State(state): State<DemoState>, headers: HeaderMap, body: Bytes) -> Response {
     let text = String::from_utf8_lossy(&body);
+    let mut new_session = None;
+    if let Some(sessions) = &state.sessions {
+        let presented = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+        if text.contains("\"initialize\"") {
+            let id = format!("{:032x}", fastrand::u128(..));
+            if let Ok(mut s) = sessions.lock() {
+                s.insert(id.clone());
+            }
+            new_session = Some(id);
+        } else {
+            match presented {
+                None => {
+                    return session_error(
+                        StatusCode::BAD_REQUEST,
+                        -32000,
+                        "Bad Request: No valid session ID provided",
+                    );
+                }
+                Some(id) if !sessions.lock().map(|s| s.contains(id)).unwrap_or(false) => {
+                    return session_error(StatusCode::NOT_FOUND, -32001, "Session not found");
+                }
+                Some(_) => {}
+            }
+        }
+    }
     if text.contains("\"notifications/cancelled\"") {
         state.stats.cancel_notifications.fetch_add(1, Ordering::Relaxed);
     }
@@ -78,13 +145,18 @@ async fn mcp(State(state): State<DemoState>, body: Bytes) -> Response {
             tokio::time::sleep(state.delay).await;
         }
     }
-    let response = match handler::handle_body(&body) {
+    let mut response = match handler::handle_body(&body) {
         Some(answer) => {
             ([(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&answer).unwrap_or_default())
                 .into_response()
         }
         None => StatusCode::ACCEPTED.into_response(),
     };
+    if let Some(id) = new_session
+        && let Ok(value) = id.parse()
+    {
+        response.headers_mut().insert("mcp-session-id", value);
+    }
     if is_call {
         guard.armed = false;
         state.stats.answered.fetch_add(1, Ordering::Relaxed);
@@ -108,7 +180,7 @@ async fn not_allowed() -> StatusCode {
 }
 
 /// Binds `addr` and serves the demo server in the background; returns the bound address.
-pub async fn spawn(addr: SocketAddr, delay: Duration) -> std::io::Result<SocketAddr> {
+pub async fn spawn(addr: SocketAddr, options: DemoOptions) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
@@ -116,7 +188,7 @@ pub async fn spawn(addr: SocketAddr, delay: Duration) -> std::io::Result<SocketA
             axum::serve::ListenerExt::tap_io(listener, |tcp| {
                 let _ = tcp.set_nodelay(true);
             }),
-            router(delay),
+            router(options),
         )
         .await
         {

@@ -384,3 +384,50 @@ fn upstream_request(
     request.deadline = deadline;
     request
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{config::TransportKind, validation::ArgumentSchema};
+
+    fn tool(read_only: bool) -> ToolRecord {
+        let (schema, _) = ArgumentSchema::compile(&json!({"type": "object"}));
+        ToolRecord {
+            name: "add_to_cart".into(),
+            upstream_name: "add_to_cart".into(),
+            server: "cart".into(),
+            transport: TransportKind::Http,
+            definition: json!({}),
+            schema_hash: String::new(),
+            definition_hash: String::new(),
+            schema: Arc::new(schema),
+            read_only,
+            idempotent: false,
+        }
+    }
+
+    fn key(request: &UpstreamRequest) -> Option<&Value> {
+        request.params.get("_meta").and_then(|m| m.get(META_IDEMPOTENCY_KEY))
+    }
+
+    #[test]
+    fn unsafe_tools_carry_an_idempotency_key_derived_from_the_operation() {
+        let t = tool(false);
+        let args = json!({"manga_id": "MNG-1", "quantity": 2});
+        let reordered = json!({"quantity": 2, "manga_id": "MNG-1"});
+        let a = upstream_request(&t, args.clone(), None, None, false);
+        let b = upstream_request(&t, reordered, None, None, false);
+        assert!(key(&a).is_some());
+        assert_eq!(key(&a), key(&b), "same operation, same key (and the same on every attempt)");
+        let other = upstream_request(&t, json!({"manga_id": "MNG-2"}), None, None, false);
+        assert_ne!(key(&a), key(&other));
+        let caller = json!({META_IDEMPOTENCY_KEY: "cart-123", "trace": "t"});
+        let keyed = upstream_request(&t, args, Some(&caller), None, false);
+        assert_ne!(key(&a), key(&keyed), "a caller key makes a distinct operation");
+        assert_eq!(keyed.params["_meta"]["trace"], "t");
+        assert!(!a.safe_to_repeat, "not retried after sending unless the server honours keys");
+        assert!(upstream_request(&t, json!({}), None, None, true).safe_to_repeat);
+        let read_only = upstream_request(&tool(true), json!({}), None, None, false);
+        assert!(key(&read_only).is_none() && read_only.safe_to_repeat);
+    }
+}

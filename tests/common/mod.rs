@@ -152,15 +152,20 @@ impl Demo {
         Self::start_with(false, 0, delay_ms)
     }
 
+    /// The HTTP demo server as a session-era server (`--sessions`).
+    pub fn with_sessions(delay_ms: u64) -> Self {
+        Self::start_args(false, 0, delay_ms, &["--sessions"])
+    }
+
     pub fn start_with(lambda: bool, port: u16, delay_ms: u64) -> Self {
+        Self::start_args(lambda, port, delay_ms, &[])
+    }
+
+    fn start_args(lambda: bool, port: u16, delay_ms: u64, extra: &[&str]) -> Self {
         let mut command = Command::new(BIN);
-        command.args([
-            "demo-server",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--delay-ms",
-            &delay_ms.to_string(),
-        ]);
+        let listen = format!("127.0.0.1:{port}");
+        let delay = delay_ms.to_string();
+        command.args(["demo-server", "--listen", &listen, "--delay-ms", &delay]).args(extra);
         if lambda {
             command.arg("--lambda-api");
         }
