@@ -1,44 +1,81 @@
 #!/usr/bin/env bash
 # Installs what the integration tests need on a fresh machine of this project's kind
-# (Debian, Rust, Node 20, Python 3.11): redis-server (apt), the official TypeScript
-# "everything" MCP server (npm, pinned in tests/peers/package-lock.json), and the Python MCP
-# SDK 2.x (pip, pinned in tests/peers/requirements.txt, in tests/peers/.venv).
-# Idempotent: each step is skipped when its result is already there.
+# (Debian, Rust, Node 20, Python 3.11):
+#   * redis-server (apt), only when the command is missing;
+#   * the Node test peers pinned in tests/peers/package-lock.json (the official TypeScript
+#     "everything" MCP server, DynamoDB Local), via `npm ci`, only when node_modules does not
+#     match the lock;
+#   * the Python MCP SDK 2.x pinned in tests/peers/requirements.txt, in tests/peers/.venv,
+#     only when the venv is missing or requirements.txt changed since it was installed.
+# Idempotent and fast (well under a second) when everything is already there. Works from any
+# working directory.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 peers=tests/peers
 
 step() { printf '==> %s\n' "$*"; }
+die() { printf 'install-test-deps: %s\n' "$*" >&2; exit 1; }
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  step "installing redis-server (apt)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq redis-server >/dev/null
+# --- redis-server (apt) ------------------------------------------------------------------
+if command -v redis-server >/dev/null 2>&1; then
+  step "redis-server present ($(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'))"
 else
-  step "redis-server present: $(redis-server --version | cut -d' ' -f3)"
+  step "installing redis-server (apt-get)"
+  command -v apt-get >/dev/null 2>&1 || die "redis-server is missing and apt-get is not available"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  # The Debian package may start a system-wide instance on 6379; tests start their own.
+  step "redis-server installed ($(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'))"
 fi
 
+# --- toolchains ----------------------------------------------------------------------------
 for tool in node npm python3; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "missing $tool: install Node.js 20 and Python 3.11" >&2; exit 1; }
+  command -v "$tool" >/dev/null 2>&1 || die "missing $tool: install Node.js 20 (with npm) and Python >= 3.10"
 done
+node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)' \
+  || die "Node.js >= 18 needed (found $(node --version))"
+python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+  || die "Python >= 3.10 needed by the MCP SDK 2.x (found $(python3 --version 2>&1))"
 
-stamp="$peers/node_modules/.installed-lock"
-if [ ! -f "$stamp" ] || ! cmp -s "$peers/package-lock.json" "$stamp"; then
+# --- Node peers (npm ci) -------------------------------------------------------------------
+# node_modules is up to date when npm's own record of what it installed
+# (node_modules/.package-lock.json) lists exactly the packages and versions of the lock.
+node_peers_current() {
+  [ -f "$peers/node_modules/.package-lock.json" ] \
+    && [ -f "$peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
+    && (cd "$peers" && node -e '
+      const want = require("./package-lock.json").packages || {};
+      const have = require("./node_modules/.package-lock.json").packages || {};
+      const keys = Object.keys(want).filter((k) => k !== "");
+      const ok = keys.length === Object.keys(have).length &&
+        keys.every((k) => have[k] && have[k].version === want[k].version);
+      process.exit(ok ? 0 : 1);' 2>/dev/null)
+}
+if node_peers_current; then
+  step "Node test peers present ($peers/node_modules matches package-lock.json)"
+else
   step "installing Node test peers (npm ci in $peers)"
   (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error)
-  cp "$peers/package-lock.json" "$stamp"
-else
-  step "Node test peers present"
+  node_peers_current || die "npm ci finished but $peers/node_modules does not match package-lock.json"
 fi
 
-pystamp="$peers/.venv/.installed-requirements"
-if [ ! -x "$peers/.venv/bin/python" ] || ! cmp -s "$peers/requirements.txt" "$pystamp"; then
-  step "installing the Python MCP SDK into $peers/.venv"
-  python3 -m venv "$peers/.venv"
-  "$peers/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$peers/requirements.txt"
-  cp "$peers/requirements.txt" "$pystamp"
+# --- Python MCP SDK (venv + pip) -----------------------------------------------------------
+venv="$peers/.venv"
+pystamp="$venv/.installed-requirements"
+if [ -x "$venv/bin/python" ] && cmp -s "$peers/requirements.txt" "$pystamp" \
+   && "$venv/bin/python" -c 'import mcp.server.mcpserver, mcp.client.streamable_http' 2>/dev/null; then
+  step "Python MCP SDK present ($venv: $(sed -n 's/^mcp==//p' "$peers/requirements.txt"))"
 else
-  step "Python MCP SDK present"
+  step "installing the Python MCP SDK into $venv (pip install -r $peers/requirements.txt)"
+  rm -f "$pystamp"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements.txt"
+  "$venv/bin/python" -c 'import mcp.server.mcpserver, mcp.client.streamable_http' \
+    || die "the MCP SDK in $venv does not import"
+  cp "$peers/requirements.txt" "$pystamp"
 fi
+
 step "test dependencies ready"

@@ -51,8 +51,51 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// Share circuit breaker state across instances through `redis_url`.
     pub shared_breakers: bool,
+    /// DynamoDB table of registered tools (enables the DynamoDB tier).
+    pub dynamodb_table: Option<String>,
+    /// DynamoDB endpoint override (DynamoDB Local in tests).
+    pub dynamodb_endpoint: Option<String>,
+    /// Registry tiers: memory → Redis (`redis_url`) → DynamoDB (`dynamodb_table`).
+    pub registry: RegistryConfig,
     /// Bounds of the read-only result cache (also the store of stale fallbacks).
     pub cache: CacheConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryConfig {
+    /// How long a tool looked up in Redis/DynamoDB is kept in memory, in seconds.
+    pub memory_ttl_secs: u64,
+    /// How long an unknown name is remembered as unknown, in seconds.
+    pub negative_ttl_secs: u64,
+    /// Most looked-up tools kept in memory.
+    pub memory_max_entries: usize,
+    /// Redis key prefix of registry entries.
+    pub redis_prefix: String,
+    /// TTL of registry entries in Redis, in seconds.
+    pub redis_ttl_secs: u64,
+    /// Longest a Redis call may take before it is skipped, in milliseconds.
+    pub redis_timeout_ms: u64,
+    /// Longest a DynamoDB call may take, in milliseconds.
+    pub dynamodb_timeout_ms: u64,
+    /// Compare registered tools with their servers' live `tools/list` this often (0: only
+    /// on demand, `GET /admin/registry/drift`).
+    pub drift_interval_secs: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            memory_ttl_secs: 30,
+            negative_ttl_secs: 5,
+            memory_max_entries: 10_000,
+            redis_prefix: "mcp:tool:".into(),
+            redis_ttl_secs: 60,
+            redis_timeout_ms: 5,
+            dynamodb_timeout_ms: 1_000,
+            drift_interval_secs: 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -87,6 +130,9 @@ impl Default for Config {
             tools: BTreeMap::new(),
             redis_url: None,
             shared_breakers: false,
+            dynamodb_table: None,
+            dynamodb_endpoint: None,
+            registry: RegistryConfig::default(),
             cache: CacheConfig::default(),
         }
     }

@@ -73,11 +73,94 @@ enum Command {
         #[arg(long)]
         sessions: bool,
     },
+    /// Manage the DynamoDB tool registry (table from --table, dynamodb_table, or
+    /// mcp-tool-registry; endpoint, region and Redis from the configuration/environment).
+    Registry {
+        #[arg(long, env = "MCP_GATEWAY_CONFIG")]
+        config: Option<PathBuf>,
+        /// Table name (overrides `dynamodb_table`).
+        #[arg(long)]
+        table: Option<String>,
+        #[command(subcommand)]
+        action: RegistryAction,
+    },
     /// Load and validate the configuration, print it as the gateway sees it, and exit.
     CheckConfig {
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
         config: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand)]
+enum RegistryAction {
+    /// Create the table (on-demand billing); succeeds if it exists.
+    CreateTable,
+    /// Write one tool from a JSON file: {name, description, inputSchema, annotations,
+    /// server: {name, transport, url | function, qualifier}, status?, healthy?}.
+    Put { file: PathBuf },
+    /// Print one tool as stored.
+    Get { name: String },
+    /// List the active tools, one JSON line each.
+    List,
+    /// Delete a tool.
+    Delete { name: String },
+    /// Import every tool of a {"tools": [...]} file (e.g. config/manga-tools.json) onto one server.
+    Import {
+        file: PathBuf,
+        /// The server the tools live on.
+        #[arg(long)]
+        server: String,
+        /// http | lambda | websocket | sse | stdio
+        #[arg(long, default_value = "http")]
+        transport: String,
+        #[arg(long)]
+        url: Option<String>,
+        #[arg(long)]
+        function: Option<String>,
+        #[arg(long)]
+        qualifier: Option<String>,
+    },
+}
+
+async fn registry_command(config: Option<PathBuf>, table: Option<String>, action: RegistryAction) -> anyhow::Result<()> {
+    use mcp_gateway::registry::{admin_cli, entry::ServerRef};
+    use std::io::Write;
+    let config = Config::load(config.as_deref(), std::env::vars())?;
+    let client = admin_cli::RegistryClient::from_config(&config, table.as_deref()).await?;
+    let mut out = std::io::stdout().lock();
+    let table = client.dynamo.table().to_string();
+    let fail = |e: mcp_gateway::registry::TierError| anyhow::anyhow!("{e}");
+    match action {
+        RegistryAction::CreateTable => {
+            let created = client.dynamo.create_table().await.map_err(fail)?;
+            let _ = writeln!(out, "table {table}: {}", if created { "created" } else { "already exists" });
+        }
+        RegistryAction::Put { file } => {
+            let stored = client.put(admin_cli::entry_from_file(&file)?).await?;
+            let _ = writeln!(out, "{}", admin_cli::summary(&stored));
+        }
+        RegistryAction::Get { name } => match client.dynamo.get(&name).await.map_err(fail)? {
+            Some(entry) => let _ = writeln!(out, "{}", serde_json::to_string_pretty(&entry)?)?,
+            None => bail!("no tool named {name:?} in {table}"),
+        },
+        RegistryAction::List => {
+            for entry in client.dynamo.scan_active(|_| {}).await.map_err(fail)? {
+                writeln!(out, "{}", admin_cli::summary(&entry));
+            }
+        }
+        RegistryAction::Delete { name } => {
+            if !client.delete(&name).await? {
+                bail!("no tool named {name:?} in {table}");
+            }
+            let _ = writeln!(out, "deleted {name}");
+        }
+        RegistryAction::Import { file, server, transport, url, function, qualifier } => {
+            let server = ServerRef { name: server, transport, url, function, qualifier };
+            let count = admin_cli::import(&client, &file, server).await?;
+            let _ = writeln!(out, "imported {count} tools into {table}");
+        }
+    }
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -101,6 +184,7 @@ fn main() -> anyhow::Result<()> {
                 let options = demo::http::DemoOptions { delay: Duration::from_millis(delay_ms), sessions };
                 demo_server(listen, lambda_api, options).await
             }
+            Command::Registry { config, table, action } => registry_command(config, table, action).await,
             Command::CheckConfig { config } => {
                 let mut config = Config::load(config.as_deref(), std::env::vars())?;
                 // Header values are usually credentials: never print them.
@@ -166,6 +250,17 @@ async fn serve(
     );
 
     tokio::spawn(Refresher::new(gateway.clone()).run());
+    if config.registry.drift_interval_secs > 0 {
+        let gateway = gateway.clone();
+        let every = Duration::from_secs(config.registry.drift_interval_secs);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let report = gateway.registry_drift(None).await;
+                tracing::info!(drift = %report, "registry drift checked");
+            }
+        });
+    }
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     server::serve(listener, gateway.clone(), shutdown_signal(), grace).await?;
     close_sessions(&gateway).await;
@@ -191,7 +286,7 @@ fn demo_server_config(addr: SocketAddr) -> ServerConfig {
 }
 
 async fn close_sessions(gateway: &Arc<Gateway>) {
-    for upstream in gateway.upstreams.values() {
+    for upstream in gateway.all_upstreams() {
         if let Some(http) = &upstream.http {
             http.close().await;
         }

@@ -187,9 +187,12 @@ impl Gateway {
         meta: Option<&Value>,
         deadline: Option<Instant>,
     ) -> (SharedResult, Ending) {
-        let Some(upstream) = self.upstreams.get(tool.server.as_ref()) else {
-            let err = GatewayError::new(Category::Internal, "tool resolved to an unconfigured server");
-            return (Err(err), Ending { outcome: "internal", attempts: 0 });
+        let upstream = match self.upstream_for(tool).await {
+            Ok(upstream) => upstream,
+            Err(err) => {
+                let outcome = err.category.as_str();
+                return (Err(err), Ending { outcome, attempts: 0 });
+            }
         };
         let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys;
         let request = upstream_request(tool, arguments, meta, deadline, honours_keys);

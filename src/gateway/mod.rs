@@ -4,6 +4,7 @@
 //! layer ([`crate::server`]) only decodes and dispatches to it.
 
 pub mod call;
+pub mod drift;
 pub mod refresh;
 pub mod upstreams;
 
@@ -20,8 +21,12 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::{
-    config::{Config, ToolConfig},
-    registry::{Catalog, Registry},
+    config::{Config, ServerConfig, ToolConfig, TransportKind},
+    error::{Category, GatewayError},
+    registry::{
+        Catalog, Registry, ToolRecord, dynamic::DynamicRegistry, dynamodb::DynamoStore, entry::RegistryEntry,
+        redis_tier::RedisStore,
+    },
     resilience::cache::{InFlight, ResultCache},
     telemetry::metrics::Metrics,
 };
@@ -58,11 +63,58 @@ impl Readiness {
     }
 }
 
+/// The Redis and DynamoDB registry tiers, when configured.
+async fn dynamic_registry(
+    config: &Config,
+    metrics: &Metrics,
+) -> anyhow::Result<Option<Arc<DynamicRegistry>>> {
+    let settings = &config.registry;
+    let redis = match &config.redis_url {
+        Some(url) => Some(
+            RedisStore::new(
+                url,
+                &settings.redis_prefix,
+                Duration::from_secs(settings.redis_ttl_secs),
+                Duration::from_millis(settings.redis_timeout_ms),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
+        ),
+        None => None,
+    };
+    let dynamo = match &config.dynamodb_table {
+        Some(table) => Some(
+            DynamoStore::connect(
+                table,
+                config.dynamodb_endpoint.as_deref(),
+                config.aws.region.as_deref(),
+                Duration::from_millis(settings.dynamodb_timeout_ms),
+            )
+            .await,
+        ),
+        None => None,
+    };
+    if redis.is_none() && dynamo.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(DynamicRegistry::new(
+        redis,
+        dynamo,
+        settings.clone(),
+        metrics.registry_lookups.clone(),
+    ))))
+}
+
 /// Everything a request needs, shared by all of them.
 pub struct Gateway {
     pub config: Config,
     pub registry: Registry,
-    pub upstreams: BTreeMap<String, Upstream>,
+    /// Configured servers.
+    pub upstreams: BTreeMap<String, Arc<Upstream>>,
+    /// Servers known only from registry entries, built on first use.
+    dynamic_upstreams: RwLock<BTreeMap<String, Arc<Upstream>>>,
+    lambda_client: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
+    /// The DynamoDB registry's active tools as of the last refresh (admin, drift).
+    pub registry_entries: RwLock<Vec<RegistryEntry>>,
     pub metrics: Metrics,
     pub readiness: Readiness,
     /// Wakes the refresh loop early (e.g. a call for an unknown tool).
@@ -92,10 +144,14 @@ impl Gateway {
             .iter()
             .filter_map(|(tool, settings)| Some((tool.clone(), settings.server.clone()?)))
             .collect();
-        let registry = Registry::new(Arc::new(Catalog::new(routes)));
+        let dynamic = dynamic_registry(&config, &metrics).await?;
+        let registry = Registry::new(Arc::new(Catalog::new(routes)), dynamic);
         Ok(Arc::new(Self {
             registry,
             upstreams,
+            dynamic_upstreams: RwLock::default(),
+            lambda_client: tokio::sync::OnceCell::new(),
+            registry_entries: RwLock::default(),
             metrics,
             readiness: Readiness::default(),
             refresh_now: Notify::new(),
@@ -104,6 +160,67 @@ impl Gateway {
             default_tool: ToolConfig::default(),
             config,
         }))
+    }
+
+    /// The server stack a tool's calls go through: a configured server, or one built from the
+    /// tool's registry entry on first use (with the default per-server settings).
+    pub async fn upstream_for(&self, tool: &ToolRecord) -> Result<Arc<Upstream>, GatewayError> {
+        if let Some(upstream) = self.upstreams.get(tool.server.as_ref()) {
+            return Ok(upstream.clone());
+        }
+        let missing = || GatewayError::new(Category::Internal, "tool resolved to an unknown server");
+        let origin = tool.origin.as_ref().ok_or_else(missing)?;
+        if let Some(upstream) = self.dynamic_upstreams.read().ok().and_then(|m| m.get(&origin.name).cloned())
+        {
+            return Ok(upstream);
+        }
+        let misconfigured = |detail: String| GatewayError::new(Category::UpstreamMisconfigured, detail);
+        let transport = match origin.transport.as_str() {
+            "http" => TransportKind::Http,
+            "lambda" => TransportKind::Lambda,
+            other => {
+                return Err(misconfigured(format!(
+                    "transport {other:?} of server {} is not served",
+                    origin.name
+                )));
+            }
+        };
+        let server = ServerConfig {
+            transport,
+            url: origin.url.clone(),
+            function: origin.function.clone(),
+            qualifier: origin.qualifier.clone(),
+            connect_timeout_ms: None,
+            timeout_ms: None,
+            deadline_ms: None,
+            max_concurrency: None,
+            retry: None,
+            breaker: None,
+            discover: false,
+            headers: Default::default(),
+            tools: Vec::new(),
+        };
+        let lambda = match transport {
+            TransportKind::Lambda => {
+                Some(self.lambda_client.get_or_init(|| upstreams::lambda_client(&self.config)).await)
+            }
+            TransportKind::Http => None,
+        };
+        let built = upstreams::build(&origin.name, &server, &self.config, &self.metrics, lambda)
+            .map_err(|e| misconfigured(format!("{e:#}")))?;
+        let mut map = self.dynamic_upstreams.write().map_err(|_| missing())?;
+        let upstream = map.entry(origin.name.clone()).or_insert_with(|| Arc::new(built)).clone();
+        tracing::info!(server = %origin.name, transport = transport.as_str(), "registry server connected");
+        Ok(upstream)
+    }
+
+    /// Every server stack, configured and registry-built.
+    pub fn all_upstreams(&self) -> Vec<Arc<Upstream>> {
+        let mut all: Vec<Arc<Upstream>> = self.upstreams.values().cloned().collect();
+        if let Ok(dynamic) = self.dynamic_upstreams.read() {
+            all.extend(dynamic.values().cloned());
+        }
+        all
     }
 
     /// The `[tools.NAME]` settings of a tool (defaults when it has none).
@@ -133,6 +250,10 @@ impl Gateway {
             })
             .collect();
         let reason = if ready { "registry loaded" } else { "registry not loaded yet" };
+        let tiers = match &self.registry.dynamic {
+            Some(dynamic) => dynamic.report(),
+            None => json!({"redis": "not configured", "dynamodb": "not configured"}),
+        };
         (
             ready,
             json!({
@@ -140,6 +261,7 @@ impl Gateway {
                 "reason": reason,
                 "tools": self.catalog().snapshot().len(),
                 "servers": servers,
+                "tiers": tiers,
             }),
         )
     }

@@ -1,9 +1,12 @@
-//! Learning the tools: each server's `tools/list` (all pages) at start and on a jittered
-//! interval, merged with the tools configuration declares, then swapped into the catalogue.
+//! Learning the tools: each server's `tools/list` (all pages) and the DynamoDB registry's
+//! active tools (all pages), at start and on a jittered interval, merged with the tools
+//! configuration declares, then swapped into the catalogue.
 //!
 //! A server whose refresh fails keeps its last known good tools (or its static ones), is
 //! reported by `/readyz`, and is retried with a short backoff instead of waiting a whole
-//! interval. A call for an unknown tool wakes the loop early (at most every few seconds).
+//! interval; a failed registry scan never replaces a good catalogue. A `ttlMs` freshness
+//! hint in a server's `tools/list` shortens its wait. A call for an unknown tool wakes the
+//! loop early (at most every few seconds); a Redis invalidation reloads one tool at once.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -14,12 +17,13 @@ use std::{
 use futures_util::future::join_all;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
 use tower::ServiceExt;
 
 use super::{Gateway, Upstream};
 use crate::{
     protocol::mcp::Era,
-    registry::catalog::ServerTools,
+    registry::{catalog::ServerTools, entry::RegistryEntry, redis_tier::INVALIDATION_CHANNEL},
     upstream::{UpstreamError, UpstreamReply, UpstreamRequest},
 };
 
@@ -30,16 +34,24 @@ const MIN_RETRY: Duration = Duration::from_secs(2);
 /// Least time between refreshes woken by unknown-tool calls.
 const MIN_WAKE_INTERVAL: Duration = Duration::from_secs(5);
 
+/// A server's tools and its freshness hint.
+pub struct Listing {
+    pub tools: Vec<Value>,
+    pub ttl: Option<Duration>,
+}
+
 /// Reads every page of a server's `tools/list`.
-pub async fn list_tools(upstream: &Upstream) -> Result<Vec<Value>, UpstreamError> {
+pub async fn list_tools(upstream: &Upstream) -> Result<Listing, UpstreamError> {
     #[derive(Deserialize)]
     struct Page {
         #[serde(default)]
         tools: Vec<Value>,
         #[serde(rename = "nextCursor", default)]
         next_cursor: Option<String>,
+        #[serde(rename = "ttlMs", default)]
+        ttl_ms: Option<u64>,
     }
-    let mut tools = Vec::new();
+    let mut listing = Listing { tools: Vec::new(), ttl: None };
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let mut params = Map::new();
@@ -54,10 +66,14 @@ pub async fn list_tools(upstream: &Upstream) -> Result<Vec<Value>, UpstreamError
                 return Err(UpstreamError::Protocol(format!("tools/list failed: {} {}", e.code, e.message)));
             }
         };
-        tools.extend(page.tools);
+        listing.tools.extend(page.tools);
+        if let Some(ms) = page.ttl_ms {
+            let ttl = Duration::from_millis(ms.max(1_000));
+            listing.ttl = Some(listing.ttl.map_or(ttl, |t| t.min(ttl)));
+        }
         match page.next_cursor {
             Some(next) if !next.is_empty() => cursor = Some(next),
-            _ => return Ok(tools),
+            _ => return Ok(listing),
         }
     }
     Err(UpstreamError::Protocol(format!("tools/list has more than {MAX_PAGES} pages")))
@@ -68,31 +84,40 @@ pub struct Refresher {
     gateway: Arc<Gateway>,
     known: BTreeMap<String, Vec<Value>>,
     failures: HashMap<String, u32>,
+    ttl_hints: HashMap<String, Duration>,
+    loaded: bool,
 }
 
 impl Refresher {
     pub fn new(gateway: Arc<Gateway>) -> Self {
         let known =
             gateway.upstreams.iter().map(|(name, u)| (name.clone(), u.config.tools.clone())).collect();
-        Self { gateway, known, failures: HashMap::new() }
+        Self { gateway, known, failures: HashMap::new(), ttl_hints: HashMap::new(), loaded: false }
     }
 
-    /// Refreshes every discovering server concurrently and rebuilds the catalogue.
+    /// Refreshes every discovering server and the registry concurrently, then rebuilds.
     pub async fn refresh_all(&mut self) {
         let started = Instant::now();
         let gateway = self.gateway.clone();
-        let discovering: Vec<&Upstream> = gateway.upstreams.values().filter(|u| u.config.discover).collect();
-        let results = join_all(discovering.iter().map(|u| async move { (*u, list_tools(u).await) })).await;
+        let discovering: Vec<&Arc<Upstream>> =
+            gateway.upstreams.values().filter(|u| u.config.discover).collect();
+        let servers = join_all(discovering.iter().map(|u| async move { (*u, list_tools(u).await) }));
+        let (results, registry) = tokio::join!(servers, self.scan_registry());
         for (upstream, result) in results {
             let name = upstream.name.to_string();
             match result {
-                Ok(mut tools) => {
+                Ok(listing) => {
                     // Static descriptions win over discovered ones of the same name.
                     let statics = &upstream.config.tools;
+                    let mut tools = listing.tools;
                     tools.retain(|t| !statics.iter().any(|s| s.get("name") == t.get("name")));
                     tools.extend(statics.iter().cloned());
                     self.known.insert(name.clone(), tools);
                     self.failures.remove(&name);
+                    match listing.ttl {
+                        Some(ttl) => self.ttl_hints.insert(name.clone(), ttl),
+                        None => self.ttl_hints.remove(&name),
+                    };
                     gateway.readiness.set_server(&name, None);
                     gateway.metrics.registry_refreshes.with_label_values(&[&name, "success"]).inc();
                 }
@@ -110,10 +135,43 @@ impl Refresher {
                 }
             }
         }
+        if let Some(entries) = registry
+            && let Ok(mut current) = gateway.registry_entries.write()
+        {
+            *current = entries;
+        }
+        gateway
+            .metrics
+            .registry_refresh_duration
+            .with_label_values(&["all"])
+            .observe(started.elapsed().as_secs_f64());
         self.rebuild(started);
     }
 
-    fn rebuild(&self, started: Instant) {
+    /// The registry's active tools, or `None` when the scan failed (keep what we have).
+    async fn scan_registry(&self) -> Option<Vec<RegistryEntry>> {
+        let dynamic = self.gateway.registry.dynamic.as_ref()?;
+        dynamic.dynamo.as_ref()?;
+        let started = Instant::now();
+        let metrics = &self.gateway.metrics;
+        match dynamic.scan().await {
+            Ok(entries) => {
+                metrics
+                    .registry_refresh_duration
+                    .with_label_values(&["dynamodb"])
+                    .observe(started.elapsed().as_secs_f64());
+                metrics.registry_refreshes.with_label_values(&["dynamodb", "success"]).inc();
+                Some(entries)
+            }
+            Err(e) => {
+                metrics.registry_refreshes.with_label_values(&["dynamodb", "failure"]).inc();
+                tracing::warn!(error = %e, "registry scan failed; keeping the last known registry tools");
+                None
+            }
+        }
+    }
+
+    fn rebuild(&mut self, started: Instant) {
         let gateway = &self.gateway;
         let before = gateway.catalog().snapshot();
         let servers: Vec<ServerTools> = self
@@ -128,9 +186,10 @@ impl Refresher {
                 })
             })
             .collect();
-        let after = gateway.catalog().rebuild(&servers);
+        let registry = gateway.registry_entries.read().map(|e| e.clone()).unwrap_or_default();
+        let after = gateway.catalog().rebuild(&servers, &registry);
         let old: HashMap<_, _> = before.tools().into_iter().map(|t| (t.name.clone(), t)).collect();
-        let (mut added, mut changed) = (0, 0);
+        let (mut added, mut changed) = (0u64, 0u64);
         for tool in after.tools() {
             match old.get(&tool.name) {
                 None => added += 1,
@@ -149,11 +208,19 @@ impl Refresher {
                 Some(_) => {}
             }
         }
-        let removed = old.keys().filter(|name| gateway.catalog().get(name).is_none()).count();
+        let removed = old.keys().filter(|name| gateway.catalog().get(name).is_none()).count() as u64;
+        let changes = &gateway.metrics.registry_tool_changes;
+        if self.loaded {
+            changes.with_label_values(&["added"]).inc_by(added);
+            changes.with_label_values(&["removed"]).inc_by(removed);
+        }
+        changes.with_label_values(&["changed"]).inc_by(changed);
+        self.loaded = true;
         gateway.metrics.registry_tools.set(after.len() as i64);
         tracing::info!(
             tools = after.len(),
             servers = servers.len(),
+            registry_tools = registry.len(),
             added,
             removed,
             changed,
@@ -163,11 +230,29 @@ impl Refresher {
         );
     }
 
-    /// How long to wait before the next refresh: a jittered interval, or a short backoff
-    /// while a server is failing.
+    /// Reloads one tool named by an invalidation and rebuilds.
+    async fn reload(&mut self, name: &str) {
+        let Some(dynamic) = self.gateway.registry.dynamic.clone() else { return };
+        match dynamic.reload(name).await {
+            Ok(entry) => {
+                if let Ok(mut entries) = self.gateway.registry_entries.write() {
+                    entries.retain(|e| e.tool_name != name);
+                    entries.extend(entry);
+                }
+                self.rebuild(Instant::now());
+            }
+            Err(e) => {
+                tracing::warn!(tool = name, error = %e, "invalidated tool could not be reloaded; refresh will retry")
+            }
+        }
+    }
+
+    /// How long to wait before the next refresh: a jittered interval (shortened by servers'
+    /// `ttlMs` hints), or a short backoff while a server is failing.
     fn next_wait(&self) -> Duration {
         let interval = self.gateway.refresh_interval();
-        let jittered = interval.mul_f64(0.9 + 0.2 * fastrand::f64());
+        let hinted = self.ttl_hints.values().copied().min().map_or(interval, |ttl| ttl.min(interval));
+        let jittered = hinted.mul_f64(0.9 + 0.2 * fastrand::f64());
         match self.failures.values().max() {
             Some(&failures) => {
                 let backoff = MIN_RETRY.saturating_mul(1 << failures.saturating_sub(1).min(8));
@@ -179,6 +264,7 @@ impl Refresher {
 
     /// Runs forever: the first refresh marks the gateway ready.
     pub async fn run(mut self) {
+        let mut invalidations = self.subscribe();
         self.refresh_all().await;
         self.gateway.readiness.mark_loaded();
         let mut last = Instant::now();
@@ -192,9 +278,44 @@ impl Refresher {
                         tokio::time::sleep(MIN_WAKE_INTERVAL - since).await;
                     }
                 }
+                Some(name) = invalidations.recv() => {
+                    self.reload(&name).await;
+                    continue;
+                }
             }
             self.refresh_all().await;
             last = Instant::now();
         }
+    }
+
+    /// Listens on the Redis invalidation channel (reconnecting every second when Redis is
+    /// away); names arrive on the returned channel.
+    fn subscribe(&self) -> mpsc::UnboundedReceiver<String> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let Some(redis) = self.gateway.registry.dynamic.as_ref().and_then(|d| d.redis.clone()) else {
+            return receiver;
+        };
+        let errors = self.gateway.metrics.shared_state_errors.clone();
+        tokio::spawn(async move {
+            loop {
+                match redis.client().get_async_pubsub().await {
+                    Ok(mut pubsub) => {
+                        if pubsub.subscribe(INVALIDATION_CHANNEL).await.is_ok() {
+                            let mut messages = pubsub.on_message();
+                            while let Some(message) = futures_util::StreamExt::next(&mut messages).await {
+                                if let Ok(name) = message.get_payload::<String>()
+                                    && sender.send(name).is_err()
+                                {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(_) => errors.with_label_values(&["subscribe"]).inc(),
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        receiver
     }
 }

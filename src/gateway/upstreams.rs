@@ -75,58 +75,69 @@ where
 }
 
 /// Builds every configured server's stack.
-pub async fn build_all(config: &Config, metrics: &Metrics) -> anyhow::Result<BTreeMap<String, Upstream>> {
+pub async fn build_all(
+    config: &Config,
+    metrics: &Metrics,
+) -> anyhow::Result<BTreeMap<String, Arc<Upstream>>> {
     let needs_lambda = config.servers.values().any(|s| s.transport == TransportKind::Lambda);
-    let lambda_client = if needs_lambda {
-        let connect = std::time::Duration::from_millis(config.defaults.connect_timeout_ms);
-        Some(lambda::client(&config.aws, connect).await)
-    } else {
-        None
-    };
+    let lambda_client = if needs_lambda { Some(lambda_client(config).await) } else { None };
     let mut built = BTreeMap::new();
     for (name, server) in &config.servers {
-        let breaker_settings = server.breaker(&config.defaults).clone();
-        let breaker = Arc::new(Breaker::new(
-            name.as_str().into(),
-            breaker_settings,
-            BreakerMetrics {
-                state: metrics.breaker_state.with_label_values(&[name]),
-                transitions: metrics.breaker_transitions.clone(),
-                rejected: metrics.breaker_rejected.with_label_values(&[name]),
-            },
-        ));
-        let (service, http) = match server.transport {
-            TransportKind::Http => {
-                let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
-                let transport = HttpTransport::new(HttpSettings {
-                    url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
-                    connect_timeout: server.connect_timeout(&config.defaults),
-                    headers: static_headers(name, server)?,
-                })
-                .map_err(|e| anyhow!("server {name}: {e}"))?;
-                (stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport))
-            }
-            TransportKind::Lambda => {
-                let client = lambda_client.clone().ok_or_else(|| anyhow!("lambda client missing"))?;
-                let function =
-                    server.function.clone().ok_or_else(|| anyhow!("server {name}: missing function"))?;
-                let transport = LambdaTransport::new(client, function, server.qualifier.clone());
-                (stack(name, server, config, metrics, &breaker, transport), None)
-            }
-        };
-        built.insert(
-            name.clone(),
-            Upstream {
-                name: name.as_str().into(),
-                transport: server.transport,
-                service,
-                http,
-                breaker,
-                config: server.clone(),
-            },
-        );
+        built.insert(name.clone(), Arc::new(build(name, server, config, metrics, lambda_client.as_ref())?));
     }
     Ok(built)
+}
+
+/// The Lambda client all Lambda upstreams share.
+pub async fn lambda_client(config: &Config) -> aws_sdk_lambda::Client {
+    let connect = std::time::Duration::from_millis(config.defaults.connect_timeout_ms);
+    lambda::client(&config.aws, connect).await
+}
+
+/// Builds one server's stack.
+pub fn build(
+    name: &str,
+    server: &ServerConfig,
+    config: &Config,
+    metrics: &Metrics,
+    lambda_client: Option<&aws_sdk_lambda::Client>,
+) -> anyhow::Result<Upstream> {
+    let breaker = Arc::new(Breaker::new(
+        name.into(),
+        server.breaker(&config.defaults).clone(),
+        BreakerMetrics {
+            state: metrics.breaker_state.with_label_values(&[name]),
+            transitions: metrics.breaker_transitions.clone(),
+            rejected: metrics.breaker_rejected.with_label_values(&[name]),
+        },
+    ));
+    let (service, http) = match server.transport {
+        TransportKind::Http => {
+            let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
+            let transport = HttpTransport::new(HttpSettings {
+                url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
+                connect_timeout: server.connect_timeout(&config.defaults),
+                headers: static_headers(name, server)?,
+            })
+            .map_err(|e| anyhow!("server {name}: {e}"))?;
+            (stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport))
+        }
+        TransportKind::Lambda => {
+            let client = lambda_client.cloned().ok_or_else(|| anyhow!("lambda client missing"))?;
+            let function =
+                server.function.clone().ok_or_else(|| anyhow!("server {name}: missing function"))?;
+            let transport = LambdaTransport::new(client, function, server.qualifier.clone());
+            (stack(name, server, config, metrics, &breaker, transport), None)
+        }
+    };
+    Ok(Upstream {
+        name: name.into(),
+        transport: server.transport,
+        service,
+        http,
+        breaker,
+        config: server.clone(),
+    })
 }
 
 fn static_headers(server: &str, config: &ServerConfig) -> anyhow::Result<HeaderMap> {

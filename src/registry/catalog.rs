@@ -12,7 +12,10 @@ use std::{
 
 use serde_json::{Value, value::RawValue};
 
-use super::record::{ToolRecord, canonical_hash, definition_hash};
+use super::{
+    entry::{RegistryEntry, ServerRef},
+    record::{ToolRecord, canonical_hash, definition_hash},
+};
 use crate::{config::TransportKind, validation::SchemaCache};
 
 /// The tools one server offers, as it described them.
@@ -88,9 +91,11 @@ impl Catalog {
         self.snapshot().list_result.clone()
     }
 
-    /// Rebuilds the catalogue from every server's tools and swaps it in.
-    pub fn rebuild(&self, servers: &[ServerTools]) -> Arc<Snapshot> {
-        let snapshot = Arc::new(self.build(servers));
+    /// Rebuilds the catalogue from every server's tools and the registry's entries, and
+    /// swaps it in. Configured and discovered tools win every name conflict with registry
+    /// entries (configuration is the floor).
+    pub fn rebuild(&self, servers: &[ServerTools], registry: &[RegistryEntry]) -> Arc<Snapshot> {
+        let snapshot = Arc::new(self.build(servers, registry));
         let live: HashSet<String> = snapshot.by_name.values().map(|t| t.schema_hash.clone()).collect();
         self.schemas.retain(&live);
         if let Ok(mut current) = self.current.write() {
@@ -99,7 +104,7 @@ impl Catalog {
         snapshot
     }
 
-    fn build(&self, servers: &[ServerTools]) -> Snapshot {
+    fn build(&self, servers: &[ServerTools], registry: &[RegistryEntry]) -> Snapshot {
         // tool name → servers offering it, in server order.
         let mut owners: BTreeMap<&str, Vec<(&ServerTools, &Value)>> = BTreeMap::new();
         for server in servers {
@@ -134,12 +139,31 @@ impl Catalog {
                 by_name.insert(record.name.clone(), Arc::new(record));
             }
         }
+        for entry in registry {
+            if by_name.contains_key(entry.tool_name.as_str()) {
+                continue;
+            }
+            let record = self.record_for_entry(entry);
+            by_name.insert(record.name.clone(), Arc::new(record));
+        }
         let mut list: Vec<&Arc<ToolRecord>> = by_name.values().collect();
         list.sort_by(|a, b| a.name.cmp(&b.name));
         let definitions: Vec<&Value> = list.iter().map(|t| &t.definition).collect();
         let list_result = serde_json::value::to_raw_value(&serde_json::json!({ "tools": definitions }))
             .unwrap_or_else(|_| Snapshot::empty().list_result);
         Snapshot { by_name, list_result }
+    }
+
+    /// The record of a registry entry (its schema compiled through the shared cache).
+    pub fn record_for_entry(&self, entry: &RegistryEntry) -> ToolRecord {
+        let transport = match entry.server.transport.as_str() {
+            "lambda" => TransportKind::Lambda,
+            _ => TransportKind::Http,
+        };
+        let server = ServerTools { server: entry.server.name.clone(), transport, tools: Vec::new() };
+        let mut record = self.record(&entry.tool_name, &entry.tool_name, &server, &entry.tool_definition());
+        record.origin = Some(Arc::new(ServerRef::clone(&entry.server)));
+        record
     }
 
     fn record(&self, exposed: &str, upstream: &str, server: &ServerTools, tool: &Value) -> ToolRecord {
@@ -163,6 +187,7 @@ impl Catalog {
             schema,
             read_only: hint("readOnlyHint"),
             idempotent: hint("idempotentHint"),
+            origin: None,
         }
     }
 
@@ -216,14 +241,14 @@ mod tests {
     #[test]
     fn conflicts_are_namespaced_unless_configuration_routes_them() {
         let catalog = Catalog::new(BTreeMap::new());
-        catalog.rebuild(&[server("a", &["search", "only_a"]), server("b", &["search"])]);
+        catalog.rebuild(&[server("a", &["search", "only_a"]), server("b", &["search"])], &[]);
         assert!(catalog.get("search").is_none());
         assert_eq!(&*catalog.get("a__search").unwrap().upstream_name, "search");
         assert!(catalog.get("b__search").is_some());
         assert!(catalog.get("only_a").is_some());
 
         let routed = Catalog::new(BTreeMap::from([("search".to_string(), "b".to_string())]));
-        routed.rebuild(&[server("a", &["search"]), server("b", &["search"])]);
+        routed.rebuild(&[server("a", &["search"]), server("b", &["search"])], &[]);
         assert_eq!(&*routed.get("search").unwrap().server, "b");
         assert!(routed.get("a__search").is_some());
     }
@@ -231,7 +256,7 @@ mod tests {
     #[test]
     fn list_is_sorted_and_names_stay_valid() {
         let catalog = Catalog::new(BTreeMap::new());
-        catalog.rebuild(&[server("z", &["b", "a"])]);
+        catalog.rebuild(&[server("z", &["b", "a"])], &[]);
         let list: Value = serde_json::from_str(catalog.list_result().get()).unwrap();
         assert_eq!(list["tools"][0]["name"], "a");
         let long = namespaced(&"s".repeat(40), &"t.x".repeat(20));

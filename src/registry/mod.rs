@@ -1,26 +1,22 @@
 //! The tool registry: which server hosts which tool, with what schema.
 //!
-//! Resolution goes through tiers behind [`ToolTier`], fastest first. The in-memory
-//! [`catalog::Catalog`] — built from configuration and the servers' own `tools/list` — is the
-//! first tier and the floor: later tiers (Redis, DynamoDB) add tools, never remove the ones
-//! configuration declares.
+//! Resolution goes through tiers, fastest first. The in-memory [`catalog::Catalog`] — built
+//! from configuration, the servers' own `tools/list`, and the DynamoDB registry's active
+//! tools — is the first tier and configuration is its floor; [`dynamic::DynamicRegistry`]
+//! (Redis, then DynamoDB) serves names registered since the last refresh.
 
+pub mod admin_cli;
 pub mod catalog;
+pub mod dynamic;
+pub mod dynamodb;
+pub mod entry;
 pub mod record;
+pub mod redis_tier;
 
 use std::sync::Arc;
 
 pub use catalog::Catalog;
 pub use record::ToolRecord;
-
-/// A place tools can be looked up in.
-#[async_trait::async_trait]
-pub trait ToolTier: Send + Sync {
-    /// Short name for logs and metrics (`memory`, `redis`, `dynamodb`).
-    fn tier(&self) -> &'static str;
-    /// Looks a tool up by its exposed name. `Err` means the tier could not answer.
-    async fn lookup(&self, name: &str) -> Result<Option<Arc<ToolRecord>>, TierError>;
-}
 
 /// A tier that could not answer (down, slow, malformed data).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -30,39 +26,38 @@ pub struct TierError {
     pub reason: String,
 }
 
-/// The tiers in lookup order.
+/// The tiers in lookup order: the in-memory catalogue, then Redis and DynamoDB.
 pub struct Registry {
     catalog: Arc<Catalog>,
-    lower: Vec<Arc<dyn ToolTier>>,
+    pub dynamic: Option<Arc<dynamic::DynamicRegistry>>,
 }
 
 impl Registry {
-    pub fn new(catalog: Arc<Catalog>) -> Self {
-        Self { catalog, lower: Vec::new() }
-    }
-
-    /// Adds a tier consulted after the ones already present.
-    pub fn with_tier(mut self, tier: Arc<dyn ToolTier>) -> Self {
-        self.lower.push(tier);
-        self
+    pub fn new(catalog: Arc<Catalog>, dynamic: Option<Arc<dynamic::DynamicRegistry>>) -> Self {
+        Self { catalog, dynamic }
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }
 
-    /// Resolves a tool: memory first (no await on the hot path), then the lower tiers.
+    /// Resolves a tool: the catalogue first (no await on the hot path), then Redis and
+    /// DynamoDB for names registered since the last refresh.
     pub async fn resolve(&self, name: &str) -> Option<Arc<ToolRecord>> {
         if let Some(found) = self.catalog.get(name) {
             return Some(found);
         }
-        for tier in &self.lower {
-            match tier.lookup(name).await {
-                Ok(Some(found)) => return Some(found),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "registry tier skipped"),
-            }
+        if !valid_tool_name(name) {
+            return None;
         }
-        None
+        let entry = self.dynamic.as_ref()?.lookup(name).await?;
+        Some(Arc::new(self.catalog.record_for_entry(&entry)))
     }
+}
+
+/// Names worth a lookup below memory (what LLM tool APIs accept, at most 64 characters).
+fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-./".contains(&b))
 }

@@ -27,6 +27,9 @@ pub struct ToolRecord {
     pub read_only: bool,
     /// `annotations.idempotentHint` (default false).
     pub idempotent: bool,
+    /// Where the tool came from when not from configuration or discovery: its registry
+    /// entry's server (DynamoDB-registered tools).
+    pub origin: Option<Arc<super::entry::ServerRef>>,
 }
 
 /// Short hex SHA-256 of canonical JSON (serde_json sorts object keys, so equal values hash

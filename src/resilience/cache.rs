@@ -90,28 +90,35 @@ impl ResultCache {
     }
 }
 
+type Waiting<T> = Arc<Mutex<HashMap<String, broadcast::Sender<T>>>>;
+
 /// Identical calls in flight: the first runs, the others wait for its result.
-#[derive(Default)]
-pub struct InFlight {
-    calls: Arc<Mutex<HashMap<String, broadcast::Sender<SharedResult>>>>,
+pub struct InFlight<T = SharedResult> {
+    calls: Waiting<T>,
+}
+
+impl<T> Default for InFlight<T> {
+    fn default() -> Self {
+        Self { calls: Arc::default() }
+    }
 }
 
 /// The caller's role for one key.
-pub enum Join {
+pub enum Join<T = SharedResult> {
     /// Run the call and [`Leader::finish`] with its result.
-    Leader(Leader),
+    Leader(Leader<T>),
     /// Wait for the leader's result.
-    Follower(broadcast::Receiver<SharedResult>),
+    Follower(broadcast::Receiver<T>),
 }
 
 /// Held by the caller that runs the call; followers are released when it finishes or drops.
-pub struct Leader {
-    calls: Arc<Mutex<HashMap<String, broadcast::Sender<SharedResult>>>>,
+pub struct Leader<T = SharedResult> {
+    calls: Waiting<T>,
     key: String,
 }
 
-impl InFlight {
-    pub fn join(&self, key: &str) -> Join {
+impl<T: Clone> InFlight<T> {
+    pub fn join(&self, key: &str) -> Join<T> {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(sender) = calls.get(key) {
             return Join::Follower(sender.subscribe());
@@ -122,8 +129,8 @@ impl InFlight {
     }
 }
 
-impl Leader {
-    pub fn finish(self, result: &SharedResult) {
+impl<T: Clone> Leader<T> {
+    pub fn finish(self, result: &T) {
         let sender = self.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
         if let Some(sender) = sender {
             let _ = sender.send(result.clone());
@@ -131,7 +138,7 @@ impl Leader {
     }
 }
 
-impl Drop for Leader {
+impl<T> Drop for Leader<T> {
     fn drop(&mut self) {
         // A cancelled leader: followers see the channel close and run their own call.
         self.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
@@ -161,7 +168,7 @@ mod tests {
 
     #[tokio::test]
     async fn followers_get_the_leaders_result() {
-        let inflight = InFlight::default();
+        let inflight: InFlight = InFlight::default();
         let Join::Leader(leader) = inflight.join("k") else { panic!("first is leader") };
         let Join::Follower(mut follower) = inflight.join("k") else { panic!("second follows") };
         leader.finish(&Ok(raw("7")));

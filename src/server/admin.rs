@@ -25,8 +25,8 @@ pub async fn breakers(
     if !peer.ip().is_loopback() {
         return forbidden();
     }
-    let report: BTreeMap<&str, Value> =
-        gateway.upstreams.values().map(|u| (u.name.as_ref(), u.breaker.report())).collect();
+    let all = gateway.all_upstreams();
+    let report: BTreeMap<&str, Value> = all.iter().map(|u| (u.name.as_ref(), u.breaker.report())).collect();
     Json(report).into_response()
 }
 
@@ -38,7 +38,7 @@ pub async fn breaker_action(
     if !peer.ip().is_loopback() {
         return forbidden();
     }
-    let Some(upstream) = gateway.upstreams.get(&server) else {
+    let Some(upstream) = gateway.all_upstreams().into_iter().find(|u| *u.name == *server) else {
         return (StatusCode::NOT_FOUND, Json(json!({"error": format!("no server named {server:?}")})))
             .into_response();
     };
@@ -52,4 +52,74 @@ pub async fn breaker_action(
     }
     tracing::warn!(server = %server, action = %action, "circuit breaker changed by an operator");
     Json(json!({"server": server, "breaker": upstream.breaker.report()})).into_response()
+}
+
+/// `GET /admin/registry`: every tool, where it comes from, its hashes and health.
+pub async fn registry(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return forbidden();
+    }
+    let registry = gateway.registry_entries.read().map(|e| e.clone()).unwrap_or_default();
+    let tools: Vec<Value> = gateway
+        .catalog()
+        .snapshot()
+        .tools()
+        .iter()
+        .map(|t| {
+            let (tier, registered) = match &t.origin {
+                Some(_) => ("dynamodb", registry.iter().find(|e| e.tool_name == *t.name)),
+                None if gateway.upstreams.get(t.server.as_ref()).is_some_and(|u| !u.config.discover) => {
+                    ("config", None)
+                }
+                None => ("discovered", None),
+            };
+            json!({
+                "name": t.name.as_ref(),
+                "server": t.server.as_ref(),
+                "transport": t.transport.as_str(),
+                "tier": tier,
+                "schema_hash": t.schema_hash,
+                "definition_hash": t.definition_hash,
+                "status": registered.map_or("active", |e| e.status.as_str()),
+                "healthy": registered.is_none_or(|e| e.healthy),
+                "version": registered.map(|e| e.version),
+                "updated_at": registered.map(|e| e.updated_at.as_str()),
+                "breaker": gateway.upstreams.get(t.server.as_ref()).map(|u| u.breaker.state().name()),
+            })
+        })
+        .collect();
+    let tiers = gateway.registry.dynamic.as_ref().map(|d| d.report());
+    Json(json!({"tools": tools, "tiers": tiers})).into_response()
+}
+
+/// `POST /admin/registry/refresh`: refresh now (answers at once; the refresh runs behind).
+pub async fn registry_refresh(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return forbidden();
+    }
+    gateway.refresh_now.notify_one();
+    (StatusCode::ACCEPTED, Json(json!({"refresh": "scheduled"}))).into_response()
+}
+
+#[derive(serde::Deserialize)]
+pub struct DriftQuery {
+    server: Option<String>,
+}
+
+/// `GET /admin/registry/drift[?server=NAME]`.
+pub async fn registry_drift(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::extract::Query(query): axum::extract::Query<DriftQuery>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return forbidden();
+    }
+    Json(gateway.registry_drift(query.server.as_deref()).await).into_response()
 }

@@ -26,6 +26,9 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/admin/breakers", get(admin::breakers))
         .route("/admin/breakers/{server}/{action}", post(admin::breaker_action))
+        .route("/admin/registry", get(admin::registry))
+        .route("/admin/registry/refresh", post(admin::registry_refresh))
+        .route("/admin/registry/drift", get(admin::registry_drift))
         .fallback(not_found)
         .with_state(gateway)
 }

@@ -56,6 +56,14 @@ pub struct Metrics {
     pub truncations: IntCounterVec,
     /// `mcp_gateway_shared_state_errors_total{operation}` (Redis unreachable)
     pub shared_state_errors: IntCounterVec,
+    /// `mcp_gateway_registry_lookups_total{tier,result}` (`hit`/`miss`/`negative`/`error`/`stale`)
+    pub registry_lookups: IntCounterVec,
+    /// `mcp_gateway_registry_tool_changes_total{change}` (`added`/`removed`/`changed`)
+    pub registry_tool_changes: IntCounterVec,
+    /// `mcp_gateway_registry_refresh_duration_seconds{source}`
+    pub registry_refresh_duration: HistogramVec,
+    /// `mcp_gateway_registry_drift_tools{server,kind}` (`added`/`removed`/`schema_changed`)
+    pub registry_drift: IntGaugeVec,
 }
 
 fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -198,6 +206,30 @@ impl Metrics {
                 "mcp_gateway_shared_state_errors_total",
                 "Redis operations for shared state that failed",
                 &["operation"],
+            ),
+            registry_lookups: counters(
+                &r,
+                "mcp_gateway_registry_lookups_total",
+                "registry lookups by tier and result",
+                &["tier", "result"],
+            ),
+            registry_tool_changes: counters(
+                &r,
+                "mcp_gateway_registry_tool_changes_total",
+                "tool definitions added, removed or changed by refreshes",
+                &["change"],
+            ),
+            registry_refresh_duration: histograms(
+                &r,
+                "mcp_gateway_registry_refresh_duration_seconds",
+                "registry refresh duration, in seconds",
+                &["source"],
+            ),
+            registry_drift: gauges(
+                &r,
+                "mcp_gateway_registry_drift_tools",
+                "tools differing between the registry and the server's live tools/list",
+                &["server", "kind"],
             ),
             registry: r,
         }

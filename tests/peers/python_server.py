@@ -1,12 +1,27 @@
 """A Python MCP SDK (2.x) server for the gateway's integration tests.
 
-Usage: python_server.py PORT [--stateless]
-Serves streamable HTTP on 127.0.0.1:PORT/mcp with two tools, `add` and `shout`. SDK 2.x
-answers both protocol eras: session-era clients (initialize, Mcp-Session-Id) and the
-stateless 2026-07-28 revision.
+Usage: python_server.py PORT [--stateless] [--json-response] [--session-idle-timeout SECONDS]
+
+Serves streamable HTTP on 127.0.0.1:PORT/mcp with two tools, `add(a, b) -> int` and
+`shout(text) -> str`. SDK 2.x answers both protocol eras on the same endpoint, routed by the
+`MCP-Protocol-Version` request header:
+  * session era (2024-11-05 .. 2025-11-25): `initialize` handshake, `Mcp-Session-Id`, answers
+    as SSE (`event: message` / `data: {...}`); unknown or expired session -> 404.
+  * stateless era (2026-07-28): one self-contained POST, `params._meta` envelope plus the
+    `Mcp-Method` (and, for tools/call, `Mcp-Name`) headers; answers as plain JSON.
+Options: `--stateless` (no sessions in the session era), `--json-response` (JSON instead of SSE
+in the session era), `--session-idle-timeout` (seconds before an idle session expires; the
+SDK's default is 1800).
+
+Readiness: prints `READY <port>` on stdout (flushed) once the socket is listening; uvicorn's
+own log goes to stderr.
 """
 
+import argparse
 import sys
+
+import anyio
+import uvicorn
 
 from mcp.server.mcpserver import MCPServer
 
@@ -25,11 +40,42 @@ def shout(text: str) -> str:
     return text.upper()
 
 
-if __name__ == "__main__":
-    port = int(sys.argv[1])
-    server.run(
-        "streamable-http",
+class _Uvicorn(uvicorn.Server):
+    """Announces readiness after the listening socket is bound (lifespan startup runs earlier)."""
+
+    async def startup(self, sockets=None) -> None:  # type: ignore[override]
+        await super().startup(sockets=sockets)
+        if self.started:
+            print(f"READY {self.config.port}", flush=True)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    options = {}
+    if args.session_idle_timeout is not None:
+        options["session_idle_timeout"] = args.session_idle_timeout
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        json_response=args.json_response,
+        stateless_http=args.stateless,
         host="127.0.0.1",
-        port=port,
-        stateless_http="--stateless" in sys.argv,
+        **options,
     )
+    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
+    await _Uvicorn(config).serve()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("port", type=int)
+    parser.add_argument("--stateless", action="store_true")
+    parser.add_argument("--json-response", action="store_true")
+    parser.add_argument("--session-idle-timeout", type=float, default=None)
+    args = parser.parse_args()
+    anyio.run(_serve, args)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(0)

@@ -1,0 +1,242 @@
+//! Tools registered outside configuration: looked up memory → Redis → DynamoDB.
+//!
+//! - A hit below fills the tiers above (DynamoDB → Redis → memory).
+//! - Concurrent misses for one name share one fetch; unknown names are remembered for
+//!   `negative_ttl_secs`, so a model that keeps calling a made-up tool cannot hammer DynamoDB.
+//! - Redis down or slow (calls capped at `redis_timeout_ms`): skipped, counted, never an
+//!   error for the caller. DynamoDB down: the last known entry is served (stale-if-error).
+//! - Inactive or unhealthy tools are neither resolved nor listed.
+//!
+//! The full catalogue of active tools is also read periodically (see `gateway::refresh`) into
+//! the in-memory catalogue; this module serves the names that appeared since.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Mutex,
+        atomic::{AtomicU8, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use prometheus::IntCounterVec;
+use serde_json::{Value, json};
+
+use super::{TierError, dynamodb::DynamoStore, entry::RegistryEntry, redis_tier::RedisStore};
+use crate::{
+    config::RegistryConfig,
+    resilience::cache::{InFlight, Join},
+};
+
+struct Remembered {
+    /// `None`: known not to exist (negative entry).
+    entry: Option<RegistryEntry>,
+    stored: Instant,
+}
+
+/// Reachability of a tier as last seen: unknown, up, down.
+#[derive(Default)]
+struct Health(AtomicU8);
+
+impl Health {
+    fn set(&self, up: bool) {
+        self.0.store(if up { 1 } else { 2 }, Ordering::Relaxed);
+    }
+
+    fn label(&self) -> &'static str {
+        match self.0.load(Ordering::Relaxed) {
+            1 => "reachable",
+            2 => "unreachable",
+            _ => "not yet used",
+        }
+    }
+}
+
+/// The Redis and DynamoDB tiers behind the in-memory catalogue.
+pub struct DynamicRegistry {
+    pub redis: Option<RedisStore>,
+    pub dynamo: Option<DynamoStore>,
+    settings: RegistryConfig,
+    memory: Mutex<HashMap<String, Remembered>>,
+    fetching: InFlight<Option<RegistryEntry>>,
+    lookups: IntCounterVec,
+    redis_health: Health,
+    dynamo_health: Health,
+}
+
+impl DynamicRegistry {
+    pub fn new(
+        redis: Option<RedisStore>,
+        dynamo: Option<DynamoStore>,
+        settings: RegistryConfig,
+        lookups: IntCounterVec,
+    ) -> Self {
+        Self {
+            redis,
+            dynamo,
+            settings,
+            memory: Mutex::default(),
+            fetching: InFlight::default(),
+            lookups,
+            redis_health: Health::default(),
+            dynamo_health: Health::default(),
+        }
+    }
+
+    fn count(&self, tier: &str, result: &str) {
+        self.lookups.with_label_values(&[tier, result]).inc();
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Remembered>> {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Looks a name up below the catalogue. `None`: no live tool of that name.
+    pub async fn lookup(&self, name: &str) -> Option<RegistryEntry> {
+        let ttl = Duration::from_secs(self.settings.memory_ttl_secs);
+        let negative_ttl = Duration::from_secs(self.settings.negative_ttl_secs);
+        if let Some(remembered) = self.memory().get(name) {
+            let age = remembered.stored.elapsed();
+            match &remembered.entry {
+                Some(entry) if age < ttl => {
+                    self.count("memory", "hit");
+                    return Some(entry.clone());
+                }
+                None if age < negative_ttl => {
+                    self.count("memory", "negative");
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        self.count("memory", "miss");
+        match self.fetching.join(name) {
+            Join::Follower(mut receiver) => match receiver.recv().await {
+                Ok(shared) => shared,
+                Err(_) => self.fetch(name).await,
+            },
+            Join::Leader(leader) => {
+                let fetched = self.fetch(name).await;
+                leader.finish(&fetched);
+                fetched
+            }
+        }
+    }
+
+    /// Redis, then DynamoDB; fills the tiers above on a hit.
+    async fn fetch(&self, name: &str) -> Option<RegistryEntry> {
+        if let Some(redis) = &self.redis {
+            match redis.get(name).await {
+                Ok(Some(entry)) if entry.is_live() => {
+                    self.redis_health.set(true);
+                    self.count("redis", "hit");
+                    self.remember(name, Some(entry.clone()));
+                    return Some(entry);
+                }
+                Ok(_) => {
+                    self.redis_health.set(true);
+                    self.count("redis", "miss");
+                }
+                Err(e) => {
+                    self.redis_health.set(false);
+                    self.count("redis", "error");
+                    tracing::warn!(error = %e, "registry: Redis skipped");
+                }
+            }
+        }
+        let dynamo = self.dynamo.as_ref()?;
+        match dynamo.get(name).await {
+            Ok(Some(entry)) if entry.is_live() => {
+                self.dynamo_health.set(true);
+                self.count("dynamodb", "hit");
+                if let Some(redis) = &self.redis
+                    && redis.set(&entry).await.is_err()
+                {
+                    self.count("redis", "error");
+                }
+                self.remember(name, Some(entry.clone()));
+                Some(entry)
+            }
+            Ok(_) => {
+                self.dynamo_health.set(true);
+                self.count("dynamodb", "miss");
+                self.remember(name, None);
+                None
+            }
+            Err(e) => {
+                self.dynamo_health.set(false);
+                self.count("dynamodb", "error");
+                tracing::warn!(error = %e, tool = name, "registry: DynamoDB unreachable; serving the last known entry if any");
+                let stale = self.memory().get(name).and_then(|r| r.entry.clone());
+                if stale.is_some() {
+                    self.count("memory", "stale");
+                }
+                stale
+            }
+        }
+    }
+
+    fn remember(&self, name: &str, entry: Option<RegistryEntry>) {
+        let mut memory = self.memory();
+        if memory.len() >= self.settings.memory_max_entries.max(1) && !memory.contains_key(name) {
+            // Bounded: drop the oldest entry.
+            if let Some(oldest) = memory.iter().min_by_key(|(_, r)| r.stored).map(|(k, _)| k.clone()) {
+                memory.remove(&oldest);
+            }
+        }
+        memory.insert(name.to_string(), Remembered { entry, stored: Instant::now() });
+    }
+
+    /// Forgets a name (another gateway or the CLI changed it).
+    pub fn invalidate(&self, name: &str) {
+        self.memory().remove(name);
+    }
+
+    /// Every active, healthy tool in DynamoDB (all pages), written to Redis in one pipeline.
+    pub async fn scan(&self) -> Result<Vec<RegistryEntry>, TierError> {
+        let Some(dynamo) = &self.dynamo else {
+            return Ok(Vec::new());
+        };
+        let entries = match dynamo.scan_active(|_| {}).await {
+            Ok(entries) => {
+                self.dynamo_health.set(true);
+                entries
+            }
+            Err(e) => {
+                self.dynamo_health.set(false);
+                return Err(e);
+            }
+        };
+        let live: Vec<RegistryEntry> = entries.into_iter().filter(RegistryEntry::is_live).collect();
+        if let Some(redis) = &self.redis {
+            match redis.set_all(&live).await {
+                Ok(()) => self.redis_health.set(true),
+                Err(e) => {
+                    self.redis_health.set(false);
+                    self.count("redis", "error");
+                    tracing::warn!(error = %e, "registry: Redis not updated by the refresh");
+                }
+            }
+        }
+        Ok(live)
+    }
+
+    /// A fresh read of one name from DynamoDB (after an invalidation).
+    pub async fn reload(&self, name: &str) -> Result<Option<RegistryEntry>, TierError> {
+        self.invalidate(name);
+        let Some(dynamo) = &self.dynamo else { return Ok(None) };
+        let entry = dynamo.get(name).await?.filter(RegistryEntry::is_live);
+        if let Some(entry) = &entry {
+            self.remember(name, Some(entry.clone()));
+        }
+        Ok(entry)
+    }
+
+    /// `/readyz` view of the tiers.
+    pub fn report(&self) -> Value {
+        json!({
+            "redis": if self.redis.is_some() { self.redis_health.label() } else { "not configured" },
+            "dynamodb": if self.dynamo.is_some() { self.dynamo_health.label() } else { "not configured" },
+        })
+    }
+}
