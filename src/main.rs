@@ -122,7 +122,11 @@ enum RegistryAction {
     },
 }
 
-async fn registry_command(config: Option<PathBuf>, table: Option<String>, action: RegistryAction) -> anyhow::Result<()> {
+async fn registry_command(
+    config: Option<PathBuf>,
+    table: Option<String>,
+    action: RegistryAction,
+) -> anyhow::Result<()> {
     use mcp_gateway::registry::{admin_cli, entry::ServerRef};
     use std::io::Write;
     let config = Config::load(config.as_deref(), std::env::vars())?;
@@ -140,12 +144,14 @@ async fn registry_command(config: Option<PathBuf>, table: Option<String>, action
             let _ = writeln!(out, "{}", admin_cli::summary(&stored));
         }
         RegistryAction::Get { name } => match client.dynamo.get(&name).await.map_err(fail)? {
-            Some(entry) => let _ = writeln!(out, "{}", serde_json::to_string_pretty(&entry)?)?,
+            Some(entry) => {
+                let _ = writeln!(out, "{}", serde_json::to_string_pretty(&entry)?);
+            }
             None => bail!("no tool named {name:?} in {table}"),
         },
         RegistryAction::List => {
             for entry in client.dynamo.scan_active(|_| {}).await.map_err(fail)? {
-                writeln!(out, "{}", admin_cli::summary(&entry));
+                let _ = writeln!(out, "{}", admin_cli::summary(&entry));
             }
         }
         RegistryAction::Delete { name } => {

@@ -406,6 +406,7 @@ mod tests {
             schema: Arc::new(schema),
             read_only,
             idempotent: false,
+            origin: None,
         }
     }
 
