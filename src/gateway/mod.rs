@@ -89,7 +89,8 @@ async fn dynamic_registry(
                 config.aws.region.as_deref(),
                 Duration::from_millis(settings.dynamodb_timeout_ms),
             )
-            .await,
+            .await
+            .with_page_size(settings.scan_page_size),
         ),
         None => None,
     };

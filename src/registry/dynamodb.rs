@@ -29,6 +29,7 @@ pub struct DynamoStore {
     client: Client,
     table: String,
     timeout: Duration,
+    page_size: Option<i32>,
 }
 
 impl DynamoStore {
@@ -53,7 +54,13 @@ impl DynamoStore {
         if let Some(endpoint) = endpoint {
             loader = loader.endpoint_url(endpoint);
         }
-        Self { client: Client::new(&loader.load().await), table: table.to_string(), timeout }
+        Self { client: Client::new(&loader.load().await), table: table.to_string(), timeout, page_size: None }
+    }
+
+    /// Items per scan page (`None`: DynamoDB's 1 MB pages).
+    pub fn with_page_size(mut self, items: u32) -> Self {
+        self.page_size = (items > 0).then(|| items.min(i32::MAX as u32) as i32);
+        self
     }
 
     pub fn table(&self) -> &str {
@@ -96,6 +103,7 @@ impl DynamoStore {
                 .expression_attribute_names("#s", "status")
                 .expression_attribute_values(":active", AttributeValue::S("active".into()))
                 .set_exclusive_start_key(start.take())
+                .set_limit(self.page_size)
                 .send();
             let page = self.bounded(request).await?;
             for item in page.items() {

