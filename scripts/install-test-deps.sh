@@ -40,6 +40,17 @@ node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)' \
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
   || die "Python >= 3.10 needed by the MCP SDK 2.x (found $(python3 --version 2>&1))"
 
+# DynamoDB Local (from npm) runs on the JVM.
+if ! command -v java >/dev/null 2>&1; then
+  step "installing a Java runtime for DynamoDB Local (apt-get)"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
+fi
+step "java present ($(java -version 2>&1 | head -n 1))"
+
 # --- Node peers (npm ci) -------------------------------------------------------------------
 # node_modules is up to date when npm's own record of what it installed
 # (node_modules/.package-lock.json) lists exactly the packages and versions of the lock.
