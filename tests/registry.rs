@@ -109,6 +109,17 @@ fn registered_tools_are_listed_and_called_through_a_registry_built_server() {
     let search = admin["tools"].as_array().unwrap().iter().find(|t| t["name"] == "manga_search").unwrap();
     assert_eq!(search["tier"], "dynamodb", "{admin}");
     assert_eq!(search["version"], 1);
+    // A schema change written to DynamoDB alone (no Redis, no invalidation) is picked up by
+    // the periodic refresh and counted.
+    let mut stricter = manga_tool("manga_search", &demo.url());
+    stricter["inputSchema"]["required"] = json!(["query", "genre"]);
+    stores.put(false, stricter);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(&gw.metrics(), "mcp_gateway_registry_tool_changes_total", &["change=\"changed\""]) < 1.0 {
+        assert!(Instant::now() < deadline, "refresh did not pick up the schema change");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    expect_error(&gw.call("manga_search", json!({"query": "x"})), -32602, "bad_input");
 }
 
 #[test]
