@@ -26,7 +26,11 @@ async fn main() {
     let tools: serde_json::Value = serde_json::from_str(include_str!("../config/manga-tools.json")).unwrap();
     let catalog = Arc::new(Catalog::new(BTreeMap::new()));
     catalog.rebuild(
-        &[ServerTools { server: "catalog".into(), transport: TransportKind::Http, tools: tools["tools"].as_array().unwrap().clone() }],
+        &[ServerTools {
+            server: "catalog".into(),
+            transport: TransportKind::Http,
+            tools: tools["tools"].as_array().unwrap().clone(),
+        }],
         &[],
     );
     println!("| tier | lookups | p50 (µs) | p99 (µs) |\n|---|---:|---:|---:|");
@@ -52,7 +56,8 @@ async fn main() {
     }
     show("memory (Registry::resolve, async)", 100_000, percentiles(samples));
 
-    let redis = RedisStore::new(redis_url, "mcp:tool:", Duration::from_secs(600), Duration::from_millis(50)).unwrap();
+    let redis =
+        RedisStore::new(redis_url, "mcp:tool:", Duration::from_secs(600), Duration::from_millis(50)).unwrap();
     let mut samples = Vec::with_capacity(10_000);
     for _ in 0..10_000 {
         let started = Instant::now();
@@ -62,8 +67,13 @@ async fn main() {
     }
     show("Redis (GET + JSON decode)", 10_000, percentiles(samples));
 
-    let dynamo =
-        DynamoStore::connect("mcp-tool-registry", Some(dynamo_endpoint), Some("us-east-1"), Duration::from_secs(5)).await;
+    let dynamo = DynamoStore::connect(
+        "mcp-tool-registry",
+        Some(dynamo_endpoint),
+        Some("us-east-1"),
+        Duration::from_secs(5),
+    )
+    .await;
     let mut samples = Vec::with_capacity(2_000);
     for _ in 0..2_000 {
         let started = Instant::now();
