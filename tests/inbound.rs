@@ -360,3 +360,38 @@ pub fn metric_value(metrics: &str, name: &str, filters: &[&str]) -> f64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+#[test]
+fn non_loopback_addresses_need_the_explicit_flag() {
+    let refused = std::process::Command::new(BIN)
+        .args(["serve", "--demo", "--listen", "0.0.0.0:0"])
+        .output()
+        .expect("the binary runs");
+    assert!(!refused.status.success());
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert!(text.contains("--allow-non-loopback"), "{text}");
+    let mut allowed = Proc::spawn("gateway", {
+        let mut c = std::process::Command::new(BIN);
+        c.args(["serve", "--demo", "--listen", "0.0.0.0:0", "--allow-non-loopback"]);
+        c
+    });
+    let warning = allowed.wait_line("non-loopback", std::time::Duration::from_secs(20));
+    assert!(warning.contains("WARN"), "{warning}");
+}
+
+#[test]
+fn help_and_config_check_work_for_operators() {
+    let help = std::process::Command::new(BIN).arg("--help").output().unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("serve"));
+    let checked = std::process::Command::new(BIN)
+        .args(["check-config", "--config", "config/example.toml"])
+        .env("MCP_GATEWAY_SERVERS__CATALOG__HEADERS__AUTHORIZATION", "Bearer secret-token")
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    let text = String::from_utf8_lossy(&checked.stdout);
+    assert!(text.contains("<redacted>") && !text.contains("secret-token"), "{text}");
+    let bad = std::process::Command::new(BIN).args(["check-config"]).env("MCP_GATEWAY_LISTEN_PORT", "1").output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("listen_port"));
+}
