@@ -391,7 +391,11 @@ fn help_and_config_check_work_for_operators() {
     assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
     let text = String::from_utf8_lossy(&checked.stdout);
     assert!(text.contains("<redacted>") && !text.contains("secret-token"), "{text}");
-    let bad = std::process::Command::new(BIN).args(["check-config"]).env("MCP_GATEWAY_LISTEN_PORT", "1").output().unwrap();
+    let bad = std::process::Command::new(BIN)
+        .args(["check-config"])
+        .env("MCP_GATEWAY_LISTEN_PORT", "1")
+        .output()
+        .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("listen_port"));
 }
