@@ -45,12 +45,13 @@ async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Body, request_id: 
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|len| len > limit) {
+    let drain_cap = limit.saturating_mul(4).max(DRAIN_MIN);
+    if declared.is_some_and(|len| len > drain_cap) {
         return too_large(gateway, limit);
     }
-    let bytes: Bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(bytes) => bytes,
-        Err(_) => return too_large(gateway, limit),
+    let bytes: Bytes = match read_limited(body, limit, drain_cap).await {
+        Some(bytes) => bytes,
+        None => return too_large(gateway, limit),
     };
     if let Some(version) = headers.get(mcp::headers::PROTOCOL_VERSION) {
         let version = version.to_str().unwrap_or_default();
@@ -84,6 +85,36 @@ async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Body, request_id: 
             if answers.is_empty() { StatusCode::ACCEPTED.into_response() } else { json_response(&answers) }
         }
     }
+}
+
+/// Oversized bodies up to this size are read and discarded before the 413, so the client
+/// finishes sending and reads the answer instead of seeing the connection reset.
+const DRAIN_MIN: usize = 8 * 1024 * 1024;
+
+/// Reads at most `limit` bytes; `None` when the body is larger (what follows, up to
+/// `drain_cap`, is read and dropped within a second).
+async fn read_limited(body: Body, limit: usize, drain_cap: usize) -> Option<Bytes> {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut kept = bytes::BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.ok()?;
+        if kept.len() + chunk.len() > limit {
+            let mut seen = kept.len() + chunk.len();
+            let drain = async {
+                while let Some(Ok(chunk)) = stream.next().await {
+                    seen += chunk.len();
+                    if seen > drain_cap {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+            return None;
+        }
+        kept.extend_from_slice(&chunk);
+    }
+    Some(kept.freeze())
 }
 
 /// `GET`/`DELETE /mcp`: the gateway offers no server-initiated stream and keeps no sessions.
