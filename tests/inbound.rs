@@ -400,3 +400,49 @@ fn help_and_config_check_work_for_operators() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("listen_port"));
 }
+
+#[test]
+fn random_and_mutated_bodies_always_get_a_json_answer() {
+    let gw = demo_gateway();
+    let valid = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "manga_search", "arguments": {"query": "naruto"}}}).to_string();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..300 {
+        let mut body = valid.clone().into_bytes();
+        match round % 4 {
+            // Flip bytes.
+            0 => {
+                for _ in 0..(1 + next() % 4) {
+                    let i = (next() as usize) % body.len();
+                    body[i] = (next() % 256) as u8;
+                }
+            }
+            // Truncate.
+            1 => body.truncate((next() as usize) % body.len()),
+            // Pure noise.
+            2 => body = (0..(next() % 200)).map(|_| (next() % 256) as u8).collect(),
+            // Deep nesting and odd shapes.
+            _ => {
+                let depth = 1 + (next() % 300) as usize;
+                body = format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes();
+            }
+        }
+        let (status, _, text) = gw.post_raw(body, &[]);
+        assert!(matches!(status, 200 | 202 | 400), "round {round}: HTTP {status} {text}");
+        if status != 202 {
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("round {round}: non-JSON answer ({e}): {text:?}"));
+            assert!(
+                v.is_array() || v.get("result").is_some() || v.get("error").is_some(),
+                "round {round}: {v}"
+            );
+        }
+    }
+    let (status, _) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
+    assert_eq!(status, 200, "the gateway survived");
+}
