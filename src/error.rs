@@ -29,6 +29,8 @@ pub enum Category {
     PayloadTooLarge,
     /// The client asked for an MCP protocol version the gateway does not speak.
     UnsupportedProtocolVersion,
+    /// A modern-era routing header disagrees with the body (`Mcp-Method`, `MCP-Protocol-Version`).
+    HeaderMismatch,
     /// The upstream failed: 5xx, JSON-RPC internal error, Lambda `Unhandled`, a reset.
     UpstreamError,
     /// The upstream could not be reached at all (connection refused, DNS, TLS).
@@ -59,7 +61,10 @@ impl Category {
         match self {
             Category::ParseError => -32700,
             Category::InvalidRequest | Category::PayloadTooLarge => -32600,
-            Category::UnsupportedProtocolVersion | Category::ForbiddenOrigin => -32600,
+            Category::ForbiddenOrigin => -32600,
+            // The codes the 2026-07-28 revision defines.
+            Category::HeaderMismatch => -32020,
+            Category::UnsupportedProtocolVersion => -32022,
             Category::MethodNotFound => -32601,
             Category::BadInput => -32602,
             Category::Internal => -32603,
@@ -85,6 +90,7 @@ impl Category {
             Category::UnknownTool => "unknown_tool",
             Category::PayloadTooLarge => "payload_too_large",
             Category::UnsupportedProtocolVersion => "unsupported_protocol_version",
+            Category::HeaderMismatch => "header_mismatch",
             Category::UpstreamError => "upstream_error",
             Category::UpstreamUnavailable => "upstream_unavailable",
             Category::Timeout => "timeout",
@@ -122,6 +128,7 @@ impl Category {
             Category::UnknownTool => "Unknown tool",
             Category::PayloadTooLarge => "Payload too large",
             Category::UnsupportedProtocolVersion => "Unsupported protocol version",
+            Category::HeaderMismatch => "Header mismatch",
             Category::UpstreamError => "Upstream server error",
             Category::UpstreamUnavailable => "Upstream server unavailable",
             Category::Timeout => "Upstream timeout",

@@ -95,12 +95,21 @@ fn modern_client_discovers_and_calls_with_meta_and_headers() {
     let call: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(call["result"]["structuredContent"]["items"][0]["stock"], 59, "{call}");
     // A header that disagrees with the body is refused.
-    let (_, _, body) = gw.post_raw(
+    let (status, _, body) = gw.post_raw(
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": meta}}).to_string(),
         &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call")],
     );
     let refused: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert_eq!((status, refused["error"]["code"].clone()), (400, json!(-32020)), "{refused}");
+    assert_eq!(refused["id"], 3);
+    // An unknown tool is -32602 for modern callers (the revision forbids -32002).
+    let (_, _, body) = gw.post_raw(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}, "_meta": meta}}).to_string(),
+        &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "nope")],
+    );
+    let unknown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert_eq!(unknown["error"]["data"]["category"], "unknown_tool");
 }
 
 #[test]
@@ -276,7 +285,9 @@ fn unsupported_protocol_versions_are_refused_with_the_supported_list() {
     assert_eq!(status, 400);
     let v: Value = serde_json::from_str(&text).unwrap();
     assert!(v["error"]["data"]["supported"].as_array().unwrap().contains(&json!("2025-11-25")));
-    let (_, v) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2030-01-01"}}}));
+    assert_eq!(v["error"]["code"], -32022);
+    let (status, v) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2030-01-01"}}}));
+    assert_eq!(status, 400);
     assert_eq!(v["error"]["data"]["category"], "unsupported_protocol_version");
 }
 

@@ -43,7 +43,7 @@ pub fn handle(message: &Message) -> Option<Value> {
         Some(v) => {
             return Some(error_with_data(
                 id,
-                -32602,
+                -32022,
                 &format!("Unsupported protocol version: {v}"),
                 json!({"supported": mcp::supported_versions(), "requested": v}),
             ));

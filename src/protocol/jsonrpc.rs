@@ -118,6 +118,11 @@ impl Response {
     pub fn error(id: Value, error: &GatewayError) -> Self {
         Self { id, body: Err(error.to_error_object()) }
     }
+
+    /// A refusal the transport answers with HTTP 400 (header mismatch, unsupported version).
+    pub fn is_protocol_refusal(&self) -> bool {
+        matches!(&self.body, Err(e) if e.code == -32020 || e.code == -32022)
+    }
 }
 
 impl Serialize for Response {

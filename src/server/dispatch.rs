@@ -120,7 +120,7 @@ fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayError>
     }
     match &info.method_header {
         Some(header) if header != &message.method => Some(GatewayError::new(
-            Category::InvalidRequest,
+            Category::HeaderMismatch,
             "the Mcp-Method header does not match the request body",
         )),
         _ => None,

@@ -72,6 +72,12 @@ async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Body, request_id: 
     let info = RequestInfo::from_headers(headers, request_id);
     match inbound {
         Inbound::Single(entry) => match dispatch::entry(gateway, entry, &info).await {
+            // The modern revision answers its own protocol errors with HTTP 400.
+            Some(answer) if answer.is_protocol_refusal() => {
+                let mut response = json_response(&answer);
+                *response.status_mut() = StatusCode::BAD_REQUEST;
+                response
+            }
             Some(answer) => json_response(&answer),
             None => StatusCode::ACCEPTED.into_response(),
         },
