@@ -248,6 +248,31 @@ fn yes() -> bool {
 }
 
 impl ServerConfig {
+    /// A server with every setting at its default (built at run time: the demo server,
+    /// servers known from registry entries).
+    pub fn new(
+        transport: TransportKind,
+        url: Option<String>,
+        function: Option<String>,
+        qualifier: Option<String>,
+    ) -> Self {
+        Self {
+            transport,
+            url,
+            function,
+            qualifier,
+            connect_timeout_ms: None,
+            timeout_ms: None,
+            deadline_ms: None,
+            max_concurrency: None,
+            retry: None,
+            breaker: None,
+            discover: true,
+            headers: BTreeMap::new(),
+            tools: Vec::new(),
+        }
+    }
+
     pub fn connect_timeout(&self, defaults: &ServerDefaults) -> Duration {
         Duration::from_millis(self.connect_timeout_ms.unwrap_or(defaults.connect_timeout_ms))
     }

@@ -274,21 +274,7 @@ async fn serve(
 }
 
 fn demo_server_config(addr: SocketAddr) -> ServerConfig {
-    ServerConfig {
-        transport: TransportKind::Http,
-        url: Some(format!("http://{addr}/mcp")),
-        function: None,
-        qualifier: None,
-        connect_timeout_ms: None,
-        timeout_ms: None,
-        deadline_ms: None,
-        max_concurrency: None,
-        retry: None,
-        breaker: None,
-        discover: true,
-        headers: Default::default(),
-        tools: Vec::new(),
-    }
+    ServerConfig::new(TransportKind::Http, Some(format!("http://{addr}/mcp")), None, None)
 }
 
 async fn close_sessions(gateway: &Arc<Gateway>) {

@@ -164,7 +164,7 @@ fn invalid_arguments_list_every_violation_and_are_never_forwarded() {
     expect_error(&not_object, -32602, "bad_input");
     // Only the start-up tools/list ever reached the upstream.
     let metrics = gw.metrics();
-    let upstream = metric_value(&metrics, "mcp_gateway_upstream_requests_total", &["server=\"demo\""]);
+    let upstream = metric(&metrics, "mcp_gateway_upstream_requests_total", &["server=\"demo\""]);
     assert_eq!(upstream, 1.0, "invalid calls must never be forwarded:\n{metrics}");
 }
 
@@ -362,15 +362,6 @@ fn shutdown_drains_in_flight_calls() {
     assert!(status.success(), "gateway exit status {status}");
     let text = call.join().unwrap().expect("the in-flight call got an answer");
     assert!(text.contains("Naruto"), "{text}");
-}
-
-/// Sums a metric's samples whose labels contain every `filter`.
-pub fn metric_value(metrics: &str, name: &str, filters: &[&str]) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(name) && filters.iter().all(|f| l.contains(f)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[test]

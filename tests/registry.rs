@@ -12,14 +12,6 @@ use std::{
 use common::*;
 use serde_json::{Value, json};
 
-fn metric(metrics: &str, name: &str, filters: &[&str]) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(name) && filters.iter().all(|f| l.contains(f)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// DynamoDB Local with the table created, and the env the CLI and gateways need.
 struct Stores {
     dynamo: Proc,

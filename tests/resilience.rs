@@ -19,14 +19,6 @@ fn http_server(name: &str, url: &str, extra: &str) -> String {
     format!("[servers.{name}]\ntransport = \"http\"\nurl = \"{url}\"\n{extra}\n")
 }
 
-fn metric(metrics: &str, name: &str, filters: &[&str]) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(name) && filters.iter().all(|f| l.contains(f)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[test]
 fn a_killed_server_opens_its_breaker_fails_fast_and_recovers_when_restarted() {
     let port = free_port();

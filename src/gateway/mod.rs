@@ -186,21 +186,14 @@ impl Gateway {
                 )));
             }
         };
-        let server = ServerConfig {
+        let mut server = ServerConfig::new(
             transport,
-            url: origin.url.clone(),
-            function: origin.function.clone(),
-            qualifier: origin.qualifier.clone(),
-            connect_timeout_ms: None,
-            timeout_ms: None,
-            deadline_ms: None,
-            max_concurrency: None,
-            retry: None,
-            breaker: None,
-            discover: false,
-            headers: Default::default(),
-            tools: Vec::new(),
-        };
+            origin.url.clone(),
+            origin.function.clone(),
+            origin.qualifier.clone(),
+        );
+        // Its tools come from the registry, not from its own tools/list.
+        server.discover = false;
         let lambda = match transport {
             TransportKind::Lambda => {
                 Some(self.lambda_client.get_or_init(|| upstreams::lambda_client(&self.config)).await)

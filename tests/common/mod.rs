@@ -425,3 +425,12 @@ pub fn registry_cli(env: &[(&str, String)], args: &[&str]) -> String {
     );
     String::from_utf8(output.stdout).unwrap()
 }
+
+/// Sums a metric's samples whose lines contain every `filter` (label fragments).
+pub fn metric(metrics: &str, name: &str, filters: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && filters.iter().all(|f| l.contains(f)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
