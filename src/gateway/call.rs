@@ -45,6 +45,53 @@ const UNRESOLVED: &str = "<unresolved>";
 struct Ending {
     outcome: &'static str,
     attempts: u32,
+    /// Whether the request may have reached a server (decides whether a fallback may run).
+    maybe_delivered: bool,
+}
+
+impl Ending {
+    fn unsent(outcome: &'static str) -> Self {
+        Self { outcome, attempts: 0, maybe_delivered: false }
+    }
+}
+
+/// The log line and metric of a call whose caller went away before the answer: dropping the
+/// call's future (the HTTP connection closed) drops this armed, and it records the call.
+struct Unanswered<'a> {
+    gateway: &'a Gateway,
+    ctx: &'a CallContext,
+    started: Instant,
+    tool: Option<Arc<ToolRecord>>,
+    args_hash: Option<String>,
+    armed: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let hash = self.args_hash.as_deref();
+            self.gateway.record(self.ctx, self.started, self.tool.as_ref(), DISCONNECTED, 0, hash);
+        }
+    }
+}
+
+/// The outcome label of a call whose caller disconnected before the answer.
+pub const DISCONNECTED: &str = "caller_disconnected";
+
+/// Keeps `mcp_gateway_in_flight` right however the call ends (answered or dropped).
+struct InFlightGuard(prometheus::IntGauge);
+
+impl InFlightGuard {
+    fn new(gauge: &prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Gateway {
@@ -87,6 +134,14 @@ impl Gateway {
         let deadline = caller_deadline(ctx.deadline, meta);
         let args_hash = canonical_hash(&arguments);
         let key = format!("{}\u{0}{args_hash}", tool.name);
+        let mut unanswered = Unanswered {
+            gateway: self,
+            ctx,
+            started,
+            tool: Some(tool.clone()),
+            args_hash: Some(args_hash.clone()),
+            armed: true,
+        };
 
         let (mut result, mut ending) = if tool.read_only {
             self.call_read_only(&tool, &key, arguments.clone(), meta, deadline).await
@@ -94,13 +149,15 @@ impl Gateway {
             self.forward(&tool, arguments.clone(), meta, deadline).await
         };
         if let Err(err) = &result
-            && let Some((fallback, kind)) = self.fallback(&tool, &key, &arguments, deadline, err).await
+            && let Some((fallback, kind)) =
+                self.fallback(&tool, &key, &arguments, meta, deadline, err, ending.maybe_delivered).await
         {
             self.metrics.fallbacks.with_label_values(&[&tool.name, kind]).inc();
             result = Ok(fallback);
             ending.outcome = if kind == "stale" { "fallback_stale" } else { "fallback_alternative" };
         }
         let result = result.map(|raw| self.fit_budget(&tool, raw));
+        unanswered.armed = false;
         self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(&args_hash));
         result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
     }
@@ -143,14 +200,14 @@ impl Gateway {
             && let Some(hit) = self.results.fresh(key, ttl)
         {
             self.metrics.result_cache.with_label_values(&[&tool.name, "hit"]).inc();
-            return (Ok(hit), Ending { outcome: "cache_hit", attempts: 0 });
+            return (Ok(hit), Ending::unsent("cache_hit"));
         }
         match self.in_flight.join(key) {
             Join::Follower(mut receiver) => {
                 if let Ok(shared) = receiver.recv().await {
                     self.metrics.result_cache.with_label_values(&[&tool.name, "shared"]).inc();
                     let outcome = if shared.is_ok() { "shared" } else { "shared_failure" };
-                    return (shared, Ending { outcome, attempts: 0 });
+                    return (shared, Ending::unsent(outcome));
                 }
                 // The leader was cancelled: make the call ourselves.
                 let (result, ending) = self.forward(tool, arguments, meta, deadline).await;
@@ -191,18 +248,20 @@ impl Gateway {
             Ok(upstream) => upstream,
             Err(err) => {
                 let outcome = err.category.as_str();
-                return (Err(err), Ending { outcome, attempts: 0 });
+                return (Err(err), Ending::unsent(outcome));
             }
         };
         let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys;
         let request = upstream_request(tool, arguments, meta, deadline, honours_keys);
         let attempts = request.attempts.clone();
+        let delivered = request.maybe_delivered.clone();
 
-        self.metrics.in_flight.inc();
+        let in_flight = InFlightGuard::new(&self.metrics.in_flight);
         let result = upstream.service.clone().oneshot(request).await;
-        self.metrics.in_flight.dec();
+        drop(in_flight);
 
         let attempts = attempts.load(std::sync::atomic::Ordering::Relaxed);
+        let maybe_delivered = delivered.load(std::sync::atomic::Ordering::Relaxed);
         let outcome = Outcome::of(&result, true);
         let answer = match result {
             Ok(UpstreamReply::Result(raw)) => Ok(raw),
@@ -233,17 +292,26 @@ impl Gateway {
             Ok(_) => outcome.label(),
             Err(e) => e.category.as_str(),
         };
-        (answer.map_err(|e| e.with_attempts(attempts)), Ending { outcome: label, attempts })
+        (answer.map_err(|e| e.with_attempts(attempts)), Ending { outcome: label, attempts, maybe_delivered })
     }
 
     /// A configured fallback for a failed call, if one applies and is available.
+    ///
+    /// A stale result is always safe to serve. An alternative tool is called only when a
+    /// second call cannot repeat a side effect: the tool is read-only or idempotent, or no
+    /// attempt can have reached its server (connect refused, circuit open, shed). A checkout
+    /// that timed out may have charged the customer; it is never followed by another call.
+    /// The alternative call carries the caller's `_meta` (idempotency key, progress token).
+    #[allow(clippy::too_many_arguments)]
     async fn fallback(
         &self,
         tool: &Arc<ToolRecord>,
         key: &str,
         arguments: &Value,
+        meta: Option<&Value>,
         deadline: Option<Instant>,
         err: &GatewayError,
+        maybe_delivered: bool,
     ) -> Option<(Box<RawValue>, &'static str)> {
         if !err.category.retryable() {
             return None;
@@ -257,13 +325,21 @@ impl Gateway {
             }
         }
         let alternative_name = settings.fallback_tool.as_deref()?;
+        if maybe_delivered && !(tool.read_only || tool.idempotent) {
+            tracing::info!(
+                tool = %tool.name,
+                fallback = alternative_name,
+                "no fallback: the call may have reached the server and the tool is not idempotent"
+            );
+            return None;
+        }
         let alternative = self.registry.resolve(alternative_name).await?;
         let mut alt_arguments = arguments.clone();
         if alternative.schema.check(&mut alt_arguments).is_err() {
             tracing::warn!(tool = %tool.name, fallback = alternative_name, "fallback tool rejects the arguments; no fallback");
             return None;
         }
-        let (result, _) = self.forward(&alternative, alt_arguments, None, deadline).await;
+        let (result, _) = self.forward(&alternative, alt_arguments, meta, deadline).await;
         let raw = result.ok()?;
         Some((fallback::mark_alternative(&raw, alternative_name, reason), "alternative"))
     }

@@ -27,7 +27,10 @@ use crate::{
         Catalog, Registry, ToolRecord, dynamic::DynamicRegistry, dynamodb::DynamoStore, entry::RegistryEntry,
         redis_tier::RedisStore,
     },
-    resilience::cache::{InFlight, ResultCache},
+    resilience::{
+        cache::{InFlight, ResultCache},
+        shared::SharedBreakers,
+    },
     telemetry::metrics::Metrics,
 };
 pub use upstreams::Upstream;
@@ -126,6 +129,8 @@ pub struct Gateway {
     pub in_flight: InFlight,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
+    /// The fleet's breaker state, when shared (registry-built servers join on first use).
+    shared_breakers: Option<Arc<SharedBreakers>>,
 }
 
 impl Gateway {
@@ -133,13 +138,15 @@ impl Gateway {
     pub async fn new(config: Config) -> anyhow::Result<Arc<Self>> {
         let metrics = Metrics::new();
         let upstreams = upstreams::build_all(&config, &metrics).await?;
-        if config.shared_breakers
-            && let Some(url) = &config.redis_url
-        {
-            let breakers = upstreams.values().map(|u| u.breaker.clone()).collect();
-            crate::resilience::shared::start(url, breakers, metrics.shared_state_errors.clone())?;
-            tracing::info!("circuit breaker state shared through Redis");
-        }
+        let shared_breakers = match (&config.redis_url, config.shared_breakers) {
+            (Some(url), true) => {
+                let shared = SharedBreakers::start(url, metrics.shared_state_errors.clone())?;
+                upstreams.values().for_each(|u| shared.register(&u.breaker));
+                tracing::info!("circuit breaker state shared through Redis");
+                Some(shared)
+            }
+            _ => None,
+        };
         let routes = config
             .tools
             .iter()
@@ -159,6 +166,7 @@ impl Gateway {
             results: ResultCache::new(config.cache.max_entries),
             in_flight: InFlight::default(),
             default_tool: ToolConfig::default(),
+            shared_breakers,
             config,
         }))
     }
@@ -203,7 +211,15 @@ impl Gateway {
         let built = upstreams::build(&origin.name, &server, &self.config, &self.metrics, lambda)
             .map_err(|e| misconfigured(format!("{e:#}")))?;
         let mut map = self.dynamic_upstreams.write().map_err(|_| missing())?;
-        let upstream = map.entry(origin.name.clone()).or_insert_with(|| Arc::new(built)).clone();
+        let upstream = map
+            .entry(origin.name.clone())
+            .or_insert_with(|| {
+                if let Some(shared) = &self.shared_breakers {
+                    shared.register(&built.breaker);
+                }
+                Arc::new(built)
+            })
+            .clone();
         tracing::info!(server = %origin.name, transport = transport.as_str(), "registry server connected");
         Ok(upstream)
     }

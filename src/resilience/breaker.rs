@@ -6,9 +6,15 @@
 //! are refused at once with the time left; after a jittered backoff that doubles on every
 //! failed probe, exactly `half_open_probes` calls go through; success closes, failure reopens.
 //!
-//! What counts is decided by [`Outcome`]: only hard failures (connect errors, resets,
-//! timeouts, 5xx, Lambda `Unhandled`) count in a row; rate limiting counts toward the rate
-//! only; tool errors, invalid params and unknown tools are successes of the server.
+//! What counts is decided by [`Outcome::attribution`] (the README's attribution table): only
+//! hard failures (connect errors, resets, attempt timeouts, 5xx, Lambda `Unhandled`) count in
+//! a row; rate limiting counts toward the rate only; tool errors, invalid params and unknown
+//! tools are successes of the server; calls the gateway shed and calls whose caller stopped
+//! waiting count as nothing at all — a shed or abandoned probe frees its slot, it never closes
+//! or re-opens the circuit.
+//!
+//! With shared state ([`super::shared`]) a trip from closed is published to the fleet, a
+//! probe needs a fleet-wide claim, and a failed probe re-opens this instance only.
 
 use std::{
     sync::{Arc, Mutex},
@@ -20,7 +26,10 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge};
 use serde_json::{Value, json};
 use tower::{Layer, Service};
 
-use super::{classify::Outcome, settings::BreakerSettings};
+use super::{
+    classify::{Attribution, Outcome},
+    settings::BreakerSettings,
+};
 use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
 /// The three states (the gauge value in brackets).
@@ -69,15 +78,12 @@ struct Inner {
     backoff: Duration,
     /// Set by an operator: the breaker stays open until closed by hand.
     forced_open: bool,
-    /// Another gateway instance reported the server open until then (shared state).
-    remote_open_until: Option<Instant>,
-}
-
-impl Inner {
-    /// A peer owns an open state for this server.
-    fn remote_open(&self, now: Instant) -> Option<Duration> {
-        self.remote_open_until.filter(|until| *until > now).map(|until| until - now)
-    }
+    /// The fleet's state store is reachable: a probe needs a fleet-wide claim first.
+    claims_needed: bool,
+    /// The fleet granted this instance the next probe.
+    probe_granted: bool,
+    /// A call arrived after the open period: this instance would like to probe.
+    wants_probe: bool,
 }
 
 /// Metric handles of one server's breaker.
@@ -88,11 +94,19 @@ pub struct BreakerMetrics {
     pub rejected: IntCounter,
 }
 
-/// A change other instances should hear about (shared breaker state).
+/// A change the other instances of the fleet should hear about (shared breaker state).
+/// A failed probe is deliberately not one of them: it re-opens this instance only, so an
+/// instance whose own path to the server is broken cannot keep the fleet away from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
-    Opened { open_for: Duration },
-    Closed,
+    /// Tripped from closed by this instance's own counts: the fleet stays away until then.
+    Tripped { until: Instant },
+    /// This instance's probe succeeded: the server is back.
+    Recovered,
+    /// An operator opened the breaker (until closed by hand).
+    ForcedOpen,
+    /// An operator closed the breaker.
+    ForcedClosed,
 }
 
 /// Where transitions go when breaker state is shared across instances.
@@ -116,6 +130,9 @@ pub enum Admission {
     Rejected { retry_after: Duration },
 }
 
+/// How long a caller is told to wait while this instance waits for a fleet probe claim.
+const CLAIM_WAIT: Duration = Duration::from_millis(200);
+
 impl Breaker {
     pub fn new(server: Arc<str>, settings: BreakerSettings, metrics: BreakerMetrics) -> Self {
         let buckets = vec![Bucket::default(); settings.window_secs.max(1) as usize];
@@ -131,7 +148,9 @@ impl Breaker {
                 buckets,
                 backoff,
                 forced_open: false,
-                remote_open_until: None,
+                claims_needed: false,
+                probe_granted: false,
+                wants_probe: false,
             }),
             metrics,
             notify: Mutex::new(None),
@@ -143,6 +162,10 @@ impl Breaker {
         if let Ok(mut notify) = self.notify.lock() {
             *notify = Some(sender);
         }
+    }
+
+    pub fn settings(&self) -> &BreakerSettings {
+        &self.settings
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -164,18 +187,21 @@ impl Breaker {
             self.metrics.rejected.inc();
             return Admission::Rejected { retry_after: Duration::from_millis(self.settings.open_base_ms) };
         }
-        if let Some(retry_after) = inner.remote_open(now) {
-            // A peer opened this server's breaker and owns the probe: fail fast here.
-            self.metrics.rejected.inc();
-            return Admission::Rejected { retry_after };
-        }
         match inner.state {
             State::Closed => Admission::Allowed { probe: false },
             State::Open { until } if until > now => {
                 self.metrics.rejected.inc();
                 Admission::Rejected { retry_after: until - now }
             }
+            State::Open { .. } if inner.claims_needed && !inner.probe_granted => {
+                // The fleet allows one probe at a time: ask for the claim, refuse meanwhile.
+                inner.wants_probe = true;
+                self.metrics.rejected.inc();
+                Admission::Rejected { retry_after: CLAIM_WAIT }
+            }
             State::Open { .. } => {
+                inner.probe_granted = false;
+                inner.wants_probe = false;
                 self.transition(&mut inner, State::HalfOpen { probes: 1 });
                 Admission::Allowed { probe: true }
             }
@@ -190,26 +216,36 @@ impl Breaker {
         }
     }
 
-    /// Records the outcome of an admitted call.
+    /// Records the outcome of an admitted call, as [`Outcome::attribution`] says it counts.
     pub fn record(&self, outcome: Outcome, probe: bool) {
         if !self.settings.enabled {
             return;
         }
+        let attribution = outcome.attribution();
         let now = Instant::now();
         let mut inner = self.lock();
         if probe {
-            if let State::HalfOpen { .. } = inner.state {
-                if outcome.counts_against_success_rate() {
-                    inner.backoff = (inner.backoff * 2).min(Duration::from_millis(self.settings.open_max_ms));
-                    self.trip(&mut inner, now);
-                } else {
-                    inner.backoff = Duration::from_millis(self.settings.open_base_ms);
-                    self.close(&mut inner);
+            if let State::HalfOpen { probes } = inner.state {
+                match attribution {
+                    // A shed or abandoned probe proved nothing: free its slot, decide later.
+                    Attribution::Neither => {
+                        inner.state = State::HalfOpen { probes: probes.saturating_sub(1) }
+                    }
+                    Attribution::HardFailure | Attribution::RateFailure => {
+                        inner.backoff =
+                            (inner.backoff * 2).min(Duration::from_millis(self.settings.open_max_ms));
+                        self.open(&mut inner, now);
+                    }
+                    Attribution::Success => {
+                        inner.backoff = Duration::from_millis(self.settings.open_base_ms);
+                        self.close(&mut inner);
+                        self.publish(Transition::Recovered);
+                    }
                 }
             }
             return;
         }
-        if inner.state != State::Closed {
+        if inner.state != State::Closed || attribution == Attribution::Neither {
             return;
         }
         let second = now.duration_since(self.epoch).as_secs();
@@ -219,13 +255,14 @@ impl Breaker {
             *bucket = Bucket { second, calls: 0, failures: 0 };
         }
         bucket.calls += 1;
-        if outcome.counts_against_success_rate() {
-            bucket.failures += 1;
-        }
-        if outcome.is_hard_failure() {
-            inner.consecutive += 1;
-        } else if !matches!(outcome, Outcome::RateLimited { .. }) {
-            inner.consecutive = 0;
+        match attribution {
+            Attribution::HardFailure => {
+                bucket.failures += 1;
+                inner.consecutive += 1;
+            }
+            Attribution::RateFailure => bucket.failures += 1,
+            Attribution::Success => inner.consecutive = 0,
+            Attribution::Neither => {}
         }
         let oldest = second.saturating_sub(slots as u64 - 1);
         let (calls, failures) = inner
@@ -243,7 +280,8 @@ impl Breaker {
                 window_failures = failures,
                 "circuit breaker opens"
             );
-            self.trip(&mut inner, now);
+            let until = self.open(&mut inner, now);
+            self.publish(Transition::Tripped { until });
         }
     }
 
@@ -255,19 +293,21 @@ impl Breaker {
         }
     }
 
-    fn trip(&self, inner: &mut Inner, now: Instant) {
-        let open_for = inner.backoff.mul_f64(0.8 + 0.4 * fastrand::f64());
-        self.transition(inner, State::Open { until: now + open_for });
+    /// Opens for the current backoff (jittered ±20%); returns when the open period ends.
+    fn open(&self, inner: &mut Inner, now: Instant) -> Instant {
+        let until = now + inner.backoff.mul_f64(0.8 + 0.4 * fastrand::f64());
+        self.transition(inner, State::Open { until });
         inner.consecutive = 0;
+        inner.probe_granted = false;
         inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());
-        self.publish(Transition::Opened { open_for });
+        until
     }
 
     fn close(&self, inner: &mut Inner) {
         self.transition(inner, State::Closed);
         inner.consecutive = 0;
-        inner.remote_open_until = None;
-        self.publish(Transition::Closed);
+        inner.probe_granted = false;
+        inner.wants_probe = false;
     }
 
     fn transition(&self, inner: &mut Inner, to: State) {
@@ -287,17 +327,28 @@ impl Breaker {
         }
     }
 
-    /// Operator action: open and stay open until [`Self::force_close`].
+    /// Operator action: open and stay open until [`Self::force_close`]; the fleet follows.
     pub fn force_open(&self) {
+        self.apply_forced_open();
+        self.publish(Transition::ForcedOpen);
+    }
+
+    /// Operator action: close now and forget failures; the fleet follows.
+    pub fn force_close(&self) {
+        self.apply_forced_close();
+        self.publish(Transition::ForcedClosed);
+    }
+
+    /// An operator's open, made here or on a peer.
+    pub fn apply_forced_open(&self) {
         let mut inner = self.lock();
         inner.forced_open = true;
         let open_for = Duration::from_millis(self.settings.open_max_ms);
         self.transition(&mut inner, State::Open { until: Instant::now() + open_for });
-        self.publish(Transition::Opened { open_for });
     }
 
-    /// Operator action: close now and forget failures.
-    pub fn force_close(&self) {
+    /// An operator's close, made here or on a peer.
+    pub fn apply_forced_close(&self) {
         let mut inner = self.lock();
         inner.forced_open = false;
         inner.backoff = Duration::from_millis(self.settings.open_base_ms);
@@ -305,11 +356,60 @@ impl Breaker {
         self.close(&mut inner);
     }
 
-    /// The shared store's view: open until then, by this instance (`mine`) or a peer.
-    /// Only a peer's open state refuses calls here; our own is governed locally.
-    pub fn apply_remote(&self, open_until: Option<Instant>, mine: bool) {
+    pub fn is_forced_open(&self) -> bool {
+        self.lock().forced_open
+    }
+
+    /// A peer tripped: stay away from the server until `until` (the fleet's open period),
+    /// then come back through a probe like any open breaker.
+    pub fn apply_fleet_open(&self, until: Instant) {
         let mut inner = self.lock();
-        inner.remote_open_until = if mine { None } else { open_until };
+        match inner.state {
+            State::Closed => {
+                tracing::info!(server = %self.server, "a peer opened this server's circuit");
+                self.transition(&mut inner, State::Open { until });
+                inner.consecutive = 0;
+                inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());
+            }
+            State::Open { until: ours } if ours < until => inner.state = State::Open { until },
+            _ => {}
+        }
+    }
+
+    /// A peer's probe succeeded: an open breaker here probes at once (through the fleet's
+    /// claim, so instances come back one probe at a time, not all at once).
+    pub fn apply_fleet_recovered(&self) {
+        let mut inner = self.lock();
+        if inner.forced_open {
+            return;
+        }
+        if let State::Open { .. } = inner.state {
+            inner.state = State::Open { until: Instant::now() };
+            inner.backoff = Duration::from_millis(self.settings.open_base_ms);
+        }
+    }
+
+    /// Whether probes need a fleet-wide claim (the shared store is reachable) or not.
+    pub fn set_claims_needed(&self, needed: bool) {
+        let mut inner = self.lock();
+        inner.claims_needed = needed;
+        if !needed {
+            inner.wants_probe = false;
+        }
+    }
+
+    /// Whether this instance is waiting for a probe claim (and stops asking).
+    pub fn take_probe_wish(&self) -> bool {
+        let mut inner = self.lock();
+        let due = matches!(inner.state, State::Open { until } if until <= Instant::now());
+        let wish = inner.wants_probe && due && !inner.forced_open && !inner.probe_granted;
+        inner.wants_probe = false;
+        wish
+    }
+
+    /// The fleet's claim was won: the next call here is the probe.
+    pub fn grant_probe(&self) {
+        self.lock().probe_granted = true;
     }
 
     /// The admin view.
@@ -326,7 +426,7 @@ impl Breaker {
             "consecutive_failures": inner.consecutive,
             "next_open_ms": inner.backoff.as_millis() as u64,
             "retry_after_ms": retry_after_ms,
-            "remote_open_ms": inner.remote_open_until.map(|u| u.saturating_duration_since(now).as_millis() as u64),
+            "fleet_claims": inner.claims_needed,
             "settings": {
                 "consecutive_failures": self.settings.consecutive_failures,
                 "failure_rate": self.settings.failure_rate,
@@ -500,5 +600,82 @@ mod tests {
         assert!(matches!(b.admit(), Admission::Rejected { .. }));
         b.force_close();
         assert!(matches!(b.admit(), Admission::Allowed { probe: false }));
+    }
+
+    #[test]
+    fn shed_and_abandoned_calls_neither_count_nor_reset() {
+        let b = breaker(BreakerSettings { consecutive_failures: 3, min_calls: 1000, ..Default::default() });
+        for _ in 0..2 {
+            b.record(DOWN, false);
+            // Between failures, calls the gateway shed or the caller gave up on.
+            b.record(Outcome::Refused, false);
+            b.record(Outcome::Abandoned, false);
+        }
+        assert_eq!(b.report()["consecutive_failures"], 2, "neither reset the count");
+        for _ in 0..10 {
+            b.record(Outcome::Abandoned, false);
+        }
+        assert_eq!(b.state(), State::Closed, "caller deadlines never trip a healthy server");
+        b.record(DOWN, false);
+        assert!(matches!(b.state(), State::Open { .. }));
+    }
+
+    #[test]
+    fn a_shed_or_abandoned_probe_frees_its_slot_and_decides_nothing() {
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        b.record(DOWN, false);
+        std::thread::sleep(Duration::from_millis(40));
+        for outcome in [Outcome::Refused, Outcome::Abandoned] {
+            assert!(matches!(b.admit(), Admission::Allowed { probe: true }));
+            b.record(outcome, true);
+            assert_eq!(b.state().name(), "half_open", "{outcome:?} must not close or re-open");
+        }
+        assert!(matches!(b.admit(), Admission::Allowed { probe: true }), "the slot was freed");
+        b.record(Outcome::Success, true);
+        assert_eq!(b.state(), State::Closed);
+    }
+
+    #[test]
+    fn only_trips_from_closed_and_successful_probes_are_told_to_the_fleet() {
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        let (sender, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        b.set_notifier(sender);
+        b.record(DOWN, false);
+        assert!(matches!(heard.try_recv(), Ok((_, Transition::Tripped { .. }))));
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(matches!(b.admit(), Admission::Allowed { probe: true }));
+        b.record(DOWN, true);
+        assert!(heard.try_recv().is_err(), "a failed probe re-opens this instance only");
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(matches!(b.admit(), Admission::Allowed { probe: true }));
+        b.record(Outcome::Success, true);
+        assert!(matches!(heard.try_recv(), Ok((_, Transition::Recovered))));
+    }
+
+    #[test]
+    fn with_fleet_claims_a_probe_waits_for_its_grant() {
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        b.set_claims_needed(true);
+        b.record(DOWN, false);
+        assert!(!b.take_probe_wish(), "no wish while the open period runs");
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(matches!(b.admit(), Admission::Rejected { .. }), "no probe without the claim");
+        assert!(b.take_probe_wish());
+        b.grant_probe();
+        assert!(matches!(b.admit(), Admission::Allowed { probe: true }));
+        assert!(matches!(b.admit(), Admission::Rejected { .. }), "one probe per grant");
+        b.record(Outcome::Success, true);
+        assert_eq!(b.state(), State::Closed);
+    }
+
+    #[test]
+    fn a_peer_trip_opens_and_a_peer_recovery_brings_a_probe_forward() {
+        let b = breaker(BreakerSettings { open_base_ms: 60_000, ..Default::default() });
+        b.apply_fleet_open(Instant::now() + Duration::from_secs(60));
+        assert!(matches!(b.admit(), Admission::Rejected { .. }));
+        b.apply_fleet_recovered();
+        assert!(matches!(b.admit(), Admission::Allowed { probe: true }), "probe now, not after 60 s");
+        b.record(Outcome::Success, true);
+        assert_eq!(b.state(), State::Closed);
     }
 }

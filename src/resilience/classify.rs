@@ -34,6 +34,25 @@ pub enum Outcome {
     Timeout,
     /// The gateway refused to send (circuit open, overloaded): says nothing about the server.
     Refused,
+    /// The caller stopped waiting (its deadline passed, or it went away) before the server
+    /// answered: says nothing about the server either.
+    Abandoned,
+}
+
+/// What one outcome means for the server's circuit breaker — the attribution table of the
+/// README, in code. Only the server's own failures count against it; a refusal by the gateway
+/// or a caller that stopped waiting leaves its counts as they were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attribution {
+    /// The server answered as a working server does (a result, a tool error, a client error).
+    Success,
+    /// The server failed: counts in a row and against the windowed rate.
+    HardFailure,
+    /// The server asked to slow down: counts against the rate only, and neither adds to nor
+    /// resets the consecutive count.
+    RateFailure,
+    /// Not the server's doing, nor proof of its health: not counted at all.
+    Neither,
 }
 
 impl Outcome {
@@ -78,7 +97,7 @@ impl Outcome {
             UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => Outcome::ClientError,
             UpstreamError::PayloadTooLarge { .. } => Outcome::ClientError,
             UpstreamError::CircuitOpen { .. } | UpstreamError::Overloaded { .. } => Outcome::Refused,
-            UpstreamError::DeadlineExceeded(_) => Outcome::Timeout,
+            UpstreamError::DeadlineExceeded(_) => Outcome::Abandoned,
         }
     }
 
@@ -89,12 +108,24 @@ impl Outcome {
 
     /// Whether this counts as a hard failure for a circuit breaker's consecutive count.
     pub fn is_hard_failure(self) -> bool {
-        matches!(self, Outcome::ServerError { .. } | Outcome::Timeout)
+        self.attribution() == Attribution::HardFailure
     }
 
     /// Whether this counts against the server's windowed success rate.
     pub fn counts_against_success_rate(self) -> bool {
-        self.is_hard_failure() || matches!(self, Outcome::RateLimited { .. })
+        matches!(self.attribution(), Attribution::HardFailure | Attribution::RateFailure)
+    }
+
+    /// How the server's circuit breaker counts this outcome.
+    pub fn attribution(self) -> Attribution {
+        match self {
+            Outcome::Success | Outcome::ToolError | Outcome::ClientError | Outcome::NotFound => {
+                Attribution::Success
+            }
+            Outcome::ServerError { .. } | Outcome::Timeout => Attribution::HardFailure,
+            Outcome::RateLimited { .. } => Attribution::RateFailure,
+            Outcome::Refused | Outcome::Abandoned => Attribution::Neither,
+        }
     }
 
     /// The metric label and log field.
@@ -108,6 +139,7 @@ impl Outcome {
             Outcome::ServerError { .. } => "server_error",
             Outcome::Timeout => "timeout",
             Outcome::Refused => "refused",
+            Outcome::Abandoned => "abandoned",
         }
     }
 
@@ -179,5 +211,39 @@ mod tests {
         assert!(Outcome::of(&Err(unhandled), true).is_hard_failure());
         let limited = Outcome::of(&Err(UpstreamError::RateLimited { retry_after: None }), true);
         assert!(!limited.is_hard_failure() && limited.counts_against_success_rate());
+    }
+
+    /// The README's attribution table, row by row: what each outcome does to the breaker.
+    #[test]
+    fn attribution_table() {
+        use Attribution::*;
+        let function = |kind| Err(UpstreamError::FunctionError { kind, message: String::new() });
+        let rows: Vec<(&str, Result<UpstreamReply, UpstreamError>, Attribution)> = vec![
+            ("success", result(r#"{"content":[]}"#), Success),
+            ("isError", result(r#"{"content":[],"isError":true}"#), Success),
+            ("upstream -32602", rpc_error(-32602), Success),
+            ("upstream -32601", rpc_error(-32601), Success),
+            ("upstream -32603", rpc_error(-32603), HardFailure),
+            ("429", Err(UpstreamError::RateLimited { retry_after: None }), RateFailure),
+            ("attempt timeout", Err(UpstreamError::Timeout(Duration::from_secs(1))), HardFailure),
+            ("caller deadline", Err(UpstreamError::DeadlineExceeded(Duration::from_millis(50))), Neither),
+            ("shed", Err(UpstreamError::Overloaded { limit: 1 }), Neither),
+            ("circuit open", Err(UpstreamError::CircuitOpen { retry_after: Duration::ZERO }), Neither),
+            ("connect refused", Err(UpstreamError::Connect("refused".into())), HardFailure),
+            ("reset mid-answer", Err(UpstreamError::Io("reset".into())), HardFailure),
+            ("5xx", Err(UpstreamError::Status { status: 503 }), HardFailure),
+            ("other 4xx", Err(UpstreamError::Status { status: 400 }), Success),
+            ("Lambda Unhandled", function(FunctionErrorKind::Unhandled), HardFailure),
+            ("Lambda Handled", function(FunctionErrorKind::Handled), Success),
+            ("Lambda throttle", Err(UpstreamError::RateLimited { retry_after: None }), RateFailure),
+            ("function not found", Err(UpstreamError::NotFound("f".into())), Success),
+        ];
+        for (row, reply, expected) in rows {
+            assert_eq!(Outcome::of(&reply, true).attribution(), expected, "row {row}");
+        }
+        // A caller that disconnects drops the call: the breaker is never told (its probe
+        // slot is released by the breaker's guard), which is what `Neither` means.
+        assert_eq!(Outcome::Abandoned.attribution(), Neither);
+        assert!(!Outcome::Abandoned.is_retryable() && !Outcome::Refused.is_retryable());
     }
 }

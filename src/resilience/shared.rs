@@ -1,17 +1,33 @@
-//! Circuit breaker state shared across gateway instances through Redis (opt-in:
+//! Circuit breaker state shared by a fleet of gateway instances through Redis (opt-in:
 //! `shared_breakers = true` with `redis_url`).
 //!
-//! When an instance opens a server's breaker it writes `mcp:breaker:{server}` = its instance
-//! id with `SET NX PX` (open period + a probe window): the first writer owns the open state.
-//! Every instance polls the keys every 200 ms; a key owned by another instance makes the
-//! local breaker refuse calls, so peers fail fast within a second and never probe. Only the
-//! owner's breaker goes half-open and probes; on success it deletes the key (peers close), on
-//! failure it extends it. A dead owner's key simply expires. When Redis is unreachable each
-//! instance keeps its local breaker, the errors are counted, and sharing resumes by itself.
+//! What is shared, and why each rule is there:
+//! - **The open period.** An instance that trips from closed writes
+//!   `mcp:{breakers}:open:<server>` with the period as its TTL (`SET NX`: the first trip
+//!   defines it). Peers poll every 200 ms and stay away until it expires, so a dead server is
+//!   learnt once for the whole fleet.
+//! - **Recovery does not depend on one instance.** After the open period any instance with
+//!   traffic may probe, but only one at a time fleet-wide: it must win
+//!   `SET mcp:{breakers}:probe:<server> NX PX <open_base_ms>`. A failed probe re-opens the
+//!   prober alone (its own growing backoff) and leaves the claim to expire, so the fleet sends
+//!   at most one probe per base open period; it does not extend the fleet's open period, so an
+//!   instance whose own path to the server is broken cannot keep a healthy server blocked for
+//!   the others. A successful probe bumps `mcp:{breakers}:recovered:<server>`: every open peer
+//!   then probes (one at a time, through the claim) instead of returning to full traffic at once.
+//! - **Operator actions apply to the fleet.** An open by hand sets
+//!   `mcp:{breakers}:forced:<server>`; a close by hand deletes it with the open and probe keys
+//!   and bumps `mcp:{breakers}:reset:<server>`; every instance follows.
+//! - **Changes made while Redis was away are reconciled.** Transitions that could not be
+//!   written are kept (bounded) and written, in order, when Redis answers again; an open
+//!   period already over is dropped. Meanwhile each instance's breaker works alone and probes
+//!   without claims.
+//!
+//! Every key carries the `{breakers}` hash tag, so one pipeline reads them all on a Redis
+//! Cluster too. Servers built at run time (from registry entries) join with [`SharedBreakers::register`].
 
 use std::{
     collections::BTreeMap,
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -19,31 +35,46 @@ use prometheus::IntCounterVec;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::mpsc;
 
-use super::breaker::{Breaker, Transition};
+use super::breaker::{Breaker, Transition, TransitionSender};
 
-/// How often peers' breaker keys are read.
+/// How often the fleet's keys are read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
-/// Extra key lifetime beyond the open period, for the owner's probe to finish.
-const PROBE_WINDOW: Duration = Duration::from_secs(5);
 /// Redis calls on this path must be fast or skipped.
-const REDIS_TIMEOUT: Duration = Duration::from_millis(50);
+const REDIS_TIMEOUT: Duration = Duration::from_millis(200);
+/// Transitions kept while Redis is away (the oldest are dropped beyond this).
+const MAX_PENDING: usize = 1024;
 
-fn key(server: &str) -> String {
-    format!("mcp:breaker:{server}")
+fn key(kind: &str, server: &str) -> String {
+    format!("mcp:{{breakers}}:{kind}:{server}")
 }
 
-/// Starts the publisher and poller tasks for `breakers`.
-pub fn start(redis_url: &str, breakers: Vec<Arc<Breaker>>, errors: IntCounterVec) -> anyhow::Result<()> {
-    let client = redis::Client::open(redis_url)?;
-    let instance: Arc<str> = format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into();
-    let (sender, receiver) = mpsc::unbounded_channel();
-    for breaker in &breakers {
-        breaker.set_notifier(sender.clone());
+type Breakers = Arc<Mutex<BTreeMap<Arc<str>, Arc<Breaker>>>>;
+
+/// The fleet's view of every breaker of this instance.
+pub struct SharedBreakers {
+    breakers: Breakers,
+    sender: TransitionSender,
+}
+
+impl SharedBreakers {
+    /// Starts the task that writes this instance's transitions and reads the fleet's.
+    pub fn start(redis_url: &str, errors: IntCounterVec) -> anyhow::Result<Arc<Self>> {
+        let client = redis::Client::open(redis_url)?;
+        let instance: Arc<str> = format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into();
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let breakers = Breakers::default();
+        let task = Fleet { client, instance, breakers: breakers.clone(), errors, seen: BTreeMap::new() };
+        tokio::spawn(task.run(receiver));
+        Ok(Arc::new(Self { breakers, sender }))
     }
-    let by_name: BTreeMap<Arc<str>, Arc<Breaker>> =
-        breakers.into_iter().map(|b| (b.server.clone(), b)).collect();
-    tokio::spawn(run(client, instance, by_name, receiver, errors));
-    Ok(())
+
+    /// Shares `breaker` from now on.
+    pub fn register(&self, breaker: &Arc<Breaker>) {
+        breaker.set_notifier(self.sender.clone());
+        if let Ok(mut breakers) = self.breakers.lock() {
+            breakers.insert(breaker.server.clone(), breaker.clone());
+        }
+    }
 }
 
 async fn connect(client: &redis::Client) -> Option<ConnectionManager> {
@@ -54,126 +85,218 @@ async fn connect(client: &redis::Client) -> Option<ConnectionManager> {
     ConnectionManager::new_with_config(client.clone(), config).await.ok()
 }
 
-async fn run(
+/// Counters last seen per server, to act on changes only (never on history).
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    recovered: i64,
+    reset: i64,
+}
+
+struct Fleet {
     client: redis::Client,
     instance: Arc<str>,
-    breakers: BTreeMap<Arc<str>, Arc<Breaker>>,
-    mut transitions: mpsc::UnboundedReceiver<(Arc<str>, Transition)>,
+    breakers: Breakers,
     errors: IntCounterVec,
-) {
-    let mut connection: Option<ConnectionManager> = None;
-    let mut ticker = tokio::time::interval(POLL_INTERVAL);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut warned = false;
-    loop {
-        let event = tokio::select! {
-            _ = ticker.tick() => None,
-            event = transitions.recv() => match event {
-                Some(event) => Some(event),
-                None => return,
-            },
-        };
-        if connection.is_none() {
-            connection = connect(&client).await;
+    seen: BTreeMap<Arc<str>, Seen>,
+}
+
+impl Fleet {
+    fn snapshot(&self) -> Vec<Arc<Breaker>> {
+        self.breakers.lock().map(|b| b.values().cloned().collect()).unwrap_or_default()
+    }
+
+    fn set_claims_needed(&self, needed: bool) {
+        self.snapshot().iter().for_each(|b| b.set_claims_needed(needed));
+    }
+
+    async fn run(mut self, mut transitions: mpsc::UnboundedReceiver<(Arc<str>, Transition)>) {
+        let mut connection: Option<ConnectionManager> = None;
+        let mut pending: Vec<(Arc<str>, Transition)> = Vec::new();
+        let mut ticker = tokio::time::interval(POLL_INTERVAL);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut warned = false;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                event = transitions.recv() => match event {
+                    Some(event) => pending.push(event),
+                    None => return,
+                },
+            }
+            // Everything queued is written before the fleet is read, so an instance never
+            // reads back an older state over its own newer one.
+            while let Ok(event) = transitions.try_recv() {
+                pending.push(event);
+            }
+            if pending.len() > MAX_PENDING {
+                pending.drain(..pending.len() - MAX_PENDING);
+            }
             if connection.is_none() {
-                errors.with_label_values(&["connect"]).inc();
-                if !warned {
-                    tracing::warn!("Redis unreachable: circuit breakers work locally until it is back");
-                    warned = true;
+                connection = connect(&self.client).await;
+                match (&connection, warned) {
+                    (None, _) => {
+                        self.errors.with_label_values(&["connect"]).inc();
+                        if !warned {
+                            tracing::warn!(
+                                "Redis unreachable: circuit breakers work locally until it is back"
+                            );
+                            warned = true;
+                        }
+                        self.set_claims_needed(false);
+                        continue;
+                    }
+                    (Some(_), true) => {
+                        tracing::info!(
+                            pending = pending.len(),
+                            "Redis reachable again: circuit breaker state is shared"
+                        );
+                        warned = false;
+                    }
+                    (Some(_), false) => {}
                 }
-                breakers.values().for_each(|b| b.apply_remote(None, false));
+            }
+            let Some(con) = connection.as_mut() else { continue };
+            let result = async {
+                while let Some((server, transition)) = pending.first().cloned() {
+                    write(con, &self.instance, &server, transition).await.map_err(|e| ("publish", e))?;
+                    pending.remove(0);
+                }
+                self.read(con).await.map_err(|e| ("poll", e))?;
+                self.claim(con).await.map_err(|e| ("claim", e))
+            }
+            .await;
+            match result {
+                Ok(()) => self.set_claims_needed(true),
+                Err((operation, e)) => {
+                    self.errors.with_label_values(&[operation]).inc();
+                    tracing::debug!(error = %e, operation, "shared breaker state: Redis call failed");
+                    self.set_claims_needed(false);
+                    connection = None;
+                }
+            }
+        }
+    }
+
+    /// Applies the fleet's state to every local breaker.
+    async fn read(&mut self, con: &mut ConnectionManager) -> redis::RedisResult<()> {
+        let breakers = self.snapshot();
+        if breakers.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for breaker in &breakers {
+            let server = &breaker.server;
+            pipe.cmd("GET").arg(key("open", server));
+            pipe.cmd("PTTL").arg(key("open", server));
+            pipe.cmd("EXISTS").arg(key("forced", server));
+            pipe.cmd("GET").arg(key("recovered", server));
+            pipe.cmd("GET").arg(key("reset", server));
+        }
+        type Row = (Option<String>, i64, bool, Option<i64>, Option<i64>);
+        let rows: Vec<Row> = bounded(pipe.query_async(con)).await?;
+        let now = Instant::now();
+        for (breaker, (owner, pttl, forced, recovered, reset)) in breakers.iter().zip(rows) {
+            let now_seen = Seen { recovered: recovered.unwrap_or(0), reset: reset.unwrap_or(0) };
+            let before = self.seen.insert(breaker.server.clone(), now_seen);
+            if let Some(before) = before {
+                if now_seen.reset != before.reset && !forced {
+                    breaker.apply_forced_close();
+                }
+                if now_seen.recovered != before.recovered {
+                    breaker.apply_fleet_recovered();
+                }
+            }
+            if forced && !breaker.is_forced_open() {
+                breaker.apply_forced_open();
+            } else if !forced && breaker.is_forced_open() {
+                breaker.apply_forced_close();
+            }
+            if let Some(owner) = owner
+                && pttl > 0
+                && *owner != *self.instance
+            {
+                breaker.apply_fleet_open(now + Duration::from_millis(pttl as u64));
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims the fleet's single probe for every breaker that would like to probe.
+    async fn claim(&self, con: &mut ConnectionManager) -> redis::RedisResult<()> {
+        for breaker in self.snapshot() {
+            if !breaker.take_probe_wish() {
                 continue;
             }
-            if warned {
-                tracing::info!("Redis reachable again: circuit breaker state is shared");
-                warned = false;
+            let hold = breaker.settings().open_base_ms.max(1);
+            let won: Option<String> = bounded(
+                redis::cmd("SET")
+                    .arg(key("probe", &breaker.server))
+                    .arg(self.instance.as_ref())
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(hold)
+                    .query_async(con),
+            )
+            .await?;
+            if won.is_some() {
+                tracing::debug!(server = %breaker.server, "won the fleet's probe claim");
+                breaker.grant_probe();
             }
         }
-        let Some(con) = connection.as_mut() else { continue };
-        let operation = if event.is_some() { "publish" } else { "poll" };
-        let result = match event {
-            Some((server, transition)) => publish(con, &instance, &server, transition).await,
-            None => poll(con, &instance, &breakers).await,
-        };
-        if let Err(e) = result {
-            errors.with_label_values(&[operation]).inc();
-            tracing::debug!(error = %e, "shared breaker state: Redis call failed");
-            breakers.values().for_each(|b| b.apply_remote(None, false));
-            connection = None;
-        }
+        Ok(())
     }
 }
 
-async fn publish(
+/// Writes one transition of this instance.
+async fn write(
     con: &mut ConnectionManager,
     instance: &str,
     server: &str,
     transition: Transition,
 ) -> redis::RedisResult<()> {
-    let key = key(server);
-    let call = async {
-        match transition {
-            Transition::Opened { open_for } => {
-                let ttl = (open_for + PROBE_WINDOW).as_millis() as u64;
-                // First writer owns the open state; the owner extends its own key.
-                let owner: Option<String> = redis::cmd("GET").arg(&key).query_async(con).await?;
-                if owner.as_deref() == Some(instance) {
-                    redis::cmd("SET")
-                        .arg(&key)
-                        .arg(instance)
-                        .arg("XX")
-                        .arg("PX")
-                        .arg(ttl)
-                        .query_async::<()>(con)
-                        .await
-                } else {
-                    redis::cmd("SET")
-                        .arg(&key)
-                        .arg(instance)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(ttl)
-                        .query_async::<()>(con)
-                        .await
-                }
+    match transition {
+        Transition::Tripped { until } => {
+            let left = until.saturating_duration_since(Instant::now()).as_millis() as u64;
+            if left == 0 {
+                return Ok(()); // An open period that ended while Redis was away.
             }
-            Transition::Closed => {
-                // Delete only our own key: a peer's open state is its to end.
-                let owner: Option<String> = redis::cmd("GET").arg(&key).query_async(con).await?;
-                if owner.as_deref() == Some(instance) {
-                    redis::cmd("DEL").arg(&key).query_async::<()>(con).await?;
-                }
-                Ok(())
-            }
+            let _: Option<String> = bounded(
+                redis::cmd("SET")
+                    .arg(key("open", server))
+                    .arg(instance)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(left)
+                    .query_async(con),
+            )
+            .await?;
         }
-    };
-    tokio::time::timeout(REDIS_TIMEOUT * 4, call)
-        .await
-        .unwrap_or_else(|_| Err(redis::RedisError::from((redis::ErrorKind::Io, "timeout"))))
-}
-
-async fn poll(
-    con: &mut ConnectionManager,
-    instance: &str,
-    breakers: &BTreeMap<Arc<str>, Arc<Breaker>>,
-) -> redis::RedisResult<()> {
-    let mut pipe = redis::pipe();
-    for server in breakers.keys() {
-        let key = key(server);
-        pipe.cmd("GET").arg(&key).cmd("PTTL").arg(&key);
-    }
-    let replies: Vec<(Option<String>, i64)> = tokio::time::timeout(REDIS_TIMEOUT * 4, pipe.query_async(con))
-        .await
-        .unwrap_or_else(|_| Err(redis::RedisError::from((redis::ErrorKind::Io, "timeout"))))?;
-    let now = Instant::now();
-    for ((_, breaker), (owner, pttl)) in breakers.iter().zip(replies) {
-        match owner {
-            Some(owner) if pttl > 0 => {
-                let mine = owner == instance;
-                breaker.apply_remote(Some(now + Duration::from_millis(pttl as u64)), mine);
-            }
-            _ => breaker.apply_remote(None, false),
+        Transition::Recovered => {
+            let mut pipe = redis::pipe();
+            pipe.cmd("DEL").arg(key("probe", server)).ignore();
+            pipe.cmd("INCR").arg(key("recovered", server)).ignore();
+            bounded(pipe.query_async::<()>(con)).await?;
+        }
+        Transition::ForcedOpen => {
+            bounded(redis::cmd("SET").arg(key("forced", server)).arg(instance).query_async::<()>(con))
+                .await?;
+        }
+        Transition::ForcedClosed => {
+            let mut pipe = redis::pipe();
+            pipe.cmd("DEL")
+                .arg(key("forced", server))
+                .arg(key("open", server))
+                .arg(key("probe", server))
+                .ignore();
+            pipe.cmd("INCR").arg(key("reset", server)).ignore();
+            bounded(pipe.query_async::<()>(con)).await?;
         }
     }
     Ok(())
+}
+
+async fn bounded<T>(call: impl std::future::Future<Output = redis::RedisResult<T>>) -> redis::RedisResult<T> {
+    tokio::time::timeout(REDIS_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| Err(redis::RedisError::from((redis::ErrorKind::Io, "timeout"))))
 }

@@ -1,7 +1,8 @@
 //! Attempt timeout: bounds one upstream attempt by the server's `timeout_ms`, cut to what is
 //! left of the caller's deadline, and turns expiry into [`UpstreamError::Timeout`] so it is
 //! classified like any other failure. It is the innermost layer: every attempt that is really
-//! sent passes here, so it also counts the attempts. Dropping the inner future cancels the
+//! sent passes here, so it also counts the attempts and notes whether any may have been
+//! delivered. Dropping the inner future cancels the
 //! attempt (for HTTP that closes the response stream).
 
 use std::{
@@ -60,13 +61,20 @@ where
             _ => (self.limit, false),
         };
         request.attempts.fetch_add(1, Ordering::Relaxed);
+        // Assume delivery until the attempt proves otherwise (a dropped attempt may have left).
+        let delivered = request.maybe_delivered.clone();
+        let delivered_before = delivered.swap(true, Ordering::Relaxed);
         let attempt = self.inner.call(request);
         Box::pin(async move {
-            match tokio::time::timeout(limit, attempt).await {
+            let result = match tokio::time::timeout(limit, attempt).await {
                 Ok(result) => result,
                 Err(_) if cut_by_deadline => Err(UpstreamError::DeadlineExceeded(limit)),
                 Err(_) => Err(UpstreamError::Timeout(limit)),
+            };
+            if result.as_ref().is_err_and(UpstreamError::never_sent) {
+                delivered.store(delivered_before, Ordering::Relaxed);
             }
+            result
         })
     }
 }

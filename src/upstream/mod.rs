@@ -11,7 +11,7 @@ pub mod lambda;
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicU32, Ordering},
+        atomic::{AtomicBool, AtomicU32, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -37,12 +37,28 @@ pub struct UpstreamRequest {
     pub deadline: Option<Instant>,
     /// Attempts made so far, shared by every clone of the request (reported in `error.data`).
     pub attempts: Arc<AtomicU32>,
+    /// Whether any attempt may have reached the server (set by the attempt layer; an attempt
+    /// that provably never left leaves it as it was). Decides whether a fallback may run.
+    pub maybe_delivered: Arc<AtomicBool>,
 }
 
 impl UpstreamRequest {
     /// A gateway-internal request (e.g. `tools/list`): always safe to repeat.
     pub fn new(method: &'static str, params: serde_json::Map<String, Value>) -> Self {
-        Self { method, params, tool: None, safe_to_repeat: true, deadline: None, attempts: Arc::default() }
+        Self {
+            method,
+            params,
+            tool: None,
+            safe_to_repeat: true,
+            deadline: None,
+            attempts: Arc::default(),
+            maybe_delivered: Arc::default(),
+        }
+    }
+
+    /// Whether any attempt of this request may have reached the server.
+    pub fn maybe_delivered(&self) -> bool {
+        self.maybe_delivered.load(Ordering::Relaxed)
     }
 
     pub fn attempts(&self) -> u32 {
@@ -122,6 +138,18 @@ impl std::fmt::Display for FunctionErrorKind {
 }
 
 impl UpstreamError {
+    /// Whether the request provably never left the gateway (so repeating it, or calling
+    /// another tool instead, cannot repeat a side effect).
+    pub fn never_sent(&self) -> bool {
+        matches!(
+            self,
+            UpstreamError::Connect(_)
+                | UpstreamError::CircuitOpen { .. }
+                | UpstreamError::Overloaded { .. }
+                | UpstreamError::PayloadTooLarge { .. }
+        )
+    }
+
     /// The `status` label of `mcp_gateway_upstream_requests_total` for this failure.
     pub fn status_label(&self) -> &'static str {
         match self {
