@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use serde_json::{Value, json};
 
@@ -121,12 +119,12 @@ fn function_errors_throttling_and_missing_functions_map_to_the_error_table() {
 fn slow_functions_time_out_at_the_configured_limit() {
     let emulator = Demo::lambda_api();
     let gw = lambda_gateway(&emulator);
-    let started = Instant::now();
     let slow = gw.call("slow__manga_search", json!({"query": "naruto"}));
-    let elapsed = started.elapsed();
     let data = expect_error(&slow, -32001, "timeout");
     assert_eq!(data["retryable"], true);
-    assert!(elapsed < Duration::from_millis(1500), "timed out after {elapsed:?}");
+    // Cut by the server's own attempt limit (300 ms), not by the function's 3 s.
+    let message = slow["error"]["message"].as_str().unwrap();
+    assert!(message.contains("300ms"), "{slow}");
 }
 
 #[test]

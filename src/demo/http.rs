@@ -25,7 +25,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use super::handler;
@@ -37,6 +37,8 @@ pub struct Stats {
     pub answered: AtomicU64,
     pub abandoned: AtomicU64,
     pub cancel_notifications: AtomicU64,
+    /// The `params._meta` of the last `tools/call` (tests check what reached the server).
+    pub last_meta: std::sync::Mutex<Value>,
 }
 
 /// How the demo server behaves.
@@ -141,6 +143,11 @@ async fn mcp(State(state): State<DemoState>, headers: HeaderMap, body: Bytes) ->
     let mut guard = Abandoned { stats: &state.stats, armed: is_call };
     if is_call {
         state.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let meta =
+            serde_json::from_str::<Value>(&text).ok().and_then(|v| v.pointer("/params/_meta").cloned());
+        if let Ok(mut last) = state.stats.last_meta.lock() {
+            *last = meta.unwrap_or(Value::Null);
+        }
         if !state.delay.is_zero() {
             tokio::time::sleep(state.delay).await;
         }
@@ -171,6 +178,7 @@ async fn stats(State(state): State<DemoState>) -> Response {
         "answered": s.answered.load(Ordering::Relaxed),
         "abandoned": s.abandoned.load(Ordering::Relaxed),
         "cancel_notifications": s.cancel_notifications.load(Ordering::Relaxed),
+        "last_meta": s.last_meta.lock().map(|m| m.clone()).unwrap_or(Value::Null),
     }))
     .into_response()
 }

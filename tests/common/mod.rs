@@ -434,3 +434,13 @@ pub fn metric(metrics: &str, name: &str, filters: &[&str]) -> f64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// Polls `condition` until it holds. The limit only stops a broken run from hanging; it is
+/// generous on purpose and is never the thing a test checks.
+pub fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let limit = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < limit, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
