@@ -64,6 +64,11 @@ impl Decoder {
 
     /// Feeds a chunk; returns the events it completed, or [`TooLarge`].
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, TooLarge> {
+        // A chunk that only lengthens an over-long line is refused before it is stored.
+        let over = self.buffer.len().saturating_add(chunk.len()) > self.limit.saturating_add(1);
+        if over && !chunk.iter().any(|b| *b == b'\n' || *b == b'\r') {
+            return Err(TooLarge { limit: self.limit });
+        }
         self.buffer.extend_from_slice(chunk);
         let mut events = Vec::new();
         let mut start = 0;
