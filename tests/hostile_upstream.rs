@@ -101,3 +101,31 @@ fn a_smaller_cap_per_server_applies_to_json_and_sse_answers_alike() {
     expect_error(&line, -32000, "response_too_large");
     assert!(line["error"]["message"].as_str().unwrap().contains("131072-byte limit"), "{line}");
 }
+
+#[test]
+fn a_lambda_payload_over_the_cap_is_refused() {
+    // The SDK reads a payload whole, so the cap is checked on what it received.
+    let (_hostile, addr) = hostile_server(&[]);
+    let config = format!(
+        r#"
+[aws]
+endpoint_url = "http://{addr}"
+region = "us-east-1"
+[servers.fat]
+transport = "lambda"
+function = "big-fn"
+discover = false
+max_response_bytes = 1048576
+[[servers.fat.tools]]
+name = "fat_tool"
+description = "answers 2 MB"
+inputSchema = {{ type = "object" }}
+annotations = {{ readOnlyHint = true }}
+"#
+    );
+    let gateway = Gateway::start(&config, &[]);
+    let response = gateway.call("fat_tool", json!({}));
+    let data = expect_error(&response, -32000, "response_too_large");
+    assert_eq!(data["attempts"], 1, "not retried, though the tool is read-only: {response}");
+    assert_eq!(hostile_hits(addr, "/2015-03-31/functions/big-fn/invocations"), 1);
+}

@@ -497,6 +497,10 @@ async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<
         if body.len() + chunk.len() > limit {
             return Err(UpstreamError::ResponseTooLarge { limit });
         }
+        if body.len() + chunk.len() > body.capacity() && body.len() > 64 * 1024 {
+            // One growth to the cap instead of doubling (see `sse::Decoder::reserve`).
+            body.reserve_exact(limit - body.len());
+        }
         body.extend_from_slice(&chunk);
     }
     Ok(body)

@@ -13,7 +13,9 @@ The HTTP mode is chosen by the request path (every POST to it behaves the same w
   /huge-400         HTTP 400 with a 50 MB body
   /refuse-<code>    HTTP 400 with a JSON-RPC error of <code> (e.g. -32020, -32022)
   /echo-headers     a tools/call result whose structuredContent lists the Mcp-* headers seen
-  /2015-03-31/functions/<name>/invocations
+  /2015-03-31/functions/big-fn/invocations
+                    the Lambda Invoke API: a 2 MB answer
+  /2015-03-31/functions/<other>/invocations
                     the Lambda Invoke API: reads the request, then resets the connection
 GET /_hits returns {path: POSTs received}.
 """
@@ -74,6 +76,12 @@ class Handler(BaseHTTPRequestHandler):
             pass  # the gateway hung up: what it should do with most of these
 
     def answer(self, path, rid):
+        if path == "/2015-03-31/functions/big-fn/invocations":
+            # A function answering 2 MB (within Lambda's own 6 MB limit).
+            text = "A" * (2 * MB)
+            self.send_json(200, {"jsonrpc": "2.0", "id": rid,
+                                 "result": {"content": [{"type": "text", "text": text}]}})
+            return
         if path.startswith("/2015-03-31/functions/"):
             # The request has been read in full: the function may be running. Reset.
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
