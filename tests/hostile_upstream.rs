@@ -10,17 +10,21 @@ use common::*;
 use serde_json::json;
 
 /// One HTTP server per hostile mode, each with one tool that is neither read-only nor
-/// idempotent, so no call is retried and each error is the first attempt's.
+/// idempotent, so no call is retried and each error is the first attempt's. The modes that
+/// must end in a timeout get a short one; the others a long one, so that on a loaded machine
+/// a cap is never mistaken for a timeout.
 fn config(addr: std::net::SocketAddr, modes: &[&str]) -> String {
-    let mut config = String::from("[defaults]\ntimeout_ms = 2000\n");
+    let mut config = String::from("[defaults]\ntimeout_ms = 30000\ndeadline_ms = 60000\n");
     for mode in modes {
         let name = mode.replace('-', "_");
+        let timeout_ms = if matches!(*mode, "endless-sse" | "drip") { 1500 } else { 30000 };
         config += &format!(
             r#"
 [servers.{name}]
 transport = "http"
 url = "http://{addr}/{mode}"
 discover = false
+timeout_ms = {timeout_ms}
 [[servers.{name}.tools]]
 name = "{name}_tool"
 description = "a tool of a hostile server"

@@ -65,6 +65,29 @@ discover = false
 }
 
 #[test]
+fn a_lambda_endpoint_that_refuses_connections_never_got_the_request_and_is_retried() {
+    // The other half of the Lambda rule: a dispatch failure whose chain holds a connect error.
+    let port = free_port();
+    let mut config = format!(
+        r#"
+[aws]
+endpoint_url = "http://127.0.0.1:{port}"
+region = "us-east-1"
+[servers.payments]
+transport = "lambda"
+function = "charge-fn"
+discover = false
+retry = {{ max_retries_unsafe = 2, backoff_base_ms = 1, backoff_max_ms = 5 }}
+"#
+    );
+    config += &tool("payments", "charge", false);
+    let gateway = Gateway::start(&config, &[]);
+    let response = gateway.call("charge", json!({}));
+    let data = expect_error(&response, -32000, "upstream_unavailable");
+    assert_eq!(data["attempts"], 3, "nothing was sent, so even a charge is tried again: {response}");
+}
+
+#[test]
 fn an_http_connect_timeout_never_sent_the_request_and_is_retried() {
     let (_blackhole, addr) = hostile_server(&["blackhole"]);
     let mut config = format!(
