@@ -305,7 +305,8 @@ impl Inner {
                     .header(headers::PROTOCOL_VERSION, mcp::MODERN_VERSION)
                     .header(headers::METHOD, request.method);
                 if let Some(tool) = &request.tool {
-                    b = b.header(headers::NAME, mcp::header_value(tool));
+                    // The spec's value encoding, sentinel-looking names included.
+                    b = b.header(headers::NAME, param_headers::encode(tool));
                 }
                 for (name, value) in &request.param_headers {
                     b = b.header(format!("{}{name}", param_headers::PREFIX), value);
