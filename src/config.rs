@@ -158,6 +158,9 @@ pub struct ServerDefaults {
     pub cache_ttl_ms: u64,
     /// Largest text content a tool result may carry before it is cut, in bytes (0: no limit).
     pub max_result_bytes: usize,
+    /// Most bytes one upstream answer may occupy while it is read (an HTTP body, one SSE
+    /// event, a Lambda payload); beyond it the answer is dropped with `response_too_large`.
+    pub max_response_bytes: usize,
     pub retry: RetrySettings,
     pub breaker: BreakerSettings,
 }
@@ -171,6 +174,9 @@ impl Default for ServerDefaults {
             max_concurrency: 256,
             cache_ttl_ms: 0,
             max_result_bytes: 1024 * 1024,
+            // Above Lambda's 6 MB response limit, so every answer a function can give fits,
+            // and 8× `max_result_bytes`, so a result that is cut later still arrives whole.
+            max_response_bytes: 8 * 1024 * 1024,
             retry: RetrySettings::default(),
             breaker: BreakerSettings::default(),
         }
@@ -226,6 +232,8 @@ pub struct ServerConfig {
     pub deadline_ms: Option<u64>,
     #[serde(default)]
     pub max_concurrency: Option<usize>,
+    #[serde(default)]
+    pub max_response_bytes: Option<usize>,
     /// Replaces `[defaults.retry]` for this server.
     #[serde(default)]
     pub retry: Option<RetrySettings>,
@@ -265,6 +273,7 @@ impl ServerConfig {
             timeout_ms: None,
             deadline_ms: None,
             max_concurrency: None,
+            max_response_bytes: None,
             retry: None,
             breaker: None,
             discover: true,
@@ -287,6 +296,11 @@ impl ServerConfig {
 
     pub fn max_concurrency(&self, defaults: &ServerDefaults) -> usize {
         self.max_concurrency.unwrap_or(defaults.max_concurrency).max(1)
+    }
+
+    /// At least 1 KiB: a smaller cap would refuse every answer.
+    pub fn max_response_bytes(&self, defaults: &ServerDefaults) -> usize {
+        self.max_response_bytes.unwrap_or(defaults.max_response_bytes).max(1024)
     }
 
     pub fn retry<'a>(&'a self, defaults: &'a ServerDefaults) -> &'a RetrySettings {

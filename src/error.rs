@@ -49,6 +49,8 @@ pub enum Category {
     UpstreamRejected,
     /// The upstream answered something that is not MCP.
     UpstreamProtocol,
+    /// The upstream's answer grew past the server's `max_response_bytes` while it was read.
+    ResponseTooLarge,
     /// A browser request from an origin that is not allowed (HTTP 403).
     ForbiddenOrigin,
     /// A bug or an impossible state inside the gateway.
@@ -69,6 +71,7 @@ impl Category {
             Category::BadInput => -32602,
             Category::Internal => -32603,
             Category::UpstreamError | Category::UpstreamUnavailable | Category::UpstreamProtocol => -32000,
+            Category::ResponseTooLarge => -32000,
             Category::Timeout => -32001,
             Category::UnknownTool => -32002,
             Category::RateLimited => -32003,
@@ -100,6 +103,7 @@ impl Category {
             Category::UpstreamMisconfigured => "upstream_misconfigured",
             Category::UpstreamRejected => "upstream_rejected",
             Category::UpstreamProtocol => "upstream_protocol",
+            Category::ResponseTooLarge => "response_too_large",
             Category::ForbiddenOrigin => "forbidden_origin",
             Category::Internal => "internal",
         }
@@ -138,6 +142,7 @@ impl Category {
             Category::UpstreamMisconfigured => "Upstream misconfigured",
             Category::UpstreamRejected => "Upstream rejected the request",
             Category::UpstreamProtocol => "Upstream protocol error",
+            Category::ResponseTooLarge => "Upstream answer too large",
             Category::ForbiddenOrigin => "Forbidden origin",
             Category::Internal => "Internal error",
         }

@@ -13,7 +13,7 @@ use tower::ServiceExt;
 use super::Gateway;
 use crate::{
     error::{Category, GatewayError},
-    protocol::mcp,
+    protocol::{mcp, param_headers},
     registry::{ToolRecord, record::canonical_hash},
     resilience::{
         cache::{Join, SharedResult},
@@ -266,11 +266,7 @@ impl Gateway {
         let answer = match result {
             Ok(UpstreamReply::Result(raw)) => Ok(raw),
             Ok(UpstreamReply::Error(upstream_error)) => {
-                let category = if outcome.is_hard_failure() {
-                    Category::UpstreamError
-                } else {
-                    Category::UpstreamRejected
-                };
+                let category = Outcome::category_of_reply(upstream_error.code, outcome);
                 let mut err = GatewayError::new(category, upstream_error.message);
                 err.upstream_code = Some(upstream_error.code);
                 if let Some(data) = upstream_error.data {
@@ -451,6 +447,7 @@ fn upstream_request(
         let key = canonical_hash(&json!([tool.upstream_name.as_ref(), &arguments, caller_key]));
         forwarded.insert(META_IDEMPOTENCY_KEY.into(), json!(key));
     }
+    let param_headers = param_headers::for_call(tool.definition.get("inputSchema"), &arguments);
     let mut params = Map::new();
     params.insert("name".into(), json!(tool.upstream_name.as_ref()));
     params.insert("arguments".into(), arguments);
@@ -459,6 +456,7 @@ fn upstream_request(
     }
     let mut request = UpstreamRequest::new("tools/call", params);
     request.tool = Some(tool.upstream_name.clone());
+    request.param_headers = param_headers;
     request.safe_to_repeat = naturally_safe || honours_keys;
     request.deadline = deadline;
     request

@@ -118,6 +118,7 @@ pub fn build(
                 url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
                 connect_timeout: server.connect_timeout(&config.defaults),
                 headers: static_headers(name, server)?,
+                max_response_bytes: server.max_response_bytes(&config.defaults),
             })
             .map_err(|e| anyhow!("server {name}: {e}"))?;
             (stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport))
@@ -126,7 +127,12 @@ pub fn build(
             let client = lambda_client.cloned().ok_or_else(|| anyhow!("lambda client missing"))?;
             let function =
                 server.function.clone().ok_or_else(|| anyhow!("server {name}: missing function"))?;
-            let transport = LambdaTransport::new(client, function, server.qualifier.clone());
+            let transport = LambdaTransport::new(
+                client,
+                function,
+                server.qualifier.clone(),
+                server.max_response_bytes(&config.defaults),
+            );
             (stack(name, server, config, metrics, &breaker, transport), None)
         }
     };

@@ -2,4 +2,5 @@
 
 pub mod jsonrpc;
 pub mod mcp;
+pub mod param_headers;
 pub mod sse;

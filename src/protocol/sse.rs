@@ -1,5 +1,16 @@
 //! Incremental Server-Sent Events framing (the `text/event-stream` answers of streamable HTTP
 //! and the deprecated HTTP+SSE transport). Bytes go in as they arrive; whole events come out.
+//!
+//! Bounded and linear, because an upstream is not trusted: a line longer than the limit, or an
+//! event whose `data` grows past it, is an error at the byte that crosses the limit (the
+//! caller then drops the stream), and each byte is scanned for a line end once — the decoder
+//! keeps the offset up to which its buffer is known to hold no line end, and removes consumed
+//! lines once per chunk, not once per line.
+//!
+//! Kept as our own code rather than a crate: the maintained SSE parsers we looked at
+//! (`eventsource-stream`, `sse-stream`) take a byte stream and buffer a line or an event
+//! without any size limit, so bounding memory would need the same byte counting around them
+//! that this ~100-line decoder does itself.
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,56 +21,124 @@ pub struct Event {
     pub id: Option<String>,
 }
 
+/// A line or an event's `data` exceeded the decoder's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge {
+    pub limit: usize,
+}
+
 /// Accumulates bytes and yields complete events (WHATWG EventSource parsing rules).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Decoder {
     buffer: Vec<u8>,
+    /// `buffer[..scanned]` holds no line end (or only a trailing CR awaiting its LF).
+    scanned: usize,
+    /// Longest line, and largest `data` of one event, in bytes.
+    limit: usize,
     event: Option<String>,
     data: String,
     has_data: bool,
     id: Option<String>,
 }
 
+impl Default for Decoder {
+    /// Without a limit (for trusted input, e.g. tests).
+    fn default() -> Self {
+        Self::with_limit(usize::MAX)
+    }
+}
+
 impl Decoder {
-    /// Feeds a chunk; returns the events it completed.
-    pub fn feed(&mut self, chunk: &[u8]) -> Vec<Event> {
+    /// A decoder refusing lines and event data over `limit` bytes.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            buffer: Vec::new(),
+            scanned: 0,
+            limit,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            id: None,
+        }
+    }
+
+    /// Feeds a chunk; returns the events it completed, or [`TooLarge`].
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, TooLarge> {
+        // A chunk that only lengthens an over-long line is refused before it is stored.
+        let over = self.buffer.len().saturating_add(chunk.len()) > self.limit.saturating_add(1);
+        if over && !chunk.iter().any(|b| *b == b'\n' || *b == b'\r') {
+            return Err(TooLarge { limit: self.limit });
+        }
+        self.reserve(chunk.len());
         self.buffer.extend_from_slice(chunk);
         let mut events = Vec::new();
-        while let Some(end) = self.buffer.iter().position(|b| *b == b'\n' || *b == b'\r') {
+        let mut start = 0;
+        loop {
+            let found = self.buffer[self.scanned..].iter().position(|b| *b == b'\n' || *b == b'\r');
+            let Some(offset) = found else {
+                self.scanned = self.buffer.len();
+                break;
+            };
+            let end = self.scanned + offset;
             // A CR may be followed by LF; wait for the next byte to know.
             let skip = if self.buffer[end] == b'\r' {
                 match self.buffer.get(end + 1) {
                     Some(b'\n') => 2,
                     Some(_) => 1,
-                    None => break,
+                    None => {
+                        self.scanned = end;
+                        break;
+                    }
                 }
             } else {
                 1
             };
-            let line: Vec<u8> = self.buffer.drain(..end + skip).take(end).collect();
-            let line = String::from_utf8_lossy(&line);
-            if let Some(event) = self.line(&line) {
+            if end - start > self.limit {
+                return Err(TooLarge { limit: self.limit });
+            }
+            let line = String::from_utf8_lossy(&self.buffer[start..end]).into_owned();
+            if let Some(event) = self.line(&line)? {
                 events.push(event);
             }
+            start = end + skip;
+            self.scanned = start;
         }
-        events
+        if start > 0 {
+            self.buffer.drain(..start);
+            self.scanned -= start;
+        }
+        if self.buffer.len() > self.limit.saturating_add(1) {
+            return Err(TooLarge { limit: self.limit });
+        }
+        Ok(events)
     }
 
-    fn line(&mut self, line: &str) -> Option<Event> {
+    /// Past 64 KiB, grows the buffer to the limit at once instead of doubling: untouched
+    /// capacity costs address space only, while each doubling would leave the allocator
+    /// holding the smaller copies (measured: a capped 100 MB line took 4× the cap in RSS).
+    fn reserve(&mut self, more: usize) {
+        let needed = self.buffer.len().saturating_add(more);
+        if needed > self.buffer.capacity() && needed > 64 * 1024 && self.limit < usize::MAX / 2 {
+            let target = self.limit.saturating_add(2).max(needed);
+            self.buffer.reserve_exact(target - self.buffer.len());
+        }
+    }
+
+    fn line(&mut self, line: &str) -> Result<Option<Event>, TooLarge> {
         if line.is_empty() {
             if !self.has_data {
                 self.event = None;
-                return None;
+                return Ok(None);
             }
             self.has_data = false;
-            return Some(Event {
+            return Ok(Some(Event {
                 event: self.event.take(),
                 data: std::mem::take(&mut self.data),
                 id: self.id.clone(),
-            });
+            }));
         }
         if line.starts_with(':') {
-            return None;
+            return Ok(None);
         }
         let (field, value) = match line.split_once(':') {
             Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
@@ -68,6 +147,9 @@ impl Decoder {
         match field {
             "event" => self.event = Some(value.to_string()),
             "data" => {
+                if self.data.len().saturating_add(value.len()).saturating_add(1) > self.limit {
+                    return Err(TooLarge { limit: self.limit });
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -77,7 +159,7 @@ impl Decoder {
             "id" => self.id = Some(value.to_string()),
             _ => {}
         }
-        None
+        Ok(None)
     }
 }
 
@@ -88,19 +170,51 @@ mod tests {
     #[test]
     fn events_split_across_chunks_and_line_endings() {
         let mut d = Decoder::default();
-        assert!(d.feed(b"event: message\r\nda").is_empty());
-        let events = d.feed(b"ta: {\"a\":1}\r\n\r\n: comment\n\ndata: x\ndata: y\n\n");
+        assert!(d.feed(b"event: message\r\nda").unwrap().is_empty());
+        assert!(d.feed(b"ta: {\"a\":1}\r").unwrap().is_empty());
+        let events = d.feed(b"\n\r\n: comment\n\ndata: x\ndata: y\n\n").unwrap();
         assert_eq!(events.len(), 2);
         assert_eq!(events[0].event.as_deref(), Some("message"));
         assert_eq!(events[0].data, "{\"a\":1}");
         assert_eq!(events[1].data, "x\ny");
+        // A lone CR ends a line too.
+        let events = d.feed(b"data: z\r\rdata: w\n\n").unwrap();
+        assert_eq!(events.iter().map(|e| e.data.as_str()).collect::<Vec<_>>(), ["z", "w"]);
     }
 
     #[test]
     fn endpoint_events_of_the_legacy_sse_transport() {
         let mut d = Decoder::default();
-        let events = d.feed(b"event: endpoint\ndata: /message?sessionId=abc\n\n");
+        let events = d.feed(b"event: endpoint\ndata: /message?sessionId=abc\n\n").unwrap();
         assert_eq!(events[0].event.as_deref(), Some("endpoint"));
         assert_eq!(events[0].data, "/message?sessionId=abc");
+    }
+
+    #[test]
+    fn a_line_or_an_event_over_the_limit_is_refused_as_it_arrives() {
+        let mut d = Decoder::with_limit(64);
+        assert!(d.feed(&[b'a'; 40]).is_ok());
+        assert_eq!(d.feed(&[b'a'; 40]), Err(TooLarge { limit: 64 }), "an unterminated line");
+        let mut d = Decoder::with_limit(64);
+        assert!(d.feed(b"data: 0123456789012345678901234567890123456789\n").is_ok());
+        let over = d.feed(b"data: 0123456789012345678901234567890123456789\n");
+        assert_eq!(over, Err(TooLarge { limit: 64 }), "data of one event accumulates");
+        let mut d = Decoder::with_limit(64);
+        for _ in 0..1000 {
+            let events = d.feed(b"data: 0123456789012345678901234567890123456789\n\n").unwrap();
+            assert_eq!(events.len(), 1, "separate events are each within the limit");
+        }
+    }
+
+    #[test]
+    fn a_long_line_in_small_chunks_is_scanned_once() {
+        let mut d = Decoder::default();
+        d.feed(b"data: ").unwrap();
+        for _ in 0..10_000 {
+            d.feed(&[b'x'; 100]).unwrap();
+            assert_eq!(d.scanned, d.buffer.len(), "the scan offset follows the buffer");
+        }
+        let events = d.feed(b"\n\n").unwrap();
+        assert_eq!(events[0].data.len(), 1_000_000);
     }
 }

@@ -6,6 +6,15 @@
 //! errors, resets, timeouts, 5xx, Lambda `Unhandled`, upstream internal errors) are
 //! [`Outcome::ServerError`]/[`Outcome::Timeout`]; invalid params, unknown tools and `isError`
 //! tool results are the caller's or the tool's business and never count against a server.
+//!
+//! Two decisions of this module's own:
+//! - An upstream's `-32020` (header mismatch) or `-32022` (unsupported protocol version) as a
+//!   final answer is a client error of the gateway's (what it sent did not suit the server):
+//!   not retried, not counted by the breaker, answered as `upstream_protocol`. During era
+//!   detection the HTTP transport reads such answers itself, before anything is classified.
+//! - An answer over `max_response_bytes` ([`Outcome::Oversized`]) counts as a hard failure
+//!   (a server that sends 100 MB for one call is misbehaving, and its breaker should notice)
+//!   but is not retried: the same request would most likely bring the same answer.
 
 use std::time::Duration;
 
@@ -32,6 +41,8 @@ pub enum Outcome {
     ServerError { reached_server: bool },
     /// The upstream did not answer in time (attempt timeout or the caller's deadline).
     Timeout,
+    /// The upstream's answer exceeded `max_response_bytes`: counted, never retried.
+    Oversized,
     /// The gateway refused to send (circuit open, overloaded): says nothing about the server.
     Refused,
     /// The caller stopped waiting (its deadline passed, or it went away) before the server
@@ -70,6 +81,9 @@ impl Outcome {
             Ok(UpstreamReply::Error(error)) => match error.code {
                 // Method not found / unknown tool / resource not found upstream.
                 -32601 | -32002 => Outcome::NotFound,
+                // The modern revision's header mismatch and unsupported version: the request
+                // the gateway built did not suit the server (inside the -32000 range below).
+                -32020 | -32022 => Outcome::ClientError,
                 // Internal error and the implementation-defined server error range.
                 -32603 | -32099..=-32000 => Outcome::ServerError { reached_server: true },
                 _ => Outcome::ClientError,
@@ -96,6 +110,7 @@ impl Outcome {
             }
             UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => Outcome::ClientError,
             UpstreamError::PayloadTooLarge { .. } => Outcome::ClientError,
+            UpstreamError::ResponseTooLarge { .. } => Outcome::Oversized,
             UpstreamError::CircuitOpen { .. } | UpstreamError::Overloaded { .. } => Outcome::Refused,
             UpstreamError::DeadlineExceeded(_) => Outcome::Abandoned,
         }
@@ -122,7 +137,7 @@ impl Outcome {
             Outcome::Success | Outcome::ToolError | Outcome::ClientError | Outcome::NotFound => {
                 Attribution::Success
             }
-            Outcome::ServerError { .. } | Outcome::Timeout => Attribution::HardFailure,
+            Outcome::ServerError { .. } | Outcome::Timeout | Outcome::Oversized => Attribution::HardFailure,
             Outcome::RateLimited { .. } => Attribution::RateFailure,
             Outcome::Refused | Outcome::Abandoned => Attribution::Neither,
         }
@@ -138,8 +153,21 @@ impl Outcome {
             Outcome::RateLimited { .. } => "rate_limited",
             Outcome::ServerError { .. } => "server_error",
             Outcome::Timeout => "timeout",
+            Outcome::Oversized => "response_too_large",
             Outcome::Refused => "refused",
             Outcome::Abandoned => "abandoned",
+        }
+    }
+
+    /// The error-table category for an upstream's JSON-RPC error answer: its own code is
+    /// kept in `error.data.upstream_code` either way.
+    pub fn category_of_reply(code: i64, outcome: Outcome) -> Category {
+        match code {
+            // Not the caller's mistake, and not a code to hand the caller as its own: a
+            // modern client would take `-32020` for a mismatch in its own headers.
+            -32020 | -32022 => Category::UpstreamProtocol,
+            _ if outcome.is_hard_failure() => Category::UpstreamError,
+            _ => Category::UpstreamRejected,
         }
     }
 
@@ -162,6 +190,7 @@ impl Outcome {
                 Category::UpstreamRejected
             }
             UpstreamError::PayloadTooLarge { .. } => Category::PayloadTooLarge,
+            UpstreamError::ResponseTooLarge { .. } => Category::ResponseTooLarge,
             UpstreamError::Protocol(_) => Category::UpstreamProtocol,
             UpstreamError::CircuitOpen { .. } => Category::CircuitOpen,
             UpstreamError::Overloaded { .. } => Category::Overloaded,
@@ -237,6 +266,9 @@ mod tests {
             ("Lambda Handled", function(FunctionErrorKind::Handled), Success),
             ("Lambda throttle", Err(UpstreamError::RateLimited { retry_after: None }), RateFailure),
             ("function not found", Err(UpstreamError::NotFound("f".into())), Success),
+            ("upstream -32020", rpc_error(-32020), Success),
+            ("upstream -32022", rpc_error(-32022), Success),
+            ("answer over the cap", Err(UpstreamError::ResponseTooLarge { limit: 10 }), HardFailure),
         ];
         for (row, reply, expected) in rows {
             assert_eq!(Outcome::of(&reply, true).attribution(), expected, "row {row}");
@@ -245,5 +277,19 @@ mod tests {
         // slot is released by the breaker's guard), which is what `Neither` means.
         assert_eq!(Outcome::Abandoned.attribution(), Neither);
         assert!(!Outcome::Abandoned.is_retryable() && !Outcome::Refused.is_retryable());
+    }
+
+    #[test]
+    fn modern_refusals_are_our_client_errors_and_oversized_answers_count_without_retry() {
+        for code in [-32020, -32022] {
+            let outcome = Outcome::of(&rpc_error(code), true);
+            assert_eq!(outcome, Outcome::ClientError);
+            assert!(!outcome.is_retryable() && !outcome.counts_against_success_rate());
+            assert_eq!(Outcome::category_of_reply(code, outcome), Category::UpstreamProtocol);
+        }
+        let internal = Outcome::of(&rpc_error(-32010), true);
+        assert_eq!(Outcome::category_of_reply(-32010, internal), Category::UpstreamError);
+        let big = Outcome::of(&Err(UpstreamError::ResponseTooLarge { limit: 10 }), true);
+        assert!(big.is_hard_failure() && !big.is_retryable());
     }
 }

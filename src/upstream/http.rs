@@ -9,6 +9,16 @@
 //! Answers may be JSON or an SSE stream; in a stream, the message carrying the request's id is
 //! the answer and everything before it (progress notifications) is skipped. Dropping the
 //! future closes the stream, which is how a modern-era call is cancelled.
+//!
+//! Answers are bounded while they are read, never after: a JSON body by its `Content-Length`
+//! up front and by counting chunks, an SSE stream per line and per event, both at the server's
+//! `max_response_bytes` ([`UpstreamError::ResponseTooLarge`]); a 4xx body is read only up to
+//! [`ERROR_BODY_PREFIX`] (enough for a JSON-RPC error), a 5xx body not at all. Time is bounded
+//! by the layers around the transport: the attempt timeout covers the body, not just the
+//! headers, so a body that drips or a stream that never answers ends as a timeout.
+//!
+//! Modern-era `tools/call` requests mirror the arguments the tool's `inputSchema` marks with
+//! `x-mcp-header` into `Mcp-Param-{Name}` headers ([`UpstreamRequest::param_headers`]).
 
 use std::{
     sync::{
@@ -33,7 +43,7 @@ use super::{
 use crate::protocol::{
     jsonrpc::UpstreamResponse,
     mcp::{self, Era, headers},
-    sse,
+    param_headers, sse,
 };
 
 /// What the transport knows about a server's era.
@@ -61,7 +71,12 @@ pub struct HttpSettings {
     pub connect_timeout: Duration,
     /// Static headers (e.g. authorization) sent on every request.
     pub headers: HeaderMap,
+    /// Most bytes one answer may occupy (`max_response_bytes`).
+    pub max_response_bytes: usize,
 }
+
+/// How much of a 4xx body is read for its JSON-RPC error; the rest is never read.
+pub const ERROR_BODY_PREFIX: usize = 64 * 1024;
 
 /// A streamable-HTTP MCP server.
 #[derive(Clone)]
@@ -73,6 +88,7 @@ struct Inner {
     client: Client,
     url: Url,
     headers: HeaderMap,
+    max_response_bytes: usize,
     era: RwLock<EraState>,
     /// Serializes (re-)initialization.
     init: tokio::sync::Mutex<()>,
@@ -96,6 +112,7 @@ impl HttpTransport {
                 client,
                 url: settings.url,
                 headers: base,
+                max_response_bytes: settings.max_response_bytes,
                 era: RwLock::new(EraState::Unknown),
                 init: tokio::sync::Mutex::new(()),
                 next_id: AtomicU64::new(1),
@@ -232,7 +249,7 @@ impl Inner {
             return Err(status_error(status, response.headers()));
         }
         let session_id = response.headers().get(headers::SESSION_ID).cloned();
-        let reply = read_answer(response, id).await?;
+        let reply = read_answer(response, id, self.max_response_bytes).await?;
         let version = match &reply {
             UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get())
                 .ok()
@@ -288,7 +305,11 @@ impl Inner {
                     .header(headers::PROTOCOL_VERSION, mcp::MODERN_VERSION)
                     .header(headers::METHOD, request.method);
                 if let Some(tool) = &request.tool {
-                    b = b.header(headers::NAME, mcp::header_value(tool));
+                    // The spec's value encoding, sentinel-looking names included.
+                    b = b.header(headers::NAME, param_headers::encode(tool));
+                }
+                for (name, value) in &request.param_headers {
+                    b = b.header(format!("{}{name}", param_headers::PREFIX), value);
                 }
                 b
             }
@@ -306,7 +327,7 @@ impl Inner {
         let response = builder.send().await.map_err(request_error)?;
         let status = response.status();
         if status.is_success() {
-            let answer = read_answer(response, id).await.map(Exchange::Reply);
+            let answer = read_answer(response, id, self.max_response_bytes).await.map(Exchange::Reply);
             if let Some(cancel) = cancel.as_mut() {
                 cancel.armed = false;
             }
@@ -323,7 +344,7 @@ impl Inner {
             s if s.is_server_error() => Err(status_error(status, response.headers())),
             _ => {
                 let retry = status_error(status, response.headers());
-                let body = response.bytes().await.unwrap_or_default();
+                let body = read_prefix(response, ERROR_BODY_PREFIX).await;
                 let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
                 let with_session = session.is_some_and(|s| s.session_id.is_some());
                 if with_session
@@ -428,22 +449,27 @@ fn legacy_headers(builder: reqwest::RequestBuilder, session: &LegacySession) -> 
 }
 
 /// Reads a 2xx answer: JSON, or an SSE stream up to the message with our id.
-async fn read_answer(mut response: reqwest::Response, id: u64) -> Result<UpstreamReply, UpstreamError> {
+async fn read_answer(
+    mut response: reqwest::Response,
+    id: u64,
+    limit: usize,
+) -> Result<UpstreamReply, UpstreamError> {
     let is_stream = response
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
     if !is_stream {
-        let body = response.bytes().await.map_err(request_error)?;
+        let body = read_body(response, limit).await?;
         if body.is_empty() {
             return Err(UpstreamError::Protocol("empty answer to a request".into()));
         }
         return decode_reply(&body);
     }
-    let mut decoder = sse::Decoder::default();
+    let mut decoder = sse::Decoder::with_limit(limit);
     while let Some(chunk) = response.chunk().await.map_err(request_error)? {
-        for event in decoder.feed(&chunk) {
+        let events = decoder.feed(&chunk).map_err(|e| UpstreamError::ResponseTooLarge { limit: e.limit })?;
+        for event in events {
             if event.event.as_deref().is_some_and(|e| e != "message") || event.data.is_empty() {
                 continue;
             }
@@ -458,6 +484,39 @@ async fn read_answer(mut response: reqwest::Response, id: u64) -> Result<Upstrea
         }
     }
     Err(UpstreamError::Protocol("event stream ended without an answer".into()))
+}
+
+/// Reads a whole body of at most `limit` bytes: refused up front by `Content-Length`, else at
+/// the chunk that crosses the limit (dropping the response then closes the connection).
+async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, UpstreamError> {
+    let declared = response.content_length().unwrap_or(0);
+    if declared > limit as u64 {
+        return Err(UpstreamError::ResponseTooLarge { limit });
+    }
+    let mut body = Vec::with_capacity(declared as usize);
+    while let Some(chunk) = response.chunk().await.map_err(request_error)? {
+        if body.len() + chunk.len() > limit {
+            return Err(UpstreamError::ResponseTooLarge { limit });
+        }
+        if body.len() + chunk.len() > body.capacity() && body.len() > 64 * 1024 {
+            // One growth to the cap instead of doubling (see `sse::Decoder::reserve`).
+            body.reserve_exact(limit - body.len());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The first `limit` bytes of a body (or all of a shorter one); read errors end it early.
+async fn read_prefix(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]),
+            _ => break,
+        }
+    }
+    body
 }
 
 /// Reads the rest of an answered stream in the background. Servers end a request's stream
@@ -493,10 +552,12 @@ fn status_error(status: StatusCode, headers: &HeaderMap) -> UpstreamError {
 }
 
 fn request_error(error: reqwest::Error) -> UpstreamError {
-    if error.is_timeout() {
-        UpstreamError::Timeout(Duration::ZERO)
-    } else if error.is_connect() {
+    // A connect error — refused, or the connect timeout — provably never sent the request, so
+    // it is checked before `is_timeout`, which a connect timeout also satisfies.
+    if error.is_connect() {
         UpstreamError::Connect(root_cause(&error))
+    } else if error.is_timeout() {
+        UpstreamError::Timeout(Duration::ZERO)
     } else {
         UpstreamError::Io(root_cause(&error))
     }

@@ -4,6 +4,16 @@
 //! function answers with a JSON-RPC response or an API Gateway proxy shape whose `body` is
 //! one. Function errors arrive as HTTP 200 with `X-Amz-Function-Error`, not as SDK errors.
 //! The SDK's own retries are off: the gateway's retry layer owns retrying.
+//!
+//! "Never sent" is claimed only when proven: the SDK reports every failure to get an answer as
+//! a dispatch failure, which "may have been sent" (a reset after the request went out is one).
+//! Only a dispatch failure whose cause is a failed connection (hyper-util's connect error in
+//! the source chain: refused, DNS, TLS, connect timeout) is [`UpstreamError::Connect`]; any
+//! other is [`UpstreamError::Io`] (or a timeout), which a non-idempotent tool never retries.
+//!
+//! Answer size: the service itself caps a synchronous answer at 6 MB, and the SDK reads the
+//! whole payload before handing it over, so `max_response_bytes` cannot bound the read; it is
+//! checked on the payload received (it matters for endpoint overrides that are not Lambda).
 
 use std::{
     sync::{
@@ -57,12 +67,26 @@ struct Inner {
     client: aws_sdk_lambda::Client,
     function: String,
     qualifier: Option<String>,
+    max_response_bytes: usize,
     next_id: AtomicU64,
 }
 
 impl LambdaTransport {
-    pub fn new(client: aws_sdk_lambda::Client, function: String, qualifier: Option<String>) -> Self {
-        Self { inner: Arc::new(Inner { client, function, qualifier, next_id: AtomicU64::new(1) }) }
+    pub fn new(
+        client: aws_sdk_lambda::Client,
+        function: String,
+        qualifier: Option<String>,
+        max_response_bytes: usize,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                function,
+                qualifier,
+                max_response_bytes,
+                next_id: AtomicU64::new(1),
+            }),
+        }
     }
 }
 
@@ -100,6 +124,9 @@ impl Inner {
             .await
             .map_err(sdk_error)?;
         let body = output.payload().map(Blob::as_ref).unwrap_or_default();
+        if body.len() > self.max_response_bytes {
+            return Err(UpstreamError::ResponseTooLarge { limit: self.max_response_bytes });
+        }
         if let Some(kind) = output.function_error() {
             return Err(function_error(kind, body));
         }
@@ -181,13 +208,40 @@ fn sdk_error(error: SdkError<InvokeError>) -> UpstreamError {
             }
         }
         SdkError::TimeoutError(_) => UpstreamError::Timeout(Duration::ZERO),
-        SdkError::DispatchFailure(failure) if failure.is_timeout() => UpstreamError::Timeout(Duration::ZERO),
         SdkError::DispatchFailure(failure) => {
-            UpstreamError::Connect(format!("{:?}", failure.as_connector_error()))
+            let connector = failure.as_connector_error();
+            let cause = connector.map(|e| root_cause(e)).unwrap_or_else(|| "dispatch failure".into());
+            if connector.is_some_and(|e| failed_to_connect(e)) {
+                UpstreamError::Connect(cause)
+            } else if failure.is_timeout() {
+                UpstreamError::Timeout(Duration::ZERO)
+            } else {
+                UpstreamError::Io(cause)
+            }
         }
         SdkError::ResponseError(e) => UpstreamError::Io(format!("{:?}", e.raw().status())),
         other => UpstreamError::Protocol(other.to_string()),
     }
+}
+
+/// Whether the error chain holds hyper-util's connect error: the request never left.
+fn failed_to_connect(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.downcast_ref::<hyper_util::client::legacy::Error>().is_some_and(|e| e.is_connect()) {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 #[cfg(test)]

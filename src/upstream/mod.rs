@@ -30,6 +30,9 @@ pub struct UpstreamRequest {
     pub params: serde_json::Map<String, Value>,
     /// The tool name on the upstream (for the `Mcp-Name` header of `tools/call`).
     pub tool: Option<Arc<str>>,
+    /// `Mcp-Param-{Name}` headers (name without the prefix, encoded value) of a `tools/call`
+    /// whose tool marks arguments with `x-mcp-header`; sent by HTTP in the modern era only.
+    pub param_headers: Vec<(String, String)>,
     /// May this request be sent again after it reached the server (read-only, idempotent,
     /// or carrying an idempotency key the server honours)?
     pub safe_to_repeat: bool,
@@ -49,6 +52,7 @@ impl UpstreamRequest {
             method,
             params,
             tool: None,
+            param_headers: Vec::new(),
             safe_to_repeat: true,
             deadline: None,
             attempts: Arc::default(),
@@ -81,10 +85,11 @@ pub enum UpstreamReply {
 /// Why an upstream gave no JSON-RPC answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
-    /// Connection refused, DNS or TLS failure: the request never left the gateway.
+    /// Connection refused or timed out, DNS or TLS failure: the request never left the gateway.
     #[error("cannot connect: {0}")]
     Connect(String),
-    /// The connection broke after the request may have been sent.
+    /// The connection broke after the request may have been sent (for Lambda: any dispatch
+    /// failure the SDK cannot prove happened before connecting).
     #[error("connection failed: {0}")]
     Io(String),
     /// No answer within the attempt's time.
@@ -105,6 +110,10 @@ pub enum UpstreamError {
     /// The request is too large for the transport (Lambda's 6 MB), refused before sending.
     #[error("request of {size} bytes exceeds the {limit}-byte limit")]
     PayloadTooLarge { size: usize, limit: usize },
+    /// The answer grew past the server's `max_response_bytes` while it was read (a body, an
+    /// SSE line or event, a Lambda payload): the rest was not read and the connection dropped.
+    #[error("answer exceeds the {limit}-byte limit for one upstream answer")]
+    ResponseTooLarge { limit: usize },
     /// The upstream answered, but not with MCP/JSON-RPC.
     #[error("protocol error: {0}")]
     Protocol(String),
@@ -164,6 +173,7 @@ impl UpstreamError {
             UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => "function_error_handled",
             UpstreamError::NotFound(_) => "404",
             UpstreamError::PayloadTooLarge { .. } => "payload_too_large",
+            UpstreamError::ResponseTooLarge { .. } => "response_too_large",
             UpstreamError::Protocol(_) => "protocol_error",
             UpstreamError::CircuitOpen { .. } => "circuit_open",
             UpstreamError::Overloaded { .. } => "overloaded",

@@ -444,3 +444,29 @@ pub fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `tests/peers/hostile_server.py` (Python stdlib only) with `args` (`[]`: the HTTP modes,
+/// `["blackhole"]`: a port whose connects time out); returns the process and its address.
+pub fn hostile_server(args: &[&str]) -> (Proc, SocketAddr) {
+    let mut command = Command::new("python3");
+    command.arg("-u").arg(peers_dir().join("hostile_server.py")).args(args);
+    let mut proc = Proc::spawn("hostile_server.py", command);
+    let addr = listen_addr(&mut proc);
+    (proc, addr)
+}
+
+/// POSTs the hostile server received, by path.
+pub fn hostile_hits(addr: SocketAddr, path: &str) -> u64 {
+    let hits: Value = reqwest::blocking::get(format!("http://{addr}/_hits")).unwrap().json().unwrap();
+    hits[path].as_u64().unwrap_or(0)
+}
+
+/// A process's peak resident set size (`VmHWM`), in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
+}

@@ -1,0 +1,215 @@
+"""A hostile or odd upstream for the gateway's tests (Python stdlib only, threaded).
+
+    python3 hostile_server.py            # HTTP server; prints {"listen": "127.0.0.1:PORT"}
+    python3 hostile_server.py blackhole  # a port whose accept queue is full: SYNs are dropped
+
+The HTTP mode is chosen by the request path (every POST to it behaves the same way):
+  /endless-sse      SSE progress notifications forever, never the answer
+  /long-line        one SSE `data:` line of 100 MB
+  /big-json         a 50 MB JSON-RPC answer, chunked (no Content-Length)
+  /big-json-length  a 50 MB JSON-RPC answer announced by Content-Length
+  /drip             a small JSON answer, one byte a second
+  /huge-5xx         HTTP 500 with a 100 MB body
+  /huge-400         HTTP 400 with a 50 MB body
+  /refuse-<code>    HTTP 400 with a JSON-RPC error of <code> (e.g. -32020, -32022)
+  /echo-headers     a tools/call result whose structuredContent lists the Mcp-* headers seen
+  /2015-03-31/functions/big-fn/invocations
+                    the Lambda Invoke API: a 2 MB answer
+  /2015-03-31/functions/<other>/invocations
+                    the Lambda Invoke API: reads the request, then resets the connection
+GET /_hits returns {path: POSTs received}.
+"""
+
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MB = 1024 * 1024
+HITS = {}
+LOCK = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def finish(self):
+        try:
+            super().finish()
+        except (OSError, ValueError):
+            pass  # the connection was reset on purpose
+
+    def do_GET(self):
+        if self.path == "/_hits":
+            with LOCK:
+                body = json.dumps(HITS).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        path = self.path.split("?")[0]
+        with LOCK:
+            HITS[path] = HITS.get(path, 0) + 1
+        try:
+            request = json.loads(raw or b"{}")
+        except ValueError:
+            request = {}
+        rid = request.get("id")
+        try:
+            self.answer(path, rid)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the gateway hung up: what it should do with most of these
+
+    def answer(self, path, rid):
+        if path == "/2015-03-31/functions/big-fn/invocations":
+            # A function answering 2 MB (within Lambda's own 6 MB limit).
+            text = "A" * (2 * MB)
+            self.send_json(200, {"jsonrpc": "2.0", "id": rid,
+                                 "result": {"content": [{"type": "text", "text": text}]}})
+            return
+        if path.startswith("/2015-03-31/functions/"):
+            # The request has been read in full: the function may be running. Reset.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        if path == "/endless-sse":
+            self.start_chunked(200, "text/event-stream")
+            n = 0
+            while True:
+                n += 1
+                note = {"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": 1, "progress": n}}
+                self.chunk(b"event: message\ndata: " + json.dumps(note).encode() + b"\n\n")
+                time.sleep(0.01)
+        elif path == "/long-line":
+            self.start_chunked(200, "text/event-stream")
+            self.chunk(b"event: message\ndata: ")
+            self.stream_filler(100 * MB)
+            self.chunk(b"\n\n")
+            self.end_chunks()
+        elif path in ("/big-json", "/big-json-length"):
+            head = ('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"' % json.dumps(rid)).encode()
+            tail = b'"}]}}'
+            size = 50 * MB
+            if path == "/big-json":
+                self.start_chunked(200, "application/json")
+                self.chunk(head)
+                self.stream_filler(size)
+                self.chunk(tail)
+                self.end_chunks()
+            else:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(head) + size + len(tail)))
+                self.end_headers()
+                self.wfile.write(head)
+                self.stream_filler(size, chunked=False)
+                self.wfile.write(tail)
+        elif path == "/drip":
+            body = json.dumps({"jsonrpc": "2.0", "id": rid,
+                               "result": {"content": [{"type": "text", "text": "late"}]}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            for byte in body:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(1)
+        elif path in ("/huge-5xx", "/huge-400"):
+            status, size = (500, 100 * MB) if path == "/huge-5xx" else (400, 50 * MB)
+            self.start_chunked(status, "text/plain")
+            self.stream_filler(size)
+            self.end_chunks()
+        elif path.startswith("/refuse-"):
+            code = int(path[len("/refuse-"):])
+            error = {"code": code, "message": "refused by the upstream"}
+            if code == -32022:
+                error["data"] = {"supported": ["2026-07-28"], "requested": "2026-07-28"}
+            self.send_json(400, {"jsonrpc": "2.0", "id": rid, "error": error})
+        elif path == "/echo-headers":
+            seen = {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("mcp-")}
+            result = {"content": [{"type": "text", "text": json.dumps(seen)}], "structuredContent": seen}
+            self.send_json(200, {"jsonrpc": "2.0", "id": rid, "result": result})
+        else:
+            self.send_json(404, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no such mode"}})
+
+    def send_json(self, status, message):
+        body = json.dumps(message).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def start_chunked(self, status, content_type):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def end_chunks(self):
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def stream_filler(self, size, chunked=True):
+        block = b"A" * (256 * 1024)
+        sent = 0
+        while sent < size:
+            part = block[: min(len(block), size - sent)]
+            if chunked:
+                self.chunk(part)
+            else:
+                self.wfile.write(part)
+            sent += len(part)
+
+
+def blackhole():
+    """A listener that never accepts, its one-slot accept queue filled: connects time out."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    address = server.getsockname()
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(address)
+        fillers.append(filler)
+    print(json.dumps({"listen": "%s:%d" % address}), flush=True)
+    while True:
+        time.sleep(3600)
+
+
+def main():
+    if sys.argv[1:] == ["blackhole"]:
+        blackhole()
+        return
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(json.dumps({"listen": "%s:%d" % server.server_address}), flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
