@@ -5,6 +5,8 @@
 #   docker run --rm -p 127.0.0.1:8080:8080 mcp-gateway serve --demo --listen 0.0.0.0:8080 --allow-non-loopback
 # See README "Deploying" for the choices.
 
+# Built on bookworm: the binary links glibc dynamically, and distroless/cc-debian12 is
+# bookworm's glibc (a newer build image would need symbols the runtime does not have).
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 # Strip symbols and skip debug info in the image's binary (the repository's release profile
