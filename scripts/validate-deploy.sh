@@ -150,10 +150,12 @@ mutate deploy/ecs-task-definition.json "$broken/taskdef-shell.json" 's/\["CMD", 
 must_fail "task definition: a shell health check in a shell-less image" v_taskdef "$broken/taskdef-shell.json"
 mutate deploy/service.yaml "$broken/service-taskdef.yaml" 's/StopTimeout: 45/StopTimeout: 20/'
 must_fail "template task definition: stopTimeout under the drain time" v_taskdef deploy/ecs-task-definition.json "$broken/service-taskdef.yaml"
+mutate deploy/ecs-task-definition.json "$broken/taskdef-drift.json" 's/"stopTimeout": 45/"stopTimeout": 60/'
+must_fail "task definition JSON drifted from the template's" v_taskdef "$broken/taskdef-drift.json" deploy/service.yaml
 mutate docker/compose.yaml "$broken/compose.yaml" 's/condition: service_completed_successfully/condition: service_finished/'
 must_fail "compose: a depends_on condition the specification does not have" v_compose "$broken/compose.yaml"
 mutate deploy/iam-policy.json "$broken/iam-policy.json" 's/function:mangaassist-checkout-mcp:live/function:mangaassist-checkout-mcp/'
 must_fail "IAM: an unqualified Lambda ARN" v_iam "$broken/iam-policy.json" deploy/service.yaml
-step "ok: every validator refuses a broken copy (11 cases)"
+step "ok: every validator refuses a broken copy (12 cases)"
 
 step "deployment artifacts valid ($(( $(date +%s) - started )) s)"

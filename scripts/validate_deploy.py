@@ -4,7 +4,8 @@
         The task definition against the ECS API's own input shape (botocore's service model
         for RegisterTaskDefinition, the same validation the AWS CLI runs before sending), then
         the rules this project relies on (below). With TEMPLATE, the template's
-        AWS::ECS::TaskDefinition is converted to the API form and checked the same way.
+        AWS::ECS::TaskDefinition is converted to the API form, checked the same way, and
+        compared with the JSON (equal wherever the template has a literal).
     validate_deploy.py compose COMPOSE.yaml
         What the compose specification's JSON schema cannot say: depends_on targets exist,
         `service_healthy` targets have a healthcheck, health checks use exec form, published
@@ -143,13 +144,42 @@ def check_taskdef(doc, where):
             problem(where, f"{dependant['name']} calls the gateway but does not wait for it HEALTHY")
 
 
+def same_task(json_doc, cfn_doc, where, path="task"):
+    """The template's task definition says what the JSON says, except where it has an
+    intrinsic (an ARN, an image, a parameter): the two files cannot drift apart."""
+    if cfn_doc == PLACEHOLDER:
+        return
+    if isinstance(cfn_doc, dict) and isinstance(json_doc, dict):
+        for key in sorted(set(cfn_doc) | set(json_doc)):
+            if key not in cfn_doc or key not in json_doc:
+                problem(where, f"{path}.{key} is in only one of the JSON and the template")
+            else:
+                same_task(json_doc[key], cfn_doc[key], where, f"{path}.{key}")
+    elif isinstance(cfn_doc, list) and isinstance(json_doc, list):
+        def key(item):
+            return item.get("name", item.get("containerName")) if isinstance(item, dict) else None
+
+        if all(key(i) for i in cfn_doc + json_doc):
+            same_task({key(i): i for i in json_doc}, {key(i): i for i in cfn_doc}, where, path)
+        elif len(cfn_doc) != len(json_doc):
+            problem(where, f"{path} has {len(json_doc)} items in the JSON, {len(cfn_doc)} in the template")
+        else:
+            for i, (a, b) in enumerate(zip(json_doc, cfn_doc)):
+                same_task(a, b, where, f"{path}[{i}]")
+    elif json_doc != cfn_doc:
+        problem(where, f"{path}: {json_doc!r} in the JSON, {cfn_doc!r} in the template")
+
+
 def taskdef(path, template=None):
-    check_taskdef(json.loads(Path(path).read_text()), path)
+    json_doc = json.loads(Path(path).read_text())
+    check_taskdef(json_doc, path)
     if template:
         resources = cfn_template(template)["Resources"]
         for logical, resource in resources.items():
             if resource["Type"] == "AWS::ECS::TaskDefinition":
-                check_taskdef(cfn_to_api(resource["Properties"]), f"{template}:{logical}")
+                cfn_doc = cfn_to_api(resource["Properties"])
+                check_taskdef(cfn_doc, f"{template}:{logical}")
+                same_task(json_doc, cfn_doc, f"{template}:{logical} vs {path}")
 
 
 # --- compose -----------------------------------------------------------------------------------
