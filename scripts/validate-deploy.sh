@@ -122,7 +122,7 @@ must_fail() {
   fi
   # The refusal's first meaningful line, so the log shows it failed for the intended reason.
   printf '    refused (%s): %s\n' "$what" \
-    "$(grep -v -e '^\s*$' -e '^Unit Testing' -e '^Checking' -e '^  FAILED:$' "$broken/out" | head -n 1 | cut -c1-150)"
+    "$(grep -v -e '^\s*$' -e '^Unit Testing' -e '^Checking' -e '^  FAILED:$' -e '^Schema validation errors' "$broken/out" | head -n 1 | cut -c1-150)"
 }
 mutate() { # mutate SOURCE DEST SED-EXPRESSION: a copy that must differ from its source
   sed "$3" "$1" >"$2"
