@@ -2,12 +2,13 @@
 #   .tools/venv/bin/python deploy/alert-rules.test.py > deploy/alert-rules.test.yaml
 # scripts/validate-deploy.sh checks the committed file is this script's output, so edit the cases here.
 import yaml, sys
-ALL = ["McpToolErrorRatioHigh","McpUnresolvedToolCallsHigh","McpToolLatencyP99High","McpBreakerNotClosed",
+ALL = ["McpToolErrorRatioHigh","McpUnresolvedToolCallsHigh","McpInboundRejectedHigh","McpToolLatencyP99High","McpBreakerNotClosed",
 "McpFallbackRatioHigh","McpLoadShedding","McpUpstreamRateLimited","McpRegistryRefreshFailing",
 "McpRegistryTierErrors","McpSharedStateRedisErrors","McpGatewayNoTools","McpGatewayScrapeDown","McpGatewayMetricsAbsent"]
 ANN = {
  "McpToolErrorRatioHigh": "more than 5% of the tool calls to {s} fail (any error category, circuit_open included)",
  "McpUnresolvedToolCallsHigh": "more than 5% of tool calls name no known tool (the model and the registry disagree)",
+ "McpInboundRejectedHigh": "more than 5% of the requests to the gateway are refused before any tool is called",
  "McpToolLatencyP99High": "p99 tool latency on {s} is above 2.5 s (the chat answers in under 3 s)",
  "McpBreakerNotClosed": "the circuit breaker of {s} has not been closed for 5 minutes",
  "McpFallbackRatioHigh": "more than 5% of the calls to {s} are answered by a fallback",
@@ -20,7 +21,7 @@ ANN = {
  "McpGatewayScrapeDown": "a collector cannot scrape its gateway's metrics listener",
  "McpGatewayMetricsAbsent": "no mcp-gateway scrape target reports metrics",
 }
-SEV = {"McpToolErrorRatioHigh":"page","McpBreakerNotClosed":"page","McpGatewayNoTools":"page",
+SEV = {"McpToolErrorRatioHigh":"page","McpInboundRejectedHigh":"page","McpBreakerNotClosed":"page","McpGatewayNoTools":"page",
        "McpGatewayScrapeDown":"page","McpGatewayMetricsAbsent":"page"}
 def alert(name, **labels):
     l = {"severity": SEV.get(name, "warn"), **labels}
@@ -35,7 +36,7 @@ def s(metric, values, **labels):
     return {"series": f"{metric}{{{inner}}}", "values": values}
 ZERO = "0x60"
 ERRORS = ["upstream_error","upstream_unavailable","upstream_protocol","timeout","rate_limited","circuit_open",
-          "overloaded","upstream_misconfigured","upstream_rejected","bad_input","internal"]
+          "overloaded","upstream_misconfigured","upstream_rejected","bad_input","payload_too_large","internal"]
 
 def healthy(server="catalog", rate=120, exclude=()):
     """A healthy server: answers, pre-initialised zero error series, scrape up, breaker closed."""
@@ -75,6 +76,11 @@ def gateway_wide(exclude=()):
                 s("mcp_gateway_registry_lookups_total", ZERO, tier="dynamodb", result="error")]
     if "shared" not in exclude:
         out.append(s("mcp_gateway_shared_state_errors_total", ZERO, operation="poll"))
+    if "requests" not in exclude:
+        # inbound messages; no rejection series at all (counters without labels known in advance)
+        out += [s("mcp_gateway_requests_total", "0+150x60", method="tools/call"),
+                s("mcp_gateway_requests_total", "0+1x60", method="ping"),
+                s("mcp_gateway_requests_total", "0+0.2x60", method="other")]
     # one unknown tool now and then (a model's typo): under every threshold
     out.append(calls("", "unknown_tool", "0+0.1x60", tool="<unresolved>"))
     return out
@@ -94,12 +100,14 @@ ex = ["circuit_open","upstream_misconfigured"]
 series = [c for c in healthy("catalog") + healthy("checkout", 30) + gateway_wide() if not any(f'outcome="{o}"' in c["series"] for o in ex)]
 series += [calls("catalog", "circuit_open", "0x10 0+100x50"), calls("catalog", "upstream_misconfigured", ZERO),
            calls("checkout", "upstream_misconfigured", "0x10 0+30x50"), calls("checkout", "circuit_open", ZERO),
-           calls("legacy", "success", "0+0.05x60", tool="order_status"), calls("legacy", "upstream_error", "0x30 1x30", tool="order_status")]
-tests.append({"name": "error ratio: circuit_open and upstream_misconfigured page, a quiet server's one failure does not",
+           calls("legacy", "success", "0+0.05x60", tool="order_status"), calls("legacy", "upstream_error", "0x29 1x3 2x28", tool="order_status")]
+tests.append({"name": "error ratio: circuit_open and upstream_misconfigured page, a quiet server's two failures do not",
     "interval": "1m", "input_series": series, "alert_rule_test": [
         {"eval_time": "12m", "alertname": "McpToolErrorRatioHigh", "exp_alerts": []},
         {"eval_time": "25m", "alertname": "McpToolErrorRatioHigh", "exp_alerts": [alert("McpToolErrorRatioHigh", server="catalog"), alert("McpToolErrorRatioHigh", server="checkout")]},
-        {"eval_time": "40m", "alertname": "McpToolErrorRatioHigh", "exp_alerts": [alert("McpToolErrorRatioHigh", server="catalog"), alert("McpToolErrorRatioHigh", server="checkout")]}]})
+        # legacy (a call every 20 minutes) failed twice at 30m and 33m: its ratio is far above
+        # 5% from 30m to 38m, but under the traffic guard
+        {"eval_time": "36m", "alertname": "McpToolErrorRatioHigh", "exp_alerts": [alert("McpToolErrorRatioHigh", server="catalog"), alert("McpToolErrorRatioHigh", server="checkout")]}]})
 # every other category, one at a time, at 20% of the calls
 for cat in [c for c in ERRORS if c not in ex] + ["shared_failure"]:
     series = [c for c in healthy("catalog") + gateway_wide() if f'outcome="{cat}"' not in c["series"]]
@@ -114,6 +122,20 @@ series.append(calls("", "unknown_tool", "0x10 0+30x50", tool="<unresolved>"))
 tests.append({"name": "unknown tools at 20% of calls", "interval": "1m", "input_series": series, "alert_rule_test": [
     {"eval_time": "15m", "alertname": "McpUnresolvedToolCallsHigh", "exp_alerts": []},
     {"eval_time": "30m", "alertname": "McpUnresolvedToolCallsHigh", "exp_alerts": [alert("McpUnresolvedToolCallsHigh")]}]})
+
+# 3b. Requests refused before any tool call: an orchestrator upgraded to a protocol version
+#     the gateway does not speak.
+series = healthy("catalog") + gateway_wide(exclude=("requests",))
+series += [s("mcp_gateway_requests_total", "0+150x10 1500x50", method="tools/call"),
+           s("mcp_gateway_http_rejections_total", "0x10 0+150x50", reason="unsupported_protocol_version")]
+tests.append({"name": "every request refused at the door", "interval": "1m", "input_series": series, "alert_rule_test": [
+    {"eval_time": "12m", "alertname": "McpInboundRejectedHigh", "exp_alerts": []},
+    {"eval_time": "25m", "alertname": "McpInboundRejectedHigh", "exp_alerts": [alert("McpInboundRejectedHigh")]}]})
+# and a few parse errors among healthy traffic stay silent
+series = healthy("catalog") + gateway_wide()
+series += [s("mcp_gateway_http_rejections_total", "0x10 0+2x50", reason="parse_error")]
+tests.append({"name": "a few refused requests", "interval": "1m", "input_series": series,
+    "alert_rule_test": silent(["20m", "40m"], ["McpInboundRejectedHigh"])})
 
 # 4. Latency
 series = healthy("catalog", exclude=("latency",)) + gateway_wide()
