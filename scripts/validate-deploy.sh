@@ -8,6 +8,7 @@
 #     ECS RegisterTaskDefinition input shape from botocore's service model, plus this
 #     project's rules (scripts/validate_deploy.py);
 #   * docker/compose.yaml against the compose specification's JSON schema;
+#   * deploy/otel-collector.yaml's pipelines against its components;
 #   * deploy/iam-policy.json against the template's task role.
 # Then it proves each validator can fail: a deliberately broken copy of each artifact must
 # be refused.
@@ -85,6 +86,7 @@ v_rule_gen()   { "$py" deploy/alert-rules.test.py | cmp -s - "$1" || { echo "$1 
 v_hadolint()   { "$venv/bin/hadolint" "$1"; }
 v_taskdef()    { "$py" scripts/validate_deploy.py taskdef "$@"; }
 v_compose()    { "$venv/bin/check-jsonschema" --builtin-schema vendor.compose-spec "$1" && "$py" scripts/validate_deploy.py compose "$1"; }
+v_otel()       { "$py" scripts/validate_deploy.py otel "$1"; }
 v_iam()        { "$py" scripts/validate_deploy.py iam "$1" "$2"; }
 
 failed=0
@@ -109,6 +111,7 @@ check "hadolint Dockerfile" v_hadolint Dockerfile
 check "task definitions against ECS RegisterTaskDefinition (botocore) and project rules" \
   v_taskdef deploy/ecs-task-definition.json deploy/service.yaml
 check "docker/compose.yaml against the compose specification" v_compose docker/compose.yaml
+check "deploy/otel-collector.yaml pipelines name configured components" v_otel deploy/otel-collector.yaml
 check "deploy/iam-policy.json matches the template's task role" v_iam deploy/iam-policy.json deploy/service.yaml
 [ "$failed" -eq 0 ] || die "deployment artifacts are invalid (see above)"
 
@@ -154,8 +157,10 @@ mutate deploy/ecs-task-definition.json "$broken/taskdef-drift.json" 's/"stopTime
 must_fail "task definition JSON drifted from the template's" v_taskdef "$broken/taskdef-drift.json" deploy/service.yaml
 mutate docker/compose.yaml "$broken/compose.yaml" 's/condition: service_completed_successfully/condition: service_finished/'
 must_fail "compose: a depends_on condition the specification does not have" v_compose "$broken/compose.yaml"
+mutate deploy/otel-collector.yaml "$broken/otel-collector.yaml" 's/processors: \[memory_limiter, resourcedetection, batch\]/processors: [memory_limiter, resource_detection, batch]/'
+must_fail "collector: a pipeline naming an unconfigured processor" v_otel "$broken/otel-collector.yaml"
 mutate deploy/iam-policy.json "$broken/iam-policy.json" 's/function:mangaassist-checkout-mcp:live/function:mangaassist-checkout-mcp/'
 must_fail "IAM: an unqualified Lambda ARN" v_iam "$broken/iam-policy.json" deploy/service.yaml
-step "ok: every validator refuses a broken copy (12 cases)"
+step "ok: every validator refuses a broken copy (13 cases)"
 
 step "deployment artifacts valid ($(( $(date +%s) - started )) s)"

@@ -10,6 +10,9 @@
         What the compose specification's JSON schema cannot say: depends_on targets exist,
         `service_healthy` targets have a healthcheck, health checks use exec form, published
         ports bind the host's loopback.
+    validate_deploy.py otel COLLECTOR.yaml
+        Every component the collector's pipelines name is configured; the scrape job is the
+        one the alert rules select.
     validate_deploy.py iam POLICY.json TEMPLATE.yaml
         deploy/iam-policy.json grants what the template's task role grants (same statements,
         same actions), and Lambda is granted on qualified ARNs only.
@@ -208,6 +211,26 @@ def compose(path):
                 problem(path, f"{name}: published port {port} must bind the host's 127.0.0.1")
 
 
+# --- collector ---------------------------------------------------------------------------------
+
+def otel(path):
+    """What the collector checks at start (no collector binary here): every component a
+    pipeline or the service names is configured, and the scrape target is the gateway's."""
+    doc = yaml.safe_load(Path(path).read_text())
+    service = doc.get("service", {})
+    for name in service.get("extensions", []):
+        if name not in (doc.get("extensions") or {}):
+            problem(path, f"service extension {name} is not configured")
+    for pipeline, spec in service.get("pipelines", {}).items():
+        for kind in ("receivers", "processors", "exporters"):
+            for name in spec.get(kind, []):
+                if name not in (doc.get(kind) or {}):
+                    problem(path, f"pipeline {pipeline}: {kind[:-1]} {name} is not configured")
+    jobs = doc["receivers"]["prometheus"]["config"]["scrape_configs"]
+    if not any(j.get("job_name") == "mcp-gateway" for j in jobs):
+        problem(path, "no scrape job named mcp-gateway (the alert rules select up{job=\"mcp-gateway\"})")
+
+
 # --- IAM ---------------------------------------------------------------------------------------
 
 def iam(policy_path, template_path):
@@ -236,7 +259,7 @@ def iam(policy_path, template_path):
 
 def main():
     command, *args = sys.argv[1:]
-    {"taskdef": taskdef, "compose": compose, "iam": iam}[command](*args)
+    {"taskdef": taskdef, "compose": compose, "iam": iam, "otel": otel}[command](*args)
     for line in PROBLEMS:
         print(line)
     sys.exit(1 if PROBLEMS else 0)
