@@ -78,7 +78,7 @@ fi
 # --- the validators ------------------------------------------------------------------------
 # Each takes the files to check, so the same function validates the real artifacts and the
 # broken copies below.
-v_cfn_lint()   { "$venv/bin/cfn-lint" "$1"; }
+v_cfn_lint()   { "$venv/bin/cfn-lint" --include-checks I -- "$1"; }  # informational findings too
 v_embedded()   { "$py" scripts/deploy_sync.py check "$1"; }
 v_rules()      { "$promtool" check rules "$1"; }
 v_rule_tests() { "$promtool" test rules "$1"; }
@@ -102,7 +102,7 @@ check() {
   fi
 }
 
-check "cfn-lint deploy/service.yaml" v_cfn_lint deploy/service.yaml
+check "cfn-lint deploy/service.yaml (errors, warnings and informational)" v_cfn_lint deploy/service.yaml
 check "template embeds deploy/alert-rules.yaml and deploy/otel-collector.yaml" v_embedded deploy/service.yaml
 check "promtool check rules deploy/alert-rules.yaml" v_rules deploy/alert-rules.yaml
 check "promtool test rules deploy/alert-rules.test.yaml" v_rule_tests deploy/alert-rules.test.yaml
