@@ -10,5 +10,6 @@ echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy -D warnings"
 cargo clippy --locked --all-targets -- -D warnings
+bash scripts/validate-deploy.sh
 echo "==> cargo test"
 cargo test --locked --all-targets -- --test-threads "${TEST_THREADS:-2}"
