@@ -163,6 +163,10 @@ fn a_trip_made_while_redis_was_away_reaches_the_fleet_when_it_returns() {
         metric(&a.metrics(), "mcp_gateway_shared_state_errors_total", &[]) > 0.0
     });
     trip(&a);
+    // Redis stays away for a while after the trip: A tries (and fails) to reach it again.
+    let errors = |gw: &Gateway| metric(&gw.metrics(), "mcp_gateway_shared_state_errors_total", &[]);
+    let after_trip = errors(&a);
+    wait_for("A to retry Redis after the trip", || errors(&a) >= after_trip + 3.0);
     // B knows nothing yet: its calls succeed.
     assert!(lookup(&b).get("result").is_some());
     let _redis = redis_on(redis_port);
