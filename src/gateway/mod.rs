@@ -27,7 +27,8 @@ use crate::{
         Catalog, Registry, ToolRecord, dynamic::DynamicRegistry, dynamodb::DynamoStore, entry::RegistryEntry,
         redis_tier::RedisStore,
     },
-    resilience::cache::{InFlight, ResultCache},
+    resilience::cache::{ResultCache, SharedResult},
+    singleflight::SingleFlight,
     telemetry::metrics::Metrics,
 };
 pub use upstreams::Upstream;
@@ -123,7 +124,7 @@ pub struct Gateway {
     /// Read-only results: cache and stale fallbacks.
     pub results: ResultCache,
     /// Identical read-only calls in flight.
-    pub in_flight: InFlight,
+    pub in_flight: SingleFlight<SharedResult>,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
 }
@@ -157,7 +158,7 @@ impl Gateway {
             readiness: Readiness::default(),
             refresh_now: Notify::new(),
             results: ResultCache::new(config.cache.max_entries),
-            in_flight: InFlight::default(),
+            in_flight: SingleFlight::default(),
             default_tool: ToolConfig::default(),
             config,
         }))

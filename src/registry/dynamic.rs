@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::{TierError, dynamodb::DynamoStore, entry::RegistryEntry, redis_tier::RedisStore};
 use crate::{
     config::RegistryConfig,
-    resilience::cache::{InFlight, Join},
+    singleflight::{Join, SingleFlight, Waited},
 };
 
 struct Remembered {
@@ -58,7 +58,7 @@ pub struct DynamicRegistry {
     pub dynamo: Option<DynamoStore>,
     settings: RegistryConfig,
     memory: Mutex<HashMap<String, Remembered>>,
-    fetching: InFlight<Option<RegistryEntry>>,
+    fetching: SingleFlight<Option<RegistryEntry>>,
     lookups: IntCounterVec,
     redis_health: Health,
     dynamo_health: Health,
@@ -76,7 +76,7 @@ impl DynamicRegistry {
             dynamo,
             settings,
             memory: Mutex::default(),
-            fetching: InFlight::default(),
+            fetching: SingleFlight::default(),
             lookups,
             redis_health: Health::default(),
             dynamo_health: Health::default(),
@@ -110,15 +110,20 @@ impl DynamicRegistry {
             }
         }
         self.count("memory", "miss");
-        match self.fetching.join(name) {
-            Join::Follower(mut receiver) => match receiver.recv().await {
-                Ok(shared) => shared,
-                Err(_) => self.fetch(name).await,
-            },
-            Join::Leader(leader) => {
-                let fetched = self.fetch(name).await;
-                leader.finish(&fetched);
-                fetched
+        let mut role = self.fetching.join(name);
+        loop {
+            match role {
+                Join::Leader(leader) => {
+                    let fetched = self.fetch(name).await;
+                    leader.finish(&fetched);
+                    return fetched;
+                }
+                Join::Follower(follower) => match follower.wait(None).await {
+                    Waited::Done(shared) => return shared,
+                    // The fetching caller was cancelled: this one fetches instead.
+                    Waited::Promoted(leader) => role = Join::Leader(leader),
+                    Waited::TimedOut => return None,
+                },
             }
         }
     }

@@ -26,6 +26,8 @@ pub struct Metrics {
     pub upstream_duration: HistogramVec,
     /// `mcp_gateway_in_flight`
     pub in_flight: IntGauge,
+    /// `mcp_gateway_in_flight_waiters`: calls waiting for an identical read-only call in flight
+    pub in_flight_waiters: IntGauge,
     /// `mcp_gateway_requests_total{method}` (inbound JSON-RPC messages)
     pub requests: IntCounterVec,
     /// `mcp_gateway_http_rejections_total{reason}` (403, 413, parse errors)
@@ -122,6 +124,11 @@ impl Metrics {
                 &["server", "transport"],
             ),
             in_flight: gauge(&r, "mcp_gateway_in_flight", "tools/call requests being processed"),
+            in_flight_waiters: gauge(
+                &r,
+                "mcp_gateway_in_flight_waiters",
+                "calls waiting for an identical read-only call in flight",
+            ),
             requests: counters(
                 &r,
                 "mcp_gateway_requests_total",
