@@ -60,6 +60,9 @@ pub struct Metrics {
     pub shared_state_errors: IntCounterVec,
     /// `mcp_gateway_registry_lookups_total{tier,result}` (`hit`/`miss`/`negative`/`error`/`stale`)
     pub registry_lookups: IntCounterVec,
+    /// `mcp_gateway_registry_miss_wakes_total{result}` (`refreshed`/`skipped`): refreshes
+    /// woken by unknown-tool calls
+    pub registry_miss_wakes: IntCounterVec,
     /// `mcp_gateway_registry_tool_changes_total{change}` (`added`/`removed`/`changed`)
     pub registry_tool_changes: IntCounterVec,
     /// `mcp_gateway_registry_refresh_duration_seconds{source}`
@@ -219,6 +222,12 @@ impl Metrics {
                 "mcp_gateway_registry_lookups_total",
                 "registry lookups by tier and result",
                 &["tier", "result"],
+            ),
+            registry_miss_wakes: counters(
+                &r,
+                "mcp_gateway_registry_miss_wakes_total",
+                "refresh wake-ups by unknown-tool calls: refreshed or skipped (rate limit)",
+                &["result"],
             ),
             registry_tool_changes: counters(
                 &r,
