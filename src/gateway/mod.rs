@@ -109,6 +109,9 @@ async fn dynamic_registry(
     ))))
 }
 
+/// A registry-built server stack and the origin it was built from.
+type BuiltFrom = (Arc<ServerRef>, Arc<Upstream>);
+
 /// Everything a request needs, shared by all of them.
 pub struct Gateway {
     pub config: Config,
@@ -117,7 +120,7 @@ pub struct Gateway {
     pub upstreams: BTreeMap<String, Arc<Upstream>>,
     /// Servers known only from registry entries, built on first use, with the origin they were
     /// built from (a changed origin rebuilds them).
-    dynamic_upstreams: RwLock<BTreeMap<String, (Arc<ServerRef>, Arc<Upstream>)>>,
+    dynamic_upstreams: RwLock<BTreeMap<String, BuiltFrom>>,
     lambda_client: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
     /// The DynamoDB registry's active tools as of the last refresh (admin, drift).
     pub registry_entries: RwLock<Vec<RegistryEntry>>,
