@@ -26,6 +26,10 @@ pub struct Metrics {
     pub upstream_duration: HistogramVec,
     /// `mcp_gateway_in_flight`
     pub in_flight: IntGauge,
+    /// `mcp_gateway_log_lines_dropped_total`: log lines dropped by the lossy writer (synced
+    /// from [`super::logging::dropped_lines`] at each scrape)
+    pub log_lines_dropped: prometheus::IntCounter,
+    log_sync: std::sync::Arc<std::sync::Mutex<()>>,
     /// `mcp_gateway_in_flight_waiters`: calls waiting for an identical read-only call in flight
     pub in_flight_waiters: IntGauge,
     /// `mcp_gateway_requests_total{method}` (inbound JSON-RPC messages)
@@ -127,6 +131,16 @@ impl Metrics {
                 &["server", "transport"],
             ),
             in_flight: gauge(&r, "mcp_gateway_in_flight", "tools/call requests being processed"),
+            log_lines_dropped: {
+                let counter = prometheus::IntCounter::new(
+                    "mcp_gateway_log_lines_dropped_total",
+                    "log lines dropped because stdout did not keep up",
+                )
+                .expect("valid metric");
+                r.register(Box::new(counter.clone())).expect("metric names are unique");
+                counter
+            },
+            log_sync: std::sync::Arc::default(),
             in_flight_waiters: gauge(
                 &r,
                 "mcp_gateway_in_flight_waiters",
@@ -253,6 +267,14 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> Vec<u8> {
+        {
+            let _one_at_a_time = self.log_sync.lock().unwrap_or_else(|p| p.into_inner());
+            let dropped = super::logging::dropped_lines();
+            let seen = self.log_lines_dropped.get();
+            if dropped > seen {
+                self.log_lines_dropped.inc_by(dropped - seen);
+            }
+        }
         let mut out = Vec::with_capacity(16 * 1024);
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
