@@ -11,8 +11,6 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::upstream::UpstreamRequest;
-
 /// The stateless revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// Session-era revisions, newest first.
@@ -145,16 +143,17 @@ fn modern_meta() -> Map<String, Value> {
     meta
 }
 
-/// Serializes an upstream request as a JSON-RPC request of the given era.
-pub fn encode_request(id: u64, request: &UpstreamRequest, era: Era) -> Vec<u8> {
-    let mut params = request.params.clone();
+/// Serializes a request (method and params) as a JSON-RPC request of the given era. Takes
+/// plain parts so the protocol layer knows nothing of the upstream layer.
+pub fn encode_request(id: u64, method: &str, params: &Map<String, Value>, era: Era) -> Vec<u8> {
+    let mut params = params.clone();
     if era == Era::Modern {
         let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(meta) = meta {
             meta.extend(modern_meta());
         }
     }
-    let message = json!({"jsonrpc": "2.0", "id": id, "method": request.method, "params": params});
+    let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     serde_json::to_vec(&message).unwrap_or_default()
 }
 
@@ -230,7 +229,7 @@ mod tests {
         let mut params = Map::new();
         params.insert("name".into(), json!("echo"));
         params.insert("_meta".into(), json!({"trace": "t1"}));
-        let body = encode_request(7, &UpstreamRequest::new("tools/call", params), Era::Modern);
+        let body = encode_request(7, "tools/call", &params, Era::Modern);
         let v: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["params"]["_meta"][META_PROTOCOL_VERSION], MODERN_VERSION);
         assert_eq!(v["params"]["_meta"]["trace"], "t1");

@@ -280,7 +280,7 @@ impl Inner {
             .client
             .post(self.url.clone())
             .headers(self.headers.clone())
-            .body(mcp::encode_request(id, request, era));
+            .body(mcp::encode_request(id, request.method, &request.params, era));
         builder = match session {
             Some(session) => legacy_headers(builder, session),
             None => {

@@ -85,7 +85,7 @@ impl Inner {
     async fn invoke(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // Lambda servers are stateless: every request carries the modern-era `_meta`.
-        let payload = mcp::encode_request(id, &request, mcp::Era::Modern);
+        let payload = mcp::encode_request(id, request.method, &request.params, mcp::Era::Modern);
         if payload.len() > MAX_PAYLOAD_BYTES {
             return Err(UpstreamError::PayloadTooLarge { size: payload.len(), limit: MAX_PAYLOAD_BYTES });
         }
