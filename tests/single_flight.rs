@@ -57,7 +57,8 @@ fn assert_all_got_the_result(threads: Vec<JoinHandle<Value>>) {
 
 #[test]
 fn a_leader_whose_client_disconnects_hands_over_to_one_waiter() {
-    let demo = Demo::slow(3000);
+    // Slow enough that the waiters join and the leader leaves while its call is in flight.
+    let demo = Demo::slow(5000);
     let gw = Arc::new(Gateway::start(&config(&demo), &[]));
     // The leader: a raw connection we can cut mid-call.
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": TOOL, "arguments": arguments()}}).to_string();
@@ -83,7 +84,7 @@ fn a_leader_whose_client_disconnects_hands_over_to_one_waiter() {
 
 #[test]
 fn a_waiter_stops_at_its_own_deadline_while_the_others_get_the_result() {
-    let demo = Demo::slow(2000);
+    let demo = Demo::slow(5000);
     let gw = Arc::new(Gateway::start(&config(&demo), &[]));
     let leader = followers(&gw, 1);
     wait_until("the leader's call never reached the server", || demo.stats()["calls"] == 1);
@@ -101,11 +102,11 @@ fn a_waiter_stops_at_its_own_deadline_while_the_others_get_the_result() {
 
 #[test]
 fn a_leader_out_of_its_own_time_hands_over_instead_of_sharing_its_timeout() {
-    let demo = Demo::slow(3000);
+    let demo = Demo::slow(6000);
     let gw = Arc::new(Gateway::start(&config(&demo), &[]));
     let leader = {
         let gw = gw.clone();
-        std::thread::spawn(move || gw.call_with(TOOL, arguments(), &[("X-Request-Timeout-Ms", "1500")]))
+        std::thread::spawn(move || gw.call_with(TOOL, arguments(), &[("X-Request-Timeout-Ms", "3000")]))
     };
     wait_until("the leader's call never reached the server", || demo.stats()["calls"] == 1);
     let patient = followers(&gw, 4);

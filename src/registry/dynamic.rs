@@ -324,3 +324,24 @@ impl DynamicRegistry {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_a_failure_the_tier_is_skipped_then_probed_by_one_lookup_at_a_time() {
+        let backoff = Backoff::default();
+        assert!(backoff.admit().is_some_and(|a| a.probe.is_none()), "healthy: every lookup goes");
+        backoff.failed(Duration::from_secs(3600));
+        assert!(backoff.admit().is_none(), "backing off: skipped, stale served");
+        backoff.failed(Duration::ZERO);
+        let probe = backoff.admit().expect("back-off over: one lookup probes");
+        assert!(backoff.admit().is_none(), "while it probes, the others are skipped");
+        drop(probe);
+        let probe = backoff.admit().expect("a probe that ended without an answer frees the claim");
+        backoff.succeeded();
+        drop(probe);
+        assert!(backoff.admit().is_some_and(|a| a.probe.is_none()), "a success reopens the tier");
+    }
+}
