@@ -169,8 +169,8 @@ impl<T: Clone> Follower<T> {
             }
         };
         tokio::pin!(expiry);
-        let result = self.result.clone();
-        let mut result = result;
+        // A receiver of our own, so the arms below may use `self` freely.
+        let mut result = self.result.clone();
         tokio::select! {
             biased;
             done = result.wait_for(Option::is_some) => match done {
