@@ -78,6 +78,9 @@ pub struct RegistryConfig {
     pub redis_timeout_ms: u64,
     /// Longest a DynamoDB call may take, in milliseconds.
     pub dynamodb_timeout_ms: u64,
+    /// After a failed DynamoDB call, lookups skip DynamoDB (serving the last known entry)
+    /// for this long, in milliseconds; then one lookup tries again.
+    pub dynamodb_backoff_ms: u64,
     /// Items per DynamoDB scan page (0: DynamoDB's own 1 MB pages).
     pub scan_page_size: u32,
     /// Compare registered tools with their servers' live `tools/list` this often (0: only
@@ -95,6 +98,7 @@ impl Default for RegistryConfig {
             redis_ttl_secs: 60,
             redis_timeout_ms: 5,
             dynamodb_timeout_ms: 1_000,
+            dynamodb_backoff_ms: 5_000,
             scan_page_size: 0,
             drift_interval_secs: 0,
         }

@@ -16,6 +16,7 @@ pub mod protocol;
 pub mod registry;
 pub mod resilience;
 pub mod server;
+pub mod singleflight;
 pub mod telemetry;
 pub mod upstream;
 pub mod validation;

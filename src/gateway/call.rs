@@ -15,11 +15,8 @@ use crate::{
     error::{Category, GatewayError},
     protocol::{mcp, param_headers},
     registry::{ToolRecord, record::canonical_hash},
-    resilience::{
-        cache::{Join, SharedResult},
-        classify::Outcome,
-        fallback, truncate,
-    },
+    resilience::{cache::SharedResult, classify::Outcome, fallback, truncate},
+    singleflight::{Join, Waited},
     upstream::{UpstreamReply, UpstreamRequest},
 };
 
@@ -202,24 +199,43 @@ impl Gateway {
             self.metrics.result_cache.with_label_values(&[&tool.name, "hit"]).inc();
             return (Ok(hit), Ending::unsent("cache_hit"));
         }
-        match self.in_flight.join(key) {
-            Join::Follower(mut receiver) => {
-                if let Ok(shared) = receiver.recv().await {
-                    self.metrics.result_cache.with_label_values(&[&tool.name, "shared"]).inc();
-                    let outcome = if shared.is_ok() { "shared" } else { "shared_failure" };
-                    return (shared, Ending::unsent(outcome));
+        let mut role = self.in_flight.join(key);
+        loop {
+            match role {
+                Join::Leader(leader) => {
+                    self.metrics.result_cache.with_label_values(&[&tool.name, "miss"]).inc();
+                    let (result, ending) = self.forward(tool, arguments, meta, deadline).await;
+                    self.remember(tool, key, ttl, &result);
+                    if ran_out_of_own_time(&result, deadline) {
+                        // Our caller's deadline is not the waiters': one of them takes over.
+                        drop(leader);
+                    } else {
+                        leader.finish(&result);
+                    }
+                    return (result, ending);
                 }
-                // The leader was cancelled: make the call ourselves.
-                let (result, ending) = self.forward(tool, arguments, meta, deadline).await;
-                self.remember(tool, key, ttl, &result);
-                (result, ending)
-            }
-            Join::Leader(leader) => {
-                self.metrics.result_cache.with_label_values(&[&tool.name, "miss"]).inc();
-                let (result, ending) = self.forward(tool, arguments, meta, deadline).await;
-                self.remember(tool, key, ttl, &result);
-                leader.finish(&result);
-                (result, ending)
+                Join::Follower(follower) => {
+                    let waiting = Waiting::new(&self.metrics.in_flight_waiters);
+                    let waited = follower.wait(deadline).await;
+                    drop(waiting);
+                    match waited {
+                        Waited::Done(shared) => {
+                            self.metrics.result_cache.with_label_values(&[&tool.name, "shared"]).inc();
+                            let outcome = if shared.is_ok() { "shared" } else { "shared_failure" };
+                            return (shared, Ending::unsent(outcome));
+                        }
+                        // The leader went away (cancelled, or out of its own time): we lead.
+                        Waited::Promoted(leader) => role = Join::Leader(leader),
+                        Waited::TimedOut => {
+                            let err = GatewayError::new(
+                                Category::Timeout,
+                                "the caller's deadline passed while waiting for an identical call in flight",
+                            )
+                            .with_attempts(0);
+                            return (Err(err), Ending::unsent(Category::Timeout.as_str()));
+                        }
+                    }
+                }
             }
         }
     }
@@ -402,6 +418,28 @@ impl Gateway {
             args_hash = args_hash.unwrap_or(""),
             "tools/call"
         );
+    }
+}
+
+/// A leader's timeout that its own caller's deadline caused: not an answer for waiters.
+fn ran_out_of_own_time(result: &SharedResult, deadline: Option<Instant>) -> bool {
+    matches!(result, Err(e) if e.category == Category::Timeout)
+        && deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+/// Counts a caller waiting for an identical call in flight, until it stops (or is dropped).
+struct Waiting<'a>(&'a prometheus::IntGauge);
+
+impl<'a> Waiting<'a> {
+    fn new(gauge: &'a prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

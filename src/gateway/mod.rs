@@ -24,13 +24,17 @@ use crate::{
     config::{Config, ServerConfig, ToolConfig, TransportKind},
     error::{Category, GatewayError},
     registry::{
-        Catalog, Registry, ToolRecord, dynamic::DynamicRegistry, dynamodb::DynamoStore, entry::RegistryEntry,
+        Catalog, Registry, ToolRecord,
+        dynamic::DynamicRegistry,
+        dynamodb::DynamoStore,
+        entry::{RegistryEntry, ServerRef},
         redis_tier::RedisStore,
     },
     resilience::{
-        cache::{InFlight, ResultCache},
+        cache::{ResultCache, SharedResult},
         shared::SharedBreakers,
     },
+    singleflight::SingleFlight,
     telemetry::metrics::Metrics,
 };
 pub use upstreams::Upstream;
@@ -108,25 +112,31 @@ async fn dynamic_registry(
     ))))
 }
 
+/// A registry-built server stack and the origin it was built from.
+type BuiltFrom = (Arc<ServerRef>, Arc<Upstream>);
+
 /// Everything a request needs, shared by all of them.
 pub struct Gateway {
     pub config: Config,
     pub registry: Registry,
     /// Configured servers.
     pub upstreams: BTreeMap<String, Arc<Upstream>>,
-    /// Servers known only from registry entries, built on first use.
-    dynamic_upstreams: RwLock<BTreeMap<String, Arc<Upstream>>>,
+    /// Servers known only from registry entries, built on first use, with the origin they were
+    /// built from (a changed origin rebuilds them).
+    dynamic_upstreams: RwLock<BTreeMap<String, BuiltFrom>>,
     lambda_client: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
     /// The DynamoDB registry's active tools as of the last refresh (admin, drift).
     pub registry_entries: RwLock<Vec<RegistryEntry>>,
     pub metrics: Metrics,
     pub readiness: Readiness,
-    /// Wakes the refresh loop early (e.g. a call for an unknown tool).
+    /// Wakes the refresh loop early for a call to an unknown tool (rate-limited there).
     pub refresh_now: Notify,
+    /// Refreshes at once (an operator's `POST /admin/registry/refresh`; not rate-limited).
+    pub refresh_forced: Notify,
     /// Read-only results: cache and stale fallbacks.
     pub results: ResultCache,
     /// Identical read-only calls in flight.
-    pub in_flight: InFlight,
+    pub in_flight: SingleFlight<SharedResult>,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
@@ -163,8 +173,9 @@ impl Gateway {
             metrics,
             readiness: Readiness::default(),
             refresh_now: Notify::new(),
+            refresh_forced: Notify::new(),
             results: ResultCache::new(config.cache.max_entries),
-            in_flight: InFlight::default(),
+            in_flight: SingleFlight::default(),
             default_tool: ToolConfig::default(),
             shared_breakers,
             config,
@@ -172,16 +183,20 @@ impl Gateway {
     }
 
     /// The server stack a tool's calls go through: a configured server, or one built from the
-    /// tool's registry entry on first use (with the default per-server settings).
+    /// tool's registry entry on first use (with the default per-server settings). A registry
+    /// server whose origin (transport, URL, function, qualifier) changed is rebuilt, so an
+    /// entry that moves to another endpoint is followed without a restart.
     pub async fn upstream_for(&self, tool: &ToolRecord) -> Result<Arc<Upstream>, GatewayError> {
         if let Some(upstream) = self.upstreams.get(tool.server.as_ref()) {
             return Ok(upstream.clone());
         }
         let missing = || GatewayError::new(Category::Internal, "tool resolved to an unknown server");
         let origin = tool.origin.as_ref().ok_or_else(missing)?;
-        if let Some(upstream) = self.dynamic_upstreams.read().ok().and_then(|m| m.get(&origin.name).cloned())
+        let cached = self.dynamic_upstreams.read().ok().and_then(|m| m.get(&origin.name).cloned());
+        if let Some((built_from, upstream)) = &cached
+            && built_from == origin
         {
-            return Ok(upstream);
+            return Ok(upstream.clone());
         }
         let misconfigured = |detail: String| GatewayError::new(Category::UpstreamMisconfigured, detail);
         let transport = match origin.transport.as_str() {
@@ -211,16 +226,22 @@ impl Gateway {
         let built = upstreams::build(&origin.name, &server, &self.config, &self.metrics, lambda)
             .map_err(|e| misconfigured(format!("{e:#}")))?;
         let mut map = self.dynamic_upstreams.write().map_err(|_| missing())?;
-        let upstream = map
-            .entry(origin.name.clone())
-            .or_insert_with(|| {
-                if let Some(shared) = &self.shared_breakers {
-                    shared.register(&built.breaker);
-                }
-                Arc::new(built)
-            })
-            .clone();
-        tracing::info!(server = %origin.name, transport = transport.as_str(), "registry server connected");
+        // Another call may have built the same origin meanwhile: keep one stack per origin.
+        if let Some((built_from, upstream)) = map.get(&origin.name)
+            && built_from == origin
+        {
+            return Ok(upstream.clone());
+        }
+        if let Some(shared) = &self.shared_breakers {
+            shared.register(&built.breaker);
+        }
+        let upstream = Arc::new(built);
+        let replaced = map.insert(origin.name.clone(), (origin.clone(), upstream.clone())).is_some();
+        if replaced {
+            tracing::warn!(server = %origin.name, transport = transport.as_str(), url = ?origin.url, function = ?origin.function, "registry server's origin changed; rebuilt its stack");
+        } else {
+            tracing::info!(server = %origin.name, transport = transport.as_str(), "registry server connected");
+        }
         Ok(upstream)
     }
 
@@ -228,7 +249,7 @@ impl Gateway {
     pub fn all_upstreams(&self) -> Vec<Arc<Upstream>> {
         let mut all: Vec<Arc<Upstream>> = self.upstreams.values().cloned().collect();
         if let Ok(dynamic) = self.dynamic_upstreams.read() {
-            all.extend(dynamic.values().cloned());
+            all.extend(dynamic.values().map(|(_, upstream)| upstream.clone()));
         }
         all
     }

@@ -5,8 +5,15 @@
 //! A server whose refresh fails keeps its last known good tools (or its static ones), is
 //! reported by `/readyz`, and is retried with a short backoff instead of waiting a whole
 //! interval; a failed registry scan never replaces a good catalogue. A `ttlMs` freshness
-//! hint in a server's `tools/list` shortens its wait. A call for an unknown tool wakes the
-//! loop early (at most every few seconds); a Redis invalidation reloads one tool at once.
+//! hint in a server's `tools/list` shortens its wait. A Redis invalidation reloads one tool
+//! at once.
+//!
+//! A call for an unknown tool may wake the loop early, but a full refresh (DynamoDB Scan and
+//! `tools/list` to every server) is expensive and a model can invent names at any rate: at
+//! most one woken refresh per [`MISS_REFRESH_INTERVAL`] (60 s) per sidecar, none within 5 s
+//! of any refresh; other wakes are dropped and counted
+//! (`mcp_gateway_registry_miss_wakes_total{result="skipped"}`). Unknown names themselves
+//! are answered from the registry's negative cache.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -31,7 +38,10 @@ use crate::{
 const MAX_PAGES: usize = 100;
 /// Fastest retry of a failing server.
 const MIN_RETRY: Duration = Duration::from_secs(2);
-/// Least time between refreshes woken by unknown-tool calls.
+/// At most one refresh woken by unknown-tool calls per this period; wakes in between are
+/// dropped (the periodic refresh and point lookups still find new tools).
+pub const MISS_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+/// No refresh woken by an unknown tool this soon after any refresh (it would learn nothing).
 const MIN_WAKE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// A server's tools and its freshness hint.
@@ -268,15 +278,22 @@ impl Refresher {
         self.refresh_all().await;
         self.gateway.readiness.mark_loaded();
         let mut last = Instant::now();
+        let mut last_woken: Option<Instant> = None;
+        let mut next = tokio::time::Instant::now() + self.next_wait();
         loop {
-            let wait = self.next_wait();
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep_until(next) => {}
+                _ = self.gateway.refresh_forced.notified() => {}
                 _ = self.gateway.refresh_now.notified() => {
-                    let since = last.elapsed();
-                    if since < MIN_WAKE_INTERVAL {
-                        tokio::time::sleep(MIN_WAKE_INTERVAL - since).await;
+                    let wakes = &self.gateway.metrics.registry_miss_wakes;
+                    if last.elapsed() < MIN_WAKE_INTERVAL
+                        || last_woken.is_some_and(|at| at.elapsed() < MISS_REFRESH_INTERVAL)
+                    {
+                        wakes.with_label_values(&["skipped"]).inc();
+                        continue;
                     }
+                    wakes.with_label_values(&["refreshed"]).inc();
+                    last_woken = Some(Instant::now());
                 }
                 Some(name) = invalidations.recv() => {
                     self.reload(&name).await;
@@ -285,6 +302,7 @@ impl Refresher {
             }
             self.refresh_all().await;
             last = Instant::now();
+            next = tokio::time::Instant::now() + self.next_wait();
         }
     }
 

@@ -143,7 +143,8 @@ fn modern_meta() -> Map<String, Value> {
     meta
 }
 
-/// Serializes a request to an upstream as a JSON-RPC request of the given era.
+/// Serializes a request (method and params) as a JSON-RPC request of the given era. Takes
+/// plain parts so the protocol layer knows nothing of the upstream layer.
 pub fn encode_request(id: u64, method: &str, params: &Map<String, Value>, era: Era) -> Vec<u8> {
     let mut params = params.clone();
     if era == Era::Modern {

@@ -1,10 +1,14 @@
 //! Tools registered outside configuration: looked up memory → Redis → DynamoDB.
 //!
 //! - A hit below fills the tiers above (DynamoDB → Redis → memory).
-//! - Concurrent misses for one name share one fetch; unknown names are remembered for
-//!   `negative_ttl_secs`, so a model that keeps calling a made-up tool cannot hammer DynamoDB.
+//! - Concurrent misses for one name share one fetch ([`crate::singleflight`]); unknown names
+//!   are remembered for `negative_ttl_secs` (also when only Redis is configured), so a model
+//!   that keeps calling a made-up tool cannot hammer DynamoDB or Redis.
 //! - Redis down or slow (calls capped at `redis_timeout_ms`): skipped, counted, never an
-//!   error for the caller. DynamoDB down: the last known entry is served (stale-if-error).
+//!   error for the caller. DynamoDB down: the last known entry is served (stale-if-error),
+//!   and after a failure lookups skip DynamoDB for `dynamodb_backoff_ms` (counted as
+//!   `skipped`), serving stale at once instead of each waiting out the tier again; then one
+//!   lookup (or the periodic scan) tries again and its success reopens the tier.
 //! - Inactive or unhealthy tools are neither resolved nor listed.
 //!
 //! The full catalogue of active tools is also read periodically (see `gateway::refresh`) into
@@ -14,7 +18,7 @@ use std::{
     collections::HashMap,
     sync::{
         Mutex,
-        atomic::{AtomicU8, Ordering},
+        atomic::{AtomicBool, AtomicU8, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -25,7 +29,7 @@ use serde_json::{Value, json};
 use super::{TierError, dynamodb::DynamoStore, entry::RegistryEntry, redis_tier::RedisStore};
 use crate::{
     config::RegistryConfig,
-    resilience::cache::{InFlight, Join},
+    singleflight::{Join, SingleFlight, Waited},
 };
 
 struct Remembered {
@@ -52,16 +56,65 @@ impl Health {
     }
 }
 
+/// Lookups' view of DynamoDB after a failure: skipped until `retry_at`, then one lookup at a
+/// time probes it.
+#[derive(Default)]
+struct Backoff {
+    retry_at: Mutex<Option<Instant>>,
+    probing: AtomicBool,
+}
+
+/// Permission to call the tier; a probe's claim is released on drop.
+struct Admitted<'a> {
+    probe: Option<&'a AtomicBool>,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if let Some(probing) = self.probe {
+            probing.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Backoff {
+    fn retry_at(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.retry_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `None`: skip the tier (backing off, or another lookup is probing it).
+    fn admit(&self) -> Option<Admitted<'_>> {
+        match *self.retry_at() {
+            None => Some(Admitted { probe: None }),
+            Some(at) if Instant::now() < at => None,
+            Some(_) => self
+                .probing
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+                .then_some(Admitted { probe: Some(&self.probing) }),
+        }
+    }
+
+    fn failed(&self, period: Duration) {
+        *self.retry_at() = Some(Instant::now() + period);
+    }
+
+    fn succeeded(&self) {
+        *self.retry_at() = None;
+    }
+}
+
 /// The Redis and DynamoDB tiers behind the in-memory catalogue.
 pub struct DynamicRegistry {
     pub redis: Option<RedisStore>,
     pub dynamo: Option<DynamoStore>,
     settings: RegistryConfig,
     memory: Mutex<HashMap<String, Remembered>>,
-    fetching: InFlight<Option<RegistryEntry>>,
+    fetching: SingleFlight<Option<RegistryEntry>>,
     lookups: IntCounterVec,
     redis_health: Health,
     dynamo_health: Health,
+    dynamo_backoff: Backoff,
 }
 
 impl DynamicRegistry {
@@ -76,10 +129,11 @@ impl DynamicRegistry {
             dynamo,
             settings,
             memory: Mutex::default(),
-            fetching: InFlight::default(),
+            fetching: SingleFlight::default(),
             lookups,
             redis_health: Health::default(),
             dynamo_health: Health::default(),
+            dynamo_backoff: Backoff::default(),
         }
     }
 
@@ -110,21 +164,27 @@ impl DynamicRegistry {
             }
         }
         self.count("memory", "miss");
-        match self.fetching.join(name) {
-            Join::Follower(mut receiver) => match receiver.recv().await {
-                Ok(shared) => shared,
-                Err(_) => self.fetch(name).await,
-            },
-            Join::Leader(leader) => {
-                let fetched = self.fetch(name).await;
-                leader.finish(&fetched);
-                fetched
+        let mut role = self.fetching.join(name);
+        loop {
+            match role {
+                Join::Leader(leader) => {
+                    let fetched = self.fetch(name).await;
+                    leader.finish(&fetched);
+                    return fetched;
+                }
+                Join::Follower(follower) => match follower.wait(None).await {
+                    Waited::Done(shared) => return shared,
+                    // The fetching caller was cancelled: this one fetches instead.
+                    Waited::Promoted(leader) => role = Join::Leader(leader),
+                    Waited::TimedOut => return None,
+                },
             }
         }
     }
 
     /// Redis, then DynamoDB; fills the tiers above on a hit.
     async fn fetch(&self, name: &str) -> Option<RegistryEntry> {
+        let mut redis_answered = false;
         if let Some(redis) = &self.redis {
             match redis.get(name).await {
                 Ok(Some(entry)) if entry.is_live() => {
@@ -136,6 +196,7 @@ impl DynamicRegistry {
                 Ok(_) => {
                     self.redis_health.set(true);
                     self.count("redis", "miss");
+                    redis_answered = true;
                 }
                 Err(e) => {
                     self.redis_health.set(false);
@@ -144,9 +205,20 @@ impl DynamicRegistry {
                 }
             }
         }
-        let dynamo = self.dynamo.as_ref()?;
+        let Some(dynamo) = &self.dynamo else {
+            // Redis is the last tier: its "no such tool" is remembered like DynamoDB's.
+            if redis_answered {
+                self.remember(name, None);
+            }
+            return None;
+        };
+        let Some(_admitted) = self.dynamo_backoff.admit() else {
+            self.count("dynamodb", "skipped");
+            return self.stale(name);
+        };
         match dynamo.get(name).await {
             Ok(Some(entry)) if entry.is_live() => {
+                self.dynamo_backoff.succeeded();
                 self.dynamo_health.set(true);
                 self.count("dynamodb", "hit");
                 if let Some(redis) = &self.redis
@@ -158,22 +230,33 @@ impl DynamicRegistry {
                 Some(entry)
             }
             Ok(_) => {
+                self.dynamo_backoff.succeeded();
                 self.dynamo_health.set(true);
                 self.count("dynamodb", "miss");
                 self.remember(name, None);
                 None
             }
             Err(e) => {
-                self.dynamo_health.set(false);
+                self.dynamo_failed();
                 self.count("dynamodb", "error");
                 tracing::warn!(error = %e, tool = name, "registry: DynamoDB unreachable; serving the last known entry if any");
-                let stale = self.memory().get(name).and_then(|r| r.entry.clone());
-                if stale.is_some() {
-                    self.count("memory", "stale");
-                }
-                stale
+                self.stale(name)
             }
         }
+    }
+
+    /// The last known entry of a name, when DynamoDB cannot be asked.
+    fn stale(&self, name: &str) -> Option<RegistryEntry> {
+        let stale = self.memory().get(name).and_then(|r| r.entry.clone());
+        if stale.is_some() {
+            self.count("memory", "stale");
+        }
+        stale
+    }
+
+    fn dynamo_failed(&self) {
+        self.dynamo_health.set(false);
+        self.dynamo_backoff.failed(Duration::from_millis(self.settings.dynamodb_backoff_ms));
     }
 
     fn remember(&self, name: &str, entry: Option<RegistryEntry>) {
@@ -200,10 +283,11 @@ impl DynamicRegistry {
         let entries = match dynamo.scan_active(|_| {}).await {
             Ok(entries) => {
                 self.dynamo_health.set(true);
+                self.dynamo_backoff.succeeded();
                 entries
             }
             Err(e) => {
-                self.dynamo_health.set(false);
+                self.dynamo_failed();
                 return Err(e);
             }
         };
@@ -238,5 +322,26 @@ impl DynamicRegistry {
             "redis": if self.redis.is_some() { self.redis_health.label() } else { "not configured" },
             "dynamodb": if self.dynamo.is_some() { self.dynamo_health.label() } else { "not configured" },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_a_failure_the_tier_is_skipped_then_probed_by_one_lookup_at_a_time() {
+        let backoff = Backoff::default();
+        assert!(backoff.admit().is_some_and(|a| a.probe.is_none()), "healthy: every lookup goes");
+        backoff.failed(Duration::from_secs(3600));
+        assert!(backoff.admit().is_none(), "backing off: skipped, stale served");
+        backoff.failed(Duration::ZERO);
+        let probe = backoff.admit().expect("back-off over: one lookup probes");
+        assert!(backoff.admit().is_none(), "while it probes, the others are skipped");
+        drop(probe);
+        let probe = backoff.admit().expect("a probe that ended without an answer frees the claim");
+        backoff.succeeded();
+        drop(probe);
+        assert!(backoff.admit().is_some_and(|a| a.probe.is_none()), "a success reopens the tier");
     }
 }

@@ -1,18 +1,16 @@
 //! Read-only tool results: a bounded cache (fresh hits within a TTL, last good results kept
-//! for stale fallbacks) and in-flight sharing, so identical read-only calls running at the
-//! same time make one upstream call. Keys are tool + canonical arguments. Never used for
-//! tools that are not read-only.
+//! for stale fallbacks). Keys are tool + canonical arguments. Never used for tools that are
+//! not read-only. Identical read-only calls running at the same time share one upstream call
+//! through [`crate::singleflight`].
 
 use std::{
     collections::{HashMap, VecDeque},
-    sync::{Arc, Mutex},
+    sync::Mutex,
     time::{Duration, Instant},
 };
 
-use serde_json::value::RawValue;
-use tokio::sync::broadcast;
-
 use crate::error::GatewayError;
+use serde_json::value::RawValue;
 
 /// What a shared call yields.
 pub type SharedResult = Result<Box<RawValue>, GatewayError>;
@@ -90,61 +88,6 @@ impl ResultCache {
     }
 }
 
-type Waiting<T> = Arc<Mutex<HashMap<String, broadcast::Sender<T>>>>;
-
-/// Identical calls in flight: the first runs, the others wait for its result.
-pub struct InFlight<T = SharedResult> {
-    calls: Waiting<T>,
-}
-
-impl<T> Default for InFlight<T> {
-    fn default() -> Self {
-        Self { calls: Arc::default() }
-    }
-}
-
-/// The caller's role for one key.
-pub enum Join<T = SharedResult> {
-    /// Run the call and [`Leader::finish`] with its result.
-    Leader(Leader<T>),
-    /// Wait for the leader's result.
-    Follower(broadcast::Receiver<T>),
-}
-
-/// Held by the caller that runs the call; followers are released when it finishes or drops.
-pub struct Leader<T = SharedResult> {
-    calls: Waiting<T>,
-    key: String,
-}
-
-impl<T: Clone> InFlight<T> {
-    pub fn join(&self, key: &str) -> Join<T> {
-        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sender) = calls.get(key) {
-            return Join::Follower(sender.subscribe());
-        }
-        let (sender, _) = broadcast::channel(1);
-        calls.insert(key.to_string(), sender);
-        Join::Leader(Leader { calls: self.calls.clone(), key: key.to_string() })
-    }
-}
-
-impl<T: Clone> Leader<T> {
-    pub fn finish(self, result: &T) {
-        let sender = self.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
-        if let Some(sender) = sender {
-            let _ = sender.send(result.clone());
-        }
-    }
-}
-
-impl<T> Drop for Leader<T> {
-    fn drop(&mut self) {
-        // A cancelled leader: followers see the channel close and run their own call.
-        self.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,15 +107,5 @@ mod tests {
         cache.store("c".into(), raw("3"));
         assert_eq!(cache.len(), 2);
         assert!(cache.fresh("a", Duration::from_secs(1)).is_none(), "oldest evicted");
-    }
-
-    #[tokio::test]
-    async fn followers_get_the_leaders_result() {
-        let inflight: InFlight = InFlight::default();
-        let Join::Leader(leader) = inflight.join("k") else { panic!("first is leader") };
-        let Join::Follower(mut follower) = inflight.join("k") else { panic!("second follows") };
-        leader.finish(&Ok(raw("7")));
-        assert_eq!(follower.recv().await.unwrap().unwrap().get(), "7");
-        assert!(matches!(inflight.join("k"), Join::Leader(_)), "finished calls are forgotten");
     }
 }

@@ -103,7 +103,7 @@ pub async fn registry_refresh(
     if !peer.ip().is_loopback() {
         return forbidden();
     }
-    gateway.refresh_now.notify_one();
+    gateway.refresh_forced.notify_one();
     (StatusCode::ACCEPTED, Json(json!({"refresh": "scheduled"}))).into_response()
 }
 

@@ -1,13 +1,27 @@
-//! Logging: JSON lines on stdout through a non-blocking writer, so a slow log pipe never
-//! stalls a request. Call lines carry an argument *hash*, never the arguments.
+//! Logging: JSON lines on stdout through a non-blocking, *lossy* writer, so a slow or stuck
+//! log pipe never stalls a request: lines go through a bounded buffer (128 000 lines) to a
+//! writer thread, and when the buffer is full new lines are dropped rather than the request
+//! thread waiting. Dropped lines are counted (`mcp_gateway_log_lines_dropped_total`). Call
+//! lines carry an argument *hash*, never the arguments.
 
-use tracing_appender::non_blocking::WorkerGuard;
+use std::sync::OnceLock;
+
+use tracing_appender::non_blocking::{ErrorCounter, WorkerGuard};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+
+/// The installed writer's count of dropped lines.
+static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
+
+/// Log lines dropped so far because the writer could not keep up (0 before [`init`]).
+pub fn dropped_lines() -> u64 {
+    DROPPED.get().map_or(0, |counter| counter.dropped_lines() as u64)
+}
 
 /// Installs the global subscriber. Keep the guard alive until exit: it flushes the writer.
 pub fn init(filter: &str, json: bool) -> WorkerGuard {
     let (writer, guard) =
-        tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stdout());
+        tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(true).finish(std::io::stdout());
+    let _ = DROPPED.set(writer.error_counter());
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let registry = tracing_subscriber::registry().with(filter);
     if json {

@@ -26,6 +26,12 @@ pub struct Metrics {
     pub upstream_duration: HistogramVec,
     /// `mcp_gateway_in_flight`
     pub in_flight: IntGauge,
+    /// `mcp_gateway_log_lines_dropped_total`: log lines dropped by the lossy writer (synced
+    /// from [`super::logging::dropped_lines`] at each scrape)
+    pub log_lines_dropped: prometheus::IntCounter,
+    log_sync: std::sync::Arc<std::sync::Mutex<()>>,
+    /// `mcp_gateway_in_flight_waiters`: calls waiting for an identical read-only call in flight
+    pub in_flight_waiters: IntGauge,
     /// `mcp_gateway_requests_total{method}` (inbound JSON-RPC messages)
     pub requests: IntCounterVec,
     /// `mcp_gateway_http_rejections_total{reason}` (403, 413, parse errors)
@@ -58,6 +64,9 @@ pub struct Metrics {
     pub shared_state_errors: IntCounterVec,
     /// `mcp_gateway_registry_lookups_total{tier,result}` (`hit`/`miss`/`negative`/`error`/`stale`)
     pub registry_lookups: IntCounterVec,
+    /// `mcp_gateway_registry_miss_wakes_total{result}` (`refreshed`/`skipped`): refreshes
+    /// woken by unknown-tool calls
+    pub registry_miss_wakes: IntCounterVec,
     /// `mcp_gateway_registry_tool_changes_total{change}` (`added`/`removed`/`changed`)
     pub registry_tool_changes: IntCounterVec,
     /// `mcp_gateway_registry_refresh_duration_seconds{source}`
@@ -122,6 +131,21 @@ impl Metrics {
                 &["server", "transport"],
             ),
             in_flight: gauge(&r, "mcp_gateway_in_flight", "tools/call requests being processed"),
+            log_lines_dropped: {
+                let counter = prometheus::IntCounter::new(
+                    "mcp_gateway_log_lines_dropped_total",
+                    "log lines dropped because stdout did not keep up",
+                )
+                .expect("valid metric");
+                r.register(Box::new(counter.clone())).expect("metric names are unique");
+                counter
+            },
+            log_sync: std::sync::Arc::default(),
+            in_flight_waiters: gauge(
+                &r,
+                "mcp_gateway_in_flight_waiters",
+                "calls waiting for an identical read-only call in flight",
+            ),
             requests: counters(
                 &r,
                 "mcp_gateway_requests_total",
@@ -213,6 +237,12 @@ impl Metrics {
                 "registry lookups by tier and result",
                 &["tier", "result"],
             ),
+            registry_miss_wakes: counters(
+                &r,
+                "mcp_gateway_registry_miss_wakes_total",
+                "refresh wake-ups by unknown-tool calls: refreshed or skipped (rate limit)",
+                &["result"],
+            ),
             registry_tool_changes: counters(
                 &r,
                 "mcp_gateway_registry_tool_changes_total",
@@ -237,6 +267,14 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> Vec<u8> {
+        {
+            let _one_at_a_time = self.log_sync.lock().unwrap_or_else(|p| p.into_inner());
+            let dropped = super::logging::dropped_lines();
+            let seen = self.log_lines_dropped.get();
+            if dropped > seen {
+                self.log_lines_dropped.inc_by(dropped - seen);
+            }
+        }
         let mut out = Vec::with_capacity(16 * 1024);
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
