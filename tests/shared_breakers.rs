@@ -172,3 +172,38 @@ fn a_trip_made_while_redis_was_away_reaches_the_fleet_when_it_returns() {
     let _redis = redis_on(redis_port);
     wait_for("B to learn of A's trip", || category(&lookup(&b)) == "circuit_open");
 }
+
+#[test]
+fn servers_built_from_registry_entries_share_their_breaker_too() {
+    let redis_port = free_port();
+    let _redis = redis_on(redis_port);
+    let (_dynamo, dynamo_port) = dynamodb_local();
+    let env = vec![
+        ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
+        ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{dynamo_port}")),
+    ];
+    registry_cli(&env, &["create-table"]);
+    // The registry says the catalogue lives on a port where nothing listens yet.
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let catalogue = "config/manga-tools.json";
+    registry_cli(&env, &["import", catalogue, "--server", "catalog", "--transport", "http", "--url", &url]);
+    let config = format!(
+        "redis_url = \"redis://127.0.0.1:{redis_port}\"\nshared_breakers = true\n\
+         dynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{dynamo_port}\"\n\
+         [defaults.breaker]\nopen_base_ms = 300000\nopen_max_ms = 300000\n"
+    );
+    let a = Gateway::start(&config, &[]);
+    let b = Gateway::start(&config, &[]);
+    // B builds its stack for the registry server (one failure of its own, far from a trip).
+    expect_error(&lookup(&b), -32000, "upstream_unavailable");
+    // A trips (read-only calls are retried, so a few calls make the five failures).
+    let mut calls = 0;
+    while category(&lookup(&a)) != "circuit_open" {
+        calls += 1;
+        assert!(calls <= 5, "A's breaker did not open");
+    }
+    // The server comes up: B could reach it, but stays away while the fleet's circuit is open.
+    let _demo = Demo::start(false, port);
+    wait_for("B to refuse on A's open state", || category(&lookup(&b)) == "circuit_open");
+}
