@@ -193,25 +193,6 @@ pub fn forwardable_meta(meta: &Value) -> Option<Map<String, Value>> {
     (!forwarded.is_empty()).then_some(forwarded)
 }
 
-/// Whether a value may travel in an HTTP header as is (visible ASCII and spaces, no
-/// leading/trailing space); otherwise it is sent with the Base64 sentinel.
-pub fn header_safe(value: &str) -> bool {
-    !value.is_empty()
-        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !value.starts_with(' ')
-        && !value.ends_with(' ')
-}
-
-/// Encodes a header value, using `=?base64?…?=` when it is not header-safe.
-pub fn header_value(value: &str) -> String {
-    use base64::Engine;
-    if header_safe(value) {
-        value.to_string()
-    } else {
-        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,11 +235,9 @@ mod tests {
     }
 
     #[test]
-    fn reserved_meta_is_not_forwarded_and_unsafe_headers_are_encoded() {
+    fn reserved_meta_is_not_forwarded() {
         let meta = json!({META_PROTOCOL_VERSION: "2026-07-28", "progressToken": 1});
         let kept = forwardable_meta(&meta).unwrap();
         assert!(kept.contains_key("progressToken") && kept.len() == 1);
-        assert_eq!(header_value("manga_search"), "manga_search");
-        assert!(header_value("ワンピース").starts_with("=?base64?"));
     }
 }
