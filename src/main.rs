@@ -88,6 +88,9 @@ enum Command {
     CheckConfig {
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
         config: Option<PathBuf>,
+        /// Print the configuration as JSON (same keys as the TOML file).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -191,14 +194,16 @@ fn main() -> anyhow::Result<()> {
                 demo_server(listen, lambda_api, options).await
             }
             Command::Registry { config, table, action } => registry_command(config, table, action).await,
-            Command::CheckConfig { config } => {
+            Command::CheckConfig { config, json } => {
                 let mut config = Config::load(config.as_deref(), std::env::vars())?;
                 // Header values are usually credentials: never print them.
                 for server in config.servers.values_mut() {
                     server.headers.values_mut().for_each(|v| *v = "<redacted>".into());
                 }
+                config.redis_url = config.redis_url.as_deref().map(redact_url_password);
                 use std::io::Write;
-                let _ = writeln!(std::io::stdout().lock(), "{config:#?}");
+                let text = if json { serde_json::to_string_pretty(&config)? } else { format!("{config:#?}") };
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
                 Ok(())
             }
         }
@@ -271,6 +276,18 @@ async fn serve(
     server::serve(listener, gateway.clone(), shutdown_signal(), grace).await?;
     close_sessions(&gateway).await;
     Ok(())
+}
+
+/// `redis://user:secret@host` → `redis://user:<redacted>@host` (ElastiCache AUTH tokens).
+fn redact_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:<redacted>@{host}")
+        }
+        _ => url.to_string(),
+    }
 }
 
 fn demo_server_config(addr: SocketAddr) -> ServerConfig {
