@@ -34,6 +34,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Binding a non-loopback address must be asked for explicitly.
     pub allow_non_loopback: bool,
+    /// A second listener serving only `GET /metrics` (e.g. `0.0.0.0:9464` for a collector
+    /// container). Any address is allowed: metrics carry no tool arguments or results.
+    pub metrics_listen: Option<SocketAddr>,
     /// Largest accepted POST body, in bytes (413 above it).
     pub max_body_bytes: usize,
     /// Browser origins allowed besides loopback ones (others get 403).
@@ -136,6 +139,7 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             allow_non_loopback: false,
+            metrics_listen: None,
             max_body_bytes: 1024 * 1024,
             allowed_origins: Vec::new(),
             refresh_interval_secs: 300,
