@@ -46,6 +46,9 @@ pub struct Config {
     pub refresh_interval_secs: u64,
     /// How long shutdown waits for in-flight calls, in seconds.
     pub shutdown_grace_secs: u64,
+    /// `/readyz` answers 200 only once the catalogue holds at least this many tools (0: ready
+    /// as soon as the first refresh is done, even with no tool).
+    pub ready_min_tools: usize,
     /// `tracing` filter, e.g. `info` or `mcp_gateway=debug`.
     #[serde(deserialize_with = "lenient::string")]
     pub log_level: String,
@@ -144,6 +147,7 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             refresh_interval_secs: 300,
             shutdown_grace_secs: 30,
+            ready_min_tools: 1,
             log_level: "info".into(),
             worker_threads: 1,
             defaults: ServerDefaults::default(),
