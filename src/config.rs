@@ -67,6 +67,11 @@ pub struct Config {
     /// Redis URL (e.g. `redis://127.0.0.1:6379`) for state shared across gateway instances.
     #[serde(deserialize_with = "lenient::opt_string")]
     pub redis_url: Option<String>,
+    /// PEM file of the CA that signs the Redis server certificate (a private CA); without it
+    /// a `rediss://` server is checked against the bundled public roots.
+    pub redis_ca_file: Option<std::path::PathBuf>,
+    /// `redis_url` is a Redis Cluster (one seed node, or several separated by commas).
+    pub redis_cluster: bool,
     /// Share circuit breaker state across instances through `redis_url`.
     pub shared_breakers: bool,
     /// DynamoDB table of registered tools (enables the DynamoDB tier).
@@ -155,6 +160,8 @@ impl Default for Config {
             servers: BTreeMap::new(),
             tools: BTreeMap::new(),
             redis_url: None,
+            redis_ca_file: None,
+            redis_cluster: false,
             shared_breakers: false,
             dynamodb_table: None,
             dynamodb_endpoint: None,
@@ -393,6 +400,9 @@ impl Config {
         }
         if self.shared_breakers && self.redis_url.is_none() {
             bail!("shared_breakers needs redis_url");
+        }
+        if (self.redis_cluster || self.redis_ca_file.is_some()) && self.redis_url.is_none() {
+            bail!("redis_cluster and redis_ca_file need redis_url");
         }
         self.defaults.retry.validate("defaults")?;
         self.defaults.breaker.validate("defaults")?;

@@ -69,18 +69,14 @@ async fn dynamic_registry(
     metrics: &Metrics,
 ) -> anyhow::Result<Option<Arc<DynamicRegistry>>> {
     let settings = &config.registry;
-    let redis = match &config.redis_url {
-        Some(url) => Some(
-            RedisStore::new(
-                url,
-                &settings.redis_prefix,
-                Duration::from_secs(settings.redis_ttl_secs),
-                Duration::from_millis(settings.redis_timeout_ms),
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?,
-        ),
-        None => None,
-    };
+    let redis = crate::redis_link::RedisLink::from_config(config)?.map(|link| {
+        RedisStore::new(
+            link,
+            &settings.redis_prefix,
+            Duration::from_secs(settings.redis_ttl_secs),
+            Duration::from_millis(settings.redis_timeout_ms),
+        )
+    });
     let dynamo = match &config.dynamodb_table {
         Some(table) => Some(
             DynamoStore::connect(
@@ -134,10 +130,10 @@ impl Gateway {
         let metrics = Metrics::new();
         let upstreams = upstreams::build_all(&config, &metrics).await?;
         if config.shared_breakers
-            && let Some(url) = &config.redis_url
+            && let Some(link) = crate::redis_link::RedisLink::from_config(&config)?
         {
             let breakers = upstreams.values().map(|u| u.breaker.clone()).collect();
-            crate::resilience::shared::start(url, breakers, metrics.shared_state_errors.clone())?;
+            crate::resilience::shared::start(link, breakers, metrics.shared_state_errors.clone())?;
             tracing::info!("circuit breaker state shared through Redis");
         }
         let routes = config

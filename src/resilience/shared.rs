@@ -1,13 +1,15 @@
 //! Circuit breaker state shared across gateway instances through Redis (opt-in:
 //! `shared_breakers = true` with `redis_url`).
 //!
-//! When an instance opens a server's breaker it writes `mcp:breaker:{server}` = its instance
+//! When an instance opens a server's breaker it writes `mcp:{breakers}:<server>` = its instance
 //! id with `SET NX PX` (open period + a probe window): the first writer owns the open state.
 //! Every instance polls the keys every 200 ms; a key owned by another instance makes the
 //! local breaker refuse calls, so peers fail fast within a second and never probe. Only the
 //! owner's breaker goes half-open and probes; on success it deletes the key (peers close), on
 //! failure it extends it. A dead owner's key simply expires. When Redis is unreachable each
 //! instance keeps its local breaker, the errors are counted, and sharing resumes by itself.
+//! The keys share the hash tag `{breakers}`, so the poll's multi-key pipeline stays within one
+//! slot on a Redis Cluster; the connection comes from [`crate::redis_link`].
 
 use std::{
     collections::BTreeMap,
@@ -15,8 +17,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::redis_link::{RedisConnection as ConnectionManager, RedisLink, Timeouts};
 use prometheus::IntCounterVec;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::mpsc;
 
 use super::breaker::{Breaker, Transition};
@@ -29,12 +31,11 @@ const PROBE_WINDOW: Duration = Duration::from_secs(5);
 const REDIS_TIMEOUT: Duration = Duration::from_millis(50);
 
 fn key(server: &str) -> String {
-    format!("mcp:breaker:{server}")
+    format!("mcp:{{breakers}}:{server}")
 }
 
 /// Starts the publisher and poller tasks for `breakers`.
-pub fn start(redis_url: &str, breakers: Vec<Arc<Breaker>>, errors: IntCounterVec) -> anyhow::Result<()> {
-    let client = redis::Client::open(redis_url)?;
+pub fn start(client: RedisLink, breakers: Vec<Arc<Breaker>>, errors: IntCounterVec) -> anyhow::Result<()> {
     let instance: Arc<str> = format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into();
     let (sender, receiver) = mpsc::unbounded_channel();
     for breaker in &breakers {
@@ -46,16 +47,13 @@ pub fn start(redis_url: &str, breakers: Vec<Arc<Breaker>>, errors: IntCounterVec
     Ok(())
 }
 
-async fn connect(client: &redis::Client) -> Option<ConnectionManager> {
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_millis(250)))
-        .set_response_timeout(Some(REDIS_TIMEOUT))
-        .set_number_of_retries(1);
-    ConnectionManager::new_with_config(client.clone(), config).await.ok()
+async fn connect(client: &RedisLink) -> Option<ConnectionManager> {
+    let timeouts = Timeouts { connect: Duration::from_millis(250), response: REDIS_TIMEOUT, retries: 1 };
+    client.connect(timeouts).await.ok()
 }
 
 async fn run(
-    client: redis::Client,
+    client: RedisLink,
     instance: Arc<str>,
     breakers: BTreeMap<Arc<str>, Arc<Breaker>>,
     mut transitions: mpsc::UnboundedReceiver<(Arc<str>, Transition)>,
