@@ -391,3 +391,50 @@ fn registry_over_a_cluster() {
 fn shared_breakers_over_a_cluster() {
     breakers_through(&redis_cluster());
 }
+
+#[test]
+fn a_refresh_writes_every_registry_entry_across_the_cluster_slots() {
+    let redis = redis_cluster();
+    let (_dynamo, dynamo_port) = common::dynamodb_local();
+    let demo = Demo::http();
+    // DynamoDB only (no Redis in the CLI's environment): the gateway's refresh is what fills Redis.
+    let env = [
+        ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
+        ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{dynamo_port}")),
+    ];
+    common::registry_cli(&env, &["create-table"]);
+    let url = demo.url();
+    common::registry_cli(&env, &["import", "config/manga-tools.json", "--server", "catalog", "--url", &url]);
+    let names: Vec<String> = {
+        let tools: Value = serde_json::from_str(include_str!("../config/manga-tools.json")).unwrap();
+        tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    };
+    for name in &names {
+        assert_eq!(redis.cli(&["EXISTS", &format!("mcp:tool:{name}")]).trim(), "0");
+    }
+    let config = format!(
+        "{}dynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{dynamo_port}\"\n",
+        redis.config
+    );
+    let gw = Gateway::start(&config, &[]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for name in &names {
+        while redis.cli(&["EXISTS", &format!("mcp:tool:{name}")]).trim() != "1" {
+            assert!(Instant::now() < deadline, "{name} never written to the cluster:\n{}", gw.proc.output());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // The keys really are spread over several slots (so a single pipeline could not hold them).
+    let slots: std::collections::BTreeSet<String> = names
+        .iter()
+        .map(|n| redis.cli(&["CLUSTER", "KEYSLOT", &format!("mcp:tool:{n}")]).trim().to_string())
+        .collect();
+    assert!(slots.len() > 1, "{slots:?}");
+    let m = gw.metrics();
+    assert_eq!(
+        metric(&m, "mcp_gateway_registry_lookups_total", &["tier=\"redis\"", "result=\"error\""]),
+        0.0,
+        "{m}"
+    );
+    assert!(!gw.proc.output().contains("Redis not updated"), "{}", gw.proc.output());
+}
