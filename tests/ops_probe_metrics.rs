@@ -83,6 +83,8 @@ fn metrics_listener_serves_only_metrics_on_any_address() {
     let post =
         gw.client.post(format!("{base}/mcp")).header("content-type", "application/json").body(body).send();
     assert_eq!(post.unwrap().status(), 404, "POST /mcp on the metrics listener");
+    let post_metrics = gw.client.post(format!("{base}/metrics")).send().unwrap();
+    assert_eq!(post_metrics.status(), 404, "POST /metrics on the metrics listener");
     let admin = gw.client.post(format!("{base}/admin/breakers/demo/open")).send().unwrap();
     assert_eq!(admin.status(), 404, "POST /admin/... on the metrics listener");
 

@@ -38,15 +38,13 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 /// The metrics listener's routes: `GET /metrics` and nothing else. It is meant to be reachable
 /// by a scraper outside the task, so it must expose no tool, admin or registry endpoint.
 pub fn metrics_router(gateway: Arc<Gateway>) -> Router {
+    async fn metrics_only() -> Response {
+        let body = serde_json::json!({"error": "not found", "endpoints": ["GET /metrics"]});
+        (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    }
     Router::new()
-        .route("/metrics", get(health::metrics))
-        .fallback(|| async {
-            (
-                StatusCode::NOT_FOUND,
-                axum::Json(serde_json::json!({"error": "not found", "endpoints": ["/metrics"]})),
-            )
-                .into_response()
-        })
+        .route("/metrics", get(health::metrics).fallback(metrics_only))
+        .fallback(metrics_only)
         .with_state(gateway)
 }
 
