@@ -47,7 +47,8 @@ fn run(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// A private CA and a server certificate for 127.0.0.1 / localhost signed by it.
+/// A private CA and a server certificate for 127.0.0.1 / localhost signed by it (also usable
+/// as a client certificate: TLS cluster-bus links present it).
 fn make_certificates(dir: &Scratch) {
     let p = |n: &str| dir.path(n).to_str().unwrap().to_string();
     run(
@@ -89,7 +90,7 @@ fn make_certificates(dir: &Scratch) {
     );
     std::fs::write(
         dir.path("server.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n",
     )
     .unwrap();
     run(
@@ -180,17 +181,22 @@ fn tls_redis() -> RedisUnderTest {
     RedisUnderTest { _procs: vec![proc], _dir: dir, config, cli }
 }
 
-/// Three `redis-server` processes in cluster mode, slots spread over all three.
-fn redis_cluster() -> RedisUnderTest {
+/// Three `redis-server` processes in cluster mode, slots spread over all three; with `tls`,
+/// every client and cluster-bus connection is TLS (as on ElastiCache Serverless).
+fn redis_cluster_with(tls: bool) -> RedisUnderTest {
     let dir = Scratch::new("redis-cluster");
+    if tls {
+        make_certificates(&dir);
+    }
+    let p = |n: &str| dir.path(n).to_str().unwrap().to_string();
+    let tls_flags: Vec<String> =
+        if tls { vec!["--tls".into(), "--cacert".into(), p("ca.pem")] } else { vec![] };
     let mut procs = Vec::new();
     let mut ports = Vec::new();
     for i in 0..3 {
         let (port, bus) = (free_port(), free_port());
         let mut command = Command::new("redis-server");
         command.current_dir(&dir.0).args([
-            "--port",
-            &port.to_string(),
             "--cluster-port",
             &bus.to_string(),
             "--bind",
@@ -204,19 +210,47 @@ fn redis_cluster() -> RedisUnderTest {
             "--appendonly",
             "no",
         ]);
+        if tls {
+            command.args([
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--tls-cluster",
+                "yes",
+                "--tls-replication",
+                "yes",
+                "--tls-cert-file",
+                &p("server.pem"),
+                "--tls-key-file",
+                &p("server.key"),
+                "--tls-ca-cert-file",
+                &p("ca.pem"),
+                "--tls-auth-clients",
+                "no",
+            ]);
+        } else {
+            command.args(["--port", &port.to_string()]);
+        }
         procs.push(Proc::spawn("redis-server (cluster)", command));
         wait_port(port, "redis-server --cluster-enabled", Duration::from_secs(10));
         ports.push(port);
     }
     let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    let mut args = vec!["--cluster", "create"];
+    // Bounded: `--cluster create` waits forever when the nodes cannot reach each other.
+    let mut args: Vec<&str> = vec!["60", "redis-cli"];
+    args.extend(tls_flags.iter().map(String::as_str));
+    args.extend(["--cluster", "create"]);
     args.extend(nodes.iter().map(String::as_str));
     args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
-    run("redis-cli", &args);
+    run("timeout", &args);
     let deadline = Instant::now() + Duration::from_secs(20);
     for port in &ports {
         loop {
-            let info = run("redis-cli", &["-p", &port.to_string(), "cluster", "info"]);
+            let mut args: Vec<&str> = tls_flags.iter().map(String::as_str).collect();
+            let port = port.to_string();
+            args.extend(["-p", &port, "cluster", "info"]);
+            let info = run("redis-cli", &args);
             if info.contains("cluster_state:ok") {
                 break;
             }
@@ -225,12 +259,21 @@ fn redis_cluster() -> RedisUnderTest {
         }
     }
     // Two seeds, the third node is learned from the slot map.
-    let config = format!(
-        "redis_url = \"redis://127.0.0.1:{},redis://127.0.0.1:{}\"\nredis_cluster = true\n",
+    let scheme = if tls { "rediss" } else { "redis" };
+    let mut config = format!(
+        "redis_url = \"{scheme}://127.0.0.1:{},{scheme}://127.0.0.1:{}\"\nredis_cluster = true\n",
         ports[0], ports[1]
     );
-    let cli = vec!["-c".into(), "-p".into(), ports[2].to_string()];
+    if tls {
+        config += &format!("redis_ca_file = \"{}\"\n", p("ca.pem"));
+    }
+    let mut cli = tls_flags;
+    cli.extend(["-c".into(), "-p".into(), ports[2].to_string()]);
     RedisUnderTest { _procs: procs, _dir: dir, config, cli }
+}
+
+fn redis_cluster() -> RedisUnderTest {
+    redis_cluster_with(false)
 }
 
 fn registry_entry(name: &str, status: &str, server_url: &str) -> String {
@@ -390,6 +433,13 @@ fn registry_over_a_cluster() {
 #[test]
 fn shared_breakers_over_a_cluster() {
     breakers_through(&redis_cluster());
+}
+
+#[test]
+fn registry_and_shared_breakers_over_a_tls_cluster() {
+    let redis = redis_cluster_with(true);
+    registry_through(&redis);
+    breakers_through(&redis);
 }
 
 #[test]
