@@ -493,6 +493,33 @@ mod tests {
     }
 
     #[test]
+    fn string_keys_take_numeric_looking_values_and_cli_variables_are_skipped() {
+        let config = Config::load(
+            None,
+            env(&[
+                ("MCP_GATEWAY_SERVERS__FN__TRANSPORT", "lambda"),
+                ("MCP_GATEWAY_SERVERS__FN__FUNCTION", "12345"),
+                ("MCP_GATEWAY_SERVERS__FN__QUALIFIER", "7"),
+                ("MCP_GATEWAY_SERVERS__FN__HEADERS__X_TENANT", "42"),
+                ("MCP_GATEWAY_DYNAMODB_TABLE", "2024-01-01"),
+                ("MCP_GATEWAY_REGISTRY__REDIS_PREFIX", "true"),
+                ("MCP_GATEWAY_CONFIG", "/nonexistent.toml"),
+                ("MCP_GATEWAY_LOG_FORMAT", "text"),
+            ]),
+        )
+        .unwrap();
+        let server = &config.servers["fn"];
+        assert_eq!(server.qualifier.as_deref(), Some("7"));
+        assert_eq!(server.function.as_deref(), Some("12345"));
+        assert_eq!(server.headers["x_tenant"], "42");
+        assert_eq!(config.dynamodb_table.as_deref(), Some("2024-01-01"));
+        assert_eq!(config.registry.redis_prefix, "true");
+        // Numeric keys still refuse text.
+        let err = Config::load(None, env(&[("MCP_GATEWAY_MAX_BODY_BYTES", "lots")])).unwrap_err();
+        assert!(format!("{err:#}").contains("max_body_bytes"), "{err:#}");
+    }
+
+    #[test]
     fn invalid_configurations_are_refused_with_a_reason() {
         let err = Config::load(None, env(&[("MCP_GATEWAY_SERVERS__X__TRANSPORT", "lambda")])).unwrap_err();
         assert!(format!("{err:#}").contains("needs `function`"));
