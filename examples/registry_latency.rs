@@ -56,8 +56,12 @@ async fn main() {
     }
     show("memory (Registry::resolve, async)", 100_000, percentiles(samples));
 
-    let redis =
-        RedisStore::new(redis_url, "mcp:tool:", Duration::from_secs(600), Duration::from_millis(50)).unwrap();
+    let redis = RedisStore::new(
+        mcp_gateway::redis_link::RedisLink::new(redis_url, None, false).unwrap(),
+        "mcp:tool:",
+        Duration::from_secs(600),
+        Duration::from_millis(50),
+    );
     let mut samples = Vec::with_capacity(10_000);
     for _ in 0..10_000 {
         let started = Instant::now();

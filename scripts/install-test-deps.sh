@@ -31,6 +31,17 @@ else
   step "redis-server installed ($(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'))"
 fi
 
+# --- openssl CLI and redis-cli (tests/redis_tls_cluster.rs: certificates, cluster setup) ----
+if ! command -v openssl >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  step "installing openssl and redis-tools (apt-get)"
+  command -v apt-get >/dev/null 2>&1 || die "openssl/redis-cli missing and apt-get is not available"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends openssl redis-tools >/dev/null
+fi
+
 # --- toolchains ----------------------------------------------------------------------------
 for tool in node npm python3; do
   command -v "$tool" >/dev/null 2>&1 || die "missing $tool: install Node.js 20 (with npm) and Python >= 3.10"

@@ -5,12 +5,17 @@
 //! `MCP_GATEWAY_LISTEN=127.0.0.1:9000`, `MCP_GATEWAY_SERVERS__CATALOG__URL=http://…/mcp`,
 //! `MCP_GATEWAY_AWS__ENDPOINT_URL=http://127.0.0.1:9001`. Keys are matched lower-cased.
 //! A value is read as TOML when it parses as a TOML value (numbers, booleans, arrays, inline
-//! tables) and as a plain string otherwise.
+//! tables) and as a plain string otherwise; string settings take a numeric-looking value as
+//! its text ([`lenient`]), so `MCP_GATEWAY_SERVERS__X__QUALIFIER=7` is the qualifier `"7"`.
+//! The variables of the command line itself (`MCP_GATEWAY_CONFIG`, `MCP_GATEWAY_LOG_FORMAT`,
+//! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
+
+mod lenient;
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::resilience::settings::{BreakerSettings, RetrySettings};
@@ -18,22 +23,34 @@ use crate::resilience::settings::{BreakerSettings, RetrySettings};
 /// The environment variable prefix for overrides.
 pub const ENV_PREFIX: &str = "MCP_GATEWAY_";
 
-#[derive(Debug, Clone, Deserialize)]
+/// Environment variables with the prefix that belong to the command line (flags' `env`), not
+/// to the configuration: the overlay skips them.
+pub const CLI_ENV: &[&str] = &["MCP_GATEWAY_CONFIG", "MCP_GATEWAY_LOG_FORMAT"];
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Address of the inbound MCP endpoint. Loopback unless `allow_non_loopback`.
     pub listen: SocketAddr,
     /// Binding a non-loopback address must be asked for explicitly.
     pub allow_non_loopback: bool,
+    /// A second listener serving only `GET /metrics` (e.g. `0.0.0.0:9464` for a collector
+    /// container). Any address is allowed: metrics carry no tool arguments or results.
+    pub metrics_listen: Option<SocketAddr>,
     /// Largest accepted POST body, in bytes (413 above it).
     pub max_body_bytes: usize,
     /// Browser origins allowed besides loopback ones (others get 403).
+    #[serde(deserialize_with = "lenient::strings")]
     pub allowed_origins: Vec<String>,
     /// How often each server's `tools/list` is read again, in seconds.
     pub refresh_interval_secs: u64,
     /// How long shutdown waits for in-flight calls, in seconds.
     pub shutdown_grace_secs: u64,
+    /// `/readyz` answers 200 only once the catalogue holds at least this many tools (0: ready
+    /// as soon as the first refresh is done, even with no tool).
+    pub ready_min_tools: usize,
     /// `tracing` filter, e.g. `info` or `mcp_gateway=debug`.
+    #[serde(deserialize_with = "lenient::string")]
     pub log_level: String,
     /// Runtime threads: 1 runs everything on one thread (lowest latency for a sidecar with a
     /// fraction of a core); 0 uses one worker per CPU.
@@ -48,12 +65,20 @@ pub struct Config {
     /// fallbacks, caching, result size budget.
     pub tools: BTreeMap<String, ToolConfig>,
     /// Redis URL (e.g. `redis://127.0.0.1:6379`) for state shared across gateway instances.
+    #[serde(deserialize_with = "lenient::opt_string")]
     pub redis_url: Option<String>,
+    /// PEM file of the CA that signs the Redis server certificate (a private CA); without it
+    /// a `rediss://` server is checked against the bundled public roots.
+    pub redis_ca_file: Option<std::path::PathBuf>,
+    /// `redis_url` is a Redis Cluster (one seed node, or several separated by commas).
+    pub redis_cluster: bool,
     /// Share circuit breaker state across instances through `redis_url`.
     pub shared_breakers: bool,
     /// DynamoDB table of registered tools (enables the DynamoDB tier).
+    #[serde(deserialize_with = "lenient::opt_string")]
     pub dynamodb_table: Option<String>,
     /// DynamoDB endpoint override (DynamoDB Local in tests).
+    #[serde(deserialize_with = "lenient::opt_string")]
     pub dynamodb_endpoint: Option<String>,
     /// Registry tiers: memory → Redis (`redis_url`) → DynamoDB (`dynamodb_table`).
     pub registry: RegistryConfig,
@@ -61,7 +86,7 @@ pub struct Config {
     pub cache: CacheConfig,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RegistryConfig {
     /// How long a tool looked up in Redis/DynamoDB is kept in memory, in seconds.
@@ -71,6 +96,7 @@ pub struct RegistryConfig {
     /// Most looked-up tools kept in memory.
     pub memory_max_entries: usize,
     /// Redis key prefix of registry entries.
+    #[serde(deserialize_with = "lenient::string")]
     pub redis_prefix: String,
     /// TTL of registry entries in Redis, in seconds.
     pub redis_ttl_secs: u64,
@@ -105,7 +131,7 @@ impl Default for RegistryConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Most results kept (oldest evicted first).
@@ -125,10 +151,12 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             allow_non_loopback: false,
+            metrics_listen: None,
             max_body_bytes: 1024 * 1024,
             allowed_origins: Vec::new(),
             refresh_interval_secs: 300,
             shutdown_grace_secs: 30,
+            ready_min_tools: 1,
             log_level: "info".into(),
             worker_threads: 1,
             defaults: ServerDefaults::default(),
@@ -136,6 +164,8 @@ impl Default for Config {
             servers: BTreeMap::new(),
             tools: BTreeMap::new(),
             redis_url: None,
+            redis_ca_file: None,
+            redis_cluster: false,
             shared_breakers: false,
             dynamodb_table: None,
             dynamodb_endpoint: None,
@@ -145,7 +175,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerDefaults {
     /// TCP connect timeout for HTTP upstreams, in milliseconds.
@@ -187,17 +217,19 @@ impl Default for ServerDefaults {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AwsConfig {
     /// Region; falls back to the standard chain (`AWS_REGION`, profile, IMDS).
+    #[serde(deserialize_with = "lenient::opt_string")]
     pub region: Option<String>,
     /// Endpoint override (tests, local emulators). Production leaves it unset.
+    #[serde(deserialize_with = "lenient::opt_string")]
     pub endpoint_url: Option<String>,
 }
 
 /// The transport an upstream server is reached by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
     /// Streamable HTTP (both protocol eras).
@@ -215,18 +247,18 @@ impl TransportKind {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     pub transport: TransportKind,
     /// Streamable HTTP endpoint, e.g. `http://catalog.internal:8080/mcp`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::opt_string")]
     pub url: Option<String>,
     /// Lambda function name or ARN.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::opt_string")]
     pub function: Option<String>,
     /// Lambda alias or version.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::opt_string")]
     pub qualifier: Option<String>,
     #[serde(default)]
     pub connect_timeout_ms: Option<u64>,
@@ -248,7 +280,7 @@ pub struct ServerConfig {
     #[serde(default = "yes")]
     pub discover: bool,
     /// Extra HTTP headers sent upstream (e.g. authorization). Never logged.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::string_map")]
     pub headers: BTreeMap<String, String>,
     /// Tools described statically (used as is, and kept even when discovery fails).
     #[serde(default)]
@@ -316,15 +348,17 @@ impl ServerConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolConfig {
     /// The server that owns this tool name when several offer it.
+    #[serde(deserialize_with = "lenient::opt_string")]
     pub server: Option<String>,
     /// Serve the last good result (marked stale) when the server fails or its circuit is
     /// open. Read-only tools only.
     pub stale_fallback: bool,
     /// Call this tool instead when the server fails or its circuit is open.
+    #[serde(deserialize_with = "lenient::opt_string")]
     pub fallback_tool: Option<String>,
     /// Overrides `defaults.cache_ttl_ms` for this tool (read-only tools only).
     pub cache_ttl_ms: Option<u64>,
@@ -385,6 +419,9 @@ impl Config {
         if self.shared_breakers && self.redis_url.is_none() {
             bail!("shared_breakers needs redis_url");
         }
+        if (self.redis_cluster || self.redis_ca_file.is_some()) && self.redis_url.is_none() {
+            bail!("redis_cluster and redis_ca_file need redis_url");
+        }
         self.defaults.retry.validate("defaults")?;
         self.defaults.breaker.validate("defaults")?;
         for (name, server) in &self.servers {
@@ -403,8 +440,12 @@ fn apply_env_overrides(
     table: &mut toml::Table,
     env: impl IntoIterator<Item = (String, String)>,
 ) -> anyhow::Result<()> {
-    let mut vars: Vec<(String, String)> =
-        env.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX) && k.len() > ENV_PREFIX.len()).collect();
+    let mut vars: Vec<(String, String)> = env
+        .into_iter()
+        .filter(|(k, _)| {
+            k.starts_with(ENV_PREFIX) && k.len() > ENV_PREFIX.len() && !CLI_ENV.contains(&k.as_str())
+        })
+        .collect();
     vars.sort();
     for (key, raw) in vars {
         let path: Vec<String> = key[ENV_PREFIX.len()..].split("__").map(str::to_ascii_lowercase).collect();
@@ -431,6 +472,8 @@ fn parse_env_value(raw: &str) -> toml::Value {
     toml::from_str::<toml::Table>(&format!("v = {raw}"))
         .ok()
         .and_then(|mut t| t.remove("v"))
+        // No setting is a date: `2024-01-01` stays the text it is.
+        .filter(|v| !matches!(v, toml::Value::Datetime(_)))
         .unwrap_or_else(|| toml::Value::String(raw.to_string()))
 }
 
@@ -465,6 +508,33 @@ mod tests {
         assert_eq!(catalog.timeout(&config.defaults), Duration::from_millis(250));
         assert_eq!(config.aws.endpoint_url.as_deref(), Some("http://127.0.0.1:2"));
         assert_eq!(config.allowed_origins, vec!["https://shop.example"]);
+    }
+
+    #[test]
+    fn string_keys_take_numeric_looking_values_and_cli_variables_are_skipped() {
+        let config = Config::load(
+            None,
+            env(&[
+                ("MCP_GATEWAY_SERVERS__FN__TRANSPORT", "lambda"),
+                ("MCP_GATEWAY_SERVERS__FN__FUNCTION", "12345"),
+                ("MCP_GATEWAY_SERVERS__FN__QUALIFIER", "7"),
+                ("MCP_GATEWAY_SERVERS__FN__HEADERS__X_TENANT", "42"),
+                ("MCP_GATEWAY_DYNAMODB_TABLE", "2024-01-01"),
+                ("MCP_GATEWAY_REGISTRY__REDIS_PREFIX", "true"),
+                ("MCP_GATEWAY_CONFIG", "/nonexistent.toml"),
+                ("MCP_GATEWAY_LOG_FORMAT", "text"),
+            ]),
+        )
+        .unwrap();
+        let server = &config.servers["fn"];
+        assert_eq!(server.qualifier.as_deref(), Some("7"));
+        assert_eq!(server.function.as_deref(), Some("12345"));
+        assert_eq!(server.headers["x_tenant"], "42");
+        assert_eq!(config.dynamodb_table.as_deref(), Some("2024-01-01"));
+        assert_eq!(config.registry.redis_prefix, "true");
+        // Numeric keys still refuse text.
+        let err = Config::load(None, env(&[("MCP_GATEWAY_MAX_BODY_BYTES", "lots")])).unwrap_err();
+        assert!(format!("{err:#}").contains("max_body_bytes"), "{err:#}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod error;
 pub mod gateway;
 pub mod protocol;
+pub mod redis_link;
 pub mod registry;
 pub mod resilience;
 pub mod server;

@@ -84,10 +84,26 @@ enum Command {
         #[command(subcommand)]
         action: RegistryAction,
     },
+    /// Probe a running gateway for a container health check: GET URL (2 s timeout), exit 0 on
+    /// 2xx, else 1 with one line why. No shell or curl needed.
+    ///
+    /// The default is liveness (/healthz on the configured listen port): an upstream outage
+    /// must not make the orchestrator restart the sidecar. Use --url …/readyz for readiness.
+    Healthcheck {
+        /// What to probe [default: http://127.0.0.1:<listen port>/healthz].
+        #[arg(long)]
+        url: Option<String>,
+        /// Configuration to read the listen address from (when --url is not given).
+        #[arg(long, env = "MCP_GATEWAY_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Load and validate the configuration, print it as the gateway sees it, and exit.
     CheckConfig {
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
         config: Option<PathBuf>,
+        /// Print the configuration as JSON (same keys as the TOML file).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -171,6 +187,9 @@ async fn registry_command(
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::Healthcheck { url, config } = &cli.command {
+        std::process::exit(healthcheck(url.clone(), config.as_deref()));
+    }
     // The runtime's shape is configuration (`worker_threads`), so `serve` reads it first.
     let workers = match &cli.command {
         Command::Serve { config, .. } => Config::load(config.as_deref(), std::env::vars())?.worker_threads,
@@ -191,14 +210,17 @@ fn main() -> anyhow::Result<()> {
                 demo_server(listen, lambda_api, options).await
             }
             Command::Registry { config, table, action } => registry_command(config, table, action).await,
-            Command::CheckConfig { config } => {
+            Command::Healthcheck { .. } => unreachable!("handled before the runtime starts"),
+            Command::CheckConfig { config, json } => {
                 let mut config = Config::load(config.as_deref(), std::env::vars())?;
                 // Header values are usually credentials: never print them.
                 for server in config.servers.values_mut() {
                     server.headers.values_mut().for_each(|v| *v = "<redacted>".into());
                 }
+                config.redis_url = config.redis_url.as_deref().map(redact_url_password);
                 use std::io::Write;
-                let _ = writeln!(std::io::stdout().lock(), "{config:#?}");
+                let text = if json { serde_json::to_string_pretty(&config)? } else { format!("{config:#?}") };
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
                 Ok(())
             }
         }
@@ -255,6 +277,21 @@ async fn serve(
         if servers.is_empty() { "none".to_string() } else { servers.join(", ") }
     );
 
+    if let Some(metrics_listen) = config.metrics_listen {
+        // Any address: the metrics listener serves only /metrics (no tool data), so a
+        // collector outside the task may scrape it without `allow_non_loopback`.
+        let metrics_listener = TcpListener::bind(metrics_listen)
+            .await
+            .with_context(|| format!("binding the metrics listener {metrics_listen}"))?;
+        let metrics_bound = metrics_listener.local_addr()?;
+        tracing::info!(metrics_listen = %metrics_bound, "metrics listener on http://{metrics_bound}/metrics");
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            if let Err(e) = server::serve_metrics(metrics_listener, gateway).await {
+                tracing::error!(error = %e, "metrics listener stopped");
+            }
+        });
+    }
     tokio::spawn(Refresher::new(gateway.clone()).run());
     if config.registry.drift_interval_secs > 0 {
         let gateway = gateway.clone();
@@ -271,6 +308,50 @@ async fn serve(
     server::serve(listener, gateway.clone(), shutdown_signal(), grace).await?;
     close_sessions(&gateway).await;
     Ok(())
+}
+
+/// Runs the health probe; returns the process exit code.
+fn healthcheck(url: Option<String>, config: Option<&std::path::Path>) -> i32 {
+    use std::io::Write;
+    let url = match url {
+        Some(url) => url,
+        None => match Config::load(config, std::env::vars()) {
+            Ok(config) => server::probe::default_url(config.listen),
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "unhealthy: cannot read the configuration: {e:#}");
+                return 1;
+            }
+        },
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "unhealthy: cannot start a runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(server::probe::probe(&url)) {
+        Ok(line) => {
+            let _ = writeln!(std::io::stdout(), "{line}");
+            0
+        }
+        Err(line) => {
+            let _ = writeln!(std::io::stderr(), "{line}");
+            1
+        }
+    }
+}
+
+/// `redis://user:secret@host` → `redis://user:<redacted>@host` (ElastiCache AUTH tokens).
+fn redact_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:<redacted>@{host}")
+        }
+        _ => url.to_string(),
+    }
 }
 
 fn demo_server_config(addr: SocketAddr) -> ServerConfig {

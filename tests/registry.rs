@@ -39,7 +39,8 @@ impl Stores {
     /// Gateway configuration reading the registry (and Redis if running).
     fn config(&self, extra: &str) -> String {
         let mut config = format!(
-            "refresh_interval_secs = 1\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{}\"\n",
+            // ready_min_tools = 0: some tests start on an empty registry on purpose.
+            "refresh_interval_secs = 1\nready_min_tools = 0\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{}\"\n",
             self.dynamo_port
         );
         if let Some((_, port)) = &self.redis {

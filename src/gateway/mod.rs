@@ -76,18 +76,14 @@ async fn dynamic_registry(
     metrics: &Metrics,
 ) -> anyhow::Result<Option<Arc<DynamicRegistry>>> {
     let settings = &config.registry;
-    let redis = match &config.redis_url {
-        Some(url) => Some(
-            RedisStore::new(
-                url,
-                &settings.redis_prefix,
-                Duration::from_secs(settings.redis_ttl_secs),
-                Duration::from_millis(settings.redis_timeout_ms),
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?,
-        ),
-        None => None,
-    };
+    let redis = crate::redis_link::RedisLink::from_config(config)?.map(|link| {
+        RedisStore::new(
+            link,
+            &settings.redis_prefix,
+            Duration::from_secs(settings.redis_ttl_secs),
+            Duration::from_millis(settings.redis_timeout_ms),
+        )
+    });
     let dynamo = match &config.dynamodb_table {
         Some(table) => Some(
             DynamoStore::connect(
@@ -148,9 +144,9 @@ impl Gateway {
     pub async fn new(config: Config) -> anyhow::Result<Arc<Self>> {
         let metrics = Metrics::new();
         let upstreams = upstreams::build_all(&config, &metrics).await?;
-        let shared_breakers = match (&config.redis_url, config.shared_breakers) {
-            (Some(url), true) => {
-                let shared = SharedBreakers::start(url, metrics.shared_state_errors.clone())?;
+        let shared_breakers = match crate::redis_link::RedisLink::from_config(&config)? {
+            Some(link) if config.shared_breakers => {
+                let shared = SharedBreakers::start(link, metrics.shared_state_errors.clone());
                 upstreams.values().for_each(|u| shared.register(&u.breaker));
                 tracing::info!("circuit breaker state shared through Redis");
                 Some(shared)

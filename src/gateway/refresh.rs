@@ -30,7 +30,7 @@ use tower::ServiceExt;
 use super::{Gateway, Upstream};
 use crate::{
     protocol::mcp::Era,
-    registry::{catalog::ServerTools, entry::RegistryEntry, redis_tier::INVALIDATION_CHANNEL},
+    registry::{catalog::ServerTools, entry::RegistryEntry},
     upstream::{UpstreamError, UpstreamReply, UpstreamRequest},
 };
 
@@ -316,16 +316,14 @@ impl Refresher {
         let errors = self.gateway.metrics.shared_state_errors.clone();
         tokio::spawn(async move {
             loop {
-                match redis.client().get_async_pubsub().await {
+                match redis.subscribe_invalidations().await {
                     Ok(mut pubsub) => {
-                        if pubsub.subscribe(INVALIDATION_CHANNEL).await.is_ok() {
-                            let mut messages = pubsub.on_message();
-                            while let Some(message) = futures_util::StreamExt::next(&mut messages).await {
-                                if let Ok(name) = message.get_payload::<String>()
-                                    && sender.send(name).is_err()
-                                {
-                                    return;
-                                }
+                        let mut messages = pubsub.on_message();
+                        while let Some(message) = futures_util::StreamExt::next(&mut messages).await {
+                            if let Ok(name) = message.get_payload::<String>()
+                                && sender.send(name).is_err()
+                            {
+                                return;
                             }
                         }
                     }

@@ -30,18 +30,14 @@ impl RegistryClient {
             Duration::from_millis(config.registry.dynamodb_timeout_ms.max(5_000)),
         )
         .await;
-        let redis = match &config.redis_url {
-            Some(url) => Some(
-                RedisStore::new(
-                    url,
-                    &config.registry.redis_prefix,
-                    Duration::from_secs(config.registry.redis_ttl_secs),
-                    Duration::from_millis(500),
-                )
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
-            ),
-            None => None,
-        };
+        let redis = crate::redis_link::RedisLink::from_config(config)?.map(|link| {
+            RedisStore::new(
+                link,
+                &config.registry.redis_prefix,
+                Duration::from_secs(config.registry.redis_ttl_secs),
+                Duration::from_millis(500),
+            )
+        });
         Ok(Self { dynamo, redis })
     }
 

@@ -1,13 +1,16 @@
 //! The Redis tier: registry entries cached as JSON under `{prefix}{name}` with a TTL, shared
 //! by every sidecar, and the invalidation channel that tells them a record changed.
 //! Every call is bounded by a few milliseconds: a slow or dead Redis is skipped, never
-//! waited for.
+//! waited for. The connection (single node or cluster, plain or TLS) comes from
+//! [`crate::redis_link`]; in cluster mode the refresh writes keys one by one (concurrently)
+//! instead of one pipeline, since the keys live in different hash slots.
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::PubSub;
 
 use super::{TierError, entry::RegistryEntry};
+use crate::redis_link::{RedisConnection, RedisLink, Timeouts};
 
 const TIER: &str = "redis";
 
@@ -21,44 +24,35 @@ fn error(e: impl std::fmt::Display) -> TierError {
 /// Registry entries in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
-    client: redis::Client,
-    connection: std::sync::Arc<tokio::sync::Mutex<Option<ConnectionManager>>>,
+    link: RedisLink,
+    connection: std::sync::Arc<tokio::sync::Mutex<Option<RedisConnection>>>,
     prefix: String,
     ttl: Duration,
     timeout: Duration,
 }
 
 impl RedisStore {
-    pub fn new(url: &str, prefix: &str, ttl: Duration, timeout: Duration) -> Result<Self, TierError> {
-        Ok(Self {
-            client: redis::Client::open(url).map_err(error)?,
-            connection: Default::default(),
-            prefix: prefix.to_string(),
-            ttl,
-            timeout,
-        })
+    pub fn new(link: RedisLink, prefix: &str, ttl: Duration, timeout: Duration) -> Self {
+        Self { link, connection: Default::default(), prefix: prefix.to_string(), ttl, timeout }
     }
 
-    pub fn client(&self) -> &redis::Client {
-        &self.client
+    /// A pub/sub connection subscribed to the invalidation channel.
+    pub async fn subscribe_invalidations(&self) -> Result<PubSub, TierError> {
+        self.link.subscribe(INVALIDATION_CHANNEL).await.map_err(error)
     }
 
-    async fn connection(&self) -> Result<ConnectionManager, TierError> {
+    async fn connection(&self) -> Result<RedisConnection, TierError> {
         let mut slot = self.connection.lock().await;
         if let Some(connection) = slot.as_ref() {
             return Ok(connection.clone());
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout.max(Duration::from_millis(100))))
-            .set_response_timeout(Some(self.timeout))
-            .set_number_of_retries(0);
-        let connection = tokio::time::timeout(
-            self.timeout.max(Duration::from_millis(100)),
-            ConnectionManager::new_with_config(self.client.clone(), config),
-        )
-        .await
-        .map_err(|_| error("connect timed out"))?
-        .map_err(error)?;
+        // TLS handshakes and cluster discovery need more than a GET's few milliseconds.
+        let connect = self.timeout.max(Duration::from_millis(500));
+        let timeouts = Timeouts { connect, response: self.timeout, retries: 0 };
+        let connection = tokio::time::timeout(connect * 2, self.link.connect(timeouts))
+            .await
+            .map_err(|_| error("connect timed out"))?
+            .map_err(error)?;
         *slot = Some(connection.clone());
         Ok(connection)
     }
@@ -105,19 +99,36 @@ impl RedisStore {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
+        let mut commands = Vec::with_capacity(entries.len());
         for entry in entries {
             let text = serde_json::to_string(entry).map_err(error)?;
-            pipe.cmd("SET")
-                .arg(self.key(&entry.tool_name))
-                .arg(text)
-                .arg("PX")
-                .arg(self.ttl.as_millis() as u64)
-                .ignore();
+            let mut set = redis::cmd("SET");
+            set.arg(self.key(&entry.tool_name)).arg(text).arg("PX").arg(self.ttl.as_millis() as u64);
+            commands.push(set);
         }
-        let mut connection = self.connection().await?;
+        let connection = self.connection().await?;
         let bound = self.timeout.max(Duration::from_millis(50)) * 10;
-        match tokio::time::timeout(bound, pipe.query_async::<()>(&mut connection)).await {
+        let write = async {
+            if connection.is_cluster() {
+                // Keys in different slots: one command each, all in flight at once.
+                let writes = commands.iter().map(|set| {
+                    let mut connection = connection.clone();
+                    async move { set.query_async::<()>(&mut connection).await }
+                });
+                futures_util::future::join_all(writes)
+                    .await
+                    .into_iter()
+                    .collect::<Result<Vec<()>, _>>()
+                    .map(|_| ())
+            } else {
+                let mut pipe = redis::pipe();
+                for set in &commands {
+                    pipe.add_command(set.clone()).ignore();
+                }
+                pipe.query_async::<()>(&mut connection.clone()).await
+            }
+        };
+        match tokio::time::timeout(bound, write).await {
             Ok(result) => result.map_err(error),
             Err(_) => Err(error("pipeline timed out")),
         }

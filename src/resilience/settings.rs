@@ -8,7 +8,7 @@ use anyhow::bail;
 use serde::Deserialize;
 
 /// Retry policy of one server.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetrySettings {
     /// Extra attempts for read-only or idempotent tools (and `tools/list`).
@@ -48,7 +48,7 @@ impl Default for RetrySettings {
 }
 
 /// Circuit breaker thresholds of one server.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerSettings {
     pub enabled: bool,

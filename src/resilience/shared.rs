@@ -23,7 +23,7 @@
 //!   without claims.
 //!
 //! Every key carries the `{breakers}` hash tag, so one pipeline reads them all on a Redis
-//! Cluster too. Servers built at run time (from registry entries) join with [`SharedBreakers::register`].
+//! Cluster too; the connection (plain, TLS, cluster) comes from [`crate::redis_link`]. Servers built at run time (from registry entries) join with [`SharedBreakers::register`].
 
 use std::{
     collections::BTreeMap,
@@ -32,10 +32,10 @@ use std::{
 };
 
 use prometheus::IntCounterVec;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::mpsc;
 
 use super::breaker::{Breaker, Transition, TransitionSender};
+use crate::redis_link::{RedisConnection, RedisLink, Timeouts};
 
 /// How often the fleet's keys are read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -58,14 +58,13 @@ pub struct SharedBreakers {
 
 impl SharedBreakers {
     /// Starts the task that writes this instance's transitions and reads the fleet's.
-    pub fn start(redis_url: &str, errors: IntCounterVec) -> anyhow::Result<Arc<Self>> {
-        let client = redis::Client::open(redis_url)?;
+    pub fn start(client: RedisLink, errors: IntCounterVec) -> Arc<Self> {
         let instance: Arc<str> = format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into();
         let (sender, receiver) = mpsc::unbounded_channel();
         let breakers = Breakers::default();
         let task = Fleet { client, instance, breakers: breakers.clone(), errors, seen: BTreeMap::new() };
         tokio::spawn(task.run(receiver));
-        Ok(Arc::new(Self { breakers, sender }))
+        Arc::new(Self { breakers, sender })
     }
 
     /// Shares `breaker` from now on.
@@ -77,12 +76,9 @@ impl SharedBreakers {
     }
 }
 
-async fn connect(client: &redis::Client) -> Option<ConnectionManager> {
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_millis(250)))
-        .set_response_timeout(Some(REDIS_TIMEOUT))
-        .set_number_of_retries(1);
-    ConnectionManager::new_with_config(client.clone(), config).await.ok()
+async fn connect(client: &RedisLink) -> Option<RedisConnection> {
+    let timeouts = Timeouts { connect: Duration::from_millis(250), response: REDIS_TIMEOUT, retries: 1 };
+    client.connect(timeouts).await.ok()
 }
 
 /// Counters last seen per server, to act on changes only (never on history).
@@ -93,7 +89,7 @@ struct Seen {
 }
 
 struct Fleet {
-    client: redis::Client,
+    client: RedisLink,
     instance: Arc<str>,
     breakers: Breakers,
     errors: IntCounterVec,
@@ -110,7 +106,7 @@ impl Fleet {
     }
 
     async fn run(mut self, mut transitions: mpsc::UnboundedReceiver<(Arc<str>, Transition)>) {
-        let mut connection: Option<ConnectionManager> = None;
+        let mut connection: Option<RedisConnection> = None;
         let mut pending: Vec<(Arc<str>, Transition)> = Vec::new();
         let mut ticker = tokio::time::interval(POLL_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -178,7 +174,7 @@ impl Fleet {
     }
 
     /// Applies the fleet's state to every local breaker.
-    async fn read(&mut self, con: &mut ConnectionManager) -> redis::RedisResult<()> {
+    async fn read(&mut self, con: &mut RedisConnection) -> redis::RedisResult<()> {
         let breakers = self.snapshot();
         if breakers.is_empty() {
             return Ok(());
@@ -222,7 +218,7 @@ impl Fleet {
     }
 
     /// Claims the fleet's single probe for every breaker that would like to probe.
-    async fn claim(&self, con: &mut ConnectionManager) -> redis::RedisResult<()> {
+    async fn claim(&self, con: &mut RedisConnection) -> redis::RedisResult<()> {
         for breaker in self.snapshot() {
             if !breaker.take_probe_wish() {
                 continue;
@@ -249,7 +245,7 @@ impl Fleet {
 
 /// Writes one transition of this instance.
 async fn write(
-    con: &mut ConnectionManager,
+    con: &mut RedisConnection,
     instance: &str,
     server: &str,
     transition: Transition,

@@ -17,14 +17,37 @@ pub async fn healthz() -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
-/// Ready: 200 once the registry is loaded, 503 before, with a JSON reason either way.
+/// Ready: 200 once the registry is loaded **and** the catalogue holds at least
+/// `ready_min_tools` tools (default 1), else 503; a JSON reason either way. A gateway whose
+/// every upstream failed at start has nothing to serve, so it is not ready; it becomes ready
+/// by itself when a refresh brings tools in. A server whose breaker is open still counts: its
+/// tools come back within seconds, and readiness must not flap with every breaker.
 pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
-    let (ready, report) = gateway.readiness_report();
+    let (loaded, mut report) = gateway.readiness_report();
+    let tools = gateway.catalog().snapshot().len();
+    let minimum = gateway.config.ready_min_tools;
+    let ready = loaded && tools >= minimum;
+    report["ready"] = json!(ready);
+    report["ready_min_tools"] = json!(minimum);
+    if loaded && !ready {
+        report["reason"] = json!(format!(
+            "{tools} tool(s) can be served, {minimum} required (ready_min_tools): no upstream has answered tools/list with tools yet"
+        ));
+    }
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(report)).into_response()
 }
 
+/// The Prometheus text, with a zero series for every known tool and server (see
+/// [`crate::telemetry::metrics`]).
 pub async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
+    let snapshot = gateway.catalog().snapshot();
+    let tools = snapshot.tools();
+    let upstreams = gateway.all_upstreams();
+    gateway.metrics.ensure_series(
+        tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())),
+        upstreams.iter().map(|u| (u.name.as_ref(), u.transport.as_str())),
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], gateway.metrics.render())
         .into_response()
 }

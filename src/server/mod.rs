@@ -1,9 +1,11 @@
-//! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /metrics`, `GET /healthz`, `GET /readyz`.
+//! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /metrics`, `GET /healthz`, `GET /readyz`,
+//! and the optional metrics-only listener (`metrics_listen`).
 
 pub mod admin;
 pub mod dispatch;
 pub mod health;
 pub mod mcp;
+pub mod probe;
 
 use std::{sync::Arc, time::Duration};
 
@@ -31,6 +33,24 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/admin/registry/drift", get(admin::registry_drift))
         .fallback(not_found)
         .with_state(gateway)
+}
+
+/// The metrics listener's routes: `GET /metrics` and nothing else. It is meant to be reachable
+/// by a scraper outside the task, so it must expose no tool, admin or registry endpoint.
+pub fn metrics_router(gateway: Arc<Gateway>) -> Router {
+    async fn metrics_only() -> Response {
+        let body = serde_json::json!({"error": "not found", "endpoints": ["GET /metrics"]});
+        (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    }
+    Router::new()
+        .route("/metrics", get(health::metrics).fallback(metrics_only))
+        .fallback(metrics_only)
+        .with_state(gateway)
+}
+
+/// Serves [`metrics_router`] on `listener` until the process exits.
+pub async fn serve_metrics(listener: TcpListener, gateway: Arc<Gateway>) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(gateway)).await
 }
 
 async fn not_found() -> Response {

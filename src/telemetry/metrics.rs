@@ -1,7 +1,18 @@
 //! Prometheus metrics (served at `GET /metrics`). Units are in the names (`_seconds`,
 //! `_total`). Label values come from the registry and the classifier, never from raw caller
 //! input, so a caller cannot blow up cardinality with made-up tool names.
+//!
+//! Labelled counters are pre-initialised: every known tool and server gets a zero series for
+//! each outcome an alert divides by or counts (call outcomes and error categories, upstream
+//! statuses, breaker transitions, fallbacks, shedding, retries, registry tier errors), so a
+//! ratio such as `errors / calls` is 0 rather than empty before the first error. Fixed label
+//! sets are created at construction; per-tool and per-server ones by [`Metrics::ensure_series`],
+//! which the `/metrics` handlers call with the current catalogue, so tools learned by a refresh
+//! have their series at the next scrape.
 
+use std::{collections::HashSet, sync::Mutex};
+
+use crate::error::Category;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -73,7 +84,51 @@ pub struct Metrics {
     pub registry_refresh_duration: HistogramVec,
     /// `mcp_gateway_registry_drift_tools{server,kind}` (`added`/`removed`/`schema_changed`)
     pub registry_drift: IntGaugeVec,
+    /// Tools (`tool\0server`) and servers whose series exist already.
+    initialised: std::sync::Arc<Mutex<HashSet<String>>>,
 }
+
+/// `tool_calls` outcomes given a zero series per tool: successes, tool errors, fallbacks and
+/// every error category a call can end in (the alert rules count them all).
+const CALL_OUTCOMES: &[&str] =
+    &["success", "tool_error", "cache_hit", "shared", "fallback_stale", "fallback_alternative"];
+const CALL_ERROR_CATEGORIES: &[Category] = &[
+    Category::BadInput,
+    Category::PayloadTooLarge,
+    Category::UpstreamError,
+    Category::UpstreamUnavailable,
+    Category::Timeout,
+    Category::RateLimited,
+    Category::CircuitOpen,
+    Category::Overloaded,
+    Category::UpstreamMisconfigured,
+    Category::UpstreamRejected,
+    Category::UpstreamProtocol,
+    Category::Internal,
+];
+/// Upstream attempt statuses given a zero series per server.
+const UPSTREAM_STATUSES: &[&str] = &[
+    "200",
+    "connect_error",
+    "io_error",
+    "timeout",
+    "429",
+    "404",
+    "500",
+    "502",
+    "503",
+    "504",
+    "5xx",
+    "protocol_error",
+    "function_error_unhandled",
+    "function_error_handled",
+];
+const BREAKER_TARGETS: &[&str] = &["open", "half_open", "closed"];
+const REGISTRY_TIERS: &[&str] = &["memory", "redis", "dynamodb"];
+const LOOKUP_RESULTS: &[&str] = &["hit", "miss", "negative", "error", "stale"];
+const SHARED_STATE_OPERATIONS: &[&str] = &["connect", "publish", "poll", "subscribe"];
+const REJECTION_REASONS: &[&str] =
+    &["forbidden_origin", "payload_too_large", "parse_error", "unsupported_protocol_version"];
 
 fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
@@ -105,7 +160,7 @@ impl Metrics {
         let r = Registry::new();
         let build = gauges(&r, "mcp_gateway_build_info", "build information", &["version"]);
         build.with_label_values(&[crate::VERSION]).set(1);
-        Self {
+        let metrics = Self {
             tool_calls: counters(
                 &r,
                 "mcp_gateway_tool_calls_total",
@@ -262,6 +317,70 @@ impl Metrics {
                 &["server", "kind"],
             ),
             registry: r,
+            initialised: Default::default(),
+        };
+        for tier in REGISTRY_TIERS {
+            for result in LOOKUP_RESULTS {
+                metrics.registry_lookups.with_label_values(&[tier, result]);
+            }
+        }
+        for operation in SHARED_STATE_OPERATIONS {
+            metrics.shared_state_errors.with_label_values(&[operation]);
+        }
+        for reason in REJECTION_REASONS {
+            metrics.rejections.with_label_values(&[reason]);
+        }
+        metrics
+    }
+
+    /// Creates the zero series of every `(tool, server)` and `(server, transport)` not seen
+    /// before (cheap when nothing is new: one set lookup each).
+    pub fn ensure_series<'a>(
+        &self,
+        tools: impl IntoIterator<Item = (&'a str, &'a str)>,
+        servers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) {
+        let Ok(mut seen) = self.initialised.lock() else { return };
+        for (server, transport) in servers {
+            if !seen.insert(format!("\0{server}")) {
+                continue;
+            }
+            for status in UPSTREAM_STATUSES {
+                self.upstream_requests.with_label_values(&[server, transport, status]);
+            }
+            self.upstream_duration.with_label_values(&[server, transport]);
+            for to in BREAKER_TARGETS {
+                self.breaker_transitions.with_label_values(&[server, to]);
+            }
+            self.breaker_rejected.with_label_values(&[server]);
+            self.load_shed.with_label_values(&[server]);
+            for result in ["taken", "denied_by_budget"] {
+                self.retries.with_label_values(&[server, result]);
+            }
+            for reason in ["deadline", "disconnect"] {
+                self.cancellations.with_label_values(&[server, reason]);
+            }
+            for outcome in ["success", "failure"] {
+                self.registry_refreshes.with_label_values(&[server, outcome]);
+            }
+        }
+        for (tool, server) in tools {
+            if !seen.insert(format!("{tool}\0{server}")) {
+                continue;
+            }
+            let outcomes =
+                CALL_OUTCOMES.iter().copied().chain(CALL_ERROR_CATEGORIES.iter().map(|c| c.as_str()));
+            for outcome in outcomes {
+                self.tool_calls.with_label_values(&[tool, server, outcome]);
+            }
+            self.tool_call_duration.with_label_values(&[tool, server]);
+            for kind in ["stale", "alternative"] {
+                self.fallbacks.with_label_values(&[tool, kind]);
+            }
+            for result in ["hit", "miss", "shared"] {
+                self.result_cache.with_label_values(&[tool, result]);
+            }
+            self.truncations.with_label_values(&[tool]);
         }
     }
 

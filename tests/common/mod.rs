@@ -470,3 +470,38 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmHWM in /proc/<pid>/status")
 }
+
+impl Gateway {
+    /// Starts `mcp-gateway serve` like [`Gateway::start_with_args`] but returns as soon as it
+    /// listens, without waiting for `/readyz` (for tests of readiness itself).
+    pub fn start_unready(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "mcp-gateway-test-{}-{}.toml",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::File::create(&path).unwrap().write_all(config.as_bytes()).unwrap();
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--config", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut proc = Proc::spawn("mcp-gateway", command);
+        let addr = listen_addr(&mut proc);
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        Self { proc, addr, client, _config: tempfile_path::TempPath(path) }
+    }
+
+    /// `GET /readyz`: status and JSON report.
+    pub fn readyz(&self) -> (u16, Value) {
+        let response = self.client.get(self.url("/readyz")).send().expect("gateway answers /readyz");
+        let status = response.status().as_u16();
+        (status, response.json().expect("/readyz answers JSON"))
+    }
+}
