@@ -109,7 +109,7 @@ fn tools_learned_by_a_refresh_get_their_zero_series() {
     assert_eq!(sample(&before, "mcp_gateway_load_shed_total", &[("server", "late")]), Some(0.0), "{before}");
 
     let _demo = Demo::start(false, port);
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !gw.tool_names().contains(&"manga_search".to_string()) {
         assert!(Instant::now() < deadline, "the refresh never learned the tools");
         std::thread::sleep(Duration::from_millis(50));

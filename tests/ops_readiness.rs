@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// Polls `/readyz` until `done(status, report)`; panics with the last answer after 30 s.
 fn readyz_until(gw: &Gateway, done: impl Fn(u16, &Value) -> bool) -> (u16, Value) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (status, report) = gw.readyz();
         if done(status, &report) {

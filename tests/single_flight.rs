@@ -27,7 +27,7 @@ fn arguments() -> Value {
 
 /// Waits (bounded) until `check` holds; panics with `what` otherwise.
 fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !check() {
         assert!(Instant::now() < deadline, "{what}");
         std::thread::sleep(Duration::from_millis(20));
