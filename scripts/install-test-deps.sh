@@ -16,17 +16,22 @@ peers=tests/peers
 step() { printf '==> %s\n' "$*"; }
 die() { printf 'install-test-deps: %s\n' "$*" >&2; exit 1; }
 
+# Installs Debian packages (apt-get, with sudo when not root).
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || die "$* missing and apt-get is not available"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 # --- redis-server (apt) ------------------------------------------------------------------
 if command -v redis-server >/dev/null 2>&1; then
   step "redis-server present ($(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'))"
 else
   step "installing redis-server (apt-get)"
-  command -v apt-get >/dev/null 2>&1 || die "redis-server is missing and apt-get is not available"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  apt_install redis-server
   # The Debian package may start a system-wide instance on 6379; tests start their own.
   step "redis-server installed ($(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'))"
 fi
@@ -34,12 +39,7 @@ fi
 # --- openssl CLI and redis-cli (tests/redis_tls_cluster.rs: certificates, cluster setup) ----
 if ! command -v openssl >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   step "installing openssl and redis-tools (apt-get)"
-  command -v apt-get >/dev/null 2>&1 || die "openssl/redis-cli missing and apt-get is not available"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends openssl redis-tools >/dev/null
+  apt_install openssl redis-tools
 fi
 
 # --- toolchains ----------------------------------------------------------------------------
@@ -54,11 +54,7 @@ python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
 # DynamoDB Local (from npm) runs on the JVM.
 if ! command -v java >/dev/null 2>&1; then
   step "installing a Java runtime for DynamoDB Local (apt-get)"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
+  apt_install openjdk-17-jre-headless
 fi
 step "java present ($(java -version 2>&1 | head -n 1))"
 

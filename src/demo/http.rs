@@ -37,8 +37,9 @@ pub struct Stats {
     pub answered: AtomicU64,
     pub abandoned: AtomicU64,
     pub cancel_notifications: AtomicU64,
-    /// The `params._meta` of the last `tools/call` (tests check what reached the server).
-    pub last_meta: std::sync::Mutex<Value>,
+    /// The body of the last `tools/call`, kept as text and parsed only when `/_stats` is read
+    /// (a benchmark upstream pays a copy, not a parse): tests check its `_meta`.
+    pub last_call: std::sync::Mutex<String>,
 }
 
 /// How the demo server behaves.
@@ -143,10 +144,9 @@ async fn mcp(State(state): State<DemoState>, headers: HeaderMap, body: Bytes) ->
     let mut guard = Abandoned { stats: &state.stats, armed: is_call };
     if is_call {
         state.stats.calls.fetch_add(1, Ordering::Relaxed);
-        let meta =
-            serde_json::from_str::<Value>(&text).ok().and_then(|v| v.pointer("/params/_meta").cloned());
-        if let Ok(mut last) = state.stats.last_meta.lock() {
-            *last = meta.unwrap_or(Value::Null);
+        if let Ok(mut last) = state.stats.last_call.lock() {
+            last.clear();
+            last.push_str(&text);
         }
         if !state.delay.is_zero() {
             tokio::time::sleep(state.delay).await;
@@ -178,7 +178,13 @@ async fn stats(State(state): State<DemoState>) -> Response {
         "answered": s.answered.load(Ordering::Relaxed),
         "abandoned": s.abandoned.load(Ordering::Relaxed),
         "cancel_notifications": s.cancel_notifications.load(Ordering::Relaxed),
-        "last_meta": s.last_meta.lock().map(|m| m.clone()).unwrap_or(Value::Null),
+        "last_meta": s
+            .last_call
+            .lock()
+            .ok()
+            .and_then(|body| serde_json::from_str::<Value>(&body).ok())
+            .and_then(|call| call.pointer("/params/_meta").cloned())
+            .unwrap_or(Value::Null),
     }))
     .into_response()
 }

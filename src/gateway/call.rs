@@ -58,16 +58,16 @@ struct Unanswered<'a> {
     gateway: &'a Gateway,
     ctx: &'a CallContext,
     started: Instant,
-    tool: Option<Arc<ToolRecord>>,
-    args_hash: Option<String>,
+    tool: Arc<ToolRecord>,
+    args_hash: String,
     armed: bool,
 }
 
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let hash = self.args_hash.as_deref();
-            self.gateway.record(self.ctx, self.started, self.tool.as_ref(), DISCONNECTED, 0, hash);
+            let (tool, hash) = (Some(&self.tool), Some(self.args_hash.as_str()));
+            self.gateway.record(self.ctx, self.started, tool, DISCONNECTED, 0, hash);
         }
     }
 }
@@ -131,14 +131,8 @@ impl Gateway {
         let deadline = caller_deadline(ctx.deadline, meta);
         let args_hash = canonical_hash(&arguments);
         let key = format!("{}\u{0}{args_hash}", tool.name);
-        let mut unanswered = Unanswered {
-            gateway: self,
-            ctx,
-            started,
-            tool: Some(tool.clone()),
-            args_hash: Some(args_hash.clone()),
-            armed: true,
-        };
+        let mut unanswered =
+            Unanswered { gateway: self, ctx, started, tool: tool.clone(), args_hash, armed: true };
 
         let (mut result, mut ending) = if tool.read_only {
             self.call_read_only(&tool, &key, arguments.clone(), meta, deadline).await
@@ -155,7 +149,7 @@ impl Gateway {
         }
         let result = result.map(|raw| self.fit_budget(&tool, raw));
         unanswered.armed = false;
-        self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(&args_hash));
+        self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(&unanswered.args_hash));
         result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
     }
 

@@ -225,12 +225,10 @@ impl Breaker {
         let now = Instant::now();
         let mut inner = self.lock();
         if probe {
-            if let State::HalfOpen { probes } = inner.state {
+            if let State::HalfOpen { .. } = inner.state {
                 match attribution {
                     // A shed or abandoned probe proved nothing: free its slot, decide later.
-                    Attribution::Neither => {
-                        inner.state = State::HalfOpen { probes: probes.saturating_sub(1) }
-                    }
+                    Attribution::Neither => free_probe_slot(&mut inner),
                     Attribution::HardFailure | Attribution::RateFailure => {
                         inner.backoff =
                             (inner.backoff * 2).min(Duration::from_millis(self.settings.open_max_ms));
@@ -287,10 +285,7 @@ impl Breaker {
 
     /// Releases a probe slot of a call that ended without an outcome (cancelled).
     pub fn release_probe(&self) {
-        let mut inner = self.lock();
-        if let State::HalfOpen { probes } = inner.state {
-            inner.state = State::HalfOpen { probes: probes.saturating_sub(1) };
-        }
+        free_probe_slot(&mut self.lock());
     }
 
     /// Opens for the current backoff (jittered ±20%); returns when the open period ends.
@@ -437,6 +432,13 @@ impl Breaker {
                 "half_open_probes": self.settings.half_open_probes,
             },
         })
+    }
+}
+
+/// Gives back a half-open probe slot whose call proved nothing about the server.
+fn free_probe_slot(inner: &mut Inner) {
+    if let State::HalfOpen { probes } = inner.state {
+        inner.state = State::HalfOpen { probes: probes.saturating_sub(1) };
     }
 }
 

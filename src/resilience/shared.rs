@@ -26,7 +26,7 @@
 //! Cluster too; the connection (plain, TLS, cluster) comes from [`crate::redis_link`]. Servers built at run time (from registry entries) join with [`SharedBreakers::register`].
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, VecDeque},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -107,7 +107,7 @@ impl Fleet {
 
     async fn run(mut self, mut transitions: mpsc::UnboundedReceiver<(Arc<str>, Transition)>) {
         let mut connection: Option<RedisConnection> = None;
-        let mut pending: Vec<(Arc<str>, Transition)> = Vec::new();
+        let mut pending: VecDeque<(Arc<str>, Transition)> = VecDeque::new();
         let mut ticker = tokio::time::interval(POLL_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut warned = false;
@@ -115,14 +115,14 @@ impl Fleet {
             tokio::select! {
                 _ = ticker.tick() => {}
                 event = transitions.recv() => match event {
-                    Some(event) => pending.push(event),
+                    Some(event) => pending.push_back(event),
                     None => return,
                 },
             }
             // Everything queued is written before the fleet is read, so an instance never
             // reads back an older state over its own newer one.
             while let Ok(event) = transitions.try_recv() {
-                pending.push(event);
+                pending.push_back(event);
             }
             if pending.len() > MAX_PENDING {
                 pending.drain(..pending.len() - MAX_PENDING);
@@ -153,9 +153,9 @@ impl Fleet {
             }
             let Some(con) = connection.as_mut() else { continue };
             let result = async {
-                while let Some((server, transition)) = pending.first().cloned() {
+                while let Some((server, transition)) = pending.front().cloned() {
                     write(con, &self.instance, &server, transition).await.map_err(|e| ("publish", e))?;
-                    pending.remove(0);
+                    pending.pop_front();
                 }
                 self.read(con).await.map_err(|e| ("poll", e))?;
                 self.claim(con).await.map_err(|e| ("claim", e))

@@ -224,28 +224,7 @@ impl Gateway {
     }
 
     pub fn start_with_args(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "mcp-gateway-test-{}-{}.toml",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::File::create(&path).unwrap().write_all(config.as_bytes()).unwrap();
-        let mut command = Command::new(BIN);
-        command
-            .args(["serve", "--config", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-            .args(args)
-            // Static test credentials: the AWS SDK must never probe instance metadata.
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_EC2_METADATA_DISABLED", "true");
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let mut proc = Proc::spawn("mcp-gateway", command);
-        let addr = listen_addr(&mut proc);
-        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-        let gateway = Self { proc, addr, client, _config: tempfile_path::TempPath(path) };
+        let gateway = Self::start_unready(config, env, args);
         gateway.wait_ready();
         gateway
     }
@@ -485,6 +464,7 @@ impl Gateway {
         command
             .args(["serve", "--config", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
             .args(args)
+            // Static test credentials: the AWS SDK must never probe instance metadata.
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("AWS_REGION", "us-east-1")
