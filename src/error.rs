@@ -51,6 +51,8 @@ pub enum Category {
     UpstreamProtocol,
     /// The upstream's answer grew past the server's `max_response_bytes` while it was read.
     ResponseTooLarge,
+    /// The upstream refused the gateway's credentials (HTTP 401/403): an operator must act.
+    UpstreamAuth,
     /// A browser request from an origin that is not allowed (HTTP 403).
     ForbiddenOrigin,
     /// A bug or an impossible state inside the gateway.
@@ -78,6 +80,7 @@ impl Category {
             Category::CircuitOpen => -32004,
             Category::Overloaded => -32005,
             Category::UpstreamMisconfigured => -32006,
+            Category::UpstreamAuth => -32007,
             // Replaced by the upstream's own code when there is one.
             Category::UpstreamRejected => -32000,
         }
@@ -104,6 +107,7 @@ impl Category {
             Category::UpstreamRejected => "upstream_rejected",
             Category::UpstreamProtocol => "upstream_protocol",
             Category::ResponseTooLarge => "response_too_large",
+            Category::UpstreamAuth => "upstream_auth",
             Category::ForbiddenOrigin => "forbidden_origin",
             Category::Internal => "internal",
         }
@@ -143,6 +147,7 @@ impl Category {
             Category::UpstreamRejected => "Upstream rejected the request",
             Category::UpstreamProtocol => "Upstream protocol error",
             Category::ResponseTooLarge => "Upstream answer too large",
+            Category::UpstreamAuth => "Upstream refused the gateway's credentials",
             Category::ForbiddenOrigin => "Forbidden origin",
             Category::Internal => "Internal error",
         }

@@ -43,7 +43,11 @@ pub enum Outcome {
     Timeout,
     /// The upstream's answer exceeded `max_response_bytes`: counted, never retried.
     Oversized,
-    /// The gateway refused to send (circuit open, overloaded): says nothing about the server.
+    /// The upstream refused the gateway's credentials (401/403): not retried, not counted —
+    /// a breaker cannot fix credentials, and tripping it would hide the real cause.
+    Unauthorized,
+    /// The gateway refused to send (circuit open, overloaded, no ready connection): says
+    /// nothing about the server.
     Refused,
     /// The caller stopped waiting (its deadline passed, or it went away) before the server
     /// answered: says nothing about the server either.
@@ -111,7 +115,10 @@ impl Outcome {
             UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => Outcome::ClientError,
             UpstreamError::PayloadTooLarge { .. } => Outcome::ClientError,
             UpstreamError::ResponseTooLarge { .. } => Outcome::Oversized,
-            UpstreamError::CircuitOpen { .. } | UpstreamError::Overloaded { .. } => Outcome::Refused,
+            UpstreamError::Unauthorized { .. } => Outcome::Unauthorized,
+            UpstreamError::CircuitOpen { .. }
+            | UpstreamError::Overloaded { .. }
+            | UpstreamError::NotConnected { .. } => Outcome::Refused,
             UpstreamError::DeadlineExceeded(_) => Outcome::Abandoned,
         }
     }
@@ -139,7 +146,7 @@ impl Outcome {
             }
             Outcome::ServerError { .. } | Outcome::Timeout | Outcome::Oversized => Attribution::HardFailure,
             Outcome::RateLimited { .. } => Attribution::RateFailure,
-            Outcome::Refused | Outcome::Abandoned => Attribution::Neither,
+            Outcome::Unauthorized | Outcome::Refused | Outcome::Abandoned => Attribution::Neither,
         }
     }
 
@@ -154,6 +161,7 @@ impl Outcome {
             Outcome::ServerError { .. } => "server_error",
             Outcome::Timeout => "timeout",
             Outcome::Oversized => "response_too_large",
+            Outcome::Unauthorized => "unauthorized",
             Outcome::Refused => "refused",
             Outcome::Abandoned => "abandoned",
         }
@@ -192,6 +200,8 @@ impl Outcome {
             UpstreamError::PayloadTooLarge { .. } => Category::PayloadTooLarge,
             UpstreamError::ResponseTooLarge { .. } => Category::ResponseTooLarge,
             UpstreamError::Protocol(_) => Category::UpstreamProtocol,
+            UpstreamError::Unauthorized { .. } => Category::UpstreamAuth,
+            UpstreamError::NotConnected { .. } => Category::UpstreamUnavailable,
             UpstreamError::CircuitOpen { .. } => Category::CircuitOpen,
             UpstreamError::Overloaded { .. } => Category::Overloaded,
             UpstreamError::DeadlineExceeded(_) => Category::Timeout,
@@ -269,6 +279,8 @@ mod tests {
             ("upstream -32020", rpc_error(-32020), Success),
             ("upstream -32022", rpc_error(-32022), Success),
             ("answer over the cap", Err(UpstreamError::ResponseTooLarge { limit: 10 }), HardFailure),
+            ("credentials refused", Err(UpstreamError::Unauthorized { status: 401 }), Neither),
+            ("no ready connection", Err(UpstreamError::NotConnected { state: "reconnecting" }), Neither),
         ];
         for (row, reply, expected) in rows {
             assert_eq!(Outcome::of(&reply, true).attribution(), expected, "row {row}");

@@ -102,6 +102,7 @@ const CALL_ERROR_CATEGORIES: &[Category] = &[
     Category::CircuitOpen,
     Category::Overloaded,
     Category::UpstreamMisconfigured,
+    Category::UpstreamAuth,
     Category::UpstreamRejected,
     Category::UpstreamProtocol,
     Category::Internal,
@@ -122,6 +123,9 @@ const UPSTREAM_STATUSES: &[&str] = &[
     "protocol_error",
     "function_error_unhandled",
     "function_error_handled",
+    "401",
+    "403",
+    "not_connected",
 ];
 const BREAKER_TARGETS: &[&str] = &["open", "half_open", "closed"];
 const REGISTRY_TIERS: &[&str] = &["memory", "redis", "dynamodb"];

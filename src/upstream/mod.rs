@@ -5,6 +5,7 @@
 //! metrics: those are layers around it ([`crate::resilience`]). Whether a reply is a success
 //! is decided by [`crate::resilience::classify`], not here.
 
+pub mod channel;
 pub mod http;
 pub mod lambda;
 
@@ -43,7 +44,16 @@ pub struct UpstreamRequest {
     /// Whether any attempt may have reached the server (set by the attempt layer; an attempt
     /// that provably never left leaves it as it was). Decides whether a fallback may run.
     pub maybe_delivered: Arc<AtomicBool>,
+    /// Where the upstream's `notifications/progress` for this request go (their `params`, the
+    /// gateway's own `progressToken` still in them), when the caller asked for progress and can
+    /// receive it. `None`: the transport asks for no progress and drops any that comes.
+    pub progress: Option<ProgressSink>,
 }
+
+/// The receiving end of a call's progress notifications. Bounded and lossy on purpose: a
+/// transport uses `try_send`, so an upstream that floods progress cannot grow memory or slow
+/// the answer; progress is advisory, the result is not.
+pub type ProgressSink = tokio::sync::mpsc::Sender<serde_json::Map<String, Value>>;
 
 impl UpstreamRequest {
     /// A gateway-internal request (e.g. `tools/list`): always safe to repeat.
@@ -57,6 +67,7 @@ impl UpstreamRequest {
             deadline: None,
             attempts: Arc::default(),
             maybe_delivered: Arc::default(),
+            progress: None,
         }
     }
 
@@ -114,6 +125,14 @@ pub enum UpstreamError {
     /// SSE line or event, a Lambda payload): the rest was not read and the connection dropped.
     #[error("answer exceeds the {limit}-byte limit for one upstream answer")]
     ResponseTooLarge { limit: usize },
+    /// The upstream refused the gateway's credentials (HTTP 401/403, or a refused WebSocket
+    /// upgrade): nothing a retry or a breaker can fix; the server needs (new) credentials.
+    #[error("upstream refused the gateway's credentials (HTTP {status})")]
+    Unauthorized { status: u16 },
+    /// A persistent transport (WebSocket, legacy SSE, stdio) has no ready connection: nothing
+    /// was sent. `state` is the connection state (`connecting`, `reconnecting`, `failed`, …).
+    #[error("no ready connection to the server (state: {state})")]
+    NotConnected { state: &'static str },
     /// The upstream answered, but not with MCP/JSON-RPC.
     #[error("protocol error: {0}")]
     Protocol(String),
@@ -156,6 +175,7 @@ impl UpstreamError {
                 | UpstreamError::CircuitOpen { .. }
                 | UpstreamError::Overloaded { .. }
                 | UpstreamError::PayloadTooLarge { .. }
+                | UpstreamError::NotConnected { .. }
         )
     }
 
@@ -175,6 +195,8 @@ impl UpstreamError {
             UpstreamError::PayloadTooLarge { .. } => "payload_too_large",
             UpstreamError::ResponseTooLarge { .. } => "response_too_large",
             UpstreamError::Protocol(_) => "protocol_error",
+            UpstreamError::Unauthorized { status } => status_class(*status),
+            UpstreamError::NotConnected { .. } => "not_connected",
             UpstreamError::CircuitOpen { .. } => "circuit_open",
             UpstreamError::Overloaded { .. } => "overloaded",
             UpstreamError::DeadlineExceeded(_) => "deadline_exceeded",
