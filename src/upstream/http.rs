@@ -199,6 +199,20 @@ enum Exchange {
     Refused(UpstreamError),
 }
 
+/// Why a probe learned nothing.
+enum ProbeError {
+    /// No usable answer (transport failure, refused credentials, a handshake not understood).
+    Failed(UpstreamError),
+    /// The server answered `initialize` with its own failure: passed on as its answer.
+    Answered(ErrorObject),
+}
+
+impl From<UpstreamError> for ProbeError {
+    fn from(error: UpstreamError) -> Self {
+        ProbeError::Failed(error)
+    }
+}
+
 /// The era-specific headers of one request (see [`Inner::build`]).
 enum Headers<'a> {
     /// A modern request: version, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
@@ -252,13 +266,21 @@ impl Inner {
         let learned = self.learned();
         let (spoken, generation) = match learned.spoken {
             Some(spoken) => (spoken, learned.generation),
-            None => self.probe(learned.generation).await?,
+            None => match self.probe(learned.generation).await {
+                Ok(probed) => probed,
+                Err(ProbeError::Failed(error)) => return Err(error),
+                Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
+            },
         };
         match self.post(&request, &spoken).await? {
             Exchange::Reply(reply) => Ok(reply),
             Exchange::Refused(error) => {
                 tracing::info!(url = %self.url, era = era_label(&spoken), reason = %error, "upstream refused the remembered era; probing again");
-                let (spoken, _) = self.probe(generation).await?;
+                let spoken = match self.probe(generation).await {
+                    Ok((spoken, _)) => spoken,
+                    Err(ProbeError::Failed(error)) => return Err(error),
+                    Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
+                };
                 match self.post(&request, &spoken).await? {
                     Exchange::Reply(reply) => Ok(reply),
                     Exchange::Refused(error) => Err(error),
@@ -269,7 +291,7 @@ impl Inner {
 
     /// Learns the server's era unless another task did since `seen_generation`: `server/discover`,
     /// then `initialize` on any answer that does not show a modern server.
-    async fn probe(&self, seen_generation: u64) -> Result<(Spoken, u64), UpstreamError> {
+    async fn probe(&self, seen_generation: u64) -> Result<(Spoken, u64), ProbeError> {
         let _guard = self.probe.lock().await;
         let current = self.learned();
         if current.generation > seen_generation
@@ -280,7 +302,7 @@ impl Inner {
         let learned = match self.discover().await {
             Ok(true) => Ok(Spoken::Modern),
             Ok(false) => self.initialize().await.map(Spoken::Legacy),
-            Err(error) => Err(error),
+            Err(error) => Err(ProbeError::Failed(error)),
         };
         let generation = current.generation + 1;
         if let Ok(mut era) = self.era.write() {
@@ -297,7 +319,10 @@ impl Inner {
             Ok(Spoken::Legacy(session)) => {
                 tracing::info!(url = %self.url, version = session.version, session = session.session_id.is_some(), "upstream speaks the session era")
             }
-            Err(error) => tracing::warn!(url = %self.url, %error, "era probe failed"),
+            Err(ProbeError::Failed(error)) => tracing::warn!(url = %self.url, %error, "era probe failed"),
+            Err(ProbeError::Answered(error)) => {
+                tracing::warn!(url = %self.url, code = error.code, message = %error.message, "initialize refused")
+            }
         }
         learned.map(|spoken| (spoken, generation))
     }
@@ -333,7 +358,7 @@ impl Inner {
     }
 
     /// Runs the session-era handshake and returns the session.
-    async fn initialize(&self) -> Result<LegacySession, UpstreamError> {
+    async fn initialize(&self) -> Result<LegacySession, ProbeError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let response = self
             .build(Method::POST, Headers::Handshake)
@@ -343,7 +368,7 @@ impl Inner {
             .map_err(request_error)?;
         let status = response.status();
         if !status.is_success() {
-            return Err(status_error(status, response.headers()));
+            return Err(status_error(status, response.headers()).into());
         }
         let session_id = response.headers().get(headers::SESSION_ID).cloned();
         let reply = read_answer(response, id, self.max_response_bytes, None).await?;
@@ -351,8 +376,14 @@ impl Inner {
             UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get())
                 .ok()
                 .and_then(|v| v.get("protocolVersion").and_then(Value::as_str).map(str::to_string)),
+            // The server's own failure (internal error, implementation-defined server errors)
+            // is its answer to the call; any other error means the handshake is not understood.
+            UpstreamReply::Error(e) if e.code == -32603 || (-32099..=-32000).contains(&e.code) => {
+                let message = format!("initialize failed: {}", e.message);
+                return Err(ProbeError::Answered(ErrorObject { message, ..e.clone() }));
+            }
             UpstreamReply::Error(e) => {
-                return Err(UpstreamError::Protocol(format!("initialize failed: {} {}", e.code, e.message)));
+                return Err(UpstreamError::Protocol(format!("initialize failed: {} {}", e.code, e.message)).into());
             }
         };
         let version = mcp::LEGACY_VERSIONS
@@ -370,7 +401,7 @@ impl Inner {
             .await
             .map_err(request_error)?;
         if !notified.status().is_success() {
-            return Err(status_error(notified.status(), notified.headers()));
+            return Err(status_error(notified.status(), notified.headers()).into());
         }
         Ok(session)
     }
