@@ -383,7 +383,9 @@ impl Inner {
                 return Err(ProbeError::Answered(ErrorObject { message, ..e.clone() }));
             }
             UpstreamReply::Error(e) => {
-                return Err(UpstreamError::Protocol(format!("initialize failed: {} {}", e.code, e.message)).into());
+                return Err(
+                    UpstreamError::Protocol(format!("initialize failed: {} {}", e.code, e.message)).into()
+                );
             }
         };
         let version = mcp::LEGACY_VERSIONS
@@ -457,9 +459,10 @@ impl Inner {
         cancel.disarm();
         let with_session = session.is_some_and(|s| s.session_id.is_some());
         match status {
-            StatusCode::NOT_FOUND if with_session => {
-                Ok(Exchange::Refused(UpstreamError::Status { status: 404 }))
-            }
+            // What the caller gets if even a fresh session is refused.
+            StatusCode::NOT_FOUND if with_session => Ok(Exchange::Refused(UpstreamError::Protocol(
+                "the server refused a fresh session too (HTTP 404 right after a new handshake)".into(),
+            ))),
             StatusCode::TOO_MANY_REQUESTS | StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 Err(status_error(status, response.headers()))
             }

@@ -232,7 +232,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             upstream.request(self.command, target.path or "/", body=raw or None, headers=headers)
             answer = upstream.getresponse()
-        except OSError:
+        except OSError as e:
+            entry["error"] = repr(e)
             return self.send(entry, 502, b"upstream unreachable", "text/plain")
         entry["status"] = answer.status
         self.send_response(answer.status)
