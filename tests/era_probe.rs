@@ -56,11 +56,6 @@ fn breaker(gateway: &Gateway, server: &str) -> Value {
     report[server].clone()
 }
 
-fn refresh(gateway: &Gateway) {
-    let response = gateway.client.post(gateway.url("/admin/registry/refresh")).send().unwrap();
-    assert!(response.status().is_success(), "refresh: {}", response.text().unwrap());
-}
-
 #[test]
 fn a_lenient_session_era_server_is_initialized_before_it_is_used() {
     // The peer answers anything with 200 and never checks sessions or headers, as servers that
