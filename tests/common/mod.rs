@@ -378,7 +378,7 @@ pub fn dynamodb_local() -> (Proc, u16) {
         .arg(dir.join("DynamoDBLocal.jar"))
         .args(["-inMemory", "-sharedDb", "-port", &port.to_string()]);
     let proc = Proc::spawn("dynamodb-local (needs Java 17)", command);
-    wait_port(port, "DynamoDB Local", Duration::from_secs(30));
+    wait_port(port, "DynamoDB Local", Duration::from_secs(120));
     (proc, port)
 }
 
