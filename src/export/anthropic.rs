@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use super::{Converted, schema};
 
 pub fn tool(tool: &Value, name: &str, notes: &mut schema::Notes) -> Converted {
-    let mut out = json!({"name": name, "input_schema": schema::root_schema(tool, notes)});
-    if let Some(description) = schema::description(tool) {
+    let (input, description) = schema::prepare(tool, notes);
+    let mut out = json!({"name": name, "input_schema": input});
+    if let Some(description) = description {
         out["description"] = json!(description);
     }
     Converted { tool: out, not_strict: None }

@@ -13,11 +13,11 @@ use serde_json::{Value, json};
 use super::{Converted, schema};
 
 pub fn tool(tool: &Value, name: &str, notes: &mut schema::Notes) -> Converted {
-    let description = schema::description(tool).unwrap_or_else(|| {
+    let (input, description) = schema::prepare(tool, notes);
+    let description = description.unwrap_or_else(|| {
         notes.add("no description (Bedrock needs one): the tool name is used", "");
         name.to_string()
     });
-    let input = schema::root_schema(tool, notes);
     Converted {
         tool: json!({"toolSpec": {"name": name, "description": description, "inputSchema": {"json": input}}}),
         not_strict: None,

@@ -51,9 +51,9 @@ const KEEP: &[&str] = &[
 const MAX_REF_DEPTH: usize = 16;
 
 pub fn tool(tool: &Value, name: &str, notes: &mut schema::Notes) -> Converted {
-    let root = schema::root_schema(tool, notes);
+    let (root, description) = schema::prepare(tool, notes);
     let mut out = json!({"name": name});
-    if let Some(description) = schema::description(tool) {
+    if let Some(description) = description {
         out["description"] = json!(description);
     }
     let mut converter = Converter { root: &root, notes, stack: Vec::new() };
@@ -257,6 +257,12 @@ impl Converter<'_, '_> {
                         } else {
                             branches.push(converted);
                         }
+                    }
+                    if !branches.is_empty()
+                        && branches.iter().all(|b| b.as_object().is_some_and(Map::is_empty))
+                    {
+                        self.notes.add(format!("{key} of untyped branches (key rules) dropped"), path);
+                        branches.clear();
                     }
                     match branches.len() {
                         0 => {}

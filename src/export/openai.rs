@@ -78,8 +78,7 @@ struct Parts {
 }
 
 fn parts(tool: &Value, name: &str, options: Options, notes: &mut schema::Notes) -> Parts {
-    let root = schema::root_schema(tool, notes);
-    let description = schema::description(tool);
+    let (root, description) = schema::prepare(tool, notes);
     if !options.strict {
         for key in ["oneOf", "anyOf", "allOf", "enum", "not"] {
             if root.get(key).is_some() {
@@ -91,9 +90,7 @@ fn parts(tool: &Value, name: &str, options: Options, notes: &mut schema::Notes) 
     let mut strict_notes = schema::Notes::default();
     match strict_schema(&root, &mut strict_notes) {
         Ok(parameters) => {
-            for line in strict_notes.into_lines() {
-                notes.add(line, "strict");
-            }
+            notes.absorb(strict_notes, "");
             Parts { name: name.into(), description, parameters, strict: true, not_strict: None }
         }
         Err(reason) => Parts {

@@ -28,6 +28,15 @@ impl Notes {
         self.by_kind.is_empty()
     }
 
+    /// Takes `other`'s lines, all at `path`.
+    pub fn absorb(&mut self, other: Notes, path: &str) {
+        for (what, paths) in other.by_kind {
+            for p in paths {
+                self.add(what.clone(), &format!("{path}{}", if p == "/" { "" } else { &p }));
+            }
+        }
+    }
+
     /// One line per kind: `what (at /a, /b, +3 more)`.
     pub fn into_lines(self) -> Vec<String> {
         self.by_kind
@@ -83,6 +92,89 @@ pub fn root_schema(tool: &Value, notes: &mut Notes) -> Value {
     }
 }
 
+/// The schema and description a model API gets: [`root_schema`] with a root `allOf` merged
+/// and a root `oneOf`/`anyOf` flattened. Model APIs refuse unions at the root (Anthropic:
+/// "input_schema does not support oneOf, allOf, or anyOf at the top level"; OpenAI: the
+/// same), and the common MCP use of one — "give `id` or `isbn`" as branches that only list
+/// `required` keys — is a rule about which arguments to give: the branches' properties join
+/// the root's, and the rule moves to the tool description ("Give exactly one of: id | isbn.").
+/// The gateway still validates every call against the original schema, so a call that
+/// breaks the rule is refused with `-32602` before it reaches the server.
+pub fn prepare(tool: &Value, notes: &mut Notes) -> (Value, Option<String>) {
+    let mut root = root_schema(tool, notes);
+    let mut description = description(tool);
+    let snapshot = root.clone();
+    let Value::Object(object) = &mut root else { return (root, description) };
+    if let Some(Value::Array(parts)) = object.remove("allOf") {
+        notes.add("allOf at the root merged (model APIs refuse it there)", "");
+        for part in &parts {
+            let part = resolve(&snapshot, part);
+            merge_into(object, &part, true);
+        }
+    }
+    for key in ["oneOf", "anyOf"] {
+        let Some(Value::Array(branches)) = object.remove(key) else { continue };
+        let mut alternatives = Vec::new();
+        for (i, branch) in branches.iter().enumerate() {
+            let branch = resolve(&snapshot, branch);
+            merge_into(object, &branch, false);
+            let required: Vec<&str> = branch
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let label = match (required.is_empty(), branch.get("title").and_then(Value::as_str)) {
+                (false, _) => required.join(" + "),
+                (true, Some(title)) => title.to_string(),
+                (true, None) => format!("alternative {}", i + 1),
+            };
+            alternatives.push(label);
+        }
+        let rule = if key == "oneOf" { "exactly one" } else { "at least one" };
+        notes.add(
+            format!("{key} at the root flattened: \"give {rule} of\" moved to the description (calls are still checked against the original schema)"),
+            "",
+        );
+        let sentence = format!("Give {rule} of: {}.", alternatives.join(" | "));
+        description = Some(match description {
+            Some(d) => format!("{d} {sentence}"),
+            None => sentence,
+        });
+    }
+    (root, description)
+}
+
+/// A branch with its local `$ref` resolved (one level).
+fn resolve(root: &Value, branch: &Value) -> Value {
+    match branch.get("$ref").and_then(Value::as_str).and_then(|r| lookup(root, r)) {
+        Some(target) => target.clone(),
+        None => branch.clone(),
+    }
+}
+
+/// Adds a branch's properties (and, when `with_required`, its `required`) to `object`.
+fn merge_into(object: &mut Map<String, Value>, branch: &Value, with_required: bool) {
+    let Value::Object(branch) = branch else { return };
+    if let Some(Value::Object(more)) = branch.get("properties") {
+        let properties = object.entry("properties").or_insert_with(|| json!({}));
+        if let Value::Object(have) = properties {
+            for (k, v) in more {
+                have.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    if with_required && let Some(Value::Array(more)) = branch.get("required") {
+        let required = object.entry("required").or_insert_with(|| json!([]));
+        if let Value::Array(have) = required {
+            for v in more {
+                if !have.contains(v) {
+                    have.push(v.clone());
+                }
+            }
+        }
+    }
+}
+
 /// The target of a local `$ref` (`#`, `#/$defs/X`, `#/definitions/X`, any JSON pointer into
 /// the root); `None` for remote or broken references.
 pub fn lookup<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
@@ -103,6 +195,20 @@ pub fn without(object: &Map<String, Value>, keys: &[&str]) -> Map<String, Value>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_root_one_of_of_required_keys_becomes_a_sentence() {
+        let tool = json!({"name": "p", "description": "Prices.", "inputSchema": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "isbn": {"type": "string"}},
+            "oneOf": [{"required": ["id"]}, {"required": ["isbn"]}]
+        }});
+        let mut notes = Notes::default();
+        let (schema, description) = prepare(&tool, &mut notes);
+        assert!(schema.get("oneOf").is_none());
+        assert_eq!(description.as_deref(), Some("Prices. Give exactly one of: id | isbn."));
+        assert!(notes.into_lines()[0].starts_with("oneOf at the root flattened"));
+    }
 
     #[test]
     fn notes_group_by_kind_and_cap_paths() {

@@ -4,6 +4,7 @@
 //! layer ([`crate::server`]) only decodes and dispatches to it.
 
 pub mod call;
+pub mod capabilities;
 pub mod drift;
 pub mod refresh;
 pub mod upstreams;
@@ -45,6 +46,17 @@ pub struct Readiness {
     loaded: AtomicBool,
     /// Servers whose last tool refresh failed, with the reason.
     failing: RwLock<BTreeMap<String, String>>,
+    /// The same servers: what kind of failure, since when (the first failure in a row).
+    refresh_failures: RwLock<BTreeMap<String, RefreshFailure>>,
+}
+
+/// A server whose `tools/list` keeps failing, as [`capabilities`] reads it.
+#[derive(Debug, Clone)]
+pub struct RefreshFailure {
+    /// `unreachable` (connect/timeout/IO), `needs_auth` (401/403) or `tools_list_failing`.
+    pub reason: &'static str,
+    pub detail: String,
+    pub since: std::time::SystemTime,
 }
 
 impl Readiness {
@@ -63,6 +75,35 @@ impl Readiness {
                 None => failing.remove(server),
             };
         }
+    }
+
+    /// Records the outcome of a server's tool refresh (`None`: it succeeded).
+    pub fn set_server_result(&self, server: &str, error: Option<&crate::upstream::UpstreamError>) {
+        use crate::upstream::UpstreamError as E;
+        self.set_server(server, error.map(ToString::to_string));
+        let Ok(mut failures) = self.refresh_failures.write() else { return };
+        let Some(error) = error else {
+            failures.remove(server);
+            return;
+        };
+        let reason = match error {
+            E::Connect(_) | E::Io(_) | E::Timeout(_) | E::NotConnected { .. } | E::NotFound(_) => {
+                "unreachable"
+            }
+            E::Unauthorized { .. } => "needs_auth",
+            E::CircuitOpen { .. } => "circuit_open",
+            _ => "tools_list_failing",
+        };
+        let since = match failures.get(server) {
+            Some(previous) if previous.reason == reason => previous.since,
+            _ => std::time::SystemTime::now(),
+        };
+        failures.insert(server.to_string(), RefreshFailure { reason, detail: error.to_string(), since });
+    }
+
+    /// Servers whose tool refresh is failing, by name.
+    pub fn refresh_failures(&self) -> BTreeMap<String, RefreshFailure> {
+        self.refresh_failures.read().map(|f| f.clone()).unwrap_or_default()
     }
 
     pub fn failing(&self) -> BTreeMap<String, String> {
