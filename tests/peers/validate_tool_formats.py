@@ -24,6 +24,7 @@ Every format: exported names are unique.
 import json
 import re
 import sys
+import warnings
 
 WORD_64 = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 GEMINI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}$")
@@ -235,10 +236,16 @@ def validate_gemini(doc):
     count = 0
     names = []
     for i, tool in enumerate(doc["tools"]):
-        try:
-            types.Tool.model_validate(tool)
-        except ValidationError as e:
-            fail(f"gemini Tool[{i}]: {e}")
+        # The SDK only warns about an unknown enum value (e.g. a Type it does not know):
+        # here that is a failure.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                types.Tool.model_validate(tool)
+            except ValidationError as e:
+                fail(f"gemini Tool[{i}]: {e}")
+            except Warning as w:
+                fail(f"gemini Tool[{i}]: the SDK warns: {w}")
         for declaration in tool.get("functionDeclarations", []) if isinstance(tool, dict) else []:
             count += 1
             name = declaration.get("name", "")
@@ -247,7 +254,9 @@ def validate_gemini(doc):
                 fail(f"gemini: name {name!r} breaks the SDK's rule (letter or _ first; a-z, A-Z, 0-9, _ . : -; at most 128)")
             walk_gemini(name, declaration.get("parameters"), "")
             if "parameters" in declaration:
-                params = types.Schema.model_validate(declaration["parameters"])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # already reported above
+                    params = types.Schema.model_validate(declaration["parameters"])
                 if params.type != types.Type.OBJECT:
                     fail(f"gemini: {name}: parameters must be an OBJECT schema")
     unique(names)
