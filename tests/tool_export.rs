@@ -149,6 +149,14 @@ fn every_tool_validates_against_each_providers_own_types_and_names_map_back() {
     let mapped: BTreeSet<&str> =
         gemini["gateway"]["names"].as_object().unwrap().values().filter_map(Value::as_str).collect();
     assert_eq!(mapped, BTreeSet::from([ZOO, NINE]), "{:#}", gemini["gateway"]);
+    // A mapped name is also accepted by tools/call: the upstream is called with the original
+    // name (the demo server knows no "9-lives", and says so by that name).
+    let alias =
+        gemini["gateway"]["names"].as_object().unwrap().iter().find(|(_, o)| *o == NINE).unwrap().0.clone();
+    let answer = gateway.call(&alias, json!({}));
+    assert_eq!(answer["error"]["data"]["category"], "upstream_rejected", "{answer}");
+    assert_eq!(answer["error"]["data"]["tool"], NINE, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("Unknown tool: 9-lives"), "{answer}");
     // Bedrock needs a description: the tool without one gets its name, reported.
     let warnings = &bedrock["gateway"]["warnings"][long_name()];
     assert!(warnings.to_string().contains("no description"), "{warnings}");

@@ -120,6 +120,34 @@ pub fn assign(rule: &NameRule, names: &[&str]) -> (Vec<String>, BTreeMap<String,
     (exported, mapped)
 }
 
+/// Whether `name` has the shape of a mapped name (`…_` + 8 or 16 hex digits, or a counter
+/// after them): only those are worth looking up as aliases.
+pub fn looks_mapped(name: &str) -> bool {
+    let base = match name.rsplit_once('_') {
+        Some((head, tail))
+            if !tail.is_empty() && tail.len() <= 4 && tail.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            head
+        }
+        _ => name,
+    };
+    base.rsplit_once('_').is_some_and(|(_, hex)| {
+        matches!(hex.len(), 8 | 16) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// The catalogue name an exported (mapped) name stands for, under any format's rule: what
+/// lets an orchestrator call the gateway with the name the model used.
+pub fn original_of<'a>(exported: &str, catalogue: &[&'a str]) -> Option<&'a str> {
+    if !looks_mapped(exported) {
+        return None;
+    }
+    [&WORD_64, &GEMINI].into_iter().find_map(|rule| {
+        let (names, _) = assign(rule, catalogue);
+        names.iter().position(|n| n == exported).map(|i| catalogue[i])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +171,17 @@ mod tests {
         assert!(gemini[3].starts_with("_9lives_"), "{gemini:?}");
         assert!(gemini.iter().all(|n| GEMINI.accepts(n)));
         assert_eq!(map.len(), 2);
+    }
+
+    #[test]
+    fn mapped_names_lead_back_to_their_originals() {
+        let catalogue = ["search", "catalog.search", "9lives"];
+        let (bedrock, _) = assign(&WORD_64, &catalogue);
+        let (gemini, _) = assign(&GEMINI, &catalogue);
+        assert_eq!(original_of(&bedrock[1], &catalogue), Some("catalog.search"));
+        assert_eq!(original_of(&gemini[2], &catalogue), Some("9lives"));
+        assert_eq!(original_of("search", &catalogue), None, "not a mapped shape");
+        assert_eq!(original_of("made_up_0123abcd", &catalogue), None);
     }
 
     #[test]
