@@ -226,3 +226,41 @@ pub fn tools_list(gateway: &Gateway) -> (Box<RawValue>, Option<u64>) {
     let answer = serde_json::value::to_raw_value(&result).unwrap_or(raw);
     (answer, Some(DEGRADED_TTL_MS))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health(availability: Availability, reason: &'static str) -> ServerHealth {
+        ServerHealth { availability, reason, since: None, retry_after_ms: None, detail: None }
+    }
+
+    #[test]
+    fn the_worse_report_of_a_server_wins_whatever_the_order() {
+        let mut map = BTreeMap::new();
+        merge(&mut map, "s", health(Availability::Degraded, "tools_list_failing"));
+        merge(&mut map, "s", health(Availability::Unavailable, "circuit_open"));
+        merge(&mut map, "s", health(Availability::Degraded, "circuit_half_open"));
+        assert_eq!(map["s"].reason, "circuit_open");
+    }
+
+    #[test]
+    fn breaker_states_map_to_availability() {
+        let since = Some(SystemTime::now());
+        let open = BreakerHealth { state: State::Open { until: Instant::now() }, forced_open: false, since };
+        let forced = BreakerHealth { forced_open: true, ..open };
+        let half = BreakerHealth { state: State::HalfOpen { probes: 1 }, forced_open: false, since };
+        let closed = BreakerHealth { state: State::Closed, forced_open: false, since: None };
+        assert_eq!(
+            from_breaker(open).map(|h| (h.availability, h.reason)),
+            Some((Availability::Unavailable, "circuit_open"))
+        );
+        assert_eq!(from_breaker(forced).map(|h| h.reason), Some("circuit_forced_open"));
+        assert_eq!(
+            from_breaker(half).map(|h| (h.availability, h.reason)),
+            Some((Availability::Degraded, "circuit_half_open"))
+        );
+        assert!(from_breaker(closed).is_none());
+        assert_eq!(from_breaker(open).and_then(|h| h.since), since);
+    }
+}

@@ -339,3 +339,27 @@ impl Gateway {
         Duration::from_secs(self.config.refresh_interval_secs.max(1))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::UpstreamError;
+
+    #[test]
+    fn refresh_failures_are_classified_and_keep_their_first_time() {
+        let readiness = Readiness::default();
+        readiness.set_server_result("a", Some(&UpstreamError::Connect("refused".into())));
+        let first = readiness.refresh_failures()["a"].clone();
+        assert_eq!(first.reason, "unreachable");
+        readiness.set_server_result("a", Some(&UpstreamError::Timeout(Duration::from_secs(1))));
+        assert_eq!(readiness.refresh_failures()["a"].since, first.since, "same kind: since kept");
+        readiness.set_server_result("a", Some(&UpstreamError::Unauthorized { status: 401 }));
+        assert_eq!(readiness.refresh_failures()["a"].reason, "needs_auth");
+        readiness.set_server_result("b", Some(&UpstreamError::Protocol("bad page".into())));
+        assert_eq!(readiness.refresh_failures()["b"].reason, "tools_list_failing");
+        assert_eq!(readiness.failing().len(), 2, "/readyz sees the same failures");
+        readiness.set_server_result("a", None);
+        assert!(!readiness.refresh_failures().contains_key("a"));
+        assert!(!readiness.failing().contains_key("a"));
+    }
+}

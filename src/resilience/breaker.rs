@@ -575,6 +575,26 @@ mod tests {
     }
 
     #[test]
+    fn health_keeps_when_the_breaker_left_closed_until_it_closes() {
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 1, ..Default::default() });
+        assert!(b.health().since.is_none());
+        let before = SystemTime::now();
+        b.record(DOWN, false);
+        let since = b.health().since.expect("open: since set");
+        assert!(since >= before);
+        // A failed probe re-opens: still unavailable since the first trip.
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(matches!(b.admit(), Admission::Allowed { probe: true }));
+        assert_eq!(b.health().since, Some(since), "half-open keeps it");
+        b.record(DOWN, true);
+        assert_eq!(b.health().since, Some(since), "re-opened keeps it");
+        b.force_close();
+        assert!(b.health().since.is_none());
+        b.force_open();
+        assert!(b.health().forced_open && b.health().since.is_some());
+    }
+
+    #[test]
     fn failed_probes_reopen_with_a_longer_backoff() {
         let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 40, ..Default::default() });
         b.record(DOWN, false);
