@@ -121,6 +121,14 @@ fn every_tool_validates_against_each_providers_own_types_and_names_map_back() {
     });
     let catalogue: BTreeSet<String> = gateway.tool_names().into_iter().collect();
     assert!(catalogue.len() >= 6 + 3 + 10, "{catalogue:?}");
+    // The store's catalogue (the shared docs' manga-tools.json, which the demo server serves)
+    // is all in it.
+    let store: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("config/manga-tools.json")).unwrap())
+            .unwrap();
+    for tool in store["tools"].as_array().unwrap() {
+        assert!(catalogue.contains(tool["name"].as_str().unwrap()), "{} missing", tool["name"]);
+    }
 
     for (format, strict) in FORMATS {
         let doc = export(&gateway, format, strict);
