@@ -226,6 +226,21 @@ impl Converter<'_, '_> {
                 .iter()
                 .map(|t| {
                     let mut branch = schema::without(object, &["type", "description", "title", "default"]);
+                    if *t != "array" {
+                        branch.retain(|k, _| {
+                            !["items", "prefixItems", "minItems", "maxItems"].contains(&k.as_str())
+                        });
+                    }
+                    if *t != "object" {
+                        let object_only = [
+                            "properties",
+                            "required",
+                            "additionalProperties",
+                            "minProperties",
+                            "maxProperties",
+                        ];
+                        branch.retain(|k, _| !object_only.contains(&k.as_str()));
+                    }
                     branch.insert("type".into(), json!(t));
                     self.plain(&branch, path)
                 })
@@ -337,6 +352,13 @@ impl Converter<'_, '_> {
             }
         }
 
+        if mapped.len() > 1 {
+            // Properties and items went into the branch of their type.
+            if nullable {
+                out.insert("nullable".into(), json!(true));
+            }
+            return Value::Object(out);
+        }
         if let Some(Value::Object(properties)) = object.get("properties") {
             let at = schema::child(path, "properties");
             let mut converted = Map::new();
@@ -435,6 +457,22 @@ mod tests {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
         }
         assert!(!text.contains("$schema"), "{text}");
+    }
+
+    #[test]
+    fn a_type_list_becomes_an_any_of_with_each_types_keywords() {
+        let (p, _) = convert(json!({"type": "object", "properties": {
+            "v": {"type": ["object", "array", "null"], "description": "either", "properties": {"a": {"type": "string"}}, "items": {"type": "integer"}}
+        }}));
+        let v = &p["properties"]["v"];
+        assert_eq!(v["nullable"], true);
+        assert_eq!(v["description"], "either");
+        assert_eq!(v["anyOf"][0]["type"], "OBJECT");
+        assert_eq!(v["anyOf"][0]["properties"]["a"]["type"], "STRING");
+        assert_eq!(v["anyOf"][1]["type"], "ARRAY");
+        assert_eq!(v["anyOf"][1]["items"]["type"], "INTEGER");
+        assert!(v.get("properties").is_none() && v.get("items").is_none());
+        assert!(v["anyOf"][0].get("items").is_none() && v["anyOf"][1].get("properties").is_none());
     }
 
     #[test]
