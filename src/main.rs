@@ -129,7 +129,8 @@ enum ToolsAction {
         /// Leave out the tools of unavailable servers (default: `hide_unavailable_tools`).
         #[arg(long)]
         hide_unavailable: bool,
-        /// MCP endpoint of a running gateway, e.g. http://127.0.0.1:8080/mcp.
+        /// MCP endpoint of a running gateway, e.g. http://127.0.0.1:8080/mcp (a bare
+        /// http://host:port means its /mcp).
         #[arg(long, conflicts_with = "config")]
         url: Option<String>,
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
@@ -407,6 +408,14 @@ async fn tools_export(
 /// Every page of `tools/list` from an MCP endpoint, and its degradation summary if any.
 async fn remote_tools(url: &str) -> anyhow::Result<(Vec<serde_json::Value>, Option<serde_json::Value>)> {
     use mcp_gateway::gateway::capabilities::META_KEY;
+    // A gateway's base URL means its MCP endpoint.
+    let url = match url.split_once("://") {
+        Some((_, rest)) if !rest.trim_end_matches('/').contains('/') => {
+            format!("{}/mcp", url.trim_end_matches('/'))
+        }
+        _ => url.to_string(),
+    };
+    let url = url.as_str();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
     let mut tools = Vec::new();
     let mut degraded = None;

@@ -210,7 +210,7 @@ fn every_tool_validates_against_each_providers_own_types_and_names_map_back() {
     );
 
     // The CLI shares the conversion: from the running gateway, and built from configuration.
-    let from_url = cli_export(&["--format", "gemini", "--url", &gateway.url("/mcp")], None);
+    let from_url = cli_export(&["--format", "gemini", "--url", &gateway.url("")], None);
     assert_eq!(from_url["tools"], gemini["tools"]);
     validate_export(&from_url).unwrap();
     let from_config = cli_export(&["--format", "bedrock"], Some(&config));
