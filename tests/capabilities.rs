@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::{collections::BTreeSet, time::SystemTime};
+use std::{collections::BTreeSet, process::Command, time::SystemTime};
 
 use common::*;
 use mcp_gateway::registry::entry::rfc3339;
@@ -148,4 +148,94 @@ fn a_stopped_server_is_reported_left_out_on_request_and_back_after_restart() {
             capabilities["status"] == "ok" && names(&list["tools"]) == all && list.get("_meta").is_none()
         });
     }
+}
+
+/// An HTTP server (Python stdlib) that answers every POST with 401: a server that refuses
+/// the gateway's credentials.
+const UNAUTHORIZED_SERVER: &str = r#"
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(401); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(json.dumps({"listen": "127.0.0.1:%d" % s.server_port}), flush=True)
+s.serve_forever()
+"#;
+
+#[test]
+fn unreachable_and_unauthorized_servers_are_left_out_and_a_failing_one_only_reported() {
+    let demo = Demo::http();
+    let mut command = Command::new("python3");
+    command.arg("-c").arg(UNAUTHORIZED_SERVER);
+    let mut locked = Proc::spawn("401 server", command);
+    let line = locked.wait_line("\"listen\"", std::time::Duration::from_secs(30));
+    let locked_addr = serde_json::from_str::<Value>(&line).unwrap()["listen"].as_str().unwrap().to_string();
+    let (_hostile, hostile_addr) = hostile_server(&[]);
+    let gone_port = free_port();
+    // Breakers off: the reasons come from the tool refresh alone. Static tools, so the
+    // servers that never list have tools to report.
+    let config = format!(
+        r#"
+refresh_interval_secs = 1
+hide_unavailable_tools = true
+
+[defaults.breaker]
+enabled = false
+
+[servers.demo]
+transport = "http"
+url = "{demo}"
+
+[servers.locked]
+transport = "http"
+url = "http://{locked_addr}/mcp"
+tools = [{{name = "vault", inputSchema = {{type = "object"}}}}]
+
+[servers.gone]
+transport = "http"
+url = "http://127.0.0.1:{gone_port}/mcp"
+tools = [{{name = "ghost", inputSchema = {{type = "object"}}}}]
+
+[servers.odd]
+transport = "http"
+url = "http://{hostile_addr}/refuse--32603"
+tools = [{{name = "quirk", inputSchema = {{type = "object"}}}}]
+"#,
+        demo = demo.url()
+    );
+    let gateway = Gateway::start(&config, &[]);
+    let reasons = |summary: &Value| -> Vec<(String, String, String)> {
+        summary["servers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["since"].is_string() && s["detail"].is_string())
+            .map(|s| {
+                let tools = names_of(&s["tools"]).into_iter().collect::<Vec<_>>().join(",");
+                (
+                    s["server"].as_str().unwrap().to_string(),
+                    format!("{}:{}", s["status"].as_str().unwrap(), s["reason"].as_str().unwrap()),
+                    tools,
+                )
+            })
+            .collect()
+    };
+    let expected = vec![
+        ("gone".to_string(), "unavailable:unreachable".to_string(), "ghost".to_string()),
+        ("locked".to_string(), "unavailable:needs_auth".to_string(), "vault".to_string()),
+        ("odd".to_string(), "degraded:tools_list_failing".to_string(), "quirk".to_string()),
+    ];
+    wait_for("/capabilities to give each failing server its reason", || {
+        reasons(&get_json(&gateway, "/capabilities").1) == expected
+    });
+    // Unavailable servers' tools are left out; the degraded server's tool stays listed.
+    let list = tools_list(&gateway);
+    let mut listed = set(&DEMO_TOOLS);
+    listed.insert("quirk".to_string());
+    assert_eq!(names(&list["tools"]), listed, "{list}");
+    assert_eq!(reasons(&list["_meta"][META]), expected);
+    let text = list["_meta"][META]["text"].as_str().unwrap();
+    assert!(text.starts_with("2 of 9 tools unavailable, 1 degraded."), "{text}");
 }

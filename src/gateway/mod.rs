@@ -90,7 +90,7 @@ impl Readiness {
             E::Connect(_) | E::Io(_) | E::Timeout(_) | E::NotConnected { .. } | E::NotFound(_) => {
                 "unreachable"
             }
-            E::Unauthorized { .. } => "needs_auth",
+            E::Unauthorized { .. } | E::Status { status: 401 | 403 } => "needs_auth",
             E::CircuitOpen { .. } => "circuit_open",
             _ => "tools_list_failing",
         };
