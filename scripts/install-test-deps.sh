@@ -6,7 +6,9 @@
 #     "everything" MCP server, DynamoDB Local), via `npm ci`, only when node_modules does not
 #     match the lock;
 #   * the Python MCP SDK 2.x pinned in tests/peers/requirements.txt, in tests/peers/.venv,
-#     only when the venv is missing or requirements.txt changed since it was installed.
+#     only when the venv is missing or requirements.txt changed since it was installed;
+#   * the model API SDKs (botocore, anthropic, openai, google-genai) pinned in
+#     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
 # working directory.
 set -euo pipefail
@@ -94,6 +96,26 @@ else
   "$venv/bin/python" -c 'import mcp.server.mcpserver, mcp.client.streamable_http' \
     || die "the MCP SDK in $venv does not import"
   cp "$peers/requirements.txt" "$pystamp"
+fi
+
+# --- Model API SDKs (venv + pip) for the tool-export validation ---------------------------
+# botocore (Bedrock's service model), anthropic, openai and google-genai, pinned in
+# tests/peers/requirements-formats.txt, in their own venv so the MCP SDK's stays as it is.
+fvenv="$peers/.venv-formats"
+fstamp="$fvenv/.installed-requirements"
+formats_import='import botocore.session, anthropic.types, openai.types.chat, google.genai.types'
+# Presence check without importing (the SDKs take seconds to import).
+formats_present='import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in ("botocore", "anthropic", "openai", "google.genai")) else 1)'
+if [ -x "$fvenv/bin/python" ] && cmp -s "$peers/requirements-formats.txt" "$fstamp" \
+   && "$fvenv/bin/python" -c "$formats_present" 2>/dev/null; then
+  step "model API SDKs present ($fvenv)"
+else
+  step "installing the model API SDKs into $fvenv (pip install -r $peers/requirements-formats.txt)"
+  rm -f "$fstamp"
+  [ -x "$fvenv/bin/python" ] || python3 -m venv "$fvenv"
+  "$fvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-formats.txt"
+  "$fvenv/bin/python" -c "$formats_import" || die "the model API SDKs in $fvenv do not import"
+  cp "$peers/requirements-formats.txt" "$fstamp"
 fi
 
 step "test dependencies ready"

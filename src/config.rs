@@ -84,6 +84,9 @@ pub struct Config {
     pub registry: RegistryConfig,
     /// Bounds of the read-only result cache (also the store of stale fallbacks).
     pub cache: CacheConfig,
+    /// Leave the tools of unavailable servers (breaker open, unreachable, refused
+    /// credentials) out of `tools/list` and of `/tools` exports.
+    pub hide_unavailable_tools: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -167,6 +170,7 @@ impl Default for Config {
             redis_ca_file: None,
             redis_cluster: false,
             shared_breakers: false,
+            hide_unavailable_tools: false,
             dynamodb_table: None,
             dynamodb_endpoint: None,
             registry: RegistryConfig::default(),

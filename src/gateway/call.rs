@@ -92,6 +92,18 @@ impl Drop for InFlightGuard {
 }
 
 impl Gateway {
+    /// The catalogue tool whose exported name (mapped for a model API) is `name`.
+    fn exported_alias(&self, name: &str) -> Option<std::sync::Arc<crate::registry::ToolRecord>> {
+        if !crate::export::names::looks_mapped(name) {
+            return None;
+        }
+        let snapshot = self.catalog().snapshot();
+        let tools = snapshot.tools();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        let original = crate::export::names::original_of(name, &names)?;
+        tools.iter().find(|t| &*t.name == original).cloned()
+    }
+
     /// Runs a `tools/call`; the `Ok` value is the result (the upstream's, passed through
     /// untouched unless a fallback or the size budget changed it).
     pub async fn call_tool(
@@ -114,7 +126,13 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(self.refuse(ctx, started, None, bad_input("params.name must be a string")));
         };
-        let Some(tool) = self.registry.resolve(name).await else {
+        let resolved = match self.registry.resolve(name).await {
+            Some(tool) => Some(tool),
+            // A name from a model API export (`GET /tools?format=…`) that was mapped to fit the
+            // API's rule: the tool it stands for.
+            None => self.exported_alias(name),
+        };
+        let Some(tool) = resolved else {
             self.refresh_now.notify_one();
             let err = GatewayError::new(
                 Category::UnknownTool,

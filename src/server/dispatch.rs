@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::{
     error::{Category, GatewayError},
-    gateway::{Gateway, call::CallContext},
+    gateway::{Gateway, call::CallContext, capabilities},
     protocol::{
         jsonrpc::{Entry, Message, Response},
         mcp,
@@ -88,10 +88,16 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
                 }
             });
         }
-        "tools/list" if modern => {
-            return Some(Response::result(id, mcp::cacheable(gateway.catalog().list_result(), ttl_ms)));
+        "tools/list" => {
+            // The catalogue, with the degradation summary (and without unavailable tools when
+            // `hide_unavailable_tools`) while some server is not fine.
+            let (list, ttl_cap) = capabilities::tools_list(gateway);
+            if modern {
+                let ttl_ms = ttl_cap.map_or(ttl_ms, |cap| cap.min(ttl_ms));
+                return Some(Response::result(id, mcp::cacheable(list, ttl_ms)));
+            }
+            return Some(Response::result(id, list));
         }
-        "tools/list" => return Some(Response::result(id, gateway.catalog().list_result())),
         "initialize" => {
             let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
             mcp::initialize_result(requested, "mcp-gateway", crate::VERSION, Some(INSTRUCTIONS))
