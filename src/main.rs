@@ -299,6 +299,7 @@ async fn serve(
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     let bound = listener.local_addr()?;
+    let shutdown = shutdown_signal();
     let servers: Vec<String> =
         gateway.upstreams.values().map(|u| format!("{}({})", u.name, u.transport.as_str())).collect();
     tracing::info!(
@@ -339,7 +340,7 @@ async fn serve(
         });
     }
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    server::serve(listener, gateway.clone(), shutdown_signal(), grace).await?;
+    server::serve(listener, gateway.clone(), shutdown, grace).await?;
     close_sessions(&gateway).await;
     Ok(())
 }
@@ -515,6 +516,7 @@ async fn demo_server(
     options: demo::http::DemoOptions,
 ) -> anyhow::Result<()> {
     let _log_guard = telemetry::logging::init("info", true);
+    let shutdown = shutdown_signal();
     let bound = if lambda_api {
         demo::lambda_api::spawn(listen).await?
     } else {
@@ -525,28 +527,36 @@ async fn demo_server(
     } else {
         tracing::info!(listen = %bound, "manga demo MCP server listening on http://{bound}/mcp");
     }
-    shutdown_signal().await;
+    shutdown.await;
     Ok(())
 }
 
-/// Resolves on SIGTERM (ECS stop) or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Registers the SIGTERM (ECS stop) and SIGINT (Ctrl-C) handlers at once and returns a
+/// future that resolves when either arrives. Called before the startup line is logged, so a
+/// signal sent right after it drains the gateway instead of killing it with the default action.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        async fn recv(signal: Option<Signal>) {
+            match signal {
+                Some(mut signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+        let term = signal(SignalKind::terminate()).ok();
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            tokio::select! {
+                _ = recv(term) => {}
+                _ = recv(interrupt) => {}
+            }
+        }
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
