@@ -1,7 +1,13 @@
 //! Method dispatch for one decoded JSON-RPC message. Notifications get no answer; every
 //! request gets exactly one.
+//!
+//! A `tools/call` is registered by the caller's id (and `Mcp-Session-Id`) while it runs, so a
+//! `notifications/cancelled` naming it drops it ([`super::cancel`]). The cancelled request is
+//! then answered with the `cancelled` error (-32800) where an answer is owed: HTTP requires
+//! one for a JSON POST and a batch entry. An event-stream answer simply ends without a
+//! response (see [`super::mcp`]), as the MCP cancellation rules ask of a receiver.
 
-use std::sync::Arc;
+use std::sync::{Arc, atomic::AtomicBool};
 
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
@@ -14,6 +20,7 @@ use crate::{
         mcp,
     },
     telemetry::metrics::method_label,
+    upstream::ProgressSink,
 };
 
 const INSTRUCTIONS: &str = "MCP tool gateway: one endpoint for every tool of every configured MCP server.";
@@ -26,6 +33,10 @@ pub struct RequestInfo {
     pub method_header: Option<String>,
     /// From `X-Request-Timeout-Ms`: when the caller stops waiting.
     pub deadline: Option<std::time::Instant>,
+    /// The caller's `Mcp-Session-Id`, scoping its request ids for cancellation.
+    pub session: Option<Arc<str>>,
+    /// Whether `Accept` names `text/event-stream` (the caller can receive a streamed answer).
+    pub accepts_sse: bool,
 }
 
 impl RequestInfo {
@@ -41,14 +52,44 @@ impl RequestInfo {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
+            session: headers
+                .get(mcp::headers::SESSION_ID)
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty() && v.len() <= 256)
+                .map(Arc::from),
+            accepts_sse: headers
+                .get_all(axum::http::header::ACCEPT)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .any(|v| v.split(',').any(|t| t.trim().starts_with("text/event-stream"))),
         }
     }
 }
 
-/// Answers one batch entry (or the single message).
-pub async fn entry(gateway: &Gateway, entry: Entry, info: &RequestInfo) -> Option<Response> {
+/// The caller's `_meta.progressToken` of a `tools/call`, when it has a valid one.
+pub fn progress_token(message: &Message) -> Option<&Value> {
+    if message.method != "tools/call" || message.id.is_none() {
+        return None;
+    }
+    let token = message.params.as_ref()?.get("_meta")?.get("progressToken")?;
+    matches!(token, Value::String(_) | Value::Number(_)).then_some(token)
+}
+
+/// Whether `answer` is the `cancelled` error of a call its caller cancelled.
+pub fn is_cancelled(answer: &Response) -> bool {
+    matches!(&answer.body, Err(e) if e.code == Category::Cancelled.code())
+}
+
+/// Answers one batch entry (or the single message). `progress`: where a `tools/call` sends
+/// its upstream's progress, when the caller receives it.
+pub async fn entry(
+    gateway: &Gateway,
+    entry: Entry,
+    info: &RequestInfo,
+    progress: Option<ProgressSink>,
+) -> Option<Response> {
     match entry {
-        Ok(message) => message_answer(gateway, message, info).await,
+        Ok(message) => message_answer(gateway, message, info, progress).await,
         Err(rejected) => {
             gateway.metrics.requests.with_label_values(&["invalid"]).inc();
             Some(Response::error(rejected.id, &rejected.error))
@@ -56,9 +97,17 @@ pub async fn entry(gateway: &Gateway, entry: Entry, info: &RequestInfo) -> Optio
     }
 }
 
-async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo) -> Option<Response> {
+async fn message_answer(
+    gateway: &Gateway,
+    message: Message,
+    info: &RequestInfo,
+    progress: Option<ProgressSink>,
+) -> Option<Response> {
     gateway.metrics.requests.with_label_values(&[method_label(&message.method)]).inc();
     let Some(id) = message.id.clone() else {
+        if message.method == "notifications/cancelled" {
+            cancel(gateway, message.params.as_ref(), info);
+        }
         // notifications/initialized, notifications/cancelled, …: nothing to answer.
         return None;
     };
@@ -70,12 +119,25 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
     let ttl_ms = gateway.refresh_interval().as_millis() as u64;
     let answer = match message.method.as_str() {
         "tools/call" => {
+            let cancelled = Arc::new(AtomicBool::new(false));
             let ctx = CallContext {
                 request_id: info.request_id.clone(),
                 jsonrpc_id: id.clone(),
                 deadline: info.deadline,
+                progress,
+                cancelled: cancelled.clone(),
             };
-            return Some(match gateway.call_tool(params, &ctx).await {
+            let registration = gateway.cancellable.register(info.session.clone(), &id, cancelled);
+            let answer = tokio::select! {
+                answer = gateway.call_tool(params, &ctx) => answer,
+                // Dropping the call's future (the other branch) is the cancellation path.
+                () = registration.cancelled() => Err(GatewayError::new(
+                    Category::Cancelled,
+                    "the caller cancelled this request (notifications/cancelled)",
+                )),
+            };
+            drop(registration);
+            return Some(match answer {
                 Ok(raw) if modern => Response::result(id, mcp::with_result_type(raw)),
                 Ok(raw) => Response::result(id, raw),
                 Err(err) => {
@@ -107,9 +169,27 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
     Some(Response::result_value(id, &answer))
 }
 
+/// `notifications/cancelled`: cancels the caller's call `params.requestId`, if in flight.
+/// Unknown ids (finished, never seen) are ignored, as the MCP cancellation rules ask.
+fn cancel(gateway: &Gateway, params: Option<&Value>, info: &RequestInfo) {
+    let Some(request_id) = params.and_then(|p| p.get("requestId")) else { return };
+    if !matches!(request_id, Value::String(_) | Value::Number(_)) {
+        return;
+    }
+    let found = gateway.cancellable.cancel(info.session.clone(), request_id);
+    let reason: String = params
+        .and_then(|p| p.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    tracing::info!(request_id = %info.request_id, cancelled_id = %request_id, found, reason, "notifications/cancelled");
+}
+
 /// Modern-era checks: a `_meta` protocol version we speak, and an `Mcp-Method` header that
 /// agrees with the body.
-fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayError> {
+pub fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayError> {
     if let Some(version) = mcp::meta_version(message.params.as_ref())
         && !mcp::is_supported(version)
     {

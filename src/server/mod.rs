@@ -2,10 +2,12 @@
 //! and the optional metrics-only listener (`metrics_listen`).
 
 pub mod admin;
+pub mod cancel;
 pub mod dispatch;
 pub mod health;
 pub mod mcp;
 pub mod probe;
+pub mod stream;
 
 use std::{sync::Arc, time::Duration};
 

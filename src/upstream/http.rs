@@ -7,7 +7,8 @@
 //! remembers the era for that server, and replays the request. A `404` on a session-era
 //! request means the session expired: the transport re-initializes once and replays.
 //! Answers may be JSON or an SSE stream; in a stream, the message carrying the request's id is
-//! the answer and everything before it (progress notifications) is skipped. Dropping the
+//! the answer; `notifications/progress` before it go to the call's progress sink when it has
+//! one ([`super::progress`]), everything else is skipped. Dropping the
 //! future closes the stream, which is how a modern-era call is cancelled.
 //!
 //! Answers are bounded while they are read, never after: a JSON body by its `Content-Length`
@@ -38,7 +39,7 @@ use tower::Service;
 
 use super::{
     UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after,
-    reply_from,
+    progress::ProgressRelay, reply_from,
 };
 use crate::protocol::{
     jsonrpc::UpstreamResponse,
@@ -249,7 +250,7 @@ impl Inner {
             return Err(status_error(status, response.headers()));
         }
         let session_id = response.headers().get(headers::SESSION_ID).cloned();
-        let reply = read_answer(response, id, self.max_response_bytes).await?;
+        let reply = read_answer(response, id, self.max_response_bytes, None).await?;
         let version = match &reply {
             UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get())
                 .ok()
@@ -293,11 +294,12 @@ impl Inner {
     ) -> Result<Exchange, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let era = if session.is_some() { Era::Legacy } else { Era::Modern };
+        let (params, relay) = ProgressRelay::outbound(request, id);
         let mut builder = self
             .client
             .post(self.url.clone())
             .headers(self.headers.clone())
-            .body(mcp::encode_request(id, request.method, &request.params, era));
+            .body(mcp::encode_request(id, request.method, &params, era));
         builder = match session {
             Some(session) => legacy_headers(builder, session),
             None => {
@@ -327,7 +329,8 @@ impl Inner {
         let response = builder.send().await.map_err(request_error)?;
         let status = response.status();
         if status.is_success() {
-            let answer = read_answer(response, id, self.max_response_bytes).await.map(Exchange::Reply);
+            let answer =
+                read_answer(response, id, self.max_response_bytes, relay.as_ref()).await.map(Exchange::Reply);
             if let Some(cancel) = cancel.as_mut() {
                 cancel.armed = false;
             }
@@ -448,11 +451,13 @@ fn legacy_headers(builder: reqwest::RequestBuilder, session: &LegacySession) -> 
     builder
 }
 
-/// Reads a 2xx answer: JSON, or an SSE stream up to the message with our id.
+/// Reads a 2xx answer: JSON, or an SSE stream up to the message with our id (progress for
+/// it before that goes to `relay`).
 async fn read_answer(
     mut response: reqwest::Response,
     id: u64,
     limit: usize,
+    relay: Option<&ProgressRelay>,
 ) -> Result<UpstreamReply, UpstreamError> {
     let is_stream = response
         .headers()
@@ -472,6 +477,9 @@ async fn read_answer(
         for event in events {
             if event.event.as_deref().is_some_and(|e| e != "message") || event.data.is_empty() {
                 continue;
+            }
+            if let Some(relay) = relay {
+                relay.offer(&event.data);
             }
             let Ok(message) = serde_json::from_str::<UpstreamResponse>(&event.data) else {
                 continue;

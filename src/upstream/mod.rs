@@ -8,6 +8,7 @@
 pub mod channel;
 pub mod http;
 pub mod lambda;
+pub mod progress;
 
 use std::{
     sync::{

@@ -1,0 +1,114 @@
+//! The event-stream answer of a `tools/call` whose caller sent a `progressToken` and accepts
+//! `text/event-stream`: the upstream's `notifications/progress` as they come (the gateway's
+//! token replaced by the caller's), then the JSON-RPC response as the last event.
+//!
+//! The call runs inside the response body: a caller that goes away drops the body and with it
+//! the call (the usual cancellation path, the `caller_disconnected` log line). Errors are
+//! JSON-RPC error events like any other answer; a call cancelled by `notifications/cancelled`
+//! ends the stream with no response event (a cancelled request gets no response). Progress
+//! never extends the call: deadlines and timeouts run inside the call as for a JSON answer.
+//! Progress that does not increase (an attempt retried from zero) is dropped, because the
+//! protocol requires progress to increase with each notification.
+
+use std::{convert::Infallible, future::Future, pin::Pin};
+
+use axum::{
+    body::{Body, Bytes},
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::Receiver;
+
+use super::dispatch::is_cancelled;
+use crate::protocol::jsonrpc;
+
+type Call = Pin<Box<dyn Future<Output = Option<jsonrpc::Response>> + Send>>;
+
+struct State {
+    call: Option<Call>,
+    progress: Receiver<Map<String, Value>>,
+    caller_token: Value,
+    last: Option<f64>,
+    /// Whether the call ended; its answer is written after the progress still buffered.
+    finished: bool,
+    answer: Option<jsonrpc::Response>,
+}
+
+/// A `200 text/event-stream` response running `call` and relaying `progress`.
+pub fn response(call: Call, progress: Receiver<Map<String, Value>>, caller_token: Value) -> Response {
+    let state = State { call: Some(call), progress, caller_token, last: None, finished: false, answer: None };
+    let events = futures_util::stream::unfold(state, |mut state| async move {
+        let bytes = state.next_event().await?;
+        Some((Ok::<_, Infallible>(bytes), state))
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        Body::from_stream(events),
+    )
+        .into_response()
+}
+
+impl State {
+    async fn next_event(&mut self) -> Option<Bytes> {
+        loop {
+            if self.finished {
+                // Progress sent before the answer goes out before it.
+                while let Ok(params) = self.progress.try_recv() {
+                    if let Some(event) = self.progress_event(params) {
+                        return Some(event);
+                    }
+                }
+                let answer = self.answer.take()?;
+                return if is_cancelled(&answer) { None } else { Some(message_event(&answer)) };
+            }
+            let call = self.call.as_mut()?;
+            tokio::select! {
+                biased;
+                Some(params) = self.progress.recv() => {
+                    if let Some(event) = self.progress_event(params) {
+                        return Some(event);
+                    }
+                }
+                answer = call => {
+                    self.call = None;
+                    self.finished = true;
+                    self.answer = answer;
+                }
+            }
+        }
+    }
+
+    fn progress_event(&mut self, mut params: Map<String, Value>) -> Option<Bytes> {
+        let progress = params.get("progress").and_then(Value::as_f64)?;
+        if self.last.is_some_and(|last| progress <= last) {
+            return None;
+        }
+        self.last = Some(progress);
+        params.insert("progressToken".into(), self.caller_token.clone());
+        let notification =
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
+        Some(event_bytes(&notification))
+    }
+}
+
+fn message_event(answer: &jsonrpc::Response) -> Bytes {
+    event_bytes(answer)
+}
+
+fn event_bytes<T: serde::Serialize>(message: &T) -> Bytes {
+    let data = serde_json::to_string(message).unwrap_or_default();
+    Bytes::from(format!("event: message\ndata: {data}\n\n"))
+}
+
+/// An event stream that ends without an event: the answer to a request whose caller
+/// cancelled it and can read an event stream.
+pub fn empty() -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        Body::empty(),
+    )
+        .into_response()
+}
