@@ -238,3 +238,67 @@ fn a_caller_that_disconnects_mid_stream_cancels_the_upstream_call() {
             == 1.0
     });
 }
+
+fn conformance_fixtures(port: u16) -> Proc {
+    let mut command = Command::new(python());
+    command.arg(peers_dir().join("conformance_server.py")).arg(port.to_string());
+    let mut proc = Proc::spawn("conformance-fixtures", command);
+    proc.wait_line("READY", Duration::from_secs(30));
+    proc
+}
+
+fn log_data(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["method"] == "notifications/message")
+        .map(|e| e["params"]["data"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn upstream_log_entries_reach_an_sse_caller_at_its_level_and_a_call_that_cannot_receive_them_is_json() {
+    let port = free_port();
+    let _fixtures = conformance_fixtures(port);
+    let gw = Gateway::start(&http_server("fixtures", &format!("http://127.0.0.1:{port}/mcp")), &[]);
+    let logged = ["Tool execution started", "Tool processing data", "Tool execution completed"];
+
+    // A session-era or bare caller accepting event streams gets every level, then the result.
+    let body = call_body(json!(1), "test_tool_with_logging", json!({}), json!({}));
+    let (status, headers, text) = gw.post_raw(body.clone(), &[("accept", BOTH)]);
+    assert_eq!(status, 200);
+    assert!(content_type(&headers).starts_with("text/event-stream"), "{headers:?}");
+    let streamed = events(&text);
+    assert_eq!(log_data(&streamed), logged, "{text}");
+    assert_eq!(streamed.last().unwrap()["id"], 1, "the response is last: {text}");
+
+    // JSON only: JSON, no entries.
+    let (_, headers, text) = gw.post_raw(body, &[("accept", "application/json")]);
+    assert!(content_type(&headers).starts_with("application/json"), "{headers:?}");
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["id"], 1);
+
+    // A modern caller opts in per request; its level is honoured (the entries are "info").
+    let modern = |level: Option<&str>| {
+        let mut meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+        if let Some(level) = level {
+            meta["io.modelcontextprotocol/logLevel"] = json!(level);
+        }
+        let body = call_body(json!("m"), "test_tool_with_logging", json!({}), meta);
+        let (_, headers, text) = gw.post_raw(body, &[("accept", BOTH)]);
+        (content_type(&headers).to_string(), text)
+    };
+    let (ct, text) = modern(Some("info"));
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    assert_eq!(log_data(&events(&text)), logged, "{text}");
+    for quiet in [Some("error"), None] {
+        let (ct, text) = modern(quiet);
+        assert!(ct.starts_with("application/json"), "{quiet:?}: nothing to relay, plain JSON: {ct} {text}");
+    }
+
+    // logging/setLevel is answered (the level cannot be kept: no sessions), bad levels refused.
+    let (_, ok) = gw
+        .rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "debug"}}));
+    assert_eq!(ok["result"], json!({}), "{ok}");
+    let (_, bad) = gw
+        .rpc(&json!({"jsonrpc": "2.0", "id": 4, "method": "logging/setLevel", "params": {"level": "loud"}}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}

@@ -2,11 +2,11 @@
 //! call in flight) → forward through the server's stack → on failure, a configured fallback
 //! → cut to the size budget → answer. Every exit records one metric sample and one log line.
 //!
-//! Progress: when the inbound side can deliver progress to its caller it puts a sink in the
-//! [`CallContext`] ([`progress_channel`]); only a call that really goes upstream for this caller
-//! carries it (the direct forward, or the leader of identical calls). A cache hit, a follower
-//! sharing a leader's result and a fallback (stale or alternative tool) report no progress:
-//! their result is the caller's whole answer. Cancellation: dropping `call_tool`'s future is
+//! Progress and log entries: when the inbound side can deliver them to its caller it puts
+//! sinks in the [`CallContext`] ([`Notifications`], [`progress_channel`]); only a call that
+//! really goes upstream for this caller carries them (the direct forward, or the leader of
+//! identical calls). A cache hit, a follower sharing a leader's result and a fallback (stale or
+//! alternative tool) report nothing: their result is the caller's whole answer. Cancellation: dropping `call_tool`'s future is
 //! the one cancellation path (a caller gone, or a `notifications/cancelled` naming the call);
 //! [`CallContext::cancelled`] only decides which outcome the log line and metric record.
 
@@ -28,7 +28,7 @@ use crate::{
     registry::{ToolRecord, record::canonical_hash},
     resilience::{cache::SharedResult, classify::Outcome, fallback, truncate},
     singleflight::{Join, Waited},
-    upstream::{ProgressSink, UpstreamReply, UpstreamRequest},
+    upstream::{ProgressSink, UpstreamReply, UpstreamRequest, progress::LogSubscription},
 };
 
 /// `_meta` key a caller may use to set its deadline, in milliseconds.
@@ -44,10 +44,17 @@ pub struct CallContext {
     pub jsonrpc_id: Value,
     /// From the `X-Request-Timeout-Ms` header.
     pub deadline: Option<Instant>,
-    /// Where the upstream's progress goes, when the caller asked for it and can receive it.
-    pub progress: Option<ProgressSink>,
+    /// Where the upstream's progress and log entries go, when the caller can receive them.
+    pub notifications: Notifications,
     /// Set when the caller cancelled the call (`notifications/cancelled`) before dropping it.
     pub cancelled: Arc<AtomicBool>,
+}
+
+/// What a caller receives besides the answer (both `None`: nothing).
+#[derive(Debug, Clone, Default)]
+pub struct Notifications {
+    pub progress: Option<ProgressSink>,
+    pub logs: Option<LogSubscription>,
 }
 
 /// How many progress notifications may wait for the caller before newer ones are dropped.
@@ -161,9 +168,9 @@ impl Gateway {
             Unanswered { gateway: self, ctx, started, tool: tool.clone(), args_hash, armed: true };
 
         let (mut result, mut ending) = if tool.read_only {
-            self.call_read_only(&tool, &key, arguments.clone(), meta, deadline, ctx.progress.as_ref()).await
+            self.call_read_only(&tool, &key, arguments.clone(), meta, deadline, &ctx.notifications).await
         } else {
-            self.forward(&tool, arguments.clone(), meta, deadline, ctx.progress.clone()).await
+            self.forward(&tool, arguments.clone(), meta, deadline, ctx.notifications.clone()).await
         };
         if let Err(err) = &result
             && let Some((fallback, kind)) =
@@ -209,7 +216,7 @@ impl Gateway {
         arguments: Value,
         meta: Option<&Value>,
         deadline: Option<Instant>,
-        progress: Option<&ProgressSink>,
+        notifications: &Notifications,
     ) -> (SharedResult, Ending) {
         let ttl = Duration::from_millis(
             self.tool_settings(&tool.name).cache_ttl_ms.unwrap_or(self.config.defaults.cache_ttl_ms),
@@ -226,7 +233,7 @@ impl Gateway {
                 Join::Leader(leader) => {
                     self.metrics.result_cache.with_label_values(&[&tool.name, "miss"]).inc();
                     let (result, ending) =
-                        self.forward(tool, arguments, meta, deadline, progress.cloned()).await;
+                        self.forward(tool, arguments, meta, deadline, notifications.clone()).await;
                     self.remember(tool, key, ttl, &result);
                     if ran_out_of_own_time(&result, deadline) {
                         // Our caller's deadline is not the waiters': one of them takes over.
@@ -281,7 +288,7 @@ impl Gateway {
         arguments: Value,
         meta: Option<&Value>,
         deadline: Option<Instant>,
-        progress: Option<ProgressSink>,
+        notifications: Notifications,
     ) -> (SharedResult, Ending) {
         let upstream = match self.upstream_for(tool).await {
             Ok(upstream) => upstream,
@@ -292,7 +299,8 @@ impl Gateway {
         };
         let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys;
         let mut request = upstream_request(tool, arguments, meta, deadline, honours_keys);
-        request.progress = progress;
+        request.progress = notifications.progress;
+        request.logs = notifications.logs;
         let attempts = request.attempts.clone();
         let delivered = request.maybe_delivered.clone();
 
@@ -338,7 +346,7 @@ impl Gateway {
     /// attempt can have reached its server (connect refused, circuit open, shed). A checkout
     /// that timed out may have charged the customer; it is never followed by another call.
     /// The alternative call carries the caller's `_meta` (idempotency key, trace ids) but
-    /// reports no progress.
+    /// reports no progress or log entries.
     #[allow(clippy::too_many_arguments)]
     async fn fallback(
         &self,
@@ -376,7 +384,8 @@ impl Gateway {
             tracing::warn!(tool = %tool.name, fallback = alternative_name, "fallback tool rejects the arguments; no fallback");
             return None;
         }
-        let (result, _) = self.forward(&alternative, alt_arguments, meta, deadline, None).await;
+        let (result, _) =
+            self.forward(&alternative, alt_arguments, meta, deadline, Notifications::default()).await;
         let raw = result.ok()?;
         Some((fallback::mark_alternative(&raw, alternative_name, reason), "alternative"))
     }

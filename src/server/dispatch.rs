@@ -14,13 +14,16 @@ use serde_json::{Value, json};
 
 use crate::{
     error::{Category, GatewayError},
-    gateway::{Gateway, call::CallContext},
+    gateway::{
+        Gateway,
+        call::{CallContext, Notifications},
+    },
     protocol::{
         jsonrpc::{Entry, Message, Response},
         mcp,
     },
     telemetry::metrics::method_label,
-    upstream::ProgressSink,
+    upstream::progress::{LOG_LEVELS, META_LOG_LEVEL},
 };
 
 const INSTRUCTIONS: &str = "MCP tool gateway: one endpoint for every tool of every configured MCP server.";
@@ -75,21 +78,34 @@ pub fn progress_token(message: &Message) -> Option<&Value> {
     matches!(token, Value::String(_) | Value::Number(_)).then_some(token)
 }
 
+/// The lowest log level a `tools/call`'s caller wants relayed. A modern-era caller opts in per
+/// request (`_meta["io.modelcontextprotocol/logLevel"]`; absent: none). Session-era and bare
+/// callers get every level, as a session-era server without `logging/setLevel` may send them:
+/// the gateway keeps no sessions, so it cannot remember a level set earlier.
+pub fn log_level(message: &Message) -> Option<&'static str> {
+    let params = message.params.as_ref();
+    if !mcp::is_modern(params) {
+        return Some(LOG_LEVELS[0]);
+    }
+    let wanted = params?.get("_meta")?.get(META_LOG_LEVEL)?.as_str()?;
+    LOG_LEVELS.iter().find(|l| **l == wanted).copied()
+}
+
 /// Whether `answer` is the `cancelled` error of a call its caller cancelled.
 pub fn is_cancelled(answer: &Response) -> bool {
     matches!(&answer.body, Err(e) if e.code == Category::Cancelled.code())
 }
 
-/// Answers one batch entry (or the single message). `progress`: where a `tools/call` sends
-/// its upstream's progress, when the caller receives it.
+/// Answers one batch entry (or the single message). `notifications`: where a `tools/call`
+/// sends its upstream's progress and log entries, when the caller receives them.
 pub async fn entry(
     gateway: &Gateway,
     entry: Entry,
     info: &RequestInfo,
-    progress: Option<ProgressSink>,
+    notifications: Notifications,
 ) -> Option<Response> {
     match entry {
-        Ok(message) => message_answer(gateway, message, info, progress).await,
+        Ok(message) => message_answer(gateway, message, info, notifications).await,
         Err(rejected) => {
             gateway.metrics.requests.with_label_values(&["invalid"]).inc();
             Some(Response::error(rejected.id, &rejected.error))
@@ -101,7 +117,7 @@ async fn message_answer(
     gateway: &Gateway,
     message: Message,
     info: &RequestInfo,
-    progress: Option<ProgressSink>,
+    notifications: Notifications,
 ) -> Option<Response> {
     gateway.metrics.requests.with_label_values(&[method_label(&message.method)]).inc();
     let Some(id) = message.id.clone() else {
@@ -124,7 +140,7 @@ async fn message_answer(
                 request_id: info.request_id.clone(),
                 jsonrpc_id: id.clone(),
                 deadline: info.deadline,
-                progress,
+                notifications,
                 cancelled: cancelled.clone(),
             };
             let registration = gateway.cancellable.register(info.session.clone(), &id, cancelled);
@@ -156,7 +172,26 @@ async fn message_answer(
         "tools/list" => return Some(Response::result(id, gateway.catalog().list_result())),
         "initialize" => {
             let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-            mcp::initialize_result(requested, "mcp-gateway", crate::VERSION, Some(INSTRUCTIONS))
+            let mut result =
+                mcp::initialize_result(requested, "mcp-gateway", crate::VERSION, Some(INSTRUCTIONS));
+            // Upstream log entries are relayed on tools/call answers (see `log_level`).
+            if let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
+                capabilities.insert("logging".into(), json!({}));
+            }
+            result
+        }
+        // Session era: accepted and answered, but the gateway keeps no sessions to hold a level
+        // in, so it relays every level and the client filters (see `log_level`).
+        "logging/setLevel" => {
+            let level = params.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str);
+            if !level.is_some_and(|l| LOG_LEVELS.contains(&l)) {
+                let err = GatewayError::new(
+                    Category::BadInput,
+                    format!("params.level must be one of {LOG_LEVELS:?}"),
+                );
+                return Some(Response::error(id, &err));
+            }
+            json!({})
         }
         "server/discover" => mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms),
         "ping" => json!({}),

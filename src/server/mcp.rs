@@ -6,8 +6,12 @@
 //! A single `tools/call` carrying `_meta.progressToken` from a caller whose `Accept` names
 //! `text/event-stream` is answered with an event stream ([`super::stream`]): progress, then the
 //! response. Everything else is JSON: a caller accepting only JSON gets no progress, and a
-//! batch is answered as one JSON array (its items relay no progress). A single request the
-//! caller cancelled gets an empty event stream when it accepts one, else the `cancelled` error.
+//! batch is answered as one JSON array (its items relay no progress). Upstream log entries
+//! (`notifications/message`) are relayed the same way to a `tools/call` caller accepting
+//! event streams, at the level it asked for ([`dispatch::log_level`]); without a progress token
+//! the answer commits to an event stream only when an entry arrives before the response, so a
+//! call that logs nothing is still answered with JSON. A single request the caller cancelled
+//! gets an empty event stream when it accepts one, else the `cancelled` error.
 
 use std::sync::Arc;
 
@@ -32,6 +36,7 @@ use crate::{
         mcp,
     },
 };
+use crate::{gateway::call::Notifications, upstream::progress::LogSubscription};
 
 const REQUEST_ID: &str = "x-request-id";
 
@@ -94,42 +99,68 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
         Inbound::Single(Ok(message))
             if info.accepts_sse && dispatch::protocol_error(&message, &info).is_none() =>
         {
-            let Some(token) = dispatch::progress_token(&message).cloned() else {
+            if message.method != "tools/call" || message.id.is_none() {
                 return json_or_cancelled(gateway, Ok(message), &info).await;
-            };
-            let (sink, progress) = crate::gateway::call::progress_channel();
-            let (gateway, entry) = (gateway.clone(), Ok(message));
-            let call = Box::pin(async move { dispatch::entry(&gateway, entry, &info, Some(sink)).await });
-            stream::response(call, progress, token)
-        }
-        Inbound::Single(entry) => match dispatch::entry(gateway, entry, &info, None).await {
-            // The modern revision answers its own protocol errors with HTTP 400.
-            Some(answer) if answer.is_protocol_refusal() => {
-                let mut response = json_response(&answer);
-                *response.status_mut() = StatusCode::BAD_REQUEST;
-                response
             }
-            Some(answer) => json_response(&answer),
-            None => StatusCode::ACCEPTED.into_response(),
-        },
+            let token = dispatch::progress_token(&message).cloned();
+            let log_level = dispatch::log_level(&message);
+            if token.is_none() && log_level.is_none() {
+                return json_or_cancelled(gateway, Ok(message), &info).await;
+            }
+            let (sink, mut received) = crate::gateway::call::progress_channel();
+            let notifications = Notifications {
+                progress: token.is_some().then(|| sink.clone()),
+                logs: log_level.map(|min_level| LogSubscription { sink: sink.clone(), min_level }),
+            };
+            drop(sink);
+            let (gateway, entry) = (gateway.clone(), Ok(message));
+            let mut call: stream::Call =
+                Box::pin(async move { dispatch::entry(&gateway, entry, &info, notifications).await });
+            if token.is_some() {
+                return stream::response(call, received, token, None);
+            }
+            // Only log entries may come: the answer stays JSON unless one arrives first.
+            tokio::select! {
+                biased;
+                Some(first) = received.recv() => stream::response(call, received, None, Some(first)),
+                answer = &mut call => single_answer(answer, true),
+            }
+        }
+        Inbound::Single(entry) => {
+            match dispatch::entry(gateway, entry, &info, Notifications::default()).await {
+                // The modern revision answers its own protocol errors with HTTP 400.
+                Some(answer) if answer.is_protocol_refusal() => {
+                    let mut response = json_response(&answer);
+                    *response.status_mut() = StatusCode::BAD_REQUEST;
+                    response
+                }
+                Some(answer) => json_response(&answer),
+                None => StatusCode::ACCEPTED.into_response(),
+            }
+        }
         Inbound::Batch(entries) => {
             // Items run concurrently and fail alone; answers keep request order.
-            let answers: Vec<_> =
-                join_all(entries.into_iter().map(|e| dispatch::entry(gateway, e, &info, None)))
-                    .await
-                    .into_iter()
-                    .flatten()
-                    .collect();
+            let answers: Vec<_> = join_all(
+                entries.into_iter().map(|e| dispatch::entry(gateway, e, &info, Notifications::default())),
+            )
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
             if answers.is_empty() { StatusCode::ACCEPTED.into_response() } else { json_response(&answers) }
         }
     }
 }
 
-/// A single request answered as JSON, except that a cancelled one gets an empty event stream
-/// (the caller accepts one): a cancelled request gets no response.
+/// A single request of a caller accepting event streams, answered as JSON, except that a
+/// cancelled one gets an empty event stream: a cancelled request gets no response.
 async fn json_or_cancelled(gateway: &Gateway, entry: jsonrpc::Entry, info: &RequestInfo) -> Response {
-    match dispatch::entry(gateway, entry, info, None).await {
-        Some(answer) if dispatch::is_cancelled(&answer) => stream::empty(),
+    single_answer(dispatch::entry(gateway, entry, info, Notifications::default()).await, true)
+}
+
+fn single_answer(answer: Option<jsonrpc::Response>, accepts_sse: bool) -> Response {
+    match answer {
+        Some(answer) if accepts_sse && dispatch::is_cancelled(&answer) => stream::empty(),
         Some(answer) => json_response(&answer),
         None => StatusCode::ACCEPTED.into_response(),
     }

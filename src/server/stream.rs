@@ -9,6 +9,10 @@
 //! never extends the call: deadlines and timeouts run inside the call as for a JSON answer.
 //! Progress that does not increase (an attempt retried from zero) is dropped, because the
 //! protocol requires progress to increase with each notification.
+//!
+//! Upstream log entries (`notifications/message`) come through the same channel, so they keep
+//! their order relative to progress; the two are told apart by `progressToken`, which every
+//! relayed progress notification has and no log entry does.
 
 use std::{convert::Infallible, future::Future, pin::Pin};
 
@@ -23,21 +27,31 @@ use tokio::sync::mpsc::Receiver;
 use super::dispatch::is_cancelled;
 use crate::protocol::jsonrpc;
 
-type Call = Pin<Box<dyn Future<Output = Option<jsonrpc::Response>> + Send>>;
+/// The call running inside a streamed answer.
+pub type Call = Pin<Box<dyn Future<Output = Option<jsonrpc::Response>> + Send>>;
 
 struct State {
     call: Option<Call>,
     progress: Receiver<Map<String, Value>>,
-    caller_token: Value,
+    caller_token: Option<Value>,
     last: Option<f64>,
+    /// A notification received before the stream was committed, written first.
+    first: Option<Map<String, Value>>,
     /// Whether the call ended; its answer is written after the progress still buffered.
     finished: bool,
     answer: Option<jsonrpc::Response>,
 }
 
-/// A `200 text/event-stream` response running `call` and relaying `progress`.
-pub fn response(call: Call, progress: Receiver<Map<String, Value>>, caller_token: Value) -> Response {
-    let state = State { call: Some(call), progress, caller_token, last: None, finished: false, answer: None };
+/// A `200 text/event-stream` response running `call` and relaying what `progress` receives
+/// (progress under `caller_token`, and log entries), starting with `first`.
+pub fn response(
+    call: Call,
+    progress: Receiver<Map<String, Value>>,
+    caller_token: Option<Value>,
+    first: Option<Map<String, Value>>,
+) -> Response {
+    let state =
+        State { call: Some(call), progress, caller_token, last: None, first, finished: false, answer: None };
     let events = futures_util::stream::unfold(state, |mut state| async move {
         let bytes = state.next_event().await?;
         Some((Ok::<_, Infallible>(bytes), state))
@@ -52,6 +66,11 @@ pub fn response(call: Call, progress: Receiver<Map<String, Value>>, caller_token
 
 impl State {
     async fn next_event(&mut self) -> Option<Bytes> {
+        if let Some(first) = self.first.take()
+            && let Some(event) = self.progress_event(first)
+        {
+            return Some(event);
+        }
         loop {
             if self.finished {
                 // Progress sent before the answer goes out before it.
@@ -80,13 +99,20 @@ impl State {
         }
     }
 
+    /// The event for one received notification's params (`None`: dropped).
     fn progress_event(&mut self, mut params: Map<String, Value>) -> Option<Bytes> {
+        if !params.contains_key("progressToken") {
+            let notification =
+                serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message", "params": params});
+            return Some(event_bytes(&notification));
+        }
+        let token = self.caller_token.clone()?;
         let progress = params.get("progress").and_then(Value::as_f64)?;
         if self.last.is_some_and(|last| progress <= last) {
             return None;
         }
         self.last = Some(progress);
-        params.insert("progressToken".into(), self.caller_token.clone());
+        params.insert("progressToken".into(), token);
         let notification =
             serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
         Some(event_bytes(&notification))

@@ -7,9 +7,9 @@
 //! remembers the era for that server, and replays the request. A `404` on a session-era
 //! request means the session expired: the transport re-initializes once and replays.
 //! Answers may be JSON or an SSE stream; in a stream, the message carrying the request's id is
-//! the answer; `notifications/progress` before it go to the call's progress sink when it has
-//! one ([`super::progress`]), everything else is skipped. Dropping the
-//! future closes the stream, which is how a modern-era call is cancelled.
+//! the answer; `notifications/progress` and `notifications/message` before it go to the
+//! call's sinks when it has them ([`super::progress`]), everything else is skipped. Dropping
+//! the future closes the stream, which is how a modern-era call is cancelled.
 //!
 //! Answers are bounded while they are read, never after: a JSON body by its `Content-Length`
 //! up front and by counting chunks, an SSE stream per line and per event, both at the server's
@@ -294,7 +294,7 @@ impl Inner {
     ) -> Result<Exchange, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let era = if session.is_some() { Era::Legacy } else { Era::Modern };
-        let (params, relay) = ProgressRelay::outbound(request, id);
+        let (params, relay) = ProgressRelay::outbound(request, id, era);
         let mut builder = self
             .client
             .post(self.url.clone())
