@@ -33,8 +33,16 @@ const SCENARIOS: &[&str] = &[
 /// sessionless request/response intermediary: it relays progress and log entries on the
 /// caller's request stream, but not server→client requests.
 const DIRECT_ONLY: &[(&str, &str)] = &[
-    ("tools-call-sampling", "server→client requests (sampling/createMessage) are not relayed"),
-    ("tools-call-elicitation", "server→client requests (elicitation/create) are not relayed"),
+    (
+        "tools-call-sampling",
+        "server→client requests (sampling/createMessage) are not relayed: the gateway states no \
+         sampling capability upstream, so the fixture answers isError",
+    ),
+    (
+        "tools-call-elicitation",
+        "server→client requests (elicitation/create) are not relayed: the gateway states no \
+         elicitation capability upstream, so the fixture answers isError",
+    ),
 ];
 
 fn node() -> PathBuf {
@@ -108,8 +116,12 @@ fn the_suites_tool_scenarios_pass_through_the_gateway_wherever_they_pass_direct(
     let mut table = Vec::new();
     let mut problems = Vec::new();
     for scenario in SCENARIOS {
-        let (dp, dt, direct_out) = run(&direct_url, scenario);
-        let (tp, tt, through_out) = run(&through_url, scenario);
+        // Direct and through at once: they share nothing (the fixtures keep per-session state).
+        let ((dp, dt, direct_out), (tp, tt, through_out)) = std::thread::scope(|s| {
+            let direct = s.spawn(|| run(&direct_url, scenario));
+            let through = run(&through_url, scenario);
+            (direct.join().expect("direct run"), through)
+        });
         let direct_ok = dp == dt && dt > 0;
         let through_ok = tp == tt && tt > 0;
         table.push(format!("{scenario:32} direct {dp}/{dt}  through {tp}/{tt}"));

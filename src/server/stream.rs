@@ -138,3 +138,61 @@ pub fn empty() -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    async fn body_text(response: Response) -> String {
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+        String::from_utf8(bytes.to_vec()).expect("utf-8")
+    }
+
+    fn params(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().expect("an object")
+    }
+
+    #[tokio::test]
+    async fn progress_keeps_its_order_drops_what_does_not_increase_and_precedes_the_answer() {
+        let (sink, received) = crate::gateway::call::progress_channel();
+        let call: Call = Box::pin(async move {
+            for p in [1, 2, 1, 3] {
+                let _ = sink.send(params(json!({"progressToken": "mcp-gateway-1", "progress": p}))).await;
+            }
+            let _ = sink.send(params(json!({"level": "info", "data": "x"}))).await;
+            Some(jsonrpc::Response::result_value(json!(9), &json!({"ok": true})))
+        });
+        let text = body_text(response(call, received, Some(json!("mine")), None)).await;
+        let events: Vec<Value> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        let progress: Vec<&Value> = events.iter().filter_map(|e| e["params"].get("progress")).collect();
+        assert_eq!(progress, [&json!(1), &json!(2), &json!(3)], "{text}");
+        assert!(
+            events
+                .iter()
+                .filter(|e| e["params"].get("progress").is_some())
+                .all(|e| e["params"]["progressToken"] == "mine")
+        );
+        assert_eq!(events[3]["method"], "notifications/message", "{text}");
+        assert_eq!(events.last().unwrap()["id"], 9, "{text}");
+        assert_eq!(events.len(), 5);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_call_ends_the_stream_without_a_response() {
+        let (sink, received) = crate::gateway::call::progress_channel();
+        let call: Call = Box::pin(async move {
+            let _ = sink.send(params(json!({"progressToken": "g", "progress": 1}))).await;
+            let err = crate::error::GatewayError::new(crate::error::Category::Cancelled, "cancelled");
+            Some(jsonrpc::Response::error(json!(1), &err))
+        });
+        let text = body_text(response(call, received, Some(json!(5)), None)).await;
+        assert_eq!(text.matches("data: ").count(), 1, "only the progress: {text}");
+        assert!(!text.contains("\"id\""), "{text}");
+    }
+}
