@@ -35,13 +35,15 @@ const SCENARIOS: &[&str] = &[
 const DIRECT_ONLY: &[(&str, &str)] = &[
     (
         "tools-call-sampling",
-        "server→client requests (sampling/createMessage) are not relayed: the gateway states no \
-         sampling capability upstream, so the fixture answers isError",
+        "server→client requests (sampling/createMessage) are not relayed: the gateway speaks \
+         2026-07-28 to this upstream, where requests have no back channel (the revision uses \
+         input_required results instead), and states no sampling capability, so the fixture \
+         answers isError",
     ),
     (
         "tools-call-elicitation",
-        "server→client requests (elicitation/create) are not relayed: the gateway states no \
-         elicitation capability upstream, so the fixture answers isError",
+        "server→client requests (elicitation/create) are not relayed: as for sampling, no back \
+         channel in the 2026-07-28 era and no elicitation capability stated; isError",
     ),
 ];
 
@@ -143,4 +145,24 @@ fn the_suites_tool_scenarios_pass_through_the_gateway_wherever_they_pass_direct(
     }
     eprintln!("conformance (server scenarios):\n{}", table.join("\n"));
     assert!(problems.is_empty(), "{}\n\n{}", table.join("\n"), problems.join("\n\n"));
+}
+
+/// What `dns-rebinding-protection` checks, and the case it does not: a rebound `Host` with no
+/// `Origin` at all (the suite sends both, and the `Origin` check alone already refuses that).
+#[test]
+fn a_rebound_host_is_refused_on_a_loopback_listener_even_without_an_origin() {
+    let demo = Demo::http();
+    let gw =
+        Gateway::start(&format!("[servers.store]\ntransport = \"http\"\nurl = \"{}\"\n", demo.url()), &[]);
+    let ping = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let (status, _, body) = gw.post_raw(ping.clone(), &[("host", "evil.example.com:8080")]);
+    assert_eq!(status, 403, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["error"]["data"]["category"], "forbidden_origin", "{answer}");
+    assert_eq!(metric(&gw.metrics(), "mcp_gateway_http_rejections_total", &["forbidden_host"]), 1.0);
+    let port = gw.addr.port();
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}"), "[::1]".to_string()] {
+        let (status, _, body) = gw.post_raw(ping.clone(), &[("host", host.as_str())]);
+        assert_eq!(status, 200, "{host}: {body}");
+    }
 }
