@@ -425,6 +425,7 @@ pub fn method_label(method: &str) -> &'static str {
         "notifications/cancelled" => "notifications/cancelled",
         "server/discover" => "server/discover",
         "ping" => "ping",
+        "logging/setLevel" => "logging/setLevel",
         _ => "other",
     }
 }
