@@ -30,13 +30,13 @@ use super::{
 };
 use crate::{
     error::{Category, GatewayError},
-    gateway::Gateway,
+    gateway::{Gateway, call::Notifications},
     protocol::{
         jsonrpc::{self, Inbound},
         mcp,
     },
+    upstream::progress::LogSubscription,
 };
-use crate::{gateway::call::Notifications, upstream::progress::LogSubscription};
 
 const REQUEST_ID: &str = "x-request-id";
 
@@ -99,32 +99,7 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
         Inbound::Single(Ok(message))
             if info.accepts_sse && dispatch::protocol_error(&message, &info).is_none() =>
         {
-            if message.method != "tools/call" || message.id.is_none() {
-                return json_or_cancelled(gateway, Ok(message), &info).await;
-            }
-            let token = dispatch::progress_token(&message).cloned();
-            let log_level = dispatch::log_level(&message);
-            if token.is_none() && log_level.is_none() {
-                return json_or_cancelled(gateway, Ok(message), &info).await;
-            }
-            let (sink, mut received) = crate::gateway::call::progress_channel();
-            let notifications = Notifications {
-                progress: token.is_some().then(|| sink.clone()),
-                logs: log_level.map(|min_level| LogSubscription { sink: sink.clone(), min_level }),
-            };
-            drop(sink);
-            let (gateway, entry) = (gateway.clone(), Ok(message));
-            let mut call: stream::Call =
-                Box::pin(async move { dispatch::entry(&gateway, entry, &info, notifications).await });
-            if token.is_some() {
-                return stream::response(call, received, token, None);
-            }
-            // Only log entries may come: the answer stays JSON unless one arrives first.
-            tokio::select! {
-                biased;
-                Some(first) = received.recv() => stream::response(call, received, None, Some(first)),
-                answer = &mut call => single_answer(answer, true),
-            }
+            for_event_stream_reader(gateway, message, info).await
         }
         Inbound::Single(entry) => {
             match dispatch::entry(gateway, entry, &info, Notifications::default()).await {
@@ -152,15 +127,45 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
     }
 }
 
-/// A single request of a caller accepting event streams, answered as JSON, except that a
-/// cancelled one gets an empty event stream: a cancelled request gets no response.
-async fn json_or_cancelled(gateway: &Gateway, entry: jsonrpc::Entry, info: &RequestInfo) -> Response {
-    single_answer(dispatch::entry(gateway, entry, info, Notifications::default()).await, true)
+/// One message (no protocol refusal) from a caller accepting event streams. A `tools/call`
+/// that may relay something is run with sinks: with a progress token the answer is an event
+/// stream at once; with log entries only, it becomes one when an entry arrives before the
+/// response, else it stays JSON.
+async fn for_event_stream_reader(
+    gateway: &Arc<Gateway>,
+    message: jsonrpc::Message,
+    info: RequestInfo,
+) -> Response {
+    let token = dispatch::progress_token(&message).cloned();
+    let log_level = if message.method == "tools/call" { dispatch::log_level(&message) } else { None };
+    if token.is_none() && log_level.is_none() {
+        return answer_for_event_stream_reader(
+            dispatch::entry(gateway, Ok(message), &info, Notifications::default()).await,
+        );
+    }
+    let (sink, mut received) = crate::gateway::call::progress_channel();
+    let notifications = Notifications {
+        progress: token.is_some().then(|| sink.clone()),
+        logs: log_level.map(|min_level| LogSubscription { sink: sink.clone(), min_level }),
+    };
+    drop(sink);
+    let gateway = gateway.clone();
+    let mut call: stream::Call =
+        Box::pin(async move { dispatch::entry(&gateway, Ok(message), &info, notifications).await });
+    if token.is_some() {
+        return stream::response(call, received, token, None);
+    }
+    tokio::select! {
+        biased;
+        Some(first) = received.recv() => stream::response(call, received, None, Some(first)),
+        answer = &mut call => answer_for_event_stream_reader(answer),
+    }
 }
 
-fn single_answer(answer: Option<jsonrpc::Response>, accepts_sse: bool) -> Response {
+/// JSON, except that a cancelled request gets an empty event stream (no response).
+fn answer_for_event_stream_reader(answer: Option<jsonrpc::Response>) -> Response {
     match answer {
-        Some(answer) if accepts_sse && dispatch::is_cancelled(&answer) => stream::empty(),
+        Some(answer) if dispatch::is_cancelled(&answer) => stream::empty(),
         Some(answer) => json_response(&answer),
         None => StatusCode::ACCEPTED.into_response(),
     }
