@@ -302,3 +302,30 @@ fn upstream_log_entries_reach_an_sse_caller_at_its_level_and_a_call_that_cannot_
         .rpc(&json!({"jsonrpc": "2.0", "id": 4, "method": "logging/setLevel", "params": {"level": "loud"}}));
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
 }
+
+#[test]
+fn a_caller_that_stops_reading_does_not_keep_the_call_past_its_deadline() {
+    let port = free_port();
+    let _peer = progress_server(port);
+    let gw = Gateway::start(&http_server("prog", &format!("http://127.0.0.1:{port}/mcp")), &[]);
+    // Progress as fast as the server can send it, to a caller that never reads: the socket
+    // buffers fill, yet the call still ends at its deadline and is cancelled upstream.
+    let arguments = json!({"interval_ms": 0, "pad": 65536});
+    let body = call_body(json!(1), "progress_forever", arguments, json!({"progressToken": "p"}));
+    let response = gw
+        .client
+        .post(gw.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", BOTH)
+        .header("x-request-timeout-ms", "3000")
+        .body(body)
+        .send()
+        .expect("gateway answers");
+    assert_eq!(response.status(), 200);
+    wait_for("the upstream task to be cancelled at the deadline", || peer_stats(&gw)["cancelled"] == 1);
+    wait_for("the call's timeout sample", || {
+        metric(&gw.metrics(), "mcp_gateway_tool_calls_total", &["progress_forever", "outcome=\"timeout\""])
+            == 1.0
+    });
+    drop(response);
+}

@@ -2,8 +2,11 @@
 //! `text/event-stream`: the upstream's `notifications/progress` as they come (the gateway's
 //! token replaced by the caller's), then the JSON-RPC response as the last event.
 //!
-//! The call runs inside the response body: a caller that goes away drops the body and with it
-//! the call (the usual cancellation path, the `caller_disconnected` log line). Errors are
+//! The call runs in its own task, owned by the response body: a caller that goes away drops the
+//! body, which aborts the task and so drops the call (the usual cancellation path, the
+//! `caller_disconnected` log line). A caller that stays connected but stops reading does not
+//! stall the call: it runs on, its progress overflows the bounded channel and is dropped, and
+//! its deadline ends it as for a JSON answer. Errors are
 //! JSON-RPC error events like any other answer; a call cancelled by `notifications/cancelled`
 //! ends the stream with no response event (a cancelled request gets no response). Progress
 //! never extends the call: deadlines and timeouts run inside the call as for a JSON answer.
@@ -25,13 +28,25 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc::Receiver;
 
 use super::dispatch::is_cancelled;
-use crate::protocol::jsonrpc;
+use crate::{
+    error::{Category, GatewayError},
+    protocol::jsonrpc,
+};
 
 /// The call running inside a streamed answer.
 pub type Call = Pin<Box<dyn Future<Output = Option<jsonrpc::Response>> + Send>>;
 
+/// The call's task; dropping it (the body dropped: the caller went away) aborts the call.
+struct Running(tokio::task::JoinHandle<Option<jsonrpc::Response>>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 struct State {
-    call: Option<Call>,
+    call: Option<Running>,
     progress: Receiver<Map<String, Value>>,
     caller_token: Option<Value>,
     last: Option<f64>,
@@ -50,8 +65,15 @@ pub fn response(
     caller_token: Option<Value>,
     first: Option<Map<String, Value>>,
 ) -> Response {
-    let state =
-        State { call: Some(call), progress, caller_token, last: None, first, finished: false, answer: None };
+    let state = State {
+        call: Some(Running(tokio::spawn(call))),
+        progress,
+        caller_token,
+        last: None,
+        first,
+        finished: false,
+        answer: None,
+    };
     let events = futures_util::stream::unfold(state, |mut state| async move {
         let bytes = state.next_event().await?;
         Some((Ok::<_, Infallible>(bytes), state))
@@ -90,10 +112,15 @@ impl State {
                         return Some(event);
                     }
                 }
-                answer = call => {
+                joined = &mut call.0 => {
                     self.call = None;
                     self.finished = true;
-                    self.answer = answer;
+                    self.answer = joined.unwrap_or_else(|e| {
+                        // Only a panic can end the task otherwise (it is aborted only when
+                        // the body, and so this stream, is gone).
+                        let err = GatewayError::new(Category::Internal, format!("the call failed: {e}"));
+                        Some(jsonrpc::Response::error(Value::Null, &err))
+                    });
                 }
             }
         }

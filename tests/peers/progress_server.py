@@ -7,7 +7,8 @@ Streamable HTTP on 127.0.0.1:PORT/mcp (both eras; answers stream as SSE so notif
 reach the client). Tools:
   * `count_up(steps, delay_ms)`: reports progress 1..steps of steps, `delay_ms` apart, then
     returns "counted to <steps>";
-  * `progress_forever(interval_ms)`: reports ever-increasing progress until cancelled;
+  * `progress_forever(interval_ms, pad=0)`: reports ever-increasing progress until cancelled,
+    each notification's `message` `pad` bytes long (to fill a reader's buffers quickly);
   * `peer_stats()`: {"started": n, "cancelled": n, "finished": n} over `progress_forever` and
     `count_up` calls, where `cancelled` counts calls whose task the SDK cancelled (the client
     closed the stream or sent notifications/cancelled).
@@ -47,12 +48,14 @@ async def count_up(steps: int, delay_ms: int, ctx: Context) -> str:
 
 
 @server.tool(description="Reports progress until cancelled; never answers")
-async def progress_forever(interval_ms: int, ctx: Context) -> str:
+async def progress_forever(interval_ms: int, ctx: Context, pad: int = 0) -> str:
+    message = "x" * pad if pad else None
+
     async def work():
         i = 0
         while True:
             i += 1
-            await ctx.report_progress(i)
+            await ctx.report_progress(i, None, message)
             await anyio.sleep(interval_ms / 1000)
 
     return await _tracked(work)
