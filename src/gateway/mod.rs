@@ -174,6 +174,8 @@ pub struct Gateway {
     pub results: ResultCache,
     /// Identical read-only calls in flight.
     pub in_flight: SingleFlight<SharedResult>,
+    /// Calls in flight by the caller's request id, for `notifications/cancelled`.
+    pub cancellable: crate::server::cancel::InFlightCalls,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
@@ -205,6 +207,7 @@ impl Gateway {
             registry,
             upstreams,
             dynamic_upstreams: RwLock::default(),
+            cancellable: Default::default(),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
             metrics,

@@ -2,11 +2,13 @@
 //! `GET /tools` (exports), `GET /capabilities`, and the optional metrics-only listener (`metrics_listen`).
 
 pub mod admin;
+pub mod cancel;
 pub mod catalogue;
 pub mod dispatch;
 pub mod health;
 pub mod mcp;
 pub mod probe;
+pub mod stream;
 
 use std::{sync::Arc, time::Duration};
 

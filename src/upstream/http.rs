@@ -16,9 +16,11 @@
 //! concurrent refusals re-probe once.
 //!
 //! **Answers** may be JSON or an SSE stream; in a stream, the message carrying the request's
-//! id is the answer and every other message reaches [`read_stream`]'s one place for them
-//! (skipped today). Dropping the future closes the stream, which is how a modern-era call is
-//! cancelled; a session-era call also gets `notifications/cancelled`.
+//! id is the answer and every other message reaches [`read_stream`]'s one place for them:
+//! `notifications/progress` and `notifications/message` go to the call's sinks when it has
+//! them ([`super::progress`]), the rest is skipped. Dropping the future closes the stream,
+//! which is how a modern-era call is cancelled; a session-era call also gets
+//! `notifications/cancelled`.
 //!
 //! **Resumable streams** (SEP-1699, session era): a stream that ends before the answer after
 //! the server gave its events ids is picked up again with `GET` + `Last-Event-ID` (and the
@@ -59,7 +61,7 @@ use tower::Service;
 
 use super::{
     UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after,
-    reply_from,
+    progress::ProgressRelay, reply_from,
 };
 use crate::protocol::{
     jsonrpc::{ErrorObject, UpstreamResponse},
@@ -340,7 +342,7 @@ impl Inner {
             .map_err(request_error)?;
         let status = response.status();
         if status.is_success() {
-            return match read_answer(response, id, self.max_response_bytes, None).await {
+            return match read_answer(response, id, self.max_response_bytes, None, None).await {
                 Ok(UpstreamReply::Result(raw)) => {
                     Ok(serde_json::from_str::<Value>(raw.get()).is_ok_and(|r| mcp::shows_modern(&r)))
                 }
@@ -371,7 +373,7 @@ impl Inner {
             return Err(status_error(status, response.headers()).into());
         }
         let session_id = response.headers().get(headers::SESSION_ID).cloned();
-        let reply = read_answer(response, id, self.max_response_bytes, None).await?;
+        let reply = read_answer(response, id, self.max_response_bytes, None, None).await?;
         let version = match &reply {
             UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get())
                 .ok()
@@ -427,12 +429,9 @@ impl Inner {
             ),
             Some(session) => (Era::Legacy, session.version, Headers::Legacy(session)),
         };
-        let builder = self.build(Method::POST, era_headers).body(mcp::encode_request(
-            id,
-            request.method,
-            &request.params,
-            era,
-        ));
+        let (params, relay) = ProgressRelay::outbound(request, id, era);
+        let builder =
+            self.build(Method::POST, era_headers).body(mcp::encode_request(id, request.method, &params, era));
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;
         // a modern-era call is cancelled by closing its stream, which dropping does.
         let mut cancel = CancelOnDrop {
@@ -447,7 +446,7 @@ impl Inner {
         let status = response.status();
         if status.is_success() {
             let resume = session.map(|session| Resume { inner: self, session, deadline: request.deadline });
-            let answer = read_answer(response, id, self.max_response_bytes, resume).await;
+            let answer = read_answer(response, id, self.max_response_bytes, resume, relay.as_ref()).await;
             cancel.disarm();
             return match answer? {
                 UpstreamReply::Error(e) if refuses(&e, sent_version) => {
@@ -641,13 +640,15 @@ struct StreamPosition {
     resumed_bytes: usize,
 }
 
-/// Reads a 2xx answer: JSON, or an SSE stream up to the message with our id, reconnecting a
-/// stream that ends early when `resume` allows it (see the module docs).
+/// Reads a 2xx answer: JSON, or an SSE stream up to the message with our id (progress and log
+/// entries for it before that go to `relay`), reconnecting a stream that ends early when
+/// `resume` allows it (see the module docs).
 async fn read_answer(
     response: reqwest::Response,
     id: u64,
     limit: usize,
     resume: Option<Resume<'_>>,
+    relay: Option<&ProgressRelay>,
 ) -> Result<UpstreamReply, UpstreamError> {
     if !is_event_stream(&response) {
         let body = read_body(response, limit).await?;
@@ -660,7 +661,9 @@ async fn read_answer(
     let mut position = StreamPosition::default();
     let mut reconnects = 0;
     loop {
-        if let Some(reply) = read_stream(&mut response, id, limit, &mut position, reconnects > 0).await? {
+        if let Some(reply) =
+            read_stream(&mut response, id, limit, &mut position, reconnects > 0, relay).await?
+        {
             drain(response);
             return reply;
         }
@@ -708,6 +711,7 @@ async fn read_stream(
     limit: usize,
     position: &mut StreamPosition,
     resumed: bool,
+    relay: Option<&ProgressRelay>,
 ) -> Result<Option<Result<UpstreamReply, UpstreamError>>, UpstreamError> {
     let mut decoder = sse::Decoder::with_limit(limit);
     while let Some(chunk) = response.chunk().await.map_err(request_error)? {
@@ -729,6 +733,12 @@ async fn read_stream(
             if event.event.as_deref().is_some_and(|e| e != "message") || event.data.is_empty() {
                 continue;
             }
+            // Every message of the stream other than the answer (progress and log entries for the
+            // call, other notifications, requests from the server) is seen here: the call's
+            // relay takes what is for it, the rest is skipped.
+            if let Some(relay) = relay {
+                relay.offer(&event.data);
+            }
             let Ok(message) = serde_json::from_str::<UpstreamResponse>(&event.data) else {
                 continue;
             };
@@ -736,8 +746,6 @@ async fn read_stream(
             if answers_us && (message.result.is_some() || message.error.is_some()) {
                 return Ok(Some(reply_from(message)));
             }
-            // Every other message of the stream (progress and other notifications, requests
-            // from the server) is seen here, and skipped.
         }
     }
     Ok(None)

@@ -8,6 +8,7 @@
 pub mod channel;
 pub mod http;
 pub mod lambda;
+pub mod progress;
 
 use std::{
     sync::{
@@ -48,6 +49,9 @@ pub struct UpstreamRequest {
     /// gateway's own `progressToken` still in them), when the caller asked for progress and can
     /// receive it. `None`: the transport asks for no progress and drops any that comes.
     pub progress: Option<ProgressSink>,
+    /// Where the upstream's `notifications/message` (log entries) for this request go, at or
+    /// above a level, when the caller can receive them. `None`: no logs asked for or relayed.
+    pub logs: Option<progress::LogSubscription>,
 }
 
 /// The receiving end of a call's progress notifications. Bounded and lossy on purpose: a
@@ -68,6 +72,7 @@ impl UpstreamRequest {
             attempts: Arc::default(),
             maybe_delivered: Arc::default(),
             progress: None,
+            logs: None,
         }
     }
 
