@@ -6,8 +6,10 @@
 //! is decided by [`crate::resilience::classify`], not here.
 
 pub mod channel;
+pub mod connection;
 pub mod http;
 pub mod lambda;
+pub mod stdio;
 
 use std::{
     sync::{
