@@ -185,6 +185,8 @@ struct Shared {
     connector: Box<dyn Connector>,
     status: watch::Sender<Status>,
     live: Mutex<Option<Arc<Live>>>,
+    /// The connection being opened (handshake running), so a stop can close it too.
+    opening: Mutex<Option<Arc<Live>>>,
     next_id: AtomicU64,
     metrics: ConnectionMetrics,
 }
@@ -208,6 +210,7 @@ impl Connection {
             connector,
             status,
             live: Mutex::new(None),
+            opening: Mutex::new(None),
             next_id: AtomicU64::new(1),
             metrics,
         });
@@ -353,7 +356,14 @@ impl Shared {
             Err(_) => return Err(Failure::Other(format!("no connection within {within:?}"))),
         };
         let live = Live::start(channel, self.settings.server.clone(), self.metrics.dropped.clone());
-        match tokio::time::timeout(within, self.handshake(&live)).await {
+        if let Ok(mut opening) = self.opening.lock() {
+            *opening = Some(live.clone());
+        }
+        let handshake = tokio::time::timeout(within, self.handshake(&live)).await;
+        if let Ok(mut opening) = self.opening.lock() {
+            opening.take();
+        }
+        match handshake {
             Ok(Ok(version)) => Ok((live, version)),
             Ok(Err(reason)) => {
                 live.close();
@@ -561,7 +571,9 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             _ = stopped(&mut stop) => break,
         }
     }
-    if let Some(live) = shared.live() {
+    // A stop during a handshake leaves that connection here.
+    let opening = shared.opening.lock().ok().and_then(|mut o| o.take());
+    for live in [shared.live(), opening].into_iter().flatten() {
         shared.set_live(None);
         live.close();
         live.wait_closed(Duration::from_secs(60)).await;
@@ -853,6 +865,81 @@ mod tests {
         request.progress = Some(mpsc::channel(1).0);
         let sent: Value = serde_json::from_str(&encode_call(8, &request)).unwrap();
         assert_eq!(sent["params"]["_meta"]["progressToken"], 8);
+    }
+
+    /// An in-process peer: answers `initialize`, and each `tools/call` with a progress
+    /// notification for its token, one for a token nobody holds, then the result.
+    struct ScriptedPeer;
+
+    impl Connector for ScriptedPeer {
+        fn connect(
+            &self,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<MessageChannel, ConnectError>> + Send>>
+        {
+            Box::pin(async {
+                let (outgoing, mut from_gateway) = mpsc::channel::<String>(8);
+                let (to_gateway, incoming) = mpsc::channel::<String>(8);
+                let (_ended_tx, ended) = watch::channel(None);
+                tokio::spawn(async move {
+                    let _ended_tx = _ended_tx;
+                    while let Some(text) = from_gateway.recv().await {
+                        let message: Value = serde_json::from_str(&text).unwrap();
+                        let id = message["id"].clone();
+                        let answers = match message["method"].as_str() {
+                            Some("initialize") => vec![json!({"jsonrpc": "2.0", "id": id, "result": {
+                                "protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "p", "version": "1"}}})],
+                            Some("tools/call") => {
+                                let token = message["params"]["_meta"]["progressToken"].clone();
+                                vec![
+                                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1}}),
+                                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 999_999, "progress": 1}}),
+                                    json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}}),
+                                ]
+                            }
+                            _ => vec![],
+                        };
+                        for answer in answers {
+                            let _ = to_gateway.send(answer.to_string()).await;
+                        }
+                    }
+                });
+                Ok(MessageChannel { outgoing, incoming, ended })
+            })
+        }
+
+        fn describe(&self) -> String {
+            "scripted".into()
+        }
+    }
+
+    #[tokio::test]
+    async fn progress_reaches_the_call_that_asked_for_it_by_the_gateways_token() {
+        let metrics = Metrics::new();
+        let settings = ConnectionSettings {
+            server: "p".into(),
+            transport: "stdio",
+            reconnect: ReconnectSettings {
+                initial: Duration::from_millis(10),
+                max: Duration::from_millis(10),
+                give_up_after: Duration::from_secs(60),
+                slow_retry: Duration::from_secs(60),
+            },
+            handshake_timeout: Duration::from_secs(5),
+        };
+        let mut connection = Connection::start(Box::new(ScriptedPeer), settings, &metrics);
+        let (sink, mut progress) = mpsc::channel(4);
+        let mut request = UpstreamRequest::new("tools/call", Map::new());
+        request.progress = Some(sink);
+        let reply = connection.call(request).await.unwrap();
+        assert!(matches!(reply, UpstreamReply::Result(_)));
+        let update = progress.try_recv().expect("the progress notification");
+        assert_eq!(update["progress"], 1);
+        assert!(update["progressToken"].is_u64(), "{update:?}");
+        assert!(progress.try_recv().is_err(), "another call's token reached this call");
+        assert_eq!(metrics.upstream_dropped_messages.with_label_values(&["p", "unknown_id"]).get(), 1);
+        assert_eq!(connection.state(), ConnectionState::Ready);
+        connection.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(connection.state(), ConnectionState::Disabled);
     }
 
     #[test]

@@ -149,7 +149,8 @@ async fn run(
             Err(e) => Stop::Stdout(ChannelEnd::Broken(format!("waiting for the process: {e}"))),
         },
         read = &mut reader => match read {
-            Ok(Some(end)) => Stop::Stdout(end),
+            Ok(ReadEnd::Failed(end)) => Stop::Stdout(end),
+            Ok(ReadEnd::Unread) => Stop::ByGateway,
             // End of stdout: the process is exiting (or closed it); its status says why.
             _ => match tokio::time::timeout(settings.stop_grace, child.wait()).await {
                 Ok(Ok(status)) => Stop::Exited(status),
@@ -249,30 +250,40 @@ async fn write_stdin(mut stdin: ChildStdin, mut outgoing: mpsc::Receiver<String>
     true
 }
 
-/// Reads newline-delimited messages, each at most `limit` bytes. `None` at end of stdout or
-/// when nobody reads any more; `Some` when the stream must be dropped.
+/// Why reading stdout stopped.
+#[derive(Debug, PartialEq, Eq)]
+enum ReadEnd {
+    /// End of stdout.
+    Eof,
+    /// Nobody reads the messages any more (the gateway closed the channel).
+    Unread,
+    /// The stream must be dropped (a line over the limit, a read error).
+    Failed(ChannelEnd),
+}
+
+/// Reads newline-delimited messages, each at most `limit` bytes.
 async fn read_stdout(
     stdout: impl AsyncRead + Unpin,
     incoming: mpsc::Sender<String>,
     limit: usize,
-) -> Option<ChannelEnd> {
+) -> ReadEnd {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line: Vec<u8> = Vec::new();
     loop {
         let buffer = match reader.fill_buf().await {
             Ok(buffer) => buffer,
-            Err(e) => return Some(ChannelEnd::Broken(format!("reading stdout: {e}"))),
+            Err(e) => return ReadEnd::Failed(ChannelEnd::Broken(format!("reading stdout: {e}"))),
         };
         if buffer.is_empty() {
             // A partial last line is not a message.
-            return None;
+            return ReadEnd::Eof;
         }
         let (chunk, complete) = match buffer.iter().position(|b| *b == b'\n') {
             Some(at) => (&buffer[..at], true),
             None => (buffer, false),
         };
         if line.len() + chunk.len() > limit {
-            return Some(ChannelEnd::MessageTooLarge { limit });
+            return ReadEnd::Failed(ChannelEnd::MessageTooLarge { limit });
         }
         line.extend_from_slice(chunk);
         let consumed = chunk.len() + usize::from(complete);
@@ -289,7 +300,7 @@ async fn read_stdout(
                 Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
             };
             if incoming.send(text).await.is_err() {
-                return None;
+                return ReadEnd::Unread;
             }
         }
         line.clear();
@@ -358,7 +369,7 @@ mod tests {
     async fn lines_are_framed_and_bounded() {
         let (tx, mut rx) = mpsc::channel(8);
         let input: &[u8] = b"{\"a\":1}\r\n\n  \n{\"b\":2}\npartial";
-        assert!(read_stdout(input, tx, 64).await.is_none());
+        assert_eq!(read_stdout(input, tx, 64).await, ReadEnd::Eof);
         assert_eq!(rx.recv().await.as_deref(), Some("{\"a\":1}"));
         assert_eq!(rx.recv().await.as_deref(), Some("{\"b\":2}"));
         assert!(rx.recv().await.is_none(), "a partial last line is not a message");
@@ -367,7 +378,7 @@ mod tests {
         let long = format!("{}\n", "x".repeat(100));
         assert_eq!(
             read_stdout(long.as_bytes(), tx, 64).await,
-            Some(ChannelEnd::MessageTooLarge { limit: 64 })
+            ReadEnd::Failed(ChannelEnd::MessageTooLarge { limit: 64 })
         );
     }
 }
