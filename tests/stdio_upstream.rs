@@ -177,6 +177,35 @@ fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
 }
 
 #[test]
+fn a_child_flooding_its_stderr_is_logged_cut_and_rate_limited() {
+    let events = events_file("shout");
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], ""));
+    let gateway = Gateway::start(&config, &[]);
+    let answer = gateway.call("shout", json!({}));
+    assert_eq!(structured(&answer)["ok"], true, "{answer}");
+    let shouted = |output: &str| -> Vec<Value> {
+        output
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| {
+                v["message"] == "upstream stderr"
+                    && v["stderr"].as_str().is_some_and(|s| s.starts_with("EEE"))
+            })
+            .collect()
+    };
+    wait_for("the first shouted line in the log", || !shouted(&gateway.proc.output()).is_empty());
+    let lines = shouted(&gateway.proc.output());
+    for line in &lines {
+        assert_eq!(line["server"], "peer");
+        let text = line["stderr"].as_str().unwrap();
+        assert!(text.len() <= 1024 + '…'.len_utf8() && text.ends_with('…'), "not cut: {} bytes", text.len());
+    }
+    // 1000 lines written at once; at most 20 a second reach the log.
+    assert!(lines.len() < 1000, "no rate limit: {} lines logged", lines.len());
+    assert_eq!(state_of(&gateway, "peer"), "ready");
+}
+
+#[test]
 fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     let events = events_file("dies");
     let extra =
