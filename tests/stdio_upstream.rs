@@ -126,7 +126,7 @@ fn server_everything_over_stdio_is_listed_called_and_heard() {
 #[test]
 fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
     let events = events_file("lying");
-    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], "timeout_ms = 1500"));
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], "timeout_ms = 2500"));
     let gateway = Gateway::start(&config, &[]);
     let first = gateway.call("ok", json!({}));
     let pid = structured(&first)["pid"].as_u64().unwrap() as u32;
