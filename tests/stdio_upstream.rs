@@ -177,6 +177,31 @@ fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
 }
 
 #[test]
+fn a_child_gets_its_own_env_and_none_of_the_gateways() {
+    let events = events_file("environ");
+    let config = format!(
+        "ready_min_tools = 1\n{}",
+        peer_server("peer", &events, &[], "env = { PEER_SETTING = \"peer-setting-7f3a\" }")
+    );
+    // The gateway's environment holds credentials (here the test AWS keys every test gateway
+    // gets, and a header secret); none of it may reach a child.
+    let gateway =
+        Gateway::start(&config, &[("MCP_GATEWAY_SERVERS__PEER__HEADERS__AUTHORIZATION", "Bearer s3cret")]);
+    let answer = gateway.call("environ", json!({}));
+    let seen = structured(&answer);
+    assert_eq!(seen["PEER_SETTING"], "peer-setting-7f3a", "{answer}");
+    let names: Vec<&str> = seen["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(names.contains(&"PATH"), "{names:?}");
+    for leaked in
+        ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "MCP_GATEWAY_SERVERS__PEER__HEADERS__AUTHORIZATION"]
+    {
+        assert!(!names.contains(&leaked), "{leaked} reached the child: {names:?}");
+    }
+    // Nor is a configured env value ever logged.
+    assert!(!gateway.proc.output().contains("peer-setting-7f3a"), "{}", gateway.proc.output());
+}
+
+#[test]
 fn a_child_flooding_its_stderr_is_logged_cut_and_rate_limited() {
     let events = events_file("shout");
     let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], ""));
