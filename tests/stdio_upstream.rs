@@ -247,6 +247,14 @@ fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     wait_for("the connection ready again", || state_of(&gateway, "peer") == "ready");
     let second = structured(&gateway.call("ok", json!({})))["pid"].as_u64().unwrap() as u32;
     assert_ne!(first, second);
+    // The restarted child's tools are listed again at once (the interval is 300 s).
+    wait_for("a tools/list of the restarted child", || {
+        metric(
+            &gateway.metrics(),
+            "mcp_gateway_registry_refresh_total",
+            &["server=\"peer\"", "outcome=\"success\""],
+        ) >= 2.0
+    });
     assert!(!process_exists(first), "the dead child was not reaped");
 
     // One line over max_response_bytes: that call is `response_too_large`, the child goes.

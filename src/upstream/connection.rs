@@ -264,12 +264,49 @@ impl Connection {
         })
     }
 
+    /// The moments the server's tools may have changed or are not known yet: each time the
+    /// connection becomes ready after an outage, or after its first attempts failed.
+    pub fn recoveries(&self) -> Recoveries {
+        let status = self.shared.status.subscribe();
+        let seen = status.borrow().connects;
+        Recoveries { status, seen }
+    }
+
     /// Stops the connection (for stdio: SIGTERM, then kill after the grace) and waits until
     /// it is down, at most `within`.
     pub async fn shutdown(&self, within: Duration) {
         let _ = self.owner.0.send(Stop::Shutdown);
         let mut status = self.shared.status.subscribe();
         let _ = tokio::time::timeout(within, status.wait_for(|s| s.state == ConnectionState::Disabled)).await;
+    }
+}
+
+/// See [`Connection::recoveries`].
+pub struct Recoveries {
+    status: watch::Receiver<Status>,
+    /// Connections counted so far.
+    seen: u64,
+}
+
+impl Recoveries {
+    /// Waits for the next recovery; `false` once the connection is gone for good.
+    pub async fn next(&mut self) -> bool {
+        loop {
+            if self.status.changed().await.is_err() {
+                return false;
+            }
+            let status = self.status.borrow_and_update();
+            if status.state == ConnectionState::Disabled {
+                return false;
+            }
+            if status.state == ConnectionState::Ready && status.connects > self.seen {
+                let recovered = status.connects > 1 || status.failed_attempts > 0;
+                self.seen = status.connects;
+                if recovered {
+                    return true;
+                }
+            }
+        }
     }
 }
 
