@@ -115,6 +115,7 @@ fn server_everything_over_stdio_is_listed_called_and_heard() {
         1.0
     );
     assert_eq!(metric(&metrics, "mcp_gateway_upstream_connection_state", &["server=\"every\""]), 1.0);
+    assert_eq!(metric(&metrics, "mcp_gateway_upstream_era", &["server=\"every\"", "era=\"session\""]), 1.0);
 
     let child = pid_in_log(&gateway, "every");
     assert!(process_exists(child));

@@ -140,6 +140,8 @@ struct Status {
 /// The metric handles of one server's connection.
 struct ConnectionMetrics {
     state: Vec<(ConnectionState, IntGauge)>,
+    /// `mcp_gateway_upstream_era`: these transports are session era.
+    era: [IntGauge; 2],
     reconnects: IntCounter,
     dropped: IntCounterVec,
 }
@@ -151,6 +153,10 @@ impl ConnectionMetrics {
                 .iter()
                 .map(|s| (*s, metrics.upstream_connection_state.with_label_values(&[server, s.as_str()])))
                 .collect(),
+            era: [
+                metrics.upstream_era.with_label_values(&[server, "session"]),
+                metrics.upstream_era.with_label_values(&[server, "2026-07-28"]),
+            ],
             reconnects: metrics.upstream_reconnects.with_label_values(&[server]),
             dropped: metrics.upstream_dropped_messages.clone(),
         }
@@ -158,6 +164,10 @@ impl ConnectionMetrics {
 
     /// The enum-state idiom: 1 for the current state, 0 for the others.
     fn set(&self, current: ConnectionState) {
+        if current == ConnectionState::Ready {
+            self.era[0].set(1);
+            self.era[1].set(0);
+        }
         for (state, gauge) in &self.state {
             gauge.set(i64::from(*state == current));
         }
