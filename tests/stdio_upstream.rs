@@ -179,6 +179,30 @@ fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
 }
 
 #[test]
+fn answers_out_of_order_reach_their_own_callers_whatever_ids_the_callers_used() {
+    let events = events_file("order");
+    let events = &events.0;
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", events, &[], ""));
+    let gateway = std::sync::Arc::new(Gateway::start(&config, &[]));
+    // Both callers use JSON-RPC id 1; the child answers the second call first.
+    let first = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || gateway.call("held", json!({})))
+    };
+    wait_for("the held call at the child", || self::events(events).iter().any(|l| l.starts_with("held ")));
+    let second = gateway.call("ok", json!({}));
+    let first = first.join().unwrap();
+    assert_eq!(second["id"], 1);
+    assert_eq!(structured(&second)["ok"], true, "{second}");
+    assert_eq!(first["id"], 1);
+    assert_eq!(structured(&first)["held"], true, "{first}");
+    // The child saw two different ids: the gateway's own, not the callers'.
+    let held_id =
+        self::events(events).iter().find_map(|l| l.strip_prefix("held ")?.parse::<u64>().ok()).unwrap();
+    assert_ne!(structured(&first)["released_by"].as_u64().unwrap(), held_id);
+}
+
+#[test]
 fn a_child_gets_its_own_env_and_none_of_the_gateways() {
     let events = events_file("environ");
     let events = &events.0;
