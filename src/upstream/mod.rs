@@ -6,9 +6,11 @@
 //! is decided by [`crate::resilience::classify`], not here.
 
 pub mod channel;
+pub mod connection;
 pub mod http;
 pub mod lambda;
 pub mod progress;
+pub mod stdio;
 
 use std::{
     sync::{
