@@ -1,6 +1,6 @@
 //! Builds one service stack per configured upstream server, outermost first:
 //! deadline → retry (budgeted) → circuit breaker → concurrency limit → attempt metrics →
-//! attempt timeout → transport (HTTP or Lambda).
+//! attempt span (tracing) → attempt timeout → transport (HTTP or Lambda).
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -17,7 +17,7 @@ use crate::{
         retry::RetryLayer,
         timeout::AttemptTimeoutLayer,
     },
-    telemetry::{metered::MeteredLayer, metrics::Metrics},
+    telemetry::{metered::MeteredLayer, metrics::Metrics, traced::TracedLayer},
     upstream::{
         UpstreamError, UpstreamReply, UpstreamRequest, UpstreamService,
         http::{HttpSettings, HttpTransport},
@@ -69,6 +69,7 @@ where
             metrics.load_shed.with_label_values(&[name]),
         ))
         .layer(MeteredLayer::new(metrics, name, server.transport.as_str()))
+        .layer(TracedLayer::new(name, server.transport.as_str(), breaker.clone()))
         .layer(AttemptTimeoutLayer::new(server.timeout(defaults)))
         .service(transport);
     BoxCloneSyncService::new(service)

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::{
     error::{Category, GatewayError},
@@ -13,7 +14,7 @@ use crate::{
         jsonrpc::{Entry, Message, Response},
         mcp,
     },
-    telemetry::metrics::method_label,
+    telemetry::{metrics::method_label, otel},
 };
 
 const INSTRUCTIONS: &str = "MCP tool gateway: one endpoint for every tool of every configured MCP server.";
@@ -26,6 +27,8 @@ pub struct RequestInfo {
     pub method_header: Option<String>,
     /// From `X-Request-Timeout-Ms`: when the caller stops waiting.
     pub deadline: Option<std::time::Instant>,
+    /// The caller's trace context and request ids, for spans and upstreams.
+    pub trace: otel::Inbound,
 }
 
 impl RequestInfo {
@@ -41,6 +44,7 @@ impl RequestInfo {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
+            trace: otel::Inbound::from_headers(headers, request_id),
         }
     }
 }
@@ -48,7 +52,22 @@ impl RequestInfo {
 /// Answers one batch entry (or the single message).
 pub async fn entry(gateway: &Gateway, entry: Entry, info: &RequestInfo) -> Option<Response> {
     match entry {
-        Ok(message) => message_answer(gateway, message, info).await,
+        Ok(message) => {
+            // One span per message, parented on the caller's context; the upstream attempts
+            // it makes see that context (and the request ids) through the scope.
+            let inbound = info.trace.for_message(message.params.as_ref());
+            let tool = (message.method == "tools/call")
+                .then(|| message.params.as_ref().and_then(|p| p.get("name")).and_then(Value::as_str))
+                .flatten();
+            let span = otel::message_span(&message.method, message.id.as_ref(), tool, &inbound);
+            let answer =
+                otel::scoped(inbound, message_answer(gateway, message, info)).instrument(span.clone()).await;
+            if let Some(Response { body: Err(error), .. }) = &answer {
+                let category = error.data.as_ref().and_then(|d| d.get("category")).and_then(Value::as_str);
+                otel::record_error_answer(&span, error.code, category);
+            }
+            answer
+        }
         Err(rejected) => {
             gateway.metrics.requests.with_label_values(&["invalid"]).inc();
             Some(Response::error(rejected.id, &rejected.error))

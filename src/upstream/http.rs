@@ -45,6 +45,7 @@ use crate::protocol::{
     mcp::{self, Era, headers},
     param_headers, sse,
 };
+use crate::telemetry::otel::Outbound;
 
 /// What the transport knows about a server's era.
 #[derive(Debug, Clone)]
@@ -298,6 +299,10 @@ impl Inner {
             .post(self.url.clone())
             .headers(self.headers.clone())
             .body(mcp::encode_request(id, request.method, &request.params, era));
+        // Trace context (also in `_meta`) and the caller's request id: see telemetry::otel.
+        for (name, value) in Outbound::of(&request.params).headers() {
+            builder = builder.header(name, value);
+        }
         builder = match session {
             Some(session) => legacy_headers(builder, session),
             None => {
