@@ -407,3 +407,29 @@ fn with_tracing_off_the_callers_context_passes_through_unchanged() {
     assert!(last["x-amzn-trace-id"].is_null(), "none inbound, none sent: {last}");
     assert!(!gateway.proc.output().contains("OpenTelemetry tracing on"));
 }
+
+#[test]
+fn an_unsampled_caller_is_not_exported_but_its_trace_still_reaches_the_upstream() {
+    // The default sampler is parent-based: a caller that did not sample is not recorded.
+    let receiver = Receiver::start();
+    let (http, lambda) = (Demo::http(), Demo::lambda_api());
+    let gateway = traced_gateway(&receiver, &http, &lambda);
+    let unsampled = "33333333333333333333333333333333";
+    let (status, _, body) = gateway.post_raw(
+        call_body(1, "manga_search", json!({"query": "a"}), None),
+        &[("traceparent", &format!("00-{unsampled}-{PARENT}-00")), ("x-request-id", "req-unsampled")],
+    );
+    assert_eq!(status, 200, "{body}");
+    let sent = http.stats()["last_headers"]["traceparent"].as_str().unwrap().to_string();
+    assert!(sent.starts_with(&format!("00-{unsampled}-")) && sent.ends_with("-00"), "{sent}");
+    assert_eq!(log_line(&gateway, "req-unsampled")["trace_id"], unsampled);
+    // A sampled call made after it is exported; spans leave in the order they end, so by then
+    // the unsampled call's spans would have been exported too.
+    let (status, _, body) = gateway.post_raw(
+        call_body(2, "manga_search", json!({"query": "b"}), None),
+        &[("traceparent", &traceparent(TRACE, PARENT))],
+    );
+    assert_eq!(status, 200, "{body}");
+    receiver.wait_trace(TRACE, 1);
+    assert!(receiver.in_trace(unsampled).is_empty(), "{:?}", receiver.in_trace(unsampled));
+}
