@@ -336,6 +336,8 @@ fn a_call_without_context_starts_a_trace_that_the_log_line_and_the_upstream_shar
     let (status, _, _) = gateway.post_raw(body, &[]);
     assert_eq!(status, 200);
     let (server, _) = receiver.wait_trace(unknown, 0);
+    assert_eq!(server["name"], "tools/call", "an invented tool name stays out of the span name");
+    assert_eq!(server["attributes"]["gen_ai.tool.name"], "no_such_tool");
     assert_eq!(server["attributes"]["error.type"], "unknown_tool", "{server}");
     assert_eq!(server["attributes"]["rpc.response.status_code"], "-32002", "{server}");
     assert_eq!(server["status"], "ERROR");

@@ -227,7 +227,12 @@ pub fn record_call(outcome: &str, attempts: u32, server: &str, transport: &str) 
         return;
     }
     let span = Span::current();
-    if !server.is_empty() {
+    if server.is_empty() {
+        // An unresolved (caller-invented) tool name stays out of the span name, which
+        // backends group by: the name is `tools/call`, the attribute keeps what was asked.
+        // (The bridge starts the OTel span eagerly and ignores later `otel.name` records.)
+        span.context().span().update_name("tools/call");
+    } else {
         span.set_attribute("mcp_gateway.server", server.to_string());
         span.set_attribute("mcp_gateway.transport", transport.to_string());
     }
