@@ -423,6 +423,23 @@ mod tests {
     const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
     #[test]
+    fn only_an_endpoint_turns_tracing_on_and_the_standard_switches_keep_it_off() {
+        fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+            let pairs: Vec<(String, String)> =
+                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            move |k| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
+        }
+        assert!(!wanted(env(&[])));
+        assert!(!wanted(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])));
+        assert!(!wanted(env(&[("OTEL_SERVICE_NAME", "x"), ("OTEL_EXPORTER_OTLP_HEADERS", "a=b")])));
+        assert!(wanted(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")])));
+        assert!(wanted(env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces")])));
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
+        assert!(!wanted(env(&[endpoint, ("OTEL_SDK_DISABLED", "true")])));
+        assert!(!wanted(env(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")])));
+    }
+
+    #[test]
     fn traceparents_are_checked() {
         assert!(valid_traceparent(TP));
         assert_eq!(trace_id_of(TP), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
