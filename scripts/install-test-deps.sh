@@ -9,6 +9,8 @@
 #     only when the venv is missing or requirements.txt changed since it was installed;
 #   * the model API SDKs (botocore, anthropic, openai, google-genai) pinned in
 #     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise.
+#   * the OTLP protobuf bindings pinned in tests/peers/requirements-otel.txt, in
+#     tests/peers/.venv-otel (the trace receiver of tests/otel_tracing.rs), likewise.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
 # working directory.
 set -euo pipefail
@@ -116,6 +118,20 @@ else
   "$fvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-formats.txt"
   "$fvenv/bin/python" -c "$formats_import" || die "the model API SDKs in $fvenv do not import"
   cp "$peers/requirements-formats.txt" "$fstamp"
+# --- OTLP receiver for the tracing tests (separate venv + pip) ------------------------------
+ovenv="$peers/.venv-otel"
+ostamp="$ovenv/.installed-requirements"
+if [ -x "$ovenv/bin/python" ] && cmp -s "$peers/requirements-otel.txt" "$ostamp" \
+   && "$ovenv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+  step "OTLP receiver deps present ($ovenv: $(sed -n 's/^opentelemetry-proto==//p' "$peers/requirements-otel.txt"))"
+else
+  step "installing the OTLP receiver's protobuf bindings into $ovenv (pip install -r $peers/requirements-otel.txt)"
+  rm -f "$ostamp"
+  [ -x "$ovenv/bin/python" ] || python3 -m venv "$ovenv"
+  "$ovenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-otel.txt"
+  "$ovenv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' \
+    || die "opentelemetry-proto in $ovenv does not import"
+  cp "$peers/requirements-otel.txt" "$ostamp"
 fi
 
 step "test dependencies ready"

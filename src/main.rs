@@ -276,7 +276,23 @@ async fn serve(
     log_format: LogFormat,
 ) -> anyhow::Result<()> {
     let mut config = Config::load(config_path.as_deref(), std::env::vars())?;
-    let _log_guard = telemetry::logging::init(&config.log_level, matches!(log_format, LogFormat::Json));
+    // Tracing is off unless an OTLP endpoint is configured; a broken set-up is reported and
+    // the gateway runs without it (traces are auxiliary, serving calls is not).
+    let (otel, tracer, otel_error) = match telemetry::otel::init() {
+        Ok(Some((otel, tracer))) => (Some(otel), Some(tracer), None),
+        Ok(None) => (None, None, None),
+        Err(e) => (None, None, Some(e)),
+    };
+    let _log_guard = telemetry::logging::init_with_tracer(
+        &config.log_level,
+        matches!(log_format, LogFormat::Json),
+        tracer,
+    );
+    if let Some(e) = otel_error {
+        tracing::error!(error = %format!("{e:#}"), "OpenTelemetry tracing is off: its configuration is invalid");
+    } else if otel.is_some() {
+        tracing::info!("OpenTelemetry tracing on: spans exported over OTLP/HTTP");
+    }
     if let Some(listen) = listen {
         config.listen = listen;
     }
@@ -347,9 +363,13 @@ async fn serve(
         });
     }
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    server::serve(listener, gateway.clone(), shutdown, grace).await?;
+    let served = server::serve(listener, gateway.clone(), shutdown, grace).await;
     close_sessions(&gateway).await;
-    Ok(())
+    // After the drain: the spans of drained calls are finished and go out now.
+    if let Some(otel) = otel {
+        otel.shutdown().await;
+    }
+    Ok(served?)
 }
 
 /// `tools export`: the catalogue of a running gateway (`--url`) or of one built from the

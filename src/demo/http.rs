@@ -2,8 +2,8 @@
 //!
 //! For tests and demos of the gateway's resilience it can answer `tools/call` after a delay
 //! (`--delay-ms`), and `GET /_stats` reports what it saw: calls received, calls answered,
-//! calls abandoned by the client before the answer (cancellations), and
-//! `notifications/cancelled` received. With `--sessions` it behaves as a session-era server:
+//! calls abandoned by the client before the answer (cancellations),
+//! `notifications/cancelled` received, and the last call's `_meta` and trace headers. With `--sessions` it behaves as a session-era server:
 //! `initialize` issues an `Mcp-Session-Id`, every other request must carry a live one (400
 //! without, 404 for an unknown one), `DELETE /mcp` ends it, `POST /_expire_sessions` ends all.
 
@@ -40,7 +40,13 @@ pub struct Stats {
     /// The body of the last `tools/call`, kept as text and parsed only when `/_stats` is read
     /// (a benchmark upstream pays a copy, not a parse): tests check its `_meta`.
     pub last_call: std::sync::Mutex<String>,
+    /// The trace and request-id headers of the last `tools/call` (`traceparent`, `tracestate`,
+    /// `x-request-id`), so tests can see what the gateway propagated.
+    pub last_trace_headers: std::sync::Mutex<Vec<(&'static str, String)>>,
 }
+
+/// Headers recorded per call for `/_stats`.
+const TRACE_HEADERS: [&str; 3] = ["traceparent", "tracestate", "x-request-id"];
 
 /// How the demo server behaves.
 #[derive(Debug, Clone, Copy, Default)]
@@ -148,6 +154,14 @@ async fn mcp(State(state): State<DemoState>, headers: HeaderMap, body: Bytes) ->
             last.clear();
             last.push_str(&text);
         }
+        if let Ok(mut last) = state.stats.last_trace_headers.lock() {
+            last.clear();
+            for name in TRACE_HEADERS {
+                if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
+                    last.push((name, value.to_string()));
+                }
+            }
+        }
         if !state.delay.is_zero() {
             tokio::time::sleep(state.delay).await;
         }
@@ -185,6 +199,11 @@ async fn stats(State(state): State<DemoState>) -> Response {
             .and_then(|body| serde_json::from_str::<Value>(&body).ok())
             .and_then(|call| call.pointer("/params/_meta").cloned())
             .unwrap_or(Value::Null),
+        "last_headers": s
+            .last_trace_headers
+            .lock()
+            .map(|h| h.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>())
+            .unwrap_or_default(),
     }))
     .into_response()
 }

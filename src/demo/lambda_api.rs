@@ -33,16 +33,25 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use super::handler;
 
-/// Counts invocations per function, so tests can see how often the gateway called.
+/// Counts invocations per function, so tests can see how often the gateway called, and keeps
+/// what the last one carried besides its payload (client context, `X-Amzn-Trace-Id`, `_meta`).
 #[derive(Debug, Default)]
 pub struct Invocations {
     counts: std::sync::Mutex<HashMap<String, u64>>,
     total: AtomicU64,
+    last: std::sync::Mutex<Last>,
+}
+
+#[derive(Debug, Default)]
+struct Last {
+    client_context: Option<String>,
+    amzn_trace_id: Option<String>,
+    event: Bytes,
 }
 
 impl Invocations {
@@ -54,7 +63,8 @@ impl Invocations {
     }
 }
 
-/// The emulator's routes. `GET /_invocations` reports the counts as JSON.
+/// The emulator's routes. `GET /_invocations` reports the counts as JSON, and under `last` the
+/// last invocation's decoded client context, `X-Amzn-Trace-Id` and event `_meta`.
 pub fn router() -> Router {
     Router::new()
         .route("/2015-03-31/functions/{name}/invocations", post(invoke))
@@ -63,8 +73,24 @@ pub fn router() -> Router {
 }
 
 async fn report(State(invocations): State<Arc<Invocations>>) -> Response {
+    use base64::Engine;
     let counts = invocations.counts.lock().map(|c| c.clone()).unwrap_or_default();
-    axum::Json(json!({"total": invocations.total.load(Ordering::Relaxed), "functions": counts}))
+    let last = match invocations.last.lock() {
+        Ok(last) => json!({
+            // The Invoke API's `X-Amz-Client-Context`: base64 of a JSON object.
+            "client_context": last
+                .client_context
+                .as_deref()
+                .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+                .and_then(|json| serde_json::from_slice::<Value>(&json).ok()),
+            "x-amzn-trace-id": last.amzn_trace_id,
+            "meta": serde_json::from_slice::<Value>(&last.event)
+                .ok()
+                .and_then(|event| event.pointer("/params/_meta").cloned()),
+        }),
+        Err(_) => Value::Null,
+    };
+    axum::Json(json!({"total": invocations.total.load(Ordering::Relaxed), "functions": counts, "last": last}))
         .into_response()
 }
 
@@ -76,6 +102,14 @@ async fn invoke(
     body: Bytes,
 ) -> Response {
     invocations.record(&name);
+    if let Ok(mut last) = invocations.last.lock() {
+        let text = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
+        *last = Last {
+            client_context: text("x-amz-client-context"),
+            amzn_trace_id: text("x-amzn-trace-id"),
+            event: body.clone(),
+        };
+    }
     let _qualifier = query.get("Qualifier");
     if headers
         .get("x-amz-invocation-type")

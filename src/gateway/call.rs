@@ -464,9 +464,12 @@ impl Gateway {
                 .with_label_values(&[tool_name, server])
                 .observe(elapsed.as_secs_f64());
         }
+        crate::telemetry::otel::record_call(outcome, attempts, server, transport);
+        let trace_id = crate::telemetry::otel::log_trace_id();
         tracing::info!(
             target: "mcp_gateway::call",
             request_id = %ctx.request_id,
+            trace_id = trace_id.as_deref(),
             jsonrpc_id = %ctx.jsonrpc_id,
             tool = tool_name,
             server,

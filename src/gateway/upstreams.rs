@@ -1,7 +1,8 @@
 //! Builds one service stack per configured upstream server, outermost first:
 //! deadline → retry (budgeted) → circuit breaker → concurrency limit → attempt metrics →
-//! attempt timeout → transport (HTTP, Lambda, or a persistent [`Connection`] over a
-//! WebSocket, legacy-SSE or stdio connector: the same layers and the same classifier for all).
+//! attempt span (tracing) → attempt timeout → transport (HTTP, Lambda, or a persistent
+//! [`Connection`] over a WebSocket, legacy-SSE or stdio connector: the same layers and the same
+//! classifier for all).
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -18,7 +19,7 @@ use crate::{
         retry::RetryLayer,
         timeout::AttemptTimeoutLayer,
     },
-    telemetry::{metered::MeteredLayer, metrics::Metrics},
+    telemetry::{metered::MeteredLayer, metrics::Metrics, traced::TracedLayer},
     upstream::{
         UpstreamError, UpstreamReply, UpstreamRequest, UpstreamService,
         channel::Connector,
@@ -76,6 +77,7 @@ where
             metrics.load_shed.with_label_values(&[name]),
         ))
         .layer(MeteredLayer::new(metrics, name, server.transport.as_str()))
+        .layer(TracedLayer::new(name, server.transport.as_str(), breaker.clone()))
         .layer(AttemptTimeoutLayer::new(server.timeout(defaults)))
         .service(transport);
     BoxCloneSyncService::new(service)

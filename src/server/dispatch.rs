@@ -11,6 +11,7 @@ use std::sync::{Arc, atomic::AtomicBool};
 
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::{
     error::{Category, GatewayError},
@@ -23,7 +24,7 @@ use crate::{
         jsonrpc::{Entry, Message, Response},
         mcp,
     },
-    telemetry::metrics::method_label,
+    telemetry::{metrics::method_label, otel},
     upstream::progress::{LOG_LEVELS, META_LOG_LEVEL},
 };
 
@@ -41,6 +42,8 @@ pub struct RequestInfo {
     pub session: Option<Arc<str>>,
     /// Whether `Accept` names `text/event-stream` (the caller can receive a streamed answer).
     pub accepts_sse: bool,
+    /// The caller's trace context and request ids, for spans and upstreams.
+    pub trace: otel::Inbound,
 }
 
 impl RequestInfo {
@@ -66,6 +69,7 @@ impl RequestInfo {
                 .iter()
                 .filter_map(|v| v.to_str().ok())
                 .any(|v| v.split(',').any(|t| t.trim().starts_with("text/event-stream"))),
+            trace: otel::Inbound::from_headers(headers, request_id),
         }
     }
 }
@@ -106,7 +110,23 @@ pub async fn entry(
     notifications: Notifications,
 ) -> Option<Response> {
     match entry {
-        Ok(message) => message_answer(gateway, message, info, notifications).await,
+        Ok(message) => {
+            // One span per message, parented on the caller's context; the upstream attempts
+            // it makes see that context (and the request ids) through the scope.
+            let inbound = info.trace.for_message(message.params.as_ref());
+            let tool = (message.method == "tools/call")
+                .then(|| message.params.as_ref().and_then(|p| p.get("name")).and_then(Value::as_str))
+                .flatten();
+            let span = otel::message_span(&message.method, message.id.as_ref(), tool, &inbound);
+            let answer = otel::scoped(inbound, message_answer(gateway, message, info, notifications))
+                .instrument(span.clone())
+                .await;
+            if let Some(Response { body: Err(error), .. }) = &answer {
+                let category = error.data.as_ref().and_then(|d| d.get("category")).and_then(Value::as_str);
+                otel::record_error_answer(&span, error.code, category);
+            }
+            answer
+        }
         Err(rejected) => {
             gateway.metrics.requests.with_label_values(&["invalid"]).inc();
             Some(Response::error(rejected.id, &rejected.error))

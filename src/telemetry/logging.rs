@@ -6,8 +6,11 @@
 
 use std::sync::OnceLock;
 
-use tracing_appender::non_blocking::{ErrorCounter, WorkerGuard};
+use tracing::Level;
+use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, WorkerGuard};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+
+use super::otel;
 
 /// The installed writer's count of dropped lines.
 static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
@@ -19,26 +22,46 @@ pub fn dropped_lines() -> u64 {
 
 /// Installs the global subscriber. Keep the guard alive until exit: it flushes the writer.
 pub fn init(filter: &str, json: bool) -> WorkerGuard {
+    init_with_tracer(filter, json, None)
+}
+
+/// [`init`], plus the OpenTelemetry layer when tracing is on. That layer sees only the
+/// gateway's own spans (target [`otel::SPAN_TARGET`]), whatever the log level; the log output
+/// never formats them. Off, the subscriber is exactly what [`init`] installs.
+pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>) -> WorkerGuard {
     let (writer, guard) =
         tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(true).finish(std::io::stdout());
     let _ = DROPPED.set(writer.error_counter());
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
-    let registry = tracing_subscriber::registry().with(filter);
+    let Some(tracer) = tracer else {
+        let registry = tracing_subscriber::registry().with(filter);
+        if json {
+            registry.with(json_layer(writer)).init();
+        } else {
+            registry.with(fmt::layer().with_writer(writer)).init();
+        }
+        return guard;
+    };
+    let spans_only = tracing_subscriber::filter::Targets::new().with_target(otel::SPAN_TARGET, Level::TRACE);
+    let otel_layer = tracing_opentelemetry::layer().with_tracer(tracer).with_filter(spans_only);
+    let filter = match format!("{}=off", otel::SPAN_TARGET).parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    };
+    let registry = tracing_subscriber::registry().with(otel_layer);
     if json {
-        registry
-            .with(
-                fmt::layer()
-                    .json()
-                    .flatten_event(true)
-                    .with_current_span(false)
-                    .with_span_list(false)
-                    .with_writer(writer),
-            )
-            .init();
+        registry.with(json_layer(writer).with_filter(filter)).init();
     } else {
-        registry.with(fmt::layer().with_writer(writer)).init();
+        registry.with(fmt::layer().with_writer(writer).with_filter(filter)).init();
     }
     guard
+}
+
+fn json_layer<S>(writer: NonBlocking) -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fmt::layer().json().flatten_event(true).with_current_span(false).with_span_list(false).with_writer(writer)
 }
 
 /// Hash of canonical arguments, for correlating calls in logs without logging their content.

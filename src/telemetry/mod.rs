@@ -1,5 +1,8 @@
-//! What operators see: Prometheus metrics and one JSON log line per call.
+//! What operators see: Prometheus metrics, one JSON log line per call, and (when an OTLP
+//! endpoint is configured) OpenTelemetry traces.
 
 pub mod logging;
 pub mod metered;
 pub mod metrics;
+pub mod otel;
+pub mod traced;

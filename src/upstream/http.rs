@@ -68,6 +68,7 @@ use crate::protocol::{
     mcp::{self, Era, headers},
     param_headers, sse,
 };
+use crate::telemetry::otel::Outbound;
 
 /// The era a server was found to speak.
 #[derive(Debug, Clone)]
@@ -430,8 +431,12 @@ impl Inner {
             Some(session) => (Era::Legacy, session.version, Headers::Legacy(session)),
         };
         let (params, relay) = ProgressRelay::outbound(request, id, era);
-        let builder =
+        let mut builder =
             self.build(Method::POST, era_headers).body(mcp::encode_request(id, request.method, &params, era));
+        // Trace context (also in `_meta`) and the caller's request id: see telemetry::otel.
+        for (name, value) in Outbound::of(&params).headers() {
+            builder = builder.header(name, value);
+        }
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;
         // a modern-era call is cancelled by closing its stream, which dropping does.
         let mut cancel = CancelOnDrop {

@@ -35,7 +35,7 @@ use super::{
     FunctionErrorKind, UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply,
     parse_retry_after,
 };
-use crate::{config::AwsConfig, protocol::mcp};
+use crate::{config::AwsConfig, protocol::mcp, telemetry::otel::Outbound};
 
 /// Lambda's synchronous invoke payload limit.
 pub const MAX_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
@@ -113,16 +113,29 @@ impl Inner {
         if payload.len() > MAX_PAYLOAD_BYTES {
             return Err(UpstreamError::PayloadTooLarge { size: payload.len(), limit: MAX_PAYLOAD_BYTES });
         }
-        let output = self
+        // Trace context and request id in the client context, `X-Amzn-Trace-Id` passed on.
+        let outbound = Outbound::of(&request.params);
+        let invoke = self
             .client
             .invoke()
             .function_name(&self.function)
             .set_qualifier(self.qualifier.clone())
             .invocation_type(InvocationType::RequestResponse)
-            .payload(Blob::new(payload))
-            .send()
-            .await
-            .map_err(sdk_error)?;
+            .set_client_context(outbound.lambda_client_context())
+            .payload(Blob::new(payload));
+        let sent = match outbound.amzn_trace_id {
+            Some(trace) => {
+                invoke
+                    .customize()
+                    .mutate_request(move |http| {
+                        http.headers_mut().insert("x-amzn-trace-id", trace.clone());
+                    })
+                    .send()
+                    .await
+            }
+            None => invoke.send().await,
+        };
+        let output = sent.map_err(sdk_error)?;
         let body = output.payload().map(Blob::as_ref).unwrap_or_default();
         if body.len() > self.max_response_bytes {
             return Err(UpstreamError::ResponseTooLarge { limit: self.max_response_bytes });

@@ -1,0 +1,519 @@
+//! OpenTelemetry tracing: one span per inbound MCP message, one child span per upstream
+//! attempt ([`super::traced`]), exported as OTLP/HTTP protobuf by a batch processor on the
+//! tokio runtime, and W3C trace context carried across the gateway.
+//!
+//! Off unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set (and
+//! neither `OTEL_SDK_DISABLED=true` nor `OTEL_TRACES_EXPORTER=none`). Off, no span is created
+//! (one relaxed atomic load decides), no OTel layer is installed and nothing is exported; the
+//! caller's trace context still passes through unchanged, so the upstream joins the caller's
+//! trace and the log line carries its trace id. The standard variables are read by the SDK and
+//! exporter themselves: `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`, `…TIMEOUT`,
+//! `OTEL_TRACES_SAMPLER(_ARG)` (default `parentbased_always_on`), `OTEL_BSP_*`,
+//! `OTEL_RESOURCE_ATTRIBUTES`; `OTEL_SERVICE_NAME` defaults to `mcp-gateway`.
+//!
+//! Context sources, per message, first valid wins: `params._meta.traceparent` /
+//! `params._meta.tracestate` (the keys of MCP's SEP-414), then the HTTP `traceparent` /
+//! `tracestate` headers. An invalid `traceparent` is ignored (a new trace starts). Upstreams get
+//! the attempt span's context (or, off, the caller's) as `traceparent`/`tracestate` headers and
+//! `_meta` keys over HTTP, in `_meta` and the invocation's client context `custom` for Lambda;
+//! the caller's `X-Request-Id` goes along as a header / `custom["x-request-id"]`, and its
+//! `X-Amzn-Trace-Id` as that header of the Lambda invoke. Spans never carry arguments, results,
+//! header values or `_meta` contents other than the trace context.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use axum::http::HeaderMap;
+use opentelemetry::{
+    propagation::TextMapPropagator,
+    trace::{Status, TraceContextExt, TracerProvider as _},
+};
+use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider};
+use serde_json::{Map, Value};
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// The `tracing` target of the gateway's spans: the only target the OTel layer sees, and one
+/// the log output never shows.
+pub const SPAN_TARGET: &str = "mcp_gateway::otel";
+/// `_meta` and header keys of the W3C trace context (SEP-414 uses the header names bare).
+pub const TRACEPARENT: &str = "traceparent";
+pub const TRACESTATE: &str = "tracestate";
+pub const REQUEST_ID: &str = "x-request-id";
+pub const AMZN_TRACE_ID: &str = "x-amzn-trace-id";
+/// W3C caps `tracestate` at 32 members; 512 characters is what vendors propagate at most.
+const MAX_TRACESTATE: usize = 512;
+const MAX_AMZN_TRACE_ID: usize = 256;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans are being made and exported.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The installed tracer provider; [`Tracing::shutdown`] exports what is still buffered.
+pub struct Tracing {
+    provider: SdkTracerProvider,
+}
+
+/// What [`init`] hands to the subscriber set-up: the tracer for the `tracing` layer.
+pub type Tracer = opentelemetry_sdk::trace::SdkTracer;
+
+/// Whether the environment asks for trace export.
+pub fn wanted(env: impl Fn(&str) -> Option<String>) -> bool {
+    let set = |key: &str| env(key).is_some_and(|v| !v.trim().is_empty());
+    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        || env("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim().eq_ignore_ascii_case("none"));
+    !disabled && (set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") || set("OTEL_EXPORTER_OTLP_ENDPOINT"))
+}
+
+/// Builds the OTLP exporter and the batch processor (on the current tokio runtime) when the
+/// environment asks for it; `Ok(None)` when tracing is off.
+pub fn init() -> anyhow::Result<Option<(Tracing, Tracer)>> {
+    if !wanted(|k| std::env::var(k).ok()) {
+        return Ok(None);
+    }
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+        .map_err(|e| anyhow::anyhow!("OTLP trace exporter: {e}"))?;
+    let processor = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
+        exporter,
+        opentelemetry_sdk::runtime::Tokio,
+    )
+    .build();
+    let service = std::env::var("OTEL_SERVICE_NAME")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "mcp-gateway".into());
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name(service)
+        .with_attribute(opentelemetry::KeyValue::new("service.version", crate::VERSION))
+        .build();
+    let provider =
+        SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
+    let tracer = provider.tracer("mcp-gateway");
+    ENABLED.store(true, Ordering::Relaxed);
+    Ok(Some((Tracing { provider }, tracer)))
+}
+
+impl Tracing {
+    /// Exports every finished span still buffered, then stops the exporter. Call after the
+    /// server drained, so the spans of drained calls go out. The SDK's shutdown blocks until
+    /// its processor task (on this runtime) is done, so it runs on a blocking thread.
+    pub async fn shutdown(self) {
+        ENABLED.store(false, Ordering::Relaxed);
+        let provider = self.provider;
+        match tokio::task::spawn_blocking(move || provider.shutdown()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "trace export at shutdown failed"),
+            Err(e) => tracing::warn!(error = %e, "trace export at shutdown failed"),
+        }
+    }
+}
+
+/// What the inbound request says about the caller's trace and request, for one message.
+#[derive(Debug, Clone, Default)]
+pub struct Inbound {
+    pub request_id: Option<Arc<str>>,
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+    pub amzn_trace_id: Option<String>,
+}
+
+impl Inbound {
+    /// The HTTP request's trace headers (checked) and request id.
+    pub fn from_headers(headers: &HeaderMap, request_id: &str) -> Self {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+        let traceparent = text(TRACEPARENT).filter(|v| valid_traceparent(v)).map(str::to_string);
+        Self {
+            request_id: Some(request_id.into()),
+            tracestate: traceparent.as_ref().and(text(TRACESTATE)).and_then(clean_tracestate),
+            traceparent,
+            amzn_trace_id: text(AMZN_TRACE_ID)
+                .filter(|v| !v.is_empty() && v.len() <= MAX_AMZN_TRACE_ID && printable(v))
+                .map(str::to_string),
+        }
+    }
+
+    /// This message's view: a valid `_meta.traceparent` (with its `tracestate`) replaces the
+    /// headers' context.
+    pub fn for_message(&self, params: Option<&Value>) -> Self {
+        let meta = params.and_then(|p| p.get("_meta"));
+        let from_meta = meta.and_then(|m| m.get(TRACEPARENT)).and_then(Value::as_str).map(str::trim);
+        match from_meta.filter(|v| valid_traceparent(v)) {
+            Some(traceparent) => Self {
+                traceparent: Some(traceparent.to_string()),
+                tracestate: meta
+                    .and_then(|m| m.get(TRACESTATE))
+                    .and_then(Value::as_str)
+                    .and_then(clean_tracestate),
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
+
+    fn remote_context(&self) -> Option<opentelemetry::Context> {
+        let traceparent = self.traceparent.as_ref()?;
+        let mut carrier = HashMap::with_capacity(2);
+        carrier.insert(TRACEPARENT.to_string(), traceparent.clone());
+        if let Some(state) = &self.tracestate {
+            carrier.insert(TRACESTATE.to_string(), state.clone());
+        }
+        let cx = TraceContextPropagator::new().extract(&carrier);
+        cx.span().span_context().is_valid().then_some(cx)
+    }
+}
+
+tokio::task_local! {
+    static INBOUND: Inbound;
+}
+
+/// Runs `future` (one inbound message) with its inbound context visible to the upstream
+/// attempts it makes.
+pub async fn scoped<F: Future>(inbound: Inbound, future: F) -> F::Output {
+    INBOUND.scope(inbound, future).await
+}
+
+fn with_inbound<T>(f: impl FnOnce(&Inbound) -> T) -> Option<T> {
+    INBOUND.try_with(f).ok()
+}
+
+/// The span of one inbound message (`Span::none()` when tracing is off), parented on the
+/// caller's context. `tool` is the caller's tool name of a `tools/call` (shown cut to 64).
+pub fn message_span(method: &str, id: Option<&Value>, tool: Option<&str>, inbound: &Inbound) -> Span {
+    if !enabled() {
+        return Span::none();
+    }
+    let method = bounded(method);
+    let tool = tool.map(bounded);
+    let name = match tool {
+        Some(tool) => format!("{method} {tool}"),
+        None => method.to_string(),
+    };
+    let id = id.map(|id| match id {
+        Value::String(s) => bounded(s).to_string(),
+        other => bounded(&other.to_string()).to_string(),
+    });
+    let span = tracing::info_span!(
+        target: SPAN_TARGET,
+        "mcp.server",
+        otel.name = name,
+        otel.kind = "server",
+        mcp.method.name = method,
+        rpc.system.name = "jsonrpc",
+        jsonrpc.request.id = id,
+        gen_ai.tool.name = tool,
+        gen_ai.operation.name = tool.map(|_| "execute_tool"),
+        mcp_gateway.request_id = inbound.request_id.as_deref(),
+    );
+    if let Some(cx) = inbound.remote_context() {
+        let _ = span.set_parent(cx);
+    }
+    span
+}
+
+/// Notes on the current message span how a `tools/call` ended (called where the call's log
+/// line is written, so both always agree).
+pub fn record_call(outcome: &str, attempts: u32, server: &str, transport: &str) {
+    if !enabled() {
+        return;
+    }
+    let span = Span::current();
+    if server.is_empty() {
+        // An unresolved (caller-invented) tool name stays out of the span name, which
+        // backends group by: the name is `tools/call`, the attribute keeps what was asked.
+        // (The bridge starts the OTel span eagerly and ignores later `otel.name` records.)
+        span.context().span().update_name("tools/call");
+    } else {
+        span.set_attribute("mcp_gateway.server", server.to_string());
+        span.set_attribute("mcp_gateway.transport", transport.to_string());
+    }
+    span.set_attribute("mcp_gateway.outcome", outcome.to_string());
+    span.set_attribute("mcp_gateway.attempts", i64::from(attempts));
+    let cache = match outcome {
+        "cache_hit" => "hit",
+        "shared" | "shared_failure" => "shared",
+        _ if attempts > 0 => "miss",
+        _ => "none",
+    };
+    span.set_attribute("mcp_gateway.cache", cache);
+    span.set_attribute("mcp_gateway.cache_hit", outcome == "cache_hit");
+    span.set_attribute("mcp_gateway.shared", cache == "shared");
+    let fallback = match outcome {
+        "fallback_stale" => "stale",
+        "fallback_alternative" => "alternative",
+        _ => "none",
+    };
+    span.set_attribute("mcp_gateway.fallback", fallback);
+    if !matches!(outcome, "success" | "cache_hit" | "shared" | "fallback_stale" | "fallback_alternative") {
+        span.set_attribute("error.type", outcome.to_string());
+        span.set_status(Status::error(outcome.to_string()));
+    }
+}
+
+/// Notes a gateway-made JSON-RPC error answer on the current message span.
+pub fn record_error_answer(span: &Span, code: i64, category: Option<&str>) {
+    if !enabled() {
+        return;
+    }
+    span.set_attribute("rpc.response.status_code", code.to_string());
+    let kind = category.map_or_else(|| code.to_string(), str::to_string);
+    span.set_attribute("error.type", kind.clone());
+    span.set_status(Status::error(kind));
+}
+
+/// The trace id for the call's log line: the current span's when tracing is on, else the
+/// caller's (from its `traceparent`), else none.
+pub fn log_trace_id() -> Option<String> {
+    if enabled() {
+        let cx = Span::current().context();
+        let span = cx.span();
+        let context = span.span_context();
+        if context.is_valid() {
+            return Some(context.trace_id().to_string());
+        }
+    }
+    with_inbound(|inbound| inbound.traceparent.as_deref().and_then(trace_id_of).map(str::to_string)).flatten()
+}
+
+/// The trace context an upstream attempt carries: the current (attempt) span's when tracing
+/// is on and a span is current, else the caller's unchanged.
+pub fn outbound_context() -> Option<(String, Option<String>)> {
+    if enabled() {
+        let cx = Span::current().context();
+        if cx.span().span_context().is_valid() {
+            let mut carrier: HashMap<String, String> = HashMap::with_capacity(2);
+            TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+            let traceparent = carrier.remove(TRACEPARENT)?;
+            return Some((traceparent, carrier.remove(TRACESTATE).filter(|s| !s.is_empty())));
+        }
+    }
+    with_inbound(|inbound| inbound.traceparent.clone().map(|tp| (tp, inbound.tracestate.clone()))).flatten()
+}
+
+/// Puts the attempt's trace context into the request's `_meta` (replacing the caller's).
+pub fn stamp_meta(params: &mut Map<String, Value>) {
+    let Some((traceparent, tracestate)) = outbound_context() else { return };
+    let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert(TRACEPARENT.into(), Value::String(traceparent));
+        match tracestate {
+            Some(state) => meta.insert(TRACESTATE.into(), Value::String(state)),
+            None => meta.remove(TRACESTATE),
+        };
+    }
+}
+
+/// What a transport sends along with one attempt: the trace context stamped into the
+/// request's `_meta` by the attempt layer, and the caller's request ids.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outbound {
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+    pub request_id: Option<Arc<str>>,
+    pub amzn_trace_id: Option<String>,
+}
+
+impl Outbound {
+    pub fn of(params: &Map<String, Value>) -> Self {
+        let meta = params.get("_meta");
+        let text = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
+        let traceparent = text(TRACEPARENT).filter(|v| valid_traceparent(v)).map(str::to_string);
+        let tracestate = traceparent.as_ref().and(text(TRACESTATE)).and_then(clean_tracestate);
+        let (request_id, amzn_trace_id) =
+            with_inbound(|i| (i.request_id.clone(), i.amzn_trace_id.clone())).unwrap_or_default();
+        Self { traceparent, tracestate, request_id, amzn_trace_id }
+    }
+
+    /// The HTTP headers: `traceparent`, `tracestate`, `x-request-id`.
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            (TRACEPARENT, self.traceparent.as_deref()),
+            (TRACESTATE, self.tracestate.as_deref()),
+            (REQUEST_ID, self.request_id.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name, v)))
+    }
+
+    /// The Lambda invocation's `ClientContext` (base64 JSON `{"custom": {...}}`), within the
+    /// API's 3,583-byte limit (the `tracestate` is left out if it would not fit); `None` when
+    /// there is nothing to send.
+    pub fn lambda_client_context(&self) -> Option<String> {
+        use base64::Engine;
+        let encode = |custom: Map<String, Value>| {
+            let json = serde_json::json!({ "custom": custom }).to_string();
+            base64::engine::general_purpose::STANDARD.encode(json)
+        };
+        let mut custom = Map::new();
+        for (name, value) in self.headers() {
+            custom.insert(name.into(), Value::String(value.into()));
+        }
+        if custom.is_empty() {
+            return None;
+        }
+        let encoded = encode(custom.clone());
+        if encoded.len() <= LAMBDA_CLIENT_CONTEXT_MAX {
+            return Some(encoded);
+        }
+        custom.remove(TRACESTATE);
+        Some(encode(custom)).filter(|e| e.len() <= LAMBDA_CLIENT_CONTEXT_MAX)
+    }
+}
+
+/// The Invoke API's limit on `ClientContext` (base64 characters).
+pub const LAMBDA_CLIENT_CONTEXT_MAX: usize = 3583;
+
+/// `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`, ids not all zero (W3C level 1;
+/// a higher version with the same prefix is accepted as the spec asks).
+pub fn valid_traceparent(value: &str) -> bool {
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex =
+        |s: &str, len: usize| s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match parts.as_slice() {
+        [version, trace, span, flags, rest @ ..] => {
+            hex(version, 2)
+                && *version != "ff"
+                && (rest.is_empty() || *version != "00")
+                && hex(trace, 32)
+                && hex(span, 16)
+                && hex(flags, 2)
+                && trace.bytes().any(|b| b != b'0')
+                && span.bytes().any(|b| b != b'0')
+        }
+        _ => false,
+    }
+}
+
+/// The trace id of a valid `traceparent`.
+pub fn trace_id_of(traceparent: &str) -> Option<&str> {
+    valid_traceparent(traceparent).then(|| &traceparent[3..35])
+}
+
+fn clean_tracestate(value: &str) -> Option<String> {
+    let value = value.trim();
+    (!value.is_empty() && value.len() <= MAX_TRACESTATE && printable(value)).then(|| value.to_string())
+}
+
+fn printable(value: &str) -> bool {
+    value.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+/// Caller-supplied names are shown in span names, but never unboundedly.
+fn bounded(text: &str) -> &str {
+    match text.char_indices().nth(64) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn only_an_endpoint_turns_tracing_on_and_the_standard_switches_keep_it_off() {
+        fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+            let pairs: Vec<(String, String)> =
+                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            move |k| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
+        }
+        assert!(!wanted(env(&[])));
+        assert!(!wanted(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])));
+        assert!(!wanted(env(&[("OTEL_SERVICE_NAME", "x"), ("OTEL_EXPORTER_OTLP_HEADERS", "a=b")])));
+        assert!(wanted(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")])));
+        assert!(wanted(env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces")])));
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
+        assert!(!wanted(env(&[endpoint, ("OTEL_SDK_DISABLED", "true")])));
+        assert!(!wanted(env(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")])));
+    }
+
+    #[test]
+    fn traceparents_are_checked() {
+        assert!(valid_traceparent(TP));
+        assert_eq!(trace_id_of(TP), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+        ] {
+            assert!(!valid_traceparent(bad), "{bad}");
+        }
+        assert!(valid_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future"));
+    }
+
+    #[test]
+    fn meta_context_wins_over_headers_and_invalid_ones_are_ignored() {
+        let mut headers = HeaderMap::new();
+        headers.insert("traceparent", TP.parse().unwrap());
+        headers.insert("tracestate", "a=1".parse().unwrap());
+        headers.insert("x-amzn-trace-id", "Root=1-5759e988-bd862e3fe1be46a994272793".parse().unwrap());
+        let inbound = Inbound::from_headers(&headers, "req-1");
+        assert_eq!(inbound.traceparent.as_deref(), Some(TP));
+        let other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let params = json!({"_meta": {"traceparent": other}});
+        let message = inbound.for_message(Some(&params));
+        assert_eq!(message.traceparent.as_deref(), Some(other));
+        assert_eq!(message.tracestate, None, "the header's tracestate belongs to the header's parent");
+        let invalid = json!({"_meta": {"traceparent": "garbage"}});
+        assert_eq!(inbound.for_message(Some(&invalid)).traceparent.as_deref(), Some(TP));
+        assert_eq!(message.amzn_trace_id.as_deref(), Some("Root=1-5759e988-bd862e3fe1be46a994272793"));
+    }
+
+    #[test]
+    fn lambda_client_context_is_base64_json_within_the_limit() {
+        use base64::Engine;
+        let outbound = Outbound {
+            traceparent: Some(TP.into()),
+            tracestate: Some("x".repeat(MAX_TRACESTATE)),
+            request_id: Some("req-1".into()),
+            amzn_trace_id: None,
+        };
+        let encoded = outbound.lambda_client_context().unwrap();
+        let decoded: Value =
+            serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(encoded).unwrap())
+                .unwrap();
+        assert_eq!(decoded["custom"]["traceparent"], TP);
+        assert_eq!(decoded["custom"]["x-request-id"], "req-1");
+        assert_eq!(Outbound::default().lambda_client_context(), None);
+        let huge = Outbound { tracestate: Some("y".repeat(4000)), ..outbound };
+        let decoded =
+            base64::engine::general_purpose::STANDARD.decode(huge.lambda_client_context().unwrap()).unwrap();
+        let decoded: Value = serde_json::from_slice(&decoded).unwrap();
+        assert!(decoded["custom"].get("tracestate").is_none(), "dropped to fit");
+    }
+
+    #[test]
+    fn off_the_caller_context_passes_through_unchanged() {
+        let inbound =
+            Inbound { traceparent: Some(TP.into()), request_id: Some("r".into()), ..Default::default() };
+        let params = tokio_test_block_on(scoped(inbound, async {
+            let mut params = Map::new();
+            stamp_meta(&mut params);
+            (params.clone(), Outbound::of(&params), log_trace_id())
+        }));
+        assert_eq!(params.0["_meta"]["traceparent"], TP);
+        assert_eq!(params.1.traceparent.as_deref(), Some(TP));
+        assert_eq!(params.1.request_id.as_deref(), Some("r"));
+        assert_eq!(params.2.as_deref(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+    }
+
+    fn tokio_test_block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+    }
+}
