@@ -8,6 +8,8 @@
 pub mod channel;
 pub mod http;
 pub mod lambda;
+pub mod legacy_sse;
+pub mod websocket;
 
 use std::{
     sync::{
