@@ -84,6 +84,26 @@ pub struct Config {
     pub registry: RegistryConfig,
     /// Bounds of the read-only result cache (also the store of stale fallbacks).
     pub cache: CacheConfig,
+    /// The only commands a registry entry may start (`transport = "stdio"` entries name one
+    /// of these by key): a DynamoDB item can pick among them, never supply a command, its
+    /// arguments or its environment. Configured `[servers.NAME]` need no entry here.
+    pub stdio_commands: BTreeMap<String, StdioCommand>,
+}
+
+/// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
+/// `[stdio_commands.NAME]` for registry entries).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StdioCommand {
+    /// The program (a path, or a name looked up in `PATH`).
+    #[serde(deserialize_with = "lenient::string")]
+    pub command: String,
+    #[serde(deserialize_with = "lenient::strings")]
+    pub args: Vec<String>,
+    /// Environment of the child besides the few variables it inherits (`PATH`, `HOME`, …);
+    /// values are never logged or printed.
+    #[serde(deserialize_with = "lenient::string_map")]
+    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -171,6 +191,7 @@ impl Default for Config {
             dynamodb_endpoint: None,
             registry: RegistryConfig::default(),
             cache: CacheConfig::default(),
+            stdio_commands: BTreeMap::new(),
         }
     }
 }
@@ -197,6 +218,24 @@ pub struct ServerDefaults {
     pub max_response_bytes: usize,
     pub retry: RetrySettings,
     pub breaker: BreakerSettings,
+    /// Persistent transports (WebSocket, SSE, stdio): first reconnect delay, in milliseconds
+    /// (doubled after every failed attempt, with jitter).
+    pub reconnect_initial_ms: u64,
+    /// Longest delay between two reconnect attempts, in milliseconds.
+    pub reconnect_max_ms: u64,
+    /// After this long without a connection, in milliseconds, the server is `failed` and only
+    /// retried every `reconnect_slow_retry_ms`.
+    pub reconnect_give_up_ms: u64,
+    /// Delay between attempts once `failed` or `needs_auth`, in milliseconds.
+    pub reconnect_slow_retry_ms: u64,
+    /// stdio servers: how long a child may take to exit after SIGTERM before it is killed,
+    /// in milliseconds.
+    pub stdio_stop_grace_ms: u64,
+    /// WebSocket servers: a ping every this many milliseconds.
+    pub ws_ping_interval_ms: u64,
+    /// WebSocket servers: a pong (or a write) not done within this many milliseconds
+    /// declares the connection broken (it is then reconnected).
+    pub ws_pong_timeout_ms: u64,
 }
 
 impl Default for ServerDefaults {
@@ -213,6 +252,13 @@ impl Default for ServerDefaults {
             max_response_bytes: 8 * 1024 * 1024,
             retry: RetrySettings::default(),
             breaker: BreakerSettings::default(),
+            reconnect_initial_ms: 1_000,
+            reconnect_max_ms: 30_000,
+            reconnect_give_up_ms: 600_000,
+            reconnect_slow_retry_ms: 300_000,
+            stdio_stop_grace_ms: 2_000,
+            ws_ping_interval_ms: 15_000,
+            ws_pong_timeout_ms: 10_000,
         }
     }
 }
@@ -236,14 +282,46 @@ pub enum TransportKind {
     Http,
     /// AWS Lambda direct `Invoke`.
     Lambda,
+    /// A persistent WebSocket connection (`url = "ws://…"`), multiplexed by JSON-RPC id.
+    Websocket,
+    /// The 2024-11-05 HTTP+SSE transport (`url = "http://…/sse"`).
+    Sse,
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio,
 }
 
 impl TransportKind {
+    pub const ALL: [TransportKind; 5] = [
+        TransportKind::Http,
+        TransportKind::Lambda,
+        TransportKind::Websocket,
+        TransportKind::Sse,
+        TransportKind::Stdio,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             TransportKind::Http => "http",
             TransportKind::Lambda => "lambda",
+            TransportKind::Websocket => "websocket",
+            TransportKind::Sse => "sse",
+            TransportKind::Stdio => "stdio",
         }
+    }
+
+    /// The kind a registry entry's `transport` names.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// One long-lived connection per server, run by [`crate::upstream::connection`].
+    pub fn is_persistent(self) -> bool {
+        matches!(self, TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio)
+    }
+
+    /// Needs `url`.
+    pub fn needs_url(self) -> bool {
+        matches!(self, TransportKind::Http | TransportKind::Websocket | TransportKind::Sse)
     }
 }
 
@@ -251,9 +329,19 @@ impl TransportKind {
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     pub transport: TransportKind,
-    /// Streamable HTTP endpoint, e.g. `http://catalog.internal:8080/mcp`.
+    /// Streamable HTTP endpoint, e.g. `http://catalog.internal:8080/mcp`; the WebSocket URL
+    /// (`ws://…`, `wss://…`) or the legacy SSE stream URL (`http://…/sse`).
     #[serde(default, deserialize_with = "lenient::opt_string")]
     pub url: Option<String>,
+    /// stdio: the program to run.
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub command: Option<String>,
+    /// stdio: its arguments.
+    #[serde(default, deserialize_with = "lenient::strings")]
+    pub args: Vec<String>,
+    /// stdio: its environment besides `PATH`, `HOME`, … Never logged or printed.
+    #[serde(default, deserialize_with = "lenient::string_map")]
+    pub env: BTreeMap<String, String>,
     /// Lambda function name or ARN.
     #[serde(default, deserialize_with = "lenient::opt_string")]
     pub function: Option<String>,
@@ -276,6 +364,15 @@ pub struct ServerConfig {
     /// Replaces `[defaults.breaker]` for this server.
     #[serde(default)]
     pub breaker: Option<BreakerSettings>,
+    /// Overrides of the `defaults.reconnect_*` delays (persistent transports).
+    #[serde(default)]
+    pub reconnect_initial_ms: Option<u64>,
+    #[serde(default)]
+    pub reconnect_max_ms: Option<u64>,
+    #[serde(default)]
+    pub reconnect_give_up_ms: Option<u64>,
+    #[serde(default)]
+    pub reconnect_slow_retry_ms: Option<u64>,
     /// Learn the tools from the server's own `tools/list` (on start and every refresh).
     #[serde(default = "yes")]
     pub discover: bool,
@@ -303,6 +400,9 @@ impl ServerConfig {
         Self {
             transport,
             url,
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
             function,
             qualifier,
             connect_timeout_ms: None,
@@ -312,6 +412,10 @@ impl ServerConfig {
             max_response_bytes: None,
             retry: None,
             breaker: None,
+            reconnect_initial_ms: None,
+            reconnect_max_ms: None,
+            reconnect_give_up_ms: None,
+            reconnect_slow_retry_ms: None,
             discover: true,
             headers: BTreeMap::new(),
             tools: Vec::new(),
@@ -346,6 +450,34 @@ impl ServerConfig {
     pub fn breaker<'a>(&'a self, defaults: &'a ServerDefaults) -> &'a BreakerSettings {
         self.breaker.as_ref().unwrap_or(&defaults.breaker)
     }
+
+    /// The reconnect schedule of a persistent transport.
+    pub fn reconnect(&self, defaults: &ServerDefaults) -> ReconnectSettings {
+        let ms = |own: Option<u64>, default: u64| Duration::from_millis(own.unwrap_or(default));
+        let initial =
+            ms(self.reconnect_initial_ms, defaults.reconnect_initial_ms).max(Duration::from_millis(1));
+        ReconnectSettings {
+            initial,
+            max: ms(self.reconnect_max_ms, defaults.reconnect_max_ms).max(initial),
+            give_up_after: ms(self.reconnect_give_up_ms, defaults.reconnect_give_up_ms),
+            slow_retry: ms(self.reconnect_slow_retry_ms, defaults.reconnect_slow_retry_ms)
+                .max(Duration::from_millis(1)),
+        }
+    }
+
+    /// The command of a stdio server.
+    pub fn stdio_command(&self) -> Option<StdioCommand> {
+        Some(StdioCommand { command: self.command.clone()?, args: self.args.clone(), env: self.env.clone() })
+    }
+}
+
+/// When a persistent connection is tried again (see `defaults.reconnect_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconnectSettings {
+    pub initial: Duration,
+    pub max: Duration,
+    pub give_up_after: Duration,
+    pub slow_retry: Duration,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -394,8 +526,29 @@ impl Config {
                 bail!("server name {name:?} must match [a-zA-Z0-9_-]+");
             }
             match server.transport {
-                TransportKind::Http if server.url.is_none() => {
-                    bail!("server {name}: transport \"http\" needs `url`")
+                kind if kind.needs_url() && server.url.is_none() => {
+                    bail!("server {name}: transport \"{}\" needs `url`", kind.as_str())
+                }
+                TransportKind::Websocket
+                    if !server
+                        .url
+                        .as_deref()
+                        .is_some_and(|u| u.starts_with("ws://") || u.starts_with("wss://")) =>
+                {
+                    bail!("server {name}: transport \"websocket\" needs a ws:// or wss:// `url`")
+                }
+                TransportKind::Sse
+                    if !server
+                        .url
+                        .as_deref()
+                        .is_some_and(|u| u.starts_with("http://") || u.starts_with("https://")) =>
+                {
+                    bail!(
+                        "server {name}: transport \"sse\" needs the http:// or https:// `url` of the SSE stream"
+                    )
+                }
+                TransportKind::Stdio if server.command.as_deref().is_none_or(|c| c.trim().is_empty()) => {
+                    bail!("server {name}: transport \"stdio\" needs `command` (the program to run)")
                 }
                 TransportKind::Lambda if server.function.is_none() => {
                     bail!("server {name}: transport \"lambda\" needs `function`")
@@ -427,6 +580,11 @@ impl Config {
         for (name, server) in &self.servers {
             server.retry(&self.defaults).validate(name)?;
             server.breaker(&self.defaults).validate(name)?;
+        }
+        for (name, command) in &self.stdio_commands {
+            if command.command.trim().is_empty() {
+                bail!("stdio_commands.{name}: `command` must name the program to run");
+            }
         }
         if self.max_body_bytes == 0 {
             bail!("max_body_bytes must be positive");

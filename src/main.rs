@@ -135,6 +135,9 @@ enum RegistryAction {
         function: Option<String>,
         #[arg(long)]
         qualifier: Option<String>,
+        /// stdio: the name of one of the gateway's `stdio_commands`.
+        #[arg(long)]
+        command: Option<String>,
     },
 }
 
@@ -176,8 +179,8 @@ async fn registry_command(
             }
             let _ = writeln!(out, "deleted {name}");
         }
-        RegistryAction::Import { file, server, transport, url, function, qualifier } => {
-            let server = ServerRef { name: server, transport, url, function, qualifier };
+        RegistryAction::Import { file, server, transport, url, function, qualifier, command } => {
+            let server = ServerRef { name: server, transport, url, function, qualifier, command };
             let count = admin_cli::import(&client, &file, server).await?;
             let _ = writeln!(out, "imported {count} tools into {table}");
         }
@@ -216,6 +219,10 @@ fn main() -> anyhow::Result<()> {
                 // Header values are usually credentials: never print them.
                 for server in config.servers.values_mut() {
                     server.headers.values_mut().for_each(|v| *v = "<redacted>".into());
+                    server.env.values_mut().for_each(|v| *v = "<redacted>".into());
+                }
+                for command in config.stdio_commands.values_mut() {
+                    command.env.values_mut().for_each(|v| *v = "<redacted>".into());
                 }
                 config.redis_url = config.redis_url.as_deref().map(redact_url_password);
                 use std::io::Write;
@@ -359,7 +366,13 @@ fn demo_server_config(addr: SocketAddr) -> ServerConfig {
 }
 
 async fn close_sessions(gateway: &Arc<Gateway>) {
-    for upstream in gateway.all_upstreams() {
+    let upstreams = gateway.all_upstreams();
+    // Persistent connections stop together (stdio children: SIGTERM, then kill after the
+    // grace), so shutdown leaves no child process behind.
+    let grace = Duration::from_millis(gateway.config.defaults.stdio_stop_grace_ms) + Duration::from_secs(2);
+    let persistent = upstreams.iter().filter_map(|u| u.connection.as_ref()).map(|c| c.shutdown(grace));
+    futures_util::future::join_all(persistent).await;
+    for upstream in &upstreams {
         if let Some(http) = &upstream.http {
             http.close().await;
         }

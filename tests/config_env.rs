@@ -13,11 +13,12 @@ use serde_json::{Value, json};
 /// Placeholders of the README's key column and the names this test uses for them.
 const SERVER: &str = "cat7";
 const TOOL: &str = "lookup";
+const COMMAND: &str = "catalog_cli";
 
 /// The value the test sets for each concrete key (TOML-ish text, as an operator writes it in
 /// a task definition) and what `check-config --json` must then show (objects: a subset).
 fn cases() -> BTreeMap<String, (&'static str, Value)> {
-    let s = |k: &str| k.replace("NAME_S", SERVER).replace("NAME_T", TOOL);
+    let s = |k: &str| k.replace("NAME_S", SERVER).replace("NAME_T", TOOL).replace("NAME_C", COMMAND);
     let raw: Vec<(String, &'static str, Value)> = vec![
         (s("listen"), "127.0.0.1:9000", json!("127.0.0.1:9000")),
         (s("allow_non_loopback"), "true", json!(true)),
@@ -69,6 +70,23 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
             r#"{authorization = "Bearer 12345"}"#,
             json!({"authorization": "<redacted>"}),
         ),
+        (s("servers.NAME_S.command"), "/usr/local/bin/catalog-mcp", json!("/usr/local/bin/catalog-mcp")),
+        (s("servers.NAME_S.args"), r#"["--stdio", "--region=ap"]"#, json!(["--stdio", "--region=ap"])),
+        (s("servers.NAME_S.env"), r#"{API_TOKEN = "s3cret"}"#, json!({"API_TOKEN": "<redacted>"})),
+        (s("servers.NAME_S.reconnect_initial_ms"), "51", json!(51)),
+        (s("servers.NAME_S.reconnect_max_ms"), "5001", json!(5001)),
+        (s("servers.NAME_S.reconnect_give_up_ms"), "60001", json!(60001)),
+        (s("servers.NAME_S.reconnect_slow_retry_ms"), "30001", json!(30001)),
+        (s("defaults.reconnect_initial_ms"), "500", json!(500)),
+        (s("defaults.reconnect_max_ms"), "20000", json!(20000)),
+        (s("defaults.reconnect_give_up_ms"), "120000", json!(120000)),
+        (s("defaults.reconnect_slow_retry_ms"), "90000", json!(90000)),
+        (s("defaults.stdio_stop_grace_ms"), "750", json!(750)),
+        (s("defaults.ws_ping_interval_ms"), "2500", json!(2500)),
+        (s("defaults.ws_pong_timeout_ms"), "1500", json!(1500)),
+        (s("stdio_commands.NAME_C.command"), "/opt/mcp/catalog", json!("/opt/mcp/catalog")),
+        (s("stdio_commands.NAME_C.args"), r#"["serve", "--stdio"]"#, json!(["serve", "--stdio"])),
+        (s("stdio_commands.NAME_C.env"), r#"{CATALOG_KEY = "k-123"}"#, json!({"CATALOG_KEY": "<redacted>"})),
         (s("servers.NAME_S.timeout_ms"), "333", json!(333)),
         (s("servers.NAME_S.deadline_ms"), "4444", json!(4444)),
         (s("servers.NAME_S.max_concurrency"), "5", json!(5)),
@@ -126,7 +144,8 @@ fn documented_keys(defaults: &Value) -> Vec<String> {
             };
             let full = full
                 .replace("servers.NAME", &format!("servers.{SERVER}"))
-                .replace("tools.NAME", &format!("tools.{TOOL}"));
+                .replace("tools.NAME", &format!("tools.{TOOL}"))
+                .replace("stdio_commands.NAME", &format!("stdio_commands.{COMMAND}"));
             if let Some((prefix, rest)) = full.split_once('{') {
                 let inner = rest.trim_end_matches('}');
                 keys.extend(inner.split(',').map(|k| format!("{prefix}{k}")));

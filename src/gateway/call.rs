@@ -290,8 +290,15 @@ impl Gateway {
                     crate::upstream::UpstreamError::CircuitOpen { retry_after } => Some(*retry_after),
                     _ => None,
                 };
-                Err(GatewayError::new(Outcome::category_of(&transport_error), transport_error.to_string())
-                    .with_retry_after(retry_after))
+                let err =
+                    GatewayError::new(Outcome::category_of(&transport_error), transport_error.to_string())
+                        .with_retry_after(retry_after);
+                Err(match &transport_error {
+                    crate::upstream::UpstreamError::NotConnected { state } => {
+                        err.with_extra("connection_state", json!(state))
+                    }
+                    _ => err,
+                })
             }
         };
         let label = match &answer {

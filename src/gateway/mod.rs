@@ -195,29 +195,36 @@ impl Gateway {
             return Ok(upstream.clone());
         }
         let misconfigured = |detail: String| GatewayError::new(Category::UpstreamMisconfigured, detail);
-        let transport = match origin.transport.as_str() {
-            "http" => TransportKind::Http,
-            "lambda" => TransportKind::Lambda,
-            other => {
-                return Err(misconfigured(format!(
-                    "transport {other:?} of server {} is not served",
-                    origin.name
-                )));
-            }
-        };
+        let transport = TransportKind::parse(&origin.transport).ok_or_else(|| {
+            misconfigured(format!("transport {:?} of server {} is not served", origin.transport, origin.name))
+        })?;
         let mut server = ServerConfig::new(
             transport,
             origin.url.clone(),
             origin.function.clone(),
             origin.qualifier.clone(),
         );
+        if transport == TransportKind::Stdio {
+            // A registry entry picks one of the commands configuration allows; it never
+            // supplies a program, arguments or environment of its own.
+            let allowed = origin.command.as_deref().and_then(|key| self.config.stdio_commands.get(key));
+            let Some(allowed) = allowed else {
+                return Err(misconfigured(format!(
+                    "stdio server {} names command {:?}, which is not in the gateway's stdio_commands (registry entries may only start commands configuration allows)",
+                    origin.name, origin.command
+                )));
+            };
+            server.command = Some(allowed.command.clone());
+            server.args = allowed.args.clone();
+            server.env = allowed.env.clone();
+        }
         // Its tools come from the registry, not from its own tools/list.
         server.discover = false;
         let lambda = match transport {
             TransportKind::Lambda => {
                 Some(self.lambda_client.get_or_init(|| upstreams::lambda_client(&self.config)).await)
             }
-            TransportKind::Http => None,
+            _ => None,
         };
         let built = upstreams::build(&origin.name, &server, &self.config, &self.metrics, lambda)
             .map_err(|e| misconfigured(format!("{e:#}")))?;
@@ -250,6 +257,16 @@ impl Gateway {
         all
     }
 
+    /// Servers whose persistent connection is in a lasting down state (`failed`,
+    /// `needs_auth`, `disabled`): their tools cannot be served for now.
+    pub fn unreachable_servers(&self) -> std::collections::BTreeSet<Arc<str>> {
+        self.all_upstreams()
+            .into_iter()
+            .filter(|u| u.connection.as_ref().is_some_and(|c| c.state().is_lasting()))
+            .map(|u| u.name.clone())
+            .collect()
+    }
+
     /// The `[tools.NAME]` settings of a tool (defaults when it has none).
     pub fn tool_settings(&self, name: &str) -> &ToolConfig {
         self.config.tools.get(name).unwrap_or(&self.default_tool)
@@ -267,12 +284,20 @@ impl Gateway {
             .upstreams
             .values()
             .map(|u| {
-                let state = match failing.get(u.name.as_ref()) {
+                let mut state = match failing.get(u.name.as_ref()) {
                     Some(reason) => {
                         json!({"transport": u.transport.as_str(), "tools": "unavailable", "reason": reason})
                     }
                     None => json!({"transport": u.transport.as_str(), "tools": "loaded"}),
                 };
+                if let Some(connection) = &u.connection {
+                    let connection_state = connection.state();
+                    state["connection"] = json!(connection_state.as_str());
+                    if connection_state != crate::upstream::connection::ConnectionState::Ready {
+                        state["tools"] = json!("unavailable");
+                        state["reason"] = json!(format!("connection {}", connection_state.as_str()));
+                    }
+                }
                 (u.name.as_ref(), state)
             })
             .collect();

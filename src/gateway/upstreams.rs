@@ -1,10 +1,11 @@
 //! Builds one service stack per configured upstream server, outermost first:
 //! deadline → retry (budgeted) → circuit breaker → concurrency limit → attempt metrics →
-//! attempt timeout → transport (HTTP or Lambda).
+//! attempt timeout → transport (HTTP, Lambda, or a persistent [`Connection`] over a
+//! WebSocket, legacy-SSE or stdio connector: the same layers and the same classifier for all).
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use anyhow::{Context, anyhow};
+use anyhow::{Context, anyhow, bail};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tower::{Service, ServiceBuilder, util::BoxCloneSyncService};
 
@@ -20,8 +21,13 @@ use crate::{
     telemetry::{metered::MeteredLayer, metrics::Metrics},
     upstream::{
         UpstreamError, UpstreamReply, UpstreamRequest, UpstreamService,
+        channel::Connector,
+        connection::{Connection, ConnectionSettings},
         http::{HttpSettings, HttpTransport},
         lambda::{self, LambdaTransport},
+        legacy_sse::{LegacySseConnector, LegacySseSettings},
+        stdio::{StdioConnector, StdioSettings},
+        websocket::{WebSocketConnector, WebSocketSettings},
     },
 };
 
@@ -33,6 +39,9 @@ pub struct Upstream {
     pub service: UpstreamService,
     /// Kept to report the era and close the session on shutdown.
     pub http: Option<HttpTransport>,
+    /// The persistent connection (WebSocket, SSE, stdio): its state for `/readyz` and
+    /// `/admin/connections`, and stopped on shutdown.
+    pub connection: Option<Connection>,
     pub breaker: Arc<Breaker>,
     pub config: ServerConfig,
 }
@@ -111,6 +120,7 @@ pub fn build(
             rejected: metrics.breaker_rejected.with_label_values(&[name]),
         },
     ));
+    let mut connection = None;
     let (service, http) = match server.transport {
         TransportKind::Http => {
             let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
@@ -135,14 +145,65 @@ pub fn build(
             );
             (stack(name, server, config, metrics, &breaker, transport), None)
         }
+        kind @ (TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio) => {
+            let defaults = &config.defaults;
+            let settings = ConnectionSettings {
+                server: name.into(),
+                transport: kind.as_str(),
+                reconnect: server.reconnect(defaults),
+                handshake_timeout: server.connect_timeout(defaults) + server.timeout(defaults),
+            };
+            let started = Connection::start(connector(name, server, config)?, settings, metrics);
+            connection = Some(started.clone());
+            (stack(name, server, config, metrics, &breaker, started), None)
+        }
     };
     Ok(Upstream {
         name: name.into(),
         transport: server.transport,
         service,
         http,
+        connection,
         breaker,
         config: server.clone(),
+    })
+}
+
+/// The connector of a persistent server: adding a transport kind is one arm here.
+fn connector(name: &str, server: &ServerConfig, config: &Config) -> anyhow::Result<Box<dyn Connector>> {
+    let max_message_bytes = server.max_response_bytes(&config.defaults);
+    Ok(match server.transport {
+        TransportKind::Stdio => Box::new(StdioConnector::new(StdioSettings {
+            server: name.into(),
+            command: server.stdio_command().ok_or_else(|| anyhow!("server {name}: missing command"))?,
+            max_message_bytes,
+            stop_grace: std::time::Duration::from_millis(config.defaults.stdio_stop_grace_ms),
+        })),
+        TransportKind::Websocket => {
+            let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
+            let settings = WebSocketSettings {
+                url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
+                headers: static_headers(name, server)?,
+                connect_timeout: server.connect_timeout(&config.defaults),
+                max_message_bytes,
+                ping_interval: Duration::from_millis(config.defaults.ws_ping_interval_ms),
+                pong_timeout: Duration::from_millis(config.defaults.ws_pong_timeout_ms),
+            };
+            Box::new(WebSocketConnector::new(settings).map_err(|e| anyhow!("server {name}: {e}"))?)
+        }
+        TransportKind::Sse => {
+            let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
+            let settings = LegacySseSettings {
+                url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
+                headers: static_headers(name, server)?,
+                connect_timeout: server.connect_timeout(&config.defaults),
+                max_message_bytes,
+            };
+            Box::new(LegacySseConnector::new(settings).map_err(|e| anyhow!("server {name}: {e}"))?)
+        }
+        kind @ (TransportKind::Http | TransportKind::Lambda) => {
+            bail!("server {name}: transport {:?} is not a persistent transport", kind.as_str())
+        }
     })
 }
 

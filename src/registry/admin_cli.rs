@@ -67,7 +67,7 @@ impl RegistryClient {
 }
 
 /// Reads a tool definition file for `put`: the tool (name, description, inputSchema,
-/// annotations) plus `server` ({name, transport, url | function, qualifier}), and
+/// annotations) plus `server` ({name, transport, url | function, qualifier | command}), and
 /// optionally `status` and `healthy`.
 pub fn entry_from_file(path: &Path) -> anyhow::Result<RegistryEntry> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -97,8 +97,11 @@ fn new_entry(
     if !matches!(server.transport.as_str(), "http" | "lambda" | "websocket" | "sse" | "stdio") {
         bail!("transport must be http, lambda, websocket, sse or stdio");
     }
-    if server.transport == "http" && server.url.is_none() {
-        bail!("an http server needs a url");
+    if matches!(server.transport.as_str(), "http" | "websocket" | "sse") && server.url.is_none() {
+        bail!("an {} server needs a url", server.transport);
+    }
+    if server.transport == "stdio" && server.command.is_none() {
+        bail!("a stdio server needs a command: the name of one of the gateway's stdio_commands");
     }
     if server.transport == "lambda" && server.function.is_none() {
         bail!("a lambda server needs a function");

@@ -156,10 +156,7 @@ impl Catalog {
 
     /// The record of a registry entry (its schema compiled through the shared cache).
     pub fn record_for_entry(&self, entry: &RegistryEntry) -> ToolRecord {
-        let transport = match entry.server.transport.as_str() {
-            "lambda" => TransportKind::Lambda,
-            _ => TransportKind::Http,
-        };
+        let transport = TransportKind::parse(&entry.server.transport).unwrap_or(TransportKind::Http);
         let server = ServerTools { server: entry.server.name.clone(), transport, tools: Vec::new() };
         let mut record = self.record(&entry.tool_name, &entry.tool_name, &server, &entry.tool_definition());
         record.origin = Some(Arc::new(ServerRef::clone(&entry.server)));

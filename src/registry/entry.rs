@@ -8,8 +8,9 @@
 //! | `tool_name` | S | the tool's name (key) |
 //! | `definition` | S | JSON: `{description, inputSchema, annotations, title?, outputSchema?}` |
 //! | `server_name` | S | the server it lives on |
-//! | `transport` | S | `http` \| `lambda` (`websocket`, `sse`, `stdio` are stored but not served yet) |
-//! | `url` | S | streamable-HTTP endpoint (http) |
+//! | `transport` | S | `http` \| `lambda` \| `websocket` \| `sse` \| `stdio` |
+//! | `url` | S | streamable-HTTP endpoint (http), `ws://`/`wss://` URL (websocket), SSE stream URL (sse) |
+//! | `command` | S | stdio: the key of a `[stdio_commands.NAME]` of the gateway's configuration — never a program itself |
 //! | `function_name`, `qualifier` | S | Lambda function and alias/version (lambda) |
 //! | `status` | S | `active` \| `inactive` |
 //! | `healthy` | BOOL | false hides the tool like `inactive` |
@@ -36,6 +37,10 @@ pub struct ServerRef {
     pub function: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qualifier: Option<String>,
+    /// stdio: the name of one of the gateway's `stdio_commands` (an allowlist: a registry
+    /// writer can pick a configured command, never supply one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// One registered tool.
@@ -93,6 +98,7 @@ impl RegistryEntry {
             ("url", &self.server.url),
             ("function_name", &self.server.function),
             ("qualifier", &self.server.qualifier),
+            ("command", &self.server.command),
         ] {
             if let Some(value) = value {
                 item.insert(key.to_string(), s(value));
@@ -116,6 +122,7 @@ impl RegistryEntry {
                 url: text("url"),
                 function: text("function_name"),
                 qualifier: text("qualifier"),
+                command: text("command"),
             },
             status: text("status").unwrap_or_else(|| "active".into()),
             healthy: item.get("healthy").and_then(|v| v.as_bool().ok()).copied().unwrap_or(true),
@@ -162,6 +169,7 @@ mod tests {
                 url: Some("http://x/mcp".into()),
                 function: None,
                 qualifier: None,
+                command: None,
             },
             status: "active".into(),
             healthy: true,

@@ -201,6 +201,9 @@ impl Outcome {
             UpstreamError::ResponseTooLarge { .. } => Category::ResponseTooLarge,
             UpstreamError::Protocol(_) => Category::UpstreamProtocol,
             UpstreamError::Unauthorized { .. } => Category::UpstreamAuth,
+            // A persistent connection refused for its credentials: an operator must act, as
+            // for an HTTP 401/403 (still not counted: nothing was sent).
+            UpstreamError::NotConnected { state: "needs_auth" } => Category::UpstreamAuth,
             UpstreamError::NotConnected { .. } => Category::UpstreamUnavailable,
             UpstreamError::CircuitOpen { .. } => Category::CircuitOpen,
             UpstreamError::Overloaded { .. } => Category::Overloaded,
@@ -303,5 +306,14 @@ mod tests {
         assert_eq!(Outcome::category_of_reply(-32010, internal), Category::UpstreamError);
         let big = Outcome::of(&Err(UpstreamError::ResponseTooLarge { limit: 10 }), true);
         assert!(big.is_hard_failure() && !big.is_retryable());
+    }
+
+    #[test]
+    fn a_connection_waiting_for_credentials_is_an_auth_failure_the_others_are_unavailable() {
+        let category = |state| Outcome::category_of(&UpstreamError::NotConnected { state });
+        assert_eq!(category("needs_auth"), Category::UpstreamAuth);
+        for state in ["connecting", "reconnecting", "failed", "disabled"] {
+            assert_eq!(category(state), Category::UpstreamUnavailable, "{state}");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Operator endpoints, answered only to loopback peers (the sidecar's own task):
-//! `GET /admin/breakers`, `POST /admin/breakers/{server}/open`, `POST /admin/breakers/{server}/close`.
+//! `GET /admin/breakers`, `POST /admin/breakers/{server}/open`, `POST /admin/breakers/{server}/close`,
+//! `GET /admin/connections`.
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
 
@@ -27,6 +28,21 @@ pub async fn breakers(
     }
     let all = gateway.all_upstreams();
     let report: BTreeMap<&str, Value> = all.iter().map(|u| (u.name.as_ref(), u.breaker.report())).collect();
+    Json(report).into_response()
+}
+
+/// `GET /admin/connections`: every persistent connection (WebSocket, SSE, stdio), its state
+/// and history.
+pub async fn connections(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return forbidden();
+    }
+    let all = gateway.all_upstreams();
+    let report: BTreeMap<&str, Value> =
+        all.iter().filter_map(|u| Some((u.name.as_ref(), u.connection.as_ref()?.report()))).collect();
     Json(report).into_response()
 }
 

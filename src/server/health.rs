@@ -21,10 +21,22 @@ pub async fn healthz() -> Response {
 /// `ready_min_tools` tools (default 1), else 503; a JSON reason either way. A gateway whose
 /// every upstream failed at start has nothing to serve, so it is not ready; it becomes ready
 /// by itself when a refresh brings tools in. A server whose breaker is open still counts: its
-/// tools come back within seconds, and readiness must not flap with every breaker.
+/// tools come back within seconds, and readiness must not flap with every breaker. The same
+/// goes for a persistent connection that is `connecting` or `reconnecting`; one that is
+/// `failed`, `needs_auth` or `disabled` will not be back within seconds, so its tools are not
+/// counted (reported as `tools_unreachable`).
 pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     let (loaded, mut report) = gateway.readiness_report();
-    let tools = gateway.catalog().snapshot().len();
+    let unreachable = gateway.unreachable_servers();
+    let snapshot = gateway.catalog().snapshot();
+    let tools = if unreachable.is_empty() {
+        snapshot.len()
+    } else {
+        let down = snapshot.tools().iter().filter(|t| unreachable.contains(&t.server)).count();
+        report["tools_unreachable"] = json!(down);
+        snapshot.len() - down
+    };
+    report["tools"] = json!(tools);
     let minimum = gateway.config.ready_min_tools;
     let ready = loaded && tools >= minimum;
     report["ready"] = json!(ready);

@@ -28,6 +28,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/admin/breakers", get(admin::breakers))
         .route("/admin/breakers/{server}/{action}", post(admin::breaker_action))
+        .route("/admin/connections", get(admin::connections))
         .route("/admin/registry", get(admin::registry))
         .route("/admin/registry/refresh", post(admin::registry_refresh))
         .route("/admin/registry/drift", get(admin::registry_drift))

@@ -84,6 +84,14 @@ pub struct Metrics {
     pub registry_refresh_duration: HistogramVec,
     /// `mcp_gateway_registry_drift_tools{server,kind}` (`added`/`removed`/`schema_changed`)
     pub registry_drift: IntGaugeVec,
+    /// `mcp_gateway_upstream_connection_state{server,state}`: 1 for the current state of a
+    /// persistent connection, 0 for the others
+    pub upstream_connection_state: IntGaugeVec,
+    /// `mcp_gateway_upstream_reconnects_total{server}`: connection attempts after the first
+    pub upstream_reconnects: IntCounterVec,
+    /// `mcp_gateway_upstream_dropped_messages_total{server,reason}` (`unknown_id` / `invalid`
+    /// / `progress_overflow`): messages from a persistent connection that were dropped
+    pub upstream_dropped_messages: IntCounterVec,
     /// Tools (`tool\0server`) and servers whose series exist already.
     initialised: std::sync::Arc<Mutex<HashSet<String>>>,
 }
@@ -320,6 +328,24 @@ impl Metrics {
                 "tools differing between the registry and the server's live tools/list",
                 &["server", "kind"],
             ),
+            upstream_connection_state: gauges(
+                &r,
+                "mcp_gateway_upstream_connection_state",
+                "state of each persistent upstream connection (1 = current state)",
+                &["server", "state"],
+            ),
+            upstream_reconnects: counters(
+                &r,
+                "mcp_gateway_upstream_reconnects_total",
+                "connection attempts to persistent upstreams after the first",
+                &["server"],
+            ),
+            upstream_dropped_messages: counters(
+                &r,
+                "mcp_gateway_upstream_dropped_messages_total",
+                "messages from persistent upstreams dropped: answers to no call, invalid JSON-RPC, progress overflow",
+                &["server", "reason"],
+            ),
             registry: r,
             initialised: Default::default(),
         };
@@ -366,6 +392,12 @@ impl Metrics {
             }
             for outcome in ["success", "failure"] {
                 self.registry_refreshes.with_label_values(&[server, outcome]);
+            }
+            if matches!(transport, "websocket" | "sse" | "stdio") {
+                self.upstream_reconnects.with_label_values(&[server]);
+                for reason in ["unknown_id", "invalid", "progress_overflow"] {
+                    self.upstream_dropped_messages.with_label_values(&[server, reason]);
+                }
             }
         }
         for (tool, server) in tools {

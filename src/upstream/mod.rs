@@ -6,9 +6,11 @@
 //! is decided by [`crate::resilience::classify`], not here.
 
 pub mod channel;
+pub mod connection;
 pub mod http;
 pub mod lambda;
 pub mod legacy_sse;
+pub mod stdio;
 pub mod websocket;
 
 use std::{
