@@ -209,3 +209,157 @@ fn a_websocket_upgrade_refused_puts_the_server_in_needs_auth_and_the_configured_
     let answer = gateway.call("add", json!({"a": 1, "b": 1}));
     assert_eq!(structured(&answer)["result"], 2, "{answer}");
 }
+
+/// A scratch directory removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("mcp-gateway-{name}-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn openssl(args: &[&str]) {
+    let output = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run openssl (scripts/install-test-deps.sh installs it): {e}"));
+    assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// A private CA (`ca.pem`) and a certificate for 127.0.0.1 signed by it (`server.pem`/`.key`).
+fn private_ca(dir: &Scratch) {
+    let p = |n: &str| dir.path(n);
+    openssl(
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ws test CA"]
+            .into_iter()
+            .chain([
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign",
+            ])
+            .chain(["-keyout", &p("ca.key"), "-out", &p("ca.pem")])
+            .collect::<Vec<_>>(),
+    );
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        &p("server.key"),
+        "-out",
+        &p("server.csr"),
+    ]);
+    std::fs::write(
+        p("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &p("server.csr"),
+        "-CA",
+        &p("ca.pem"),
+        "-CAkey",
+        &p("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &p("server.ext"),
+        "-out",
+        &p("server.pem"),
+    ]);
+}
+
+#[test]
+fn wss_is_verified_against_the_trust_store_reqwest_uses() {
+    let dir = Scratch::new("wss");
+    private_ca(&dir);
+    let port = free_port();
+    let _ws = python_ws_server_with(port, &["--tls", &dir.path("server.pem"), &dir.path("server.key")]);
+    let url = format!("wss://127.0.0.1:{port}/ws");
+    let server = format!("[servers.ws]\ntransport = \"websocket\"\nurl = \"{url}\"\n{QUICK}\n");
+
+    // The private CA trusted the way the HTTP client trusts it (SSL_CERT_FILE): it connects.
+    let gateway = Gateway::start(&server, &[("SSL_CERT_FILE", &dir.path("ca.pem"))]);
+    wait_for("the server's tools", || gateway.tool_names().iter().any(|n| n == "add"));
+    let sum = gateway.call("add", json!({"a": 40, "b": 2}));
+    assert_eq!(structured(&sum)["result"], 42, "{sum}");
+    assert_eq!(connections(&gateway)["ws"]["target"], url);
+    drop(gateway);
+
+    // Another CA trusted instead: no connection, and the reason says why.
+    let other = Scratch::new("wss-other");
+    private_ca(&other);
+    let config = format!("ready_min_tools = 0\n{server}");
+    let gateway = Gateway::start(&config, &[("SSL_CERT_FILE", &other.path("ca.pem"))]);
+    wait_for("a refused certificate", || connections(&gateway)["ws"]["last_error"].is_string());
+    let report = connections(&gateway);
+    let reason = report["ws"]["last_error"].as_str().unwrap();
+    assert!(reason.contains("invalid peer certificate"), "{report}");
+    assert_ne!(report["ws"]["state"], "ready", "{report}");
+}
+
+#[test]
+fn registry_entries_name_websocket_and_sse_servers_by_url() {
+    let (ws_port, every_port) = (free_port(), free_port());
+    let _ws = python_ws_server(ws_port, None);
+    let _every = everything_sse_server(every_port);
+    let (_dynamo, port) = dynamodb_local();
+    let env = vec![
+        ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
+        ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{port}")),
+    ];
+    registry_cli(&env, &["create-table"]);
+    let entries = [
+        (
+            "add",
+            json!({"name": "ws", "transport": "websocket", "url": format!("ws://127.0.0.1:{ws_port}/ws")}),
+        ),
+        (
+            "echo",
+            json!({"name": "every", "transport": "sse", "url": format!("http://127.0.0.1:{every_port}/sse")}),
+        ),
+    ];
+    for (tool, server) in entries {
+        let path = std::env::temp_dir().join(format!("ws-sse-entry-{}-{tool}.json", std::process::id()));
+        let entry =
+            json!({"name": tool, "description": tool, "inputSchema": {"type": "object"}, "server": server});
+        std::fs::write(&path, entry.to_string()).unwrap();
+        registry_cli(&env, &["put", path.to_str().unwrap()]);
+        let _ = std::fs::remove_file(path);
+    }
+    let config = format!(
+        "refresh_interval_secs = 1\nready_min_tools = 2\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{port}\"\n"
+    );
+    let gateway = Gateway::start(&config, &[]);
+    let sum = gateway.call("add", json!({"a": 5, "b": 6}));
+    assert_eq!(structured(&sum)["result"], 11, "{sum}");
+    let echo = gateway.call("echo", json!({"message": "from the registry"}));
+    assert_eq!(echo["result"]["content"][0]["text"], "Echo: from the registry", "{echo}");
+    let report = connections(&gateway);
+    assert_eq!(report["ws"]["transport"], "websocket", "{report}");
+    assert_eq!(report["every"]["transport"], "sse", "{report}");
+    assert_eq!(report["ws"]["state"], "ready", "{report}");
+    assert_eq!(report["every"]["state"], "ready", "{report}");
+}

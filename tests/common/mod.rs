@@ -507,11 +507,14 @@ fn ready_peer(name: &str, mut command: Command) -> Proc {
 /// The Python SDK 1.x WebSocket server (`tests/peers/python_ws_server.py`: tools `add`,
 /// `shout`, `blob`) on ws://127.0.0.1:`port`/ws; with `token`, the upgrade needs it as a bearer.
 pub fn python_ws_server(port: u16, token: Option<&str>) -> Proc {
+    python_ws_server_with(port, token.map(|t| vec!["--token", t]).unwrap_or_default().as_slice())
+}
+
+/// [`python_ws_server`] with its command-line options (`--token T`, `--tls CERT KEY`).
+pub fn python_ws_server_with(port: u16, options: &[&str]) -> Proc {
     let mut command = Command::new(python_ws());
     command.arg("-W").arg("ignore").arg(peers_dir().join("python_ws_server.py")).arg(port.to_string());
-    if let Some(token) = token {
-        command.args(["--token", token]);
-    }
+    command.args(options);
     ready_peer("python-ws-server (SDK 1.x)", command)
 }
 

@@ -1,6 +1,6 @@
 """A Python MCP SDK 1.x WebSocket server for the gateway's integration tests.
 
-Usage: python_ws_server.py PORT [--token TOKEN]
+Usage: python_ws_server.py PORT [--token TOKEN] [--tls CERT KEY]
 
 Runs in tests/peers/.venv-ws (SDK 1.x: WebSocket was dropped in 2.x). Serves the SDK's own
 WebSocket server transport (`mcp.server.websocket.websocket_server`, subprotocol `mcp`) on
@@ -8,6 +8,7 @@ ws://127.0.0.1:PORT/ws, in front of a FastMCP app with three tools: `add(a, b) -
 `shout(text) -> str` and `blob(size) -> str` (`size` times "x", for size limits).
 `--token`: the upgrade needs `Authorization: Bearer TOKEN`; without it the server answers
 HTTP 401 (the ASGI WebSocket denial response), before any WebSocket is accepted.
+`--tls CERT KEY`: serve wss:// with that certificate chain and key (PEM files).
 
 Readiness: prints `READY <port>` on stdout (flushed) once the socket is listening; uvicorn's
 own log goes to stderr.
@@ -95,6 +96,8 @@ async def _serve(args: argparse.Namespace) -> None:
         ws="websockets-sansio",
         # The gateway's keepalive is under test: the server's own pings stay out of the way.
         ws_ping_interval=None,
+        ssl_certfile=args.tls[0] if args.tls else None,
+        ssl_keyfile=args.tls[1] if args.tls else None,
     )
     await _Uvicorn(config).serve()
 
@@ -103,6 +106,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("port", type=int)
     parser.add_argument("--token", default=None)
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None)
     anyio.run(_serve, parser.parse_args())
 
 
