@@ -363,3 +363,38 @@ fn registry_entries_name_websocket_and_sse_servers_by_url() {
     assert_eq!(report["ws"]["state"], "ready", "{report}");
     assert_eq!(report["every"]["state"], "ready", "{report}");
 }
+
+#[test]
+fn oversized_websocket_and_sse_messages_are_refused_while_read_not_buffered() {
+    let (ws_port, py_port) = (free_port(), free_port());
+    let _ws = python_ws_server(ws_port, None);
+    let _py = python_sse_server(py_port, None);
+    let limit = "max_response_bytes = 1048576";
+    let config = format!(
+        "{}{}",
+        ws_server_config("ws", ws_port, &format!("{limit}\n{QUICK}")),
+        sse_server_config("pysse", py_port, &format!("{limit}\n{QUICK}"))
+    );
+    let gateway = Gateway::start(&config, &[]);
+    wait_for("both servers' tools", || gateway.tool_names().iter().any(|n| n == "pysse__blob"));
+    let pid = gateway.proc.child.id();
+    let baseline = peak_rss_kib(pid);
+    // 40 MB of text, twice in the answer (content and structuredContent): an 80 MB message.
+    for tool in ["ws__blob", "pysse__blob"] {
+        let answer = gateway.call(tool, json!({"size": 40_000_000}));
+        let data = expect_error(&answer, -32000, "response_too_large");
+        assert_eq!(data["retryable"], false, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("1048576-byte limit"), "{tool}: {message}");
+    }
+    let peak = peak_rss_kib(pid);
+    eprintln!("gateway VmHWM: {baseline} KiB before two 80 MB messages, {peak} KiB after");
+    // Buffering either message would add 80 MB; the limit is 1 MiB a message.
+    assert!(peak < baseline + 32 * 1024, "peak RSS {peak} KiB (before: {baseline} KiB)");
+    // Both connections come back and serve ordinary answers.
+    for server in ["ws", "pysse"] {
+        wait_for("the connection back", || state_of(&gateway, server) == "ready");
+        let small = gateway.call(&format!("{server}__blob"), json!({"size": 10}));
+        assert_eq!(small["result"]["content"][0]["text"], "xxxxxxxxxx", "{small}");
+    }
+}
