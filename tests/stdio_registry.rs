@@ -29,9 +29,12 @@ fn stdio_tool(name: &str, server: &str, command: &str) -> Value {
 #[test]
 fn registry_stdio_entries_start_only_allowlisted_commands() {
     let (_dynamo, port) = dynamodb_local();
+    // Generous DynamoDB timeouts: DynamoDB Local on a loaded machine is slow, and its speed
+    // is not what this test is about.
     let env = vec![
         ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
         ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{port}")),
+        ("MCP_GATEWAY_REGISTRY__DYNAMODB_TIMEOUT_MS", "30000".to_string()),
     ];
     registry_cli(&env, &["create-table"]);
 
@@ -60,7 +63,7 @@ fn registry_stdio_entries_start_only_allowlisted_commands() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("needs a command"), "{refused:?}");
 
     let config = format!(
-        "refresh_interval_secs = 1\nready_min_tools = 2\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{port}\"\n\n[stdio_commands.peer]\ncommand = \"python3\"\nargs = [{:?}, {:?}]\n",
+        "refresh_interval_secs = 1\nready_min_tools = 2\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{port}\"\n[registry]\ndynamodb_timeout_ms = 30000\n\n[stdio_commands.peer]\ncommand = \"python3\"\nargs = [{:?}, {:?}]\n",
         peers_dir().join("stdio_peer.py").display().to_string(),
         events.display().to_string(),
     );

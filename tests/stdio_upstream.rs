@@ -126,7 +126,7 @@ fn server_everything_over_stdio_is_listed_called_and_heard() {
 #[test]
 fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
     let events = events_file("lying");
-    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], "timeout_ms = 1500"));
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], "timeout_ms = 2500"));
     let gateway = Gateway::start(&config, &[]);
     let first = gateway.call("ok", json!({}));
     let pid = structured(&first)["pid"].as_u64().unwrap() as u32;
@@ -177,6 +177,60 @@ fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
 }
 
 #[test]
+fn a_child_gets_its_own_env_and_none_of_the_gateways() {
+    let events = events_file("environ");
+    let config = format!(
+        "ready_min_tools = 1\n{}",
+        peer_server("peer", &events, &[], "env = { PEER_SETTING = \"peer-setting-7f3a\" }")
+    );
+    // The gateway's environment holds credentials (here the test AWS keys every test gateway
+    // gets, and a header secret); none of it may reach a child.
+    let gateway =
+        Gateway::start(&config, &[("MCP_GATEWAY_SERVERS__PEER__HEADERS__AUTHORIZATION", "Bearer s3cret")]);
+    let answer = gateway.call("environ", json!({}));
+    let seen = structured(&answer);
+    assert_eq!(seen["PEER_SETTING"], "peer-setting-7f3a", "{answer}");
+    let names: Vec<&str> = seen["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(names.contains(&"PATH"), "{names:?}");
+    for leaked in
+        ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "MCP_GATEWAY_SERVERS__PEER__HEADERS__AUTHORIZATION"]
+    {
+        assert!(!names.contains(&leaked), "{leaked} reached the child: {names:?}");
+    }
+    // Nor is a configured env value ever logged.
+    assert!(!gateway.proc.output().contains("peer-setting-7f3a"), "{}", gateway.proc.output());
+}
+
+#[test]
+fn a_child_flooding_its_stderr_is_logged_cut_and_rate_limited() {
+    let events = events_file("shout");
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], ""));
+    let gateway = Gateway::start(&config, &[]);
+    let answer = gateway.call("shout", json!({}));
+    assert_eq!(structured(&answer)["ok"], true, "{answer}");
+    let shouted = |output: &str| -> Vec<Value> {
+        output
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| {
+                v["message"] == "upstream stderr"
+                    && v["stderr"].as_str().is_some_and(|s| s.starts_with("EEE"))
+            })
+            .collect()
+    };
+    wait_for("the first shouted line in the log", || !shouted(&gateway.proc.output()).is_empty());
+    let lines = shouted(&gateway.proc.output());
+    for line in &lines {
+        assert_eq!(line["server"], "peer");
+        let text = line["stderr"].as_str().unwrap();
+        assert!(text.len() <= 1024 + '…'.len_utf8() && text.ends_with('…'), "not cut: {} bytes", text.len());
+    }
+    // 1000 lines written at once; at most 20 a second reach the log.
+    assert!(lines.len() < 1000, "no rate limit: {} lines logged", lines.len());
+    assert_eq!(state_of(&gateway, "peer"), "ready");
+}
+
+#[test]
 fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     let events = events_file("dies");
     let extra =
@@ -193,6 +247,14 @@ fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     wait_for("the connection ready again", || state_of(&gateway, "peer") == "ready");
     let second = structured(&gateway.call("ok", json!({})))["pid"].as_u64().unwrap() as u32;
     assert_ne!(first, second);
+    // The restarted child's tools are listed again at once (the interval is 300 s).
+    wait_for("a tools/list of the restarted child", || {
+        metric(
+            &gateway.metrics(),
+            "mcp_gateway_registry_refresh_total",
+            &["server=\"peer\"", "outcome=\"success\""],
+        ) >= 2.0
+    });
     assert!(!process_exists(first), "the dead child was not reaped");
 
     // One line over max_response_bytes: that call is `response_too_large`, the child goes.

@@ -160,7 +160,7 @@ impl Gateway {
             .collect();
         let dynamic = dynamic_registry(&config, &metrics).await?;
         let registry = Registry::new(Arc::new(Catalog::new(routes)), dynamic);
-        Ok(Arc::new(Self {
+        let gateway = Arc::new(Self {
             registry,
             upstreams,
             dynamic_upstreams: RwLock::default(),
@@ -175,7 +175,28 @@ impl Gateway {
             default_tool: ToolConfig::default(),
             shared_breakers,
             config,
-        }))
+        });
+        gateway.refresh_on_recovery();
+        Ok(gateway)
+    }
+
+    /// A persistent server that comes back (a restarted child, a reconnected socket) may
+    /// serve other tools than before, or was never listed: its recovery refreshes at once
+    /// instead of waiting for the refresh interval or the failure backoff.
+    fn refresh_on_recovery(self: &Arc<Self>) {
+        for upstream in self.upstreams.values().filter(|u| u.config.discover) {
+            let Some(connection) = &upstream.connection else { continue };
+            let mut recoveries = connection.recoveries();
+            let gateway = Arc::downgrade(self);
+            let server = upstream.name.clone();
+            tokio::spawn(async move {
+                while recoveries.next().await {
+                    let Some(gateway) = gateway.upgrade() else { break };
+                    tracing::info!(server = %server, "persistent upstream recovered; refreshing its tools");
+                    gateway.refresh_forced.notify_one();
+                }
+            });
+        }
     }
 
     /// The server stack a tool's calls go through: a configured server, or one built from the

@@ -172,12 +172,29 @@ pub struct Connection {
     owner: Arc<StopOnDrop>,
 }
 
-struct StopOnDrop(watch::Sender<bool>);
+struct StopOnDrop(watch::Sender<Stop>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        let _ = self.0.send(true);
+        self.0.send_if_modified(|stop| {
+            let first = *stop == Stop::Running;
+            if first {
+                *stop = Stop::Dropped;
+            }
+            first
+        });
     }
+}
+
+/// What the supervisor is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Running,
+    /// Gateway shutdown: the server ends `disabled`, as its metric says.
+    Shutdown,
+    /// Every handle is gone (a registry server's stack replaced): its successor under the
+    /// same name owns the state metric from now on, so the last transition leaves it alone.
+    Dropped,
 }
 
 struct Shared {
@@ -214,7 +231,7 @@ impl Connection {
             next_id: AtomicU64::new(1),
             metrics,
         });
-        let (stop_tx, stop_rx) = watch::channel(false);
+        let (stop_tx, stop_rx) = watch::channel(Stop::Running);
         tracing::info!(
             server = %shared.settings.server,
             transport = shared.settings.transport,
@@ -247,12 +264,49 @@ impl Connection {
         })
     }
 
+    /// The moments the server's tools may have changed or are not known yet: each time the
+    /// connection becomes ready after an outage, or after its first attempts failed.
+    pub fn recoveries(&self) -> Recoveries {
+        let status = self.shared.status.subscribe();
+        let seen = status.borrow().connects;
+        Recoveries { status, seen }
+    }
+
     /// Stops the connection (for stdio: SIGTERM, then kill after the grace) and waits until
     /// it is down, at most `within`.
     pub async fn shutdown(&self, within: Duration) {
-        let _ = self.owner.0.send(true);
+        let _ = self.owner.0.send(Stop::Shutdown);
         let mut status = self.shared.status.subscribe();
         let _ = tokio::time::timeout(within, status.wait_for(|s| s.state == ConnectionState::Disabled)).await;
+    }
+}
+
+/// See [`Connection::recoveries`].
+pub struct Recoveries {
+    status: watch::Receiver<Status>,
+    /// Connections counted so far.
+    seen: u64,
+}
+
+impl Recoveries {
+    /// Waits for the next recovery; `false` once the connection is gone for good.
+    pub async fn next(&mut self) -> bool {
+        loop {
+            if self.status.changed().await.is_err() {
+                return false;
+            }
+            let status = self.status.borrow_and_update();
+            if status.state == ConnectionState::Disabled {
+                return false;
+            }
+            if status.state == ConnectionState::Ready && status.connects > self.seen {
+                let recovered = status.connects > 1 || status.failed_attempts > 0;
+                self.seen = status.connects;
+                if recovered {
+                    return true;
+                }
+            }
+        }
     }
 }
 
@@ -295,6 +349,16 @@ impl Shared {
     /// Moves to `state`, logging the transition (only transitions: a failure that keeps the
     /// state is logged at debug).
     fn transition(&self, state: ConnectionState, reason: Option<String>, update: impl FnOnce(&mut Status)) {
+        self.transition_inner(state, reason, true, update)
+    }
+
+    fn transition_inner(
+        &self,
+        state: ConnectionState,
+        reason: Option<String>,
+        set_metric: bool,
+        update: impl FnOnce(&mut Status),
+    ) {
         let mut from = state;
         self.status.send_modify(|status| {
             from = status.state;
@@ -307,7 +371,9 @@ impl Shared {
             }
             update(status);
         });
-        self.metrics.set(state);
+        if set_metric {
+            self.metrics.set(state);
+        }
         let server = &*self.settings.server;
         let transport = self.settings.transport;
         let reason = reason.as_deref();
@@ -488,14 +554,14 @@ impl Drop for CallGuard<'_> {
 }
 
 /// The supervisor: connect, serve, reconnect with backoff, until stopped.
-async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<Stop>) {
     let settings = shared.settings.reconnect;
     let mut backoff = settings.initial;
     let mut failing_since: Option<Instant> = None;
     let mut ever_ready = false;
     let mut attempts: u64 = 0;
     loop {
-        if *stop.borrow() {
+        if *stop.borrow() != Stop::Running {
             break;
         }
         attempts += 1;
@@ -578,7 +644,8 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         live.close();
         live.wait_closed(Duration::from_secs(60)).await;
     }
-    shared.transition(ConnectionState::Disabled, None, |s| s.first_attempt_done = true);
+    let replaced = *stop.borrow() == Stop::Dropped;
+    shared.transition_inner(ConnectionState::Disabled, None, !replaced, |s| s.first_attempt_done = true);
 }
 
 /// The current delay, jittered by ±20%; doubles the next one up to `max`.
@@ -589,8 +656,8 @@ fn next_backoff(backoff: &mut Duration, max: Duration) -> Duration {
 }
 
 /// Resolves once a stop is asked for (or every owner is gone).
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
+async fn stopped(stop: &mut watch::Receiver<Stop>) {
+    let _ = stop.wait_for(|s| *s != Stop::Running).await;
 }
 
 /// One open connection: its pending calls and the task reading it.

@@ -15,6 +15,8 @@ Tools (session era, no annotations, so the gateway never retries them):
   garbage   writes lines that are not JSON-RPC, and no answer
   hang      never answers
   big       answers with one line of 100 KB
+  environ   answers {"names": [names of its environment variables], "PEER_SETTING": value}
+  shout     writes 1000 stderr lines of 3000 bytes each, then answers like `ok`
   ask       sends the gateway a `ping` and a `roots/list` request, waits for both
             answers, and returns them as structuredContent {"ping": …, "roots": …}
 """
@@ -48,7 +50,7 @@ def result(id_, structured):
 
 TOOLS = [
     {"name": name, "description": f"stdio peer tool {name}", "inputSchema": {"type": "object"}}
-    for name in ["ok", "die", "wrong_id", "garbage", "hang", "big", "ask"]
+    for name in ["ok", "die", "wrong_id", "garbage", "hang", "big", "shout", "environ", "ask"]
 ]
 
 
@@ -105,6 +107,12 @@ def main():
                 sys.stdout.flush()
             elif name == "hang":
                 pass
+            elif name == "environ":
+                result(id_, {"names": sorted(os.environ), "PEER_SETTING": os.environ.get("PEER_SETTING")})
+            elif name == "shout":
+                sys.stderr.write(("E" * 3000 + "\n") * 1000)
+                sys.stderr.flush()
+                result(id_, {"ok": True, "pid": PID})
             elif name == "big":
                 result(id_, {"blob": "x" * 100_000})
             elif name == "ask":
