@@ -50,6 +50,7 @@ fn sse(url: &str, headers: HeaderMap) -> LegacySseConnector {
         url: url.parse().unwrap(),
         headers,
         connect_timeout: Duration::from_secs(10),
+        post_timeout: Duration::from_secs(30),
         max_message_bytes: LIMIT,
     })
     .unwrap()

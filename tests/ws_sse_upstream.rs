@@ -369,7 +369,8 @@ fn oversized_websocket_and_sse_messages_are_refused_while_read_not_buffered() {
     let (ws_port, py_port) = (free_port(), free_port());
     let _ws = python_ws_server(ws_port, None);
     let _py = python_sse_server(py_port, None);
-    let limit = "max_response_bytes = 1048576";
+    // Generous times: the server takes a while to build 80 MB, and speed is not under test.
+    let limit = "max_response_bytes = 1048576\ntimeout_ms = 30000\ndeadline_ms = 60000";
     let config = format!(
         "{}{}",
         ws_server_config("ws", ws_port, &format!("{limit}\n{QUICK}")),
@@ -379,21 +380,30 @@ fn oversized_websocket_and_sse_messages_are_refused_while_read_not_buffered() {
     wait_for("both servers' tools", || gateway.tool_names().iter().any(|n| n == "pysse__blob"));
     let pid = gateway.proc.child.id();
     let baseline = peak_rss_kib(pid);
+    let listed = |server: &str| {
+        let filter = format!("server=\"{server}\"");
+        metric(&gateway.metrics(), "mcp_gateway_registry_refresh_total", &[&filter, "outcome=\"success\""])
+    };
     // 40 MB of text, twice in the answer (content and structuredContent): an 80 MB message.
-    for tool in ["ws__blob", "pysse__blob"] {
+    for (tool, server) in [("ws__blob", "ws"), ("pysse__blob", "pysse")] {
+        let before = listed("pysse");
         let answer = gateway.call(tool, json!({"size": 40_000_000}));
         let data = expect_error(&answer, -32000, "response_too_large");
         assert_eq!(data["retryable"], false, "{answer}");
         let message = answer["error"]["message"].as_str().unwrap();
         assert!(message.contains("1048576-byte limit"), "{tool}: {message}");
+        // The server's recovery re-lists every server: wait until that is over, so the next
+        // oversized answer is the only call on its connection (and so named as too large).
+        wait_for("the connection back and re-listed", || {
+            state_of(&gateway, server) == "ready" && listed("pysse") > before
+        });
     }
     let peak = peak_rss_kib(pid);
     eprintln!("gateway VmHWM: {baseline} KiB before two 80 MB messages, {peak} KiB after");
     // Buffering either message would add 80 MB; the limit is 1 MiB a message.
     assert!(peak < baseline + 32 * 1024, "peak RSS {peak} KiB (before: {baseline} KiB)");
-    // Both connections come back and serve ordinary answers.
+    // Both connections came back and serve ordinary answers.
     for server in ["ws", "pysse"] {
-        wait_for("the connection back", || state_of(&gateway, server) == "ready");
         let small = gateway.call(&format!("{server}__blob"), json!({"size": 10}));
         assert_eq!(small["result"]["content"][0]["text"], "xxxxxxxxxx", "{small}");
     }

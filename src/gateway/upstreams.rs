@@ -197,6 +197,7 @@ fn connector(name: &str, server: &ServerConfig, config: &Config) -> anyhow::Resu
                 url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
                 headers: static_headers(name, server)?,
                 connect_timeout: server.connect_timeout(&config.defaults),
+                post_timeout: server.timeout(&config.defaults),
                 max_message_bytes,
             };
             Box::new(LegacySseConnector::new(settings).map_err(|e| anyhow!("server {name}: {e}"))?)

@@ -17,8 +17,9 @@
 //!   [`ChannelEnd::MessageTooLarge`]. A `POST`'s answer body is only drained up to 64 KiB
 //!   (servers answer `202 Accepted`; the answer itself comes on the stream).
 //! - **Posting**: one `POST` at a time, in order (so `notifications/initialized` reaches the
-//!   server before the next request), each bounded by `connect_timeout` — the server only has
-//!   to accept it. Any 2xx is accepted. 401/403 ends the channel as broken and makes the next
+//!   server before the next request), each bounded by `post_timeout` (the server's attempt
+//!   timeout: the server only has to accept the message, but a busy one may take longer than
+//!   a connect to do so, and a failed `POST` drops the whole connection). Any 2xx is accepted. 401/403 ends the channel as broken and makes the next
 //!   [`Connector::connect`] report [`ConnectError::NeedsAuth`] (the credentials that were
 //!   refused are the ones it would send again); any other status or failure ends the channel
 //!   as [`ChannelEnd::Broken`] (a `404` is a session the server forgot, e.g. after a restart).
@@ -59,8 +60,10 @@ pub struct LegacySseSettings {
     pub url: Url,
     /// Static headers sent on the `GET` and on every `POST` (e.g. authorization). Never logged.
     pub headers: HeaderMap,
-    /// Bounds the `GET` until the `endpoint` event, and each `POST`.
+    /// Bounds the `GET` until the `endpoint` event.
     pub connect_timeout: Duration,
+    /// Bounds each `POST` (the server's attempt timeout).
+    pub post_timeout: Duration,
     /// Longest line or event accepted on the stream: the server's `max_response_bytes`.
     pub max_message_bytes: usize,
 }
@@ -192,7 +195,7 @@ fn spawn(connector: LegacySseConnector, opened: Opened) -> MessageChannel {
         client: connector.client.clone(),
         endpoint: opened.endpoint,
         headers: connector.settings.headers.clone(),
-        timeout: connector.settings.connect_timeout,
+        timeout: connector.settings.post_timeout,
         auth_refused: connector.auth_refused.clone(),
     };
     let writer = AbortOnDrop(tokio::spawn(poster.run(out_rx, failed_tx)));
