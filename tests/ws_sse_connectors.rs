@@ -241,6 +241,13 @@ async fn websocket_server_shutdown_closes_the_channel_with_its_close_frame() {
     assert!(matches!(refused, ConnectError::Unreachable(_)), "{refused:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_server_that_does_not_select_the_mcp_subprotocol_is_refused() {
+    let (_server, addr) = odd_ws_server();
+    let error = connect_error(&ws(&format!("ws://{addr}/ws"), HeaderMap::new())).await;
+    assert!(matches!(&error, ConnectError::Protocol(why) if why.contains("`mcp` subprotocol")), "{error:?}");
+}
+
 // --- HTTP+SSE (2024-11-05): server-everything and the Python SDK 2.x -----------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

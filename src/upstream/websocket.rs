@@ -7,7 +7,8 @@
 //! - **Subprotocol `mcp`** is requested on the upgrade, as the SDKs' WebSocket clients do; the
 //!   Python SDK's server always answers with it, and a client that did not ask must fail such
 //!   a handshake (RFC 6455), so asking is what makes it connect. A server that answers without
-//!   `mcp`, or with another subprotocol, is refused ([`ConnectError::Protocol`]).
+//!   `mcp`, or with another subprotocol, is refused ([`ConnectError::Protocol`]), as the
+//!   TypeScript SDK's client (Node's `ws`) and browsers refuse it: it is not an MCP endpoint.
 //! - **Bounded messages**: the library's own limits (`max_message_size` and `max_frame_size`,
 //!   both the server's `max_response_bytes`) refuse a frame by its header, before its payload is
 //!   buffered; a longer message ends the channel with [`ChannelEnd::MessageTooLarge`] after a

@@ -570,3 +570,12 @@ impl Proc {
         );
     }
 }
+
+/// `tests/peers/odd_ws_server.py`: a WebSocket echo server that selects no subprotocol.
+pub fn odd_ws_server() -> (Proc, SocketAddr) {
+    let mut command = Command::new(python_ws());
+    command.arg("-u").arg(peers_dir().join("odd_ws_server.py"));
+    let mut proc = Proc::spawn("odd_ws_server.py", command);
+    let addr = listen_addr(&mut proc);
+    (proc, addr)
+}
