@@ -41,6 +41,7 @@ fn registry_stdio_entries_start_only_allowlisted_commands() {
     let events =
         std::env::temp_dir().join(format!("mcp-gateway-stdio-registry-{}.events", std::process::id()));
     let _ = std::fs::remove_file(&events);
+    let _cleanup = tempfile_path::TempPath(events.clone());
 
     put(&env, &stdio_tool("ok", "peer", "peer"));
     // `touch` exists on PATH, and is not in stdio_commands.

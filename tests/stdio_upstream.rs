@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Gateway, expect_error, metric, peers_dir, structured, wait_for};
+use common::{Gateway, expect_error, metric, peers_dir, structured, tempfile_path::TempPath, wait_for};
 use serde_json::{Value, json};
 
 fn everything_entry() -> PathBuf {
@@ -27,11 +27,11 @@ fn peer_script() -> PathBuf {
     script
 }
 
-/// A fresh events file for one child.
-fn events_file(test: &str) -> PathBuf {
+/// A fresh events file for one child (removed when the test ends).
+fn events_file(test: &str) -> TempPath {
     let path = std::env::temp_dir().join(format!("mcp-gateway-stdio-{test}-{}.events", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    path
+    TempPath(path)
 }
 
 fn events(path: &Path) -> Vec<String> {
@@ -115,6 +115,7 @@ fn server_everything_over_stdio_is_listed_called_and_heard() {
         1.0
     );
     assert_eq!(metric(&metrics, "mcp_gateway_upstream_connection_state", &["server=\"every\""]), 1.0);
+    assert_eq!(metric(&metrics, "mcp_gateway_upstream_era", &["server=\"every\"", "era=\"session\""]), 1.0);
 
     let child = pid_in_log(&gateway, "every");
     assert!(process_exists(child));
@@ -126,7 +127,8 @@ fn server_everything_over_stdio_is_listed_called_and_heard() {
 #[test]
 fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
     let events = events_file("lying");
-    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], "timeout_ms = 2500"));
+    let events = &events.0;
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", events, &[], "timeout_ms = 2500"));
     let gateway = Gateway::start(&config, &[]);
     let first = gateway.call("ok", json!({}));
     let pid = structured(&first)["pid"].as_u64().unwrap() as u32;
@@ -161,13 +163,13 @@ fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
         3.0
     );
     // Every abandoned call was cancelled upstream, by the gateway's own id.
-    wait_for("three notifications/cancelled", || cancellations(&events) >= 3);
-    assert_eq!(cancellations(&events), 3, "{:?}", self::events(&events));
+    wait_for("three notifications/cancelled", || cancellations(events) >= 3);
+    assert_eq!(cancellations(events), 3, "{:?}", self::events(events));
 
     // Same child, still ready: no restart for any of it.
     let again = gateway.call("ok", json!({}));
     assert_eq!(structured(&again)["pid"].as_u64().unwrap() as u32, pid);
-    assert_eq!(spawns(&events), vec![pid]);
+    assert_eq!(spawns(events), vec![pid]);
     assert_eq!(state_of(&gateway, "peer"), "ready");
 
     // Requests the child sends the gateway are answered at once: ping with {}, the rest -32601.
@@ -177,11 +179,36 @@ fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
 }
 
 #[test]
+fn answers_out_of_order_reach_their_own_callers_whatever_ids_the_callers_used() {
+    let events = events_file("order");
+    let events = &events.0;
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", events, &[], ""));
+    let gateway = std::sync::Arc::new(Gateway::start(&config, &[]));
+    // Both callers use JSON-RPC id 1; the child answers the second call first.
+    let first = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || gateway.call("held", json!({})))
+    };
+    wait_for("the held call at the child", || self::events(events).iter().any(|l| l.starts_with("held ")));
+    let second = gateway.call("ok", json!({}));
+    let first = first.join().unwrap();
+    assert_eq!(second["id"], 1);
+    assert_eq!(structured(&second)["ok"], true, "{second}");
+    assert_eq!(first["id"], 1);
+    assert_eq!(structured(&first)["held"], true, "{first}");
+    // The child saw two different ids: the gateway's own, not the callers'.
+    let held_id =
+        self::events(events).iter().find_map(|l| l.strip_prefix("held ")?.parse::<u64>().ok()).unwrap();
+    assert_ne!(structured(&first)["released_by"].as_u64().unwrap(), held_id);
+}
+
+#[test]
 fn a_child_gets_its_own_env_and_none_of_the_gateways() {
     let events = events_file("environ");
+    let events = &events.0;
     let config = format!(
         "ready_min_tools = 1\n{}",
-        peer_server("peer", &events, &[], "env = { PEER_SETTING = \"peer-setting-7f3a\" }")
+        peer_server("peer", events, &[], "env = { PEER_SETTING = \"peer-setting-7f3a\" }")
     );
     // The gateway's environment holds credentials (here the test AWS keys every test gateway
     // gets, and a header secret); none of it may reach a child.
@@ -204,7 +231,8 @@ fn a_child_gets_its_own_env_and_none_of_the_gateways() {
 #[test]
 fn a_child_flooding_its_stderr_is_logged_cut_and_rate_limited() {
     let events = events_file("shout");
-    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], ""));
+    let events = &events.0;
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", events, &[], ""));
     let gateway = Gateway::start(&config, &[]);
     let answer = gateway.call("shout", json!({}));
     assert_eq!(structured(&answer)["ok"], true, "{answer}");
@@ -233,9 +261,10 @@ fn a_child_flooding_its_stderr_is_logged_cut_and_rate_limited() {
 #[test]
 fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     let events = events_file("dies");
+    let events = &events.0;
     let extra =
         "timeout_ms = 5000\nmax_response_bytes = 4096\nreconnect_initial_ms = 50\nreconnect_max_ms = 100";
-    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], extra));
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", events, &[], extra));
     let gateway = Gateway::start(&config, &[]);
     let first = structured(&gateway.call("ok", json!({})))["pid"].as_u64().unwrap() as u32;
 
@@ -243,7 +272,7 @@ fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     let answer = gateway.call("die", json!({}));
     let data = expect_error(&answer, -32000, "upstream_error");
     assert_eq!(data["attempts"], 1, "{answer}");
-    wait_for("a second child", || spawns(&events).len() == 2);
+    wait_for("a second child", || spawns(events).len() == 2);
     wait_for("the connection ready again", || state_of(&gateway, "peer") == "ready");
     let second = structured(&gateway.call("ok", json!({})))["pid"].as_u64().unwrap() as u32;
     assert_ne!(first, second);
@@ -260,10 +289,10 @@ fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     // One line over max_response_bytes: that call is `response_too_large`, the child goes.
     let answer = gateway.call("big", json!({}));
     expect_error(&answer, -32000, "response_too_large");
-    wait_for("a third child", || spawns(&events).len() == 3);
+    wait_for("a third child", || spawns(events).len() == 3);
     wait_for("the connection ready again", || state_of(&gateway, "peer") == "ready");
     let third = structured(&gateway.call("ok", json!({})))["pid"].as_u64().unwrap() as u32;
-    assert_eq!(spawns(&events), vec![first, second, third]);
+    assert_eq!(spawns(events), vec![first, second, third]);
     wait_for("the flooding child stopped", || !process_exists(second));
 
     let report = connections(&gateway);
@@ -282,9 +311,10 @@ fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
 #[test]
 fn calls_fail_fast_while_the_child_is_being_restarted() {
     let events = events_file("fast");
+    let events = &events.0;
     // A backoff far longer than the test: the state stays `reconnecting` until it ends.
     let extra = "reconnect_initial_ms = 600000\nreconnect_max_ms = 600000";
-    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", &events, &[], extra));
+    let config = format!("ready_min_tools = 1\n{}", peer_server("peer", events, &[], extra));
     let gateway = Gateway::start(&config, &[]);
     expect_error(&gateway.call("die", json!({})), -32000, "upstream_error");
     wait_for("the connection reconnecting", || state_of(&gateway, "peer") == "reconnecting");
@@ -293,7 +323,7 @@ fn calls_fail_fast_while_the_child_is_being_restarted() {
     let data = expect_error(&answer, -32000, "upstream_unavailable");
     assert_eq!(data["connection_state"], "reconnecting", "{answer}");
     assert_eq!(data["retryable"], true);
-    assert_eq!(spawns(&events).len(), 1, "no restart yet");
+    assert_eq!(spawns(events).len(), 1, "no restart yet");
 
     let metrics = gateway.metrics();
     let state = |s: &str| {
@@ -362,17 +392,19 @@ reconnect_slow_retry_ms = 600000
 #[test]
 fn shutdown_leaves_no_child_even_one_that_ignores_sigterm() {
     let polite = events_file("polite");
+    let polite = &polite.0;
     let stubborn = events_file("stubborn");
+    let stubborn = &stubborn.0;
     let config = format!(
         "ready_min_tools = 1\n[defaults]\nstdio_stop_grace_ms = 300\n\n{}\n{}",
-        peer_server("polite", &polite, &[], ""),
-        peer_server("stubborn", &stubborn, &["--ignore-sigterm"], "")
+        peer_server("polite", polite, &[], ""),
+        peer_server("stubborn", stubborn, &["--ignore-sigterm"], "")
     );
     let mut gateway = Gateway::start(&config, &[]);
     wait_for("both children ready", || {
         state_of(&gateway, "polite") == "ready" && state_of(&gateway, "stubborn") == "ready"
     });
-    let pids: Vec<u32> = spawns(&polite).into_iter().chain(spawns(&stubborn)).collect();
+    let pids: Vec<u32> = spawns(polite).into_iter().chain(spawns(stubborn)).collect();
     assert_eq!(pids.len(), 2);
     assert!(pids.iter().all(|p| process_exists(*p)));
 

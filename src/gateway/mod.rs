@@ -314,7 +314,8 @@ impl Gateway {
                 if let Some(connection) = &u.connection {
                     let connection_state = connection.state();
                     state["connection"] = json!(connection_state.as_str());
-                    if connection_state != crate::upstream::connection::ConnectionState::Ready {
+                    // Like an open breaker, a reconnect is expected to end within seconds.
+                    if connection_state.is_lasting() {
                         state["tools"] = json!("unavailable");
                         state["reason"] = json!(format!("connection {}", connection_state.as_str()));
                     }

@@ -140,6 +140,8 @@ struct Status {
 /// The metric handles of one server's connection.
 struct ConnectionMetrics {
     state: Vec<(ConnectionState, IntGauge)>,
+    /// `mcp_gateway_upstream_era`: these transports are session era.
+    era: [IntGauge; 2],
     reconnects: IntCounter,
     dropped: IntCounterVec,
 }
@@ -151,6 +153,10 @@ impl ConnectionMetrics {
                 .iter()
                 .map(|s| (*s, metrics.upstream_connection_state.with_label_values(&[server, s.as_str()])))
                 .collect(),
+            era: [
+                metrics.upstream_era.with_label_values(&[server, "session"]),
+                metrics.upstream_era.with_label_values(&[server, "2026-07-28"]),
+            ],
             reconnects: metrics.upstream_reconnects.with_label_values(&[server]),
             dropped: metrics.upstream_dropped_messages.clone(),
         }
@@ -158,6 +164,10 @@ impl ConnectionMetrics {
 
     /// The enum-state idiom: 1 for the current state, 0 for the others.
     fn set(&self, current: ConnectionState) {
+        if current == ConnectionState::Ready {
+            self.era[0].set(1);
+            self.era[1].set(0);
+        }
         for (state, gauge) in &self.state {
             gauge.set(i64::from(*state == current));
         }
@@ -1007,6 +1017,103 @@ mod tests {
         assert_eq!(connection.state(), ConnectionState::Ready);
         connection.shutdown(Duration::from_secs(5)).await;
         assert_eq!(connection.state(), ConnectionState::Disabled);
+    }
+
+    /// Refuses every connection, as `refusal` says, counting the attempts.
+    struct Refusing {
+        refusal: ConnectError,
+        attempts: Arc<AtomicU64>,
+    }
+
+    impl Connector for Refusing {
+        fn connect(
+            &self,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<MessageChannel, ConnectError>> + Send>>
+        {
+            self.attempts.fetch_add(1, Ordering::Relaxed);
+            let refusal = self.refusal.clone();
+            Box::pin(async move { Err(refusal) })
+        }
+
+        fn describe(&self) -> String {
+            "refusing".into()
+        }
+    }
+
+    fn quick(server: &str) -> ConnectionSettings {
+        ConnectionSettings {
+            server: server.into(),
+            transport: "websocket",
+            reconnect: ReconnectSettings {
+                initial: Duration::from_millis(1),
+                max: Duration::from_millis(2),
+                give_up_after: Duration::from_secs(3600),
+                slow_retry: Duration::from_secs(3600),
+            },
+            handshake_timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[tokio::test]
+    async fn refused_credentials_wait_for_the_slow_retry_while_an_outage_backs_off_quickly() {
+        let metrics = Metrics::new();
+        let auth_attempts = Arc::new(AtomicU64::new(0));
+        let down_attempts = Arc::new(AtomicU64::new(0));
+        let auth = Connection::start(
+            Box::new(Refusing {
+                refusal: ConnectError::NeedsAuth { status: 401 },
+                attempts: auth_attempts.clone(),
+            }),
+            quick("auth"),
+            &metrics,
+        );
+        let down = Connection::start(
+            Box::new(Refusing {
+                refusal: ConnectError::Unreachable("refused".into()),
+                attempts: down_attempts.clone(),
+            }),
+            quick("down"),
+            &metrics,
+        );
+        // While the unreachable server is retried 50 times on its 1-2 ms backoff, the one that
+        // refused the gateway's credentials is not tried again (its slow retry is an hour).
+        while down_attempts.load(Ordering::Relaxed) < 50 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(auth_attempts.load(Ordering::Relaxed), 1);
+        assert_eq!(auth.state(), ConnectionState::NeedsAuth);
+        assert_eq!(down.state(), ConnectionState::Connecting);
+        let refused = auth.clone().call(UpstreamRequest::new("tools/list", Map::new())).await;
+        assert!(matches!(refused, Err(UpstreamError::NotConnected { state: "needs_auth" })), "{refused:?}");
+        let gauge = |server: &str, state: &str| {
+            metrics.upstream_connection_state.with_label_values(&[server, state]).get()
+        };
+        assert_eq!((gauge("auth", "needs_auth"), gauge("auth", "connecting")), (1, 0));
+        assert_eq!(auth.report()["last_error"], "credentials refused (HTTP 401)");
+    }
+
+    #[tokio::test]
+    async fn an_outage_longer_than_the_give_up_time_ends_failed() {
+        let metrics = Metrics::new();
+        let mut settings = quick("gone");
+        settings.reconnect.give_up_after = Duration::from_millis(20);
+        let attempts = Arc::new(AtomicU64::new(0));
+        let connection = Connection::start(
+            Box::new(Refusing {
+                refusal: ConnectError::Unreachable("refused".into()),
+                attempts: attempts.clone(),
+            }),
+            settings,
+            &metrics,
+        );
+        let mut status = connection.shared.status.subscribe();
+        let _ = status.wait_for(|s| s.state == ConnectionState::Failed).await;
+        let tried = attempts.load(Ordering::Relaxed);
+        assert!(tried >= 2, "{tried}");
+        let refused = connection.clone().call(UpstreamRequest::new("tools/list", Map::new())).await;
+        assert!(matches!(refused, Err(UpstreamError::NotConnected { state: "failed" })), "{refused:?}");
+        connection.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(attempts.load(Ordering::Relaxed), tried, "a failed server waits for its slow retry");
     }
 
     #[test]

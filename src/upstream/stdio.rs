@@ -11,7 +11,8 @@
 //!   reach the log (as `warn` lines with the server's name), the rest are counted in the
 //!   next line that gets through.
 //! - **No orphans**: the child runs in its own process group, gets `SIGKILL` if the gateway
-//!   dies (`PR_SET_PDEATHSIG`, Linux), and is stopped with `SIGTERM` to its group, then
+//!   dies (`PR_SET_PDEATHSIG`, Linux; tied to the spawning thread, a runtime thread that lives
+//!   as long as the gateway), and is stopped with `SIGTERM` to its group, then
 //!   `SIGKILL` after `stdio_stop_grace_ms`, when the connection is closed (shutdown,
 //!   reconnect, stack dropped). After the child exits, whatever it left in its group is
 //!   killed. `kill_on_drop` is the last resort.

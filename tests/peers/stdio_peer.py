@@ -15,6 +15,8 @@ Tools (session era, no annotations, so the gateway never retries them):
   garbage   writes lines that are not JSON-RPC, and no answer
   hang      never answers
   big       answers with one line of 100 KB
+  held      answers only after the next `ok` call, and after that call's answer (answers
+            out of request order); appends `held <id>` to EVENTS_FILE when it arrives
   environ   answers {"names": [names of its environment variables], "PEER_SETTING": value}
   shout     writes 1000 stderr lines of 3000 bytes each, then answers like `ok`
   ask       sends the gateway a `ping` and a `roots/list` request, waits for both
@@ -50,7 +52,7 @@ def result(id_, structured):
 
 TOOLS = [
     {"name": name, "description": f"stdio peer tool {name}", "inputSchema": {"type": "object"}}
-    for name in ["ok", "die", "wrong_id", "garbage", "hang", "big", "shout", "environ", "ask"]
+    for name in ["ok", "held", "die", "wrong_id", "garbage", "hang", "big", "shout", "environ", "ask"]
 ]
 
 
@@ -61,6 +63,7 @@ def main():
     sys.stderr.write(f"stdio-peer starting pid={PID}\n")
     sys.stderr.flush()
     asked = {}  # id of the pending `ask` call -> answers gathered so far
+    held = []  # ids of `held` calls waiting for the next `ok`
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -94,6 +97,12 @@ def main():
             name = message["params"]["name"]
             if name == "ok":
                 result(id_, {"ok": True, "pid": PID})
+                for waiting in held:
+                    result(waiting, {"held": True, "released_by": id_})
+                held.clear()
+            elif name == "held":
+                held.append(id_)
+                event(f"held {id_}")
             elif name == "die":
                 sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"ty' % json.dumps(id_))
                 sys.stdout.flush()
