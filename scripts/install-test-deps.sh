@@ -9,6 +9,8 @@
 #     only when the venv is missing or requirements.txt changed since it was installed;
 #   * the Python MCP SDK 1.x (its WebSocket server transport, gone in 2.x) pinned in
 #     tests/peers/requirements-ws.txt, in its own tests/peers/.venv-ws, likewise.
+#   * the model API SDKs (botocore, anthropic, openai, google-genai) pinned in
+#     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
 # working directory.
 set -euo pipefail
@@ -116,6 +118,24 @@ else
   "$wsvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-ws.txt"
   "$wsvenv/bin/python" -W ignore -c "$wsimport" || die "the MCP SDK 1.x in $wsvenv does not import"
   cp "$peers/requirements-ws.txt" "$wsstamp"
+# --- Model API SDKs (venv + pip) for the tool-export validation ---------------------------
+# botocore (Bedrock's service model), anthropic, openai and google-genai, pinned in
+# tests/peers/requirements-formats.txt, in their own venv so the MCP SDK's stays as it is.
+fvenv="$peers/.venv-formats"
+fstamp="$fvenv/.installed-requirements"
+formats_import='import botocore.session, anthropic.types, openai.types.chat, google.genai.types'
+# Presence check without importing (the SDKs take seconds to import).
+formats_present='import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in ("botocore", "anthropic", "openai", "google.genai")) else 1)'
+if [ -x "$fvenv/bin/python" ] && cmp -s "$peers/requirements-formats.txt" "$fstamp" \
+   && "$fvenv/bin/python" -c "$formats_present" 2>/dev/null; then
+  step "model API SDKs present ($fvenv)"
+else
+  step "installing the model API SDKs into $fvenv (pip install -r $peers/requirements-formats.txt)"
+  rm -f "$fstamp"
+  [ -x "$fvenv/bin/python" ] || python3 -m venv "$fvenv"
+  "$fvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-formats.txt"
+  "$fvenv/bin/python" -c "$formats_import" || die "the model API SDKs in $fvenv do not import"
+  cp "$peers/requirements-formats.txt" "$fstamp"
 fi
 
 step "test dependencies ready"

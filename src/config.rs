@@ -88,6 +88,9 @@ pub struct Config {
     /// of these by key): a DynamoDB item can pick among them, never supply a command, its
     /// arguments or its environment. Configured `[servers.NAME]` need no entry here.
     pub stdio_commands: BTreeMap<String, StdioCommand>,
+    /// Leave the tools of unavailable servers (breaker open, unreachable, refused
+    /// credentials) out of `tools/list` and of `/tools` exports.
+    pub hide_unavailable_tools: bool,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -187,6 +190,7 @@ impl Default for Config {
             redis_ca_file: None,
             redis_cluster: false,
             shared_breakers: false,
+            hide_unavailable_tools: false,
             dynamodb_table: None,
             dynamodb_endpoint: None,
             registry: RegistryConfig::default(),

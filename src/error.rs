@@ -55,6 +55,9 @@ pub enum Category {
     UpstreamAuth,
     /// A browser request from an origin that is not allowed (HTTP 403).
     ForbiddenOrigin,
+    /// The caller cancelled the call (`notifications/cancelled`); answered only where an
+    /// answer is owed (a JSON body or a batch entry; an event stream just ends).
+    Cancelled,
     /// A bug or an impossible state inside the gateway.
     Internal,
 }
@@ -81,6 +84,8 @@ impl Category {
             Category::Overloaded => -32005,
             Category::UpstreamMisconfigured => -32006,
             Category::UpstreamAuth => -32007,
+            // Outside the reserved range; the code LSP gives a cancelled request.
+            Category::Cancelled => -32800,
             // Replaced by the upstream's own code when there is one.
             Category::UpstreamRejected => -32000,
         }
@@ -109,6 +114,7 @@ impl Category {
             Category::ResponseTooLarge => "response_too_large",
             Category::UpstreamAuth => "upstream_auth",
             Category::ForbiddenOrigin => "forbidden_origin",
+            Category::Cancelled => "cancelled",
             Category::Internal => "internal",
         }
     }
@@ -149,6 +155,7 @@ impl Category {
             Category::ResponseTooLarge => "Upstream answer too large",
             Category::UpstreamAuth => "Upstream refused the gateway's credentials",
             Category::ForbiddenOrigin => "Forbidden origin",
+            Category::Cancelled => "Request cancelled",
             Category::Internal => "Internal error",
         }
     }

@@ -11,6 +11,7 @@
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod export;
 pub mod gateway;
 pub mod protocol;
 pub mod redis_link;

@@ -97,6 +97,11 @@ enum Command {
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// The tool catalogue for model APIs.
+    Tools {
+        #[command(subcommand)]
+        action: ToolsAction,
+    },
     /// Load and validate the configuration, print it as the gateway sees it, and exit.
     CheckConfig {
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
@@ -104,6 +109,32 @@ enum Command {
         /// Print the configuration as JSON (same keys as the TOML file).
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolsAction {
+    /// Print the catalogue in a model API's tool shape (JSON, as `GET /tools?format=F`).
+    ///
+    /// With --url, from a running gateway (its MCP endpoint's `tools/list`); otherwise built
+    /// from the configuration and registry as `serve` would (one refresh of every server and
+    /// registry tier), without serving.
+    Export {
+        /// mcp | bedrock | anthropic | openai | openai-responses | gemini
+        #[arg(long, default_value = "mcp")]
+        format: String,
+        /// OpenAI strict mode (openai, openai-responses).
+        #[arg(long)]
+        strict: bool,
+        /// Leave out the tools of unavailable servers (default: `hide_unavailable_tools`).
+        #[arg(long)]
+        hide_unavailable: bool,
+        /// MCP endpoint of a running gateway, e.g. http://127.0.0.1:8080/mcp (a bare
+        /// http://host:port means its /mcp).
+        #[arg(long, conflicts_with = "config")]
+        url: Option<String>,
+        #[arg(long, env = "MCP_GATEWAY_CONFIG")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -213,6 +244,9 @@ fn main() -> anyhow::Result<()> {
                 demo_server(listen, lambda_api, options).await
             }
             Command::Registry { config, table, action } => registry_command(config, table, action).await,
+            Command::Tools {
+                action: ToolsAction::Export { format, strict, hide_unavailable, url, config },
+            } => tools_export(&format, strict, hide_unavailable, url, config).await,
             Command::Healthcheck { .. } => unreachable!("handled before the runtime starts"),
             Command::CheckConfig { config, json } => {
                 let mut config = Config::load(config.as_deref(), std::env::vars())?;
@@ -272,6 +306,7 @@ async fn serve(
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     let bound = listener.local_addr()?;
+    let shutdown = shutdown_signal();
     let servers: Vec<String> =
         gateway.upstreams.values().map(|u| format!("{}({})", u.name, u.transport.as_str())).collect();
     tracing::info!(
@@ -312,9 +347,118 @@ async fn serve(
         });
     }
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    server::serve(listener, gateway.clone(), shutdown_signal(), grace).await?;
+    server::serve(listener, gateway.clone(), shutdown, grace).await?;
     close_sessions(&gateway).await;
     Ok(())
+}
+
+/// `tools export`: the catalogue of a running gateway (`--url`) or of one built from the
+/// configuration, converted by the same code as `GET /tools`.
+async fn tools_export(
+    format: &str,
+    strict: bool,
+    hide_unavailable: bool,
+    url: Option<String>,
+    config: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use mcp_gateway::export::{self, Format, Options};
+    use std::io::Write;
+    let Some(format) = Format::parse(format) else {
+        bail!("unknown format {format:?}; one of {}", Format::names().join(", "));
+    };
+    if strict && !matches!(format, Format::OpenAi | Format::OpenAiResponses) {
+        bail!("--strict applies to the openai and openai-responses formats only");
+    }
+    let options = Options { strict };
+    let body = match url {
+        Some(url) => {
+            let (tools, degraded) = remote_tools(&url).await?;
+            let unavailable: Vec<&str> = degraded
+                .as_ref()
+                .and_then(|d| d.get("servers"))
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|s| s.get("status").and_then(serde_json::Value::as_str) == Some("unavailable"))
+                .flat_map(|s| s.get("tools").and_then(serde_json::Value::as_array).into_iter().flatten())
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            let (kept, left_out): (Vec<serde_json::Value>, Vec<serde_json::Value>) =
+                tools.into_iter().partition(|t| {
+                    !hide_unavailable
+                        || !t
+                            .get("name")
+                            .and_then(serde_json::Value::as_str)
+                            .is_some_and(|n| unavailable.contains(&n))
+                });
+            let mut body = export::export(format, &kept, options);
+            body["gateway"]["left_out"] = left_out.iter().map(|t| t["name"].clone()).collect();
+            if let Some(degraded) = degraded {
+                body["gateway"]["capabilities"] = degraded;
+            }
+            body
+        }
+        None => {
+            let config = Config::load(config.as_deref(), std::env::vars())?;
+            config.validate()?;
+            let hide = hide_unavailable || config.hide_unavailable_tools;
+            let gateway = Gateway::new(config).await?;
+            Refresher::new(gateway.clone()).refresh_all().await;
+            let body = server::catalogue::export_catalogue(&gateway, format, options, hide);
+            close_sessions(&gateway).await;
+            body
+        }
+    };
+    let _ = writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&body)?);
+    Ok(())
+}
+
+/// Every page of `tools/list` from an MCP endpoint, and its degradation summary if any.
+async fn remote_tools(url: &str) -> anyhow::Result<(Vec<serde_json::Value>, Option<serde_json::Value>)> {
+    use mcp_gateway::gateway::capabilities::META_KEY;
+    // A gateway's base URL means its MCP endpoint.
+    let url = match url.split_once("://") {
+        Some((_, rest)) if !rest.trim_end_matches('/').contains('/') => {
+            format!("{}/mcp", url.trim_end_matches('/'))
+        }
+        _ => url.to_string(),
+    };
+    let url = url.as_str();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+    let mut tools = Vec::new();
+    let mut degraded = None;
+    let mut cursor: Option<String> = None;
+    for page in 0..100 {
+        let params = match &cursor {
+            Some(c) => serde_json::json!({"cursor": c}),
+            None => serde_json::json!({}),
+        };
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params});
+        let response = client
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&request)
+            .send()
+            .await
+            .with_context(|| format!("POST {url}"))?;
+        let status = response.status();
+        let answer: serde_json::Value =
+            response.json().await.with_context(|| format!("{url} answered HTTP {status} without JSON"))?;
+        if let Some(error) = answer.get("error") {
+            bail!("{url} refused tools/list: {error}");
+        }
+        let result = answer.get("result").with_context(|| format!("{url}: no result in {answer}"))?;
+        tools.extend(result.get("tools").and_then(serde_json::Value::as_array).cloned().unwrap_or_default());
+        if degraded.is_none() {
+            degraded = result.get("_meta").and_then(|m| m.get(META_KEY)).cloned();
+        }
+        match result.get("nextCursor").and_then(serde_json::Value::as_str) {
+            Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
+            _ => return Ok((tools, degraded)),
+        }
+    }
+    bail!("{url}: tools/list has more than 100 pages")
 }
 
 /// Runs the health probe; returns the process exit code.
@@ -385,6 +529,7 @@ async fn demo_server(
     options: demo::http::DemoOptions,
 ) -> anyhow::Result<()> {
     let _log_guard = telemetry::logging::init("info", true);
+    let shutdown = shutdown_signal();
     let bound = if lambda_api {
         demo::lambda_api::spawn(listen).await?
     } else {
@@ -395,28 +540,36 @@ async fn demo_server(
     } else {
         tracing::info!(listen = %bound, "manga demo MCP server listening on http://{bound}/mcp");
     }
-    shutdown_signal().await;
+    shutdown.await;
     Ok(())
 }
 
-/// Resolves on SIGTERM (ECS stop) or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Registers the SIGTERM (ECS stop) and SIGINT (Ctrl-C) handlers at once and returns a
+/// future that resolves when either arrives. Called before the startup line is logged, so a
+/// signal sent right after it drains the gateway instead of killing it with the default action.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        async fn recv(signal: Option<Signal>) {
+            match signal {
+                Some(mut signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+        let term = signal(SignalKind::terminate()).ok();
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            tokio::select! {
+                _ = recv(term) => {}
+                _ = recv(interrupt) => {}
+            }
+        }
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -105,6 +105,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("redis_ca_file"), "/etc/ssl/private-ca.pem", json!("/etc/ssl/private-ca.pem")),
         (s("redis_cluster"), "true", json!(true)),
         (s("shared_breakers"), "true", json!(true)),
+        (s("hide_unavailable_tools"), "true", json!(true)),
         (s("dynamodb_table"), "tools-2024", json!("tools-2024")),
         (s("dynamodb_endpoint"), "http://127.0.0.1:8000", json!("http://127.0.0.1:8000")),
         (s("registry.memory_ttl_secs"), "31", json!(31)),

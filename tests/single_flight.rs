@@ -65,7 +65,7 @@ fn a_leader_whose_client_disconnects_hands_over_to_one_waiter() {
     let mut leader = TcpStream::connect(gw.addr).unwrap();
     write!(
         leader,
-        "POST /mcp HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();

@@ -1,9 +1,20 @@
 //! One `tools/call`: resolve → validate and default → (read-only: cache, join an identical
 //! call in flight) → forward through the server's stack → on failure, a configured fallback
 //! → cut to the size budget → answer. Every exit records one metric sample and one log line.
+//!
+//! Progress and log entries: when the inbound side can deliver them to its caller it puts
+//! sinks in the [`CallContext`] ([`Notifications`], [`progress_channel`]); only a call that
+//! really goes upstream for this caller carries them (the direct forward, or the leader of
+//! identical calls). A cache hit, a follower sharing a leader's result and a fallback (stale or
+//! alternative tool) report nothing: their result is the caller's whole answer. Cancellation: dropping `call_tool`'s future is
+//! the one cancellation path (a caller gone, or a `notifications/cancelled` naming the call);
+//! [`CallContext::cancelled`] only decides which outcome the log line and metric record.
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -17,7 +28,7 @@ use crate::{
     registry::{ToolRecord, record::canonical_hash},
     resilience::{cache::SharedResult, classify::Outcome, fallback, truncate},
     singleflight::{Join, Waited},
-    upstream::{UpstreamReply, UpstreamRequest},
+    upstream::{ProgressSink, UpstreamReply, UpstreamRequest, progress::LogSubscription},
 };
 
 /// `_meta` key a caller may use to set its deadline, in milliseconds.
@@ -33,6 +44,25 @@ pub struct CallContext {
     pub jsonrpc_id: Value,
     /// From the `X-Request-Timeout-Ms` header.
     pub deadline: Option<Instant>,
+    /// Where the upstream's progress and log entries go, when the caller can receive them.
+    pub notifications: Notifications,
+    /// Set when the caller cancelled the call (`notifications/cancelled`) before dropping it.
+    pub cancelled: Arc<AtomicBool>,
+}
+
+/// What a caller receives besides the answer (both `None`: nothing).
+#[derive(Debug, Clone, Default)]
+pub struct Notifications {
+    pub progress: Option<ProgressSink>,
+    pub logs: Option<LogSubscription>,
+}
+
+/// How many progress notifications may wait for the caller before newer ones are dropped.
+pub const PROGRESS_BUFFER: usize = 32;
+
+/// A call's progress sink and the inbound side's receiving end.
+pub fn progress_channel() -> (ProgressSink, tokio::sync::mpsc::Receiver<serde_json::Map<String, Value>>) {
+    tokio::sync::mpsc::channel(PROGRESS_BUFFER)
 }
 
 /// Tool-label for calls whose tool could not be resolved (bounded cardinality).
@@ -67,13 +97,16 @@ impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         if self.armed {
             let (tool, hash) = (Some(&self.tool), Some(self.args_hash.as_str()));
-            self.gateway.record(self.ctx, self.started, tool, DISCONNECTED, 0, hash);
+            let outcome = if self.ctx.cancelled.load(Ordering::Relaxed) { CANCELLED } else { DISCONNECTED };
+            self.gateway.record(self.ctx, self.started, tool, outcome, 0, hash);
         }
     }
 }
 
 /// The outcome label of a call whose caller disconnected before the answer.
 pub const DISCONNECTED: &str = "caller_disconnected";
+/// The outcome label of a call its caller cancelled with `notifications/cancelled`.
+pub const CANCELLED: &str = "cancelled";
 
 /// Keeps `mcp_gateway_in_flight` right however the call ends (answered or dropped).
 struct InFlightGuard(prometheus::IntGauge);
@@ -92,6 +125,18 @@ impl Drop for InFlightGuard {
 }
 
 impl Gateway {
+    /// The catalogue tool whose exported name (mapped for a model API) is `name`.
+    fn exported_alias(&self, name: &str) -> Option<std::sync::Arc<crate::registry::ToolRecord>> {
+        if !crate::export::names::looks_mapped(name) {
+            return None;
+        }
+        let snapshot = self.catalog().snapshot();
+        let tools = snapshot.tools();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        let original = crate::export::names::original_of(name, &names)?;
+        tools.iter().find(|t| &*t.name == original).cloned()
+    }
+
     /// Runs a `tools/call`; the `Ok` value is the result (the upstream's, passed through
     /// untouched unless a fallback or the size budget changed it).
     pub async fn call_tool(
@@ -114,7 +159,13 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(self.refuse(ctx, started, None, bad_input("params.name must be a string")));
         };
-        let Some(tool) = self.registry.resolve(name).await else {
+        let resolved = match self.registry.resolve(name).await {
+            Some(tool) => Some(tool),
+            // A name from a model API export (`GET /tools?format=…`) that was mapped to fit the
+            // API's rule: the tool it stands for.
+            None => self.exported_alias(name),
+        };
+        let Some(tool) = resolved else {
             self.refresh_now.notify_one();
             let err = GatewayError::new(
                 Category::UnknownTool,
@@ -135,9 +186,9 @@ impl Gateway {
             Unanswered { gateway: self, ctx, started, tool: tool.clone(), args_hash, armed: true };
 
         let (mut result, mut ending) = if tool.read_only {
-            self.call_read_only(&tool, &key, arguments.clone(), meta, deadline).await
+            self.call_read_only(&tool, &key, arguments.clone(), meta, deadline, &ctx.notifications).await
         } else {
-            self.forward(&tool, arguments.clone(), meta, deadline).await
+            self.forward(&tool, arguments.clone(), meta, deadline, ctx.notifications.clone()).await
         };
         if let Err(err) = &result
             && let Some((fallback, kind)) =
@@ -183,6 +234,7 @@ impl Gateway {
         arguments: Value,
         meta: Option<&Value>,
         deadline: Option<Instant>,
+        notifications: &Notifications,
     ) -> (SharedResult, Ending) {
         let ttl = Duration::from_millis(
             self.tool_settings(&tool.name).cache_ttl_ms.unwrap_or(self.config.defaults.cache_ttl_ms),
@@ -198,7 +250,8 @@ impl Gateway {
             match role {
                 Join::Leader(leader) => {
                     self.metrics.result_cache.with_label_values(&[&tool.name, "miss"]).inc();
-                    let (result, ending) = self.forward(tool, arguments, meta, deadline).await;
+                    let (result, ending) =
+                        self.forward(tool, arguments, meta, deadline, notifications.clone()).await;
                     self.remember(tool, key, ttl, &result);
                     if ran_out_of_own_time(&result, deadline) {
                         // Our caller's deadline is not the waiters': one of them takes over.
@@ -253,6 +306,7 @@ impl Gateway {
         arguments: Value,
         meta: Option<&Value>,
         deadline: Option<Instant>,
+        notifications: Notifications,
     ) -> (SharedResult, Ending) {
         let upstream = match self.upstream_for(tool).await {
             Ok(upstream) => upstream,
@@ -262,7 +316,9 @@ impl Gateway {
             }
         };
         let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys;
-        let request = upstream_request(tool, arguments, meta, deadline, honours_keys);
+        let mut request = upstream_request(tool, arguments, meta, deadline, honours_keys);
+        request.progress = notifications.progress;
+        request.logs = notifications.logs;
         let attempts = request.attempts.clone();
         let delivered = request.maybe_delivered.clone();
 
@@ -314,7 +370,8 @@ impl Gateway {
     /// second call cannot repeat a side effect: the tool is read-only or idempotent, or no
     /// attempt can have reached its server (connect refused, circuit open, shed). A checkout
     /// that timed out may have charged the customer; it is never followed by another call.
-    /// The alternative call carries the caller's `_meta` (idempotency key, progress token).
+    /// The alternative call carries the caller's `_meta` (idempotency key, trace ids) but
+    /// reports no progress or log entries.
     #[allow(clippy::too_many_arguments)]
     async fn fallback(
         &self,
@@ -352,7 +409,8 @@ impl Gateway {
             tracing::warn!(tool = %tool.name, fallback = alternative_name, "fallback tool rejects the arguments; no fallback");
             return None;
         }
-        let (result, _) = self.forward(&alternative, alt_arguments, meta, deadline).await;
+        let (result, _) =
+            self.forward(&alternative, alt_arguments, meta, deadline, Notifications::default()).await;
         let raw = result.ok()?;
         Some((fallback::mark_alternative(&raw, alternative_name, reason), "alternative"))
     }
@@ -469,7 +527,8 @@ fn caller_deadline(header: Option<Instant>, meta: Option<&Value>) -> Option<Inst
 }
 
 /// The upstream `tools/call`: the upstream's own tool name, the checked arguments, the
-/// caller's non-reserved `_meta` (progress tokens, trace ids) passed along, and for tools
+/// caller's non-reserved `_meta` (trace ids; not its progress token, which means nothing
+/// upstream: the transport sets the gateway's own when the call relays progress), and for tools
 /// that are neither read-only nor idempotent an idempotency key derived from the operation.
 fn upstream_request(
     tool: &ToolRecord,
@@ -479,7 +538,7 @@ fn upstream_request(
     honours_keys: bool,
 ) -> UpstreamRequest {
     let mut forwarded = meta.and_then(mcp::forwardable_meta).unwrap_or_default();
-    forwarded.retain(|k, _| !k.starts_with("io.mcp-gateway/"));
+    forwarded.retain(|k, _| !k.starts_with("io.mcp-gateway/") && k != "progressToken");
     let naturally_safe = tool.read_only || tool.idempotent;
     if !naturally_safe {
         let caller_key = meta.and_then(|m| m.get(META_IDEMPOTENCY_KEY)).cloned().unwrap_or(Value::Null);
@@ -542,6 +601,9 @@ mod tests {
         let keyed = upstream_request(&t, args, Some(&caller), None, false);
         assert_ne!(key(&a), key(&keyed), "a caller key makes a distinct operation");
         assert_eq!(keyed.params["_meta"]["trace"], "t");
+        let with_token = json!({"progressToken": "p-1", "trace": "t"});
+        let stripped = upstream_request(&tool(true), json!({}), Some(&with_token), None, false);
+        assert_eq!(stripped.params["_meta"], json!({"trace": "t"}), "the caller's token stays here");
         assert!(!a.safe_to_repeat, "not retried after sending unless the server honours keys");
         assert!(upstream_request(&t, json!({}), None, None, true).safe_to_repeat);
         let read_only = upstream_request(&tool(true), json!({}), None, None, false);

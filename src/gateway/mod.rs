@@ -4,6 +4,7 @@
 //! layer ([`crate::server`]) only decodes and dispatches to it.
 
 pub mod call;
+pub mod capabilities;
 pub mod drift;
 pub mod refresh;
 pub mod upstreams;
@@ -45,6 +46,17 @@ pub struct Readiness {
     loaded: AtomicBool,
     /// Servers whose last tool refresh failed, with the reason.
     failing: RwLock<BTreeMap<String, String>>,
+    /// The same servers: what kind of failure, since when (the first failure in a row).
+    refresh_failures: RwLock<BTreeMap<String, RefreshFailure>>,
+}
+
+/// A server whose `tools/list` keeps failing, as [`capabilities`] reads it.
+#[derive(Debug, Clone)]
+pub struct RefreshFailure {
+    /// `unreachable` (connect/timeout/IO), `needs_auth` (401/403) or `tools_list_failing`.
+    pub reason: &'static str,
+    pub detail: String,
+    pub since: std::time::SystemTime,
 }
 
 impl Readiness {
@@ -63,6 +75,35 @@ impl Readiness {
                 None => failing.remove(server),
             };
         }
+    }
+
+    /// Records the outcome of a server's tool refresh (`None`: it succeeded).
+    pub fn set_server_result(&self, server: &str, error: Option<&crate::upstream::UpstreamError>) {
+        use crate::upstream::UpstreamError as E;
+        self.set_server(server, error.map(ToString::to_string));
+        let Ok(mut failures) = self.refresh_failures.write() else { return };
+        let Some(error) = error else {
+            failures.remove(server);
+            return;
+        };
+        let reason = match error {
+            E::Connect(_) | E::Io(_) | E::Timeout(_) | E::NotConnected { .. } | E::NotFound(_) => {
+                "unreachable"
+            }
+            E::Unauthorized { .. } | E::Status { status: 401 | 403 } => "needs_auth",
+            E::CircuitOpen { .. } => "circuit_open",
+            _ => "tools_list_failing",
+        };
+        let since = match failures.get(server) {
+            Some(previous) if previous.reason == reason => previous.since,
+            _ => std::time::SystemTime::now(),
+        };
+        failures.insert(server.to_string(), RefreshFailure { reason, detail: error.to_string(), since });
+    }
+
+    /// Servers whose tool refresh is failing, by name.
+    pub fn refresh_failures(&self) -> BTreeMap<String, RefreshFailure> {
+        self.refresh_failures.read().map(|f| f.clone()).unwrap_or_default()
     }
 
     pub fn failing(&self) -> BTreeMap<String, String> {
@@ -133,6 +174,8 @@ pub struct Gateway {
     pub results: ResultCache,
     /// Identical read-only calls in flight.
     pub in_flight: SingleFlight<SharedResult>,
+    /// Calls in flight by the caller's request id, for `notifications/cancelled`.
+    pub cancellable: crate::server::cancel::InFlightCalls,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
@@ -164,6 +207,7 @@ impl Gateway {
             registry,
             upstreams,
             dynamic_upstreams: RwLock::default(),
+            cancellable: Default::default(),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
             metrics,
@@ -343,5 +387,29 @@ impl Gateway {
     /// Time the refresh loop waits between full refreshes.
     pub fn refresh_interval(&self) -> Duration {
         Duration::from_secs(self.config.refresh_interval_secs.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::UpstreamError;
+
+    #[test]
+    fn refresh_failures_are_classified_and_keep_their_first_time() {
+        let readiness = Readiness::default();
+        readiness.set_server_result("a", Some(&UpstreamError::Connect("refused".into())));
+        let first = readiness.refresh_failures()["a"].clone();
+        assert_eq!(first.reason, "unreachable");
+        readiness.set_server_result("a", Some(&UpstreamError::Timeout(Duration::from_secs(1))));
+        assert_eq!(readiness.refresh_failures()["a"].since, first.since, "same kind: since kept");
+        readiness.set_server_result("a", Some(&UpstreamError::Unauthorized { status: 401 }));
+        assert_eq!(readiness.refresh_failures()["a"].reason, "needs_auth");
+        readiness.set_server_result("b", Some(&UpstreamError::Protocol("bad page".into())));
+        assert_eq!(readiness.refresh_failures()["b"].reason, "tools_list_failing");
+        assert_eq!(readiness.failing().len(), 2, "/readyz sees the same failures");
+        readiness.set_server_result("a", None);
+        assert!(!readiness.refresh_failures().contains_key("a"));
+        assert!(!readiness.failing().contains_key("a"));
     }
 }

@@ -128,13 +128,13 @@ impl Refresher {
                         Some(ttl) => self.ttl_hints.insert(name.clone(), ttl),
                         None => self.ttl_hints.remove(&name),
                     };
-                    gateway.readiness.set_server(&name, None);
+                    gateway.readiness.set_server_result(&name, None);
                     gateway.metrics.registry_refreshes.with_label_values(&[&name, "success"]).inc();
                 }
                 Err(e) => {
                     *self.failures.entry(name.clone()).or_default() += 1;
                     tracing::warn!(server = %name, error = %e, "tools/list failed; keeping the last known tools");
-                    gateway.readiness.set_server(&name, Some(e.to_string()));
+                    gateway.readiness.set_server_result(&name, Some(&e));
                     gateway.metrics.registry_refreshes.with_label_values(&[&name, "failure"]).inc();
                 }
             }

@@ -157,6 +157,36 @@ pub fn encode_request(id: u64, method: &str, params: &Map<String, Value>, era: E
     serde_json::to_vec(&message).unwrap_or_default()
 }
 
+/// The method a client of unknown era probes with (2026-07-28, "Backward compatibility").
+pub const DISCOVER: &str = "server/discover";
+
+/// The modern revision's `UnsupportedProtocolVersionError` code.
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// The `server/discover` probe, in the modern shape (`_meta` with version and capabilities).
+pub fn encode_discover(id: u64) -> Vec<u8> {
+    encode_request(id, DISCOVER, &Map::new(), Era::Modern)
+}
+
+/// Whether a `server/discover` result shows a modern server: its `supportedVersions` lists
+/// 2026-07-28. Anything else (no such field, other versions, not an object) does not.
+pub fn shows_modern(result: &Value) -> bool {
+    result
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION))
+}
+
+/// Whether an error is the revision's unsupported-version error refusing `version`: code
+/// `-32022` whose `data.supported` does not list the version the request was sent in.
+pub fn refuses_version(code: i64, data: Option<&Value>, version: &str) -> bool {
+    code == UNSUPPORTED_VERSION
+        && !data
+            .and_then(|d| d.get("supported"))
+            .and_then(Value::as_array)
+            .is_some_and(|versions| versions.iter().any(|v| v == version))
+}
+
 /// Serializes a notification (no id) of the given method and params.
 pub fn encode_notification(method: &str, params: Option<Value>) -> Vec<u8> {
     let mut message = json!({"jsonrpc": "2.0", "method": method});
@@ -232,6 +262,26 @@ mod tests {
         let listed: Value = serde_json::from_str(cacheable(raw(r#"{"tools":[]}"#), 5).get()).unwrap();
         assert_eq!(listed["ttlMs"], 5);
         assert_eq!(listed["cacheScope"], "public");
+    }
+
+    #[test]
+    fn only_a_discover_result_listing_the_modern_version_shows_a_modern_server() {
+        assert!(shows_modern(&json!({"supportedVersions": ["2025-11-25", MODERN_VERSION]})));
+        assert!(!shows_modern(&json!({"supportedVersions": ["2025-11-25"]})));
+        assert!(!shows_modern(&json!({})), "a lenient server's empty result");
+        assert!(!shows_modern(&json!({"supportedVersions": MODERN_VERSION})), "not a list");
+        let probe: Value = serde_json::from_slice(&encode_discover(3)).unwrap();
+        assert_eq!(probe["method"], DISCOVER);
+        assert_eq!(probe["params"]["_meta"][META_PROTOCOL_VERSION], MODERN_VERSION);
+    }
+
+    #[test]
+    fn an_unsupported_version_error_refuses_the_version_it_does_not_list() {
+        let supported = json!({"supported": ["2025-11-25"]});
+        assert!(refuses_version(-32022, Some(&supported), MODERN_VERSION));
+        assert!(!refuses_version(-32022, Some(&supported), "2025-11-25"));
+        assert!(refuses_version(-32022, None, MODERN_VERSION), "no list: refused");
+        assert!(!refuses_version(-32602, Some(&supported), MODERN_VERSION));
     }
 
     #[test]

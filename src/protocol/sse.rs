@@ -7,6 +7,11 @@
 //! keeps the offset up to which its buffer is known to hold no line end, and removes consumed
 //! lines once per chunk, not once per line.
 //!
+//! Resumable streams (SEP-1699): the decoder also keeps what a reader needs to reconnect —
+//! the id of the last event dispatched ([`Decoder::last_event_id`], updated even by an event
+//! with no data, like the "priming" event servers send first) and the last `retry:` value
+//! ([`Decoder::retry_ms`]), both carried over to the next connection's decoder by the reader.
+//!
 //! Kept as our own code rather than a crate: the maintained SSE parsers we looked at
 //! (`eventsource-stream`, `sse-stream`) take a byte stream and buffer a line or an event
 //! without any size limit, so bounding memory would need the same byte counting around them
@@ -38,7 +43,12 @@ pub struct Decoder {
     event: Option<String>,
     data: String,
     has_data: bool,
+    /// The event id buffer (`id:` fields so far; it persists across events).
     id: Option<String>,
+    /// The id of the last event dispatched (or ended by a blank line without data).
+    last_event_id: Option<String>,
+    /// The last valid `retry:` field, in milliseconds.
+    retry_ms: Option<u64>,
 }
 
 impl Default for Decoder {
@@ -59,7 +69,20 @@ impl Decoder {
             data: String::new(),
             has_data: false,
             id: None,
+            last_event_id: None,
+            retry_ms: None,
         }
+    }
+
+    /// The id of the last complete event (WHATWG "last event ID"): what a reconnection sends
+    /// as `Last-Event-ID`. An event without data (a priming event) still sets it.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_event_id.as_deref()
+    }
+
+    /// The reconnection time the stream asked for with its last `retry:` field.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
     }
 
     /// Feeds a chunk; returns the events it completed, or [`TooLarge`].
@@ -126,6 +149,9 @@ impl Decoder {
 
     fn line(&mut self, line: &str) -> Result<Option<Event>, TooLarge> {
         if line.is_empty() {
+            if self.id.is_some() {
+                self.last_event_id.clone_from(&self.id);
+            }
             if !self.has_data {
                 self.event = None;
                 return Ok(None);
@@ -156,7 +182,11 @@ impl Decoder {
                 self.data.push_str(value);
                 self.has_data = true;
             }
-            "id" => self.id = Some(value.to_string()),
+            // An id with NUL is ignored (WHATWG); an empty one clears it (nothing to resume from).
+            "id" if !value.contains('\0') => self.id = Some(value.to_string()),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                self.retry_ms = value.parse().ok();
+            }
             _ => {}
         }
         Ok(None)
@@ -204,6 +234,24 @@ mod tests {
             let events = d.feed(b"data: 0123456789012345678901234567890123456789\n\n").unwrap();
             assert_eq!(events.len(), 1, "separate events are each within the limit");
         }
+    }
+
+    #[test]
+    fn a_priming_event_sets_the_last_event_id_and_the_retry_time() {
+        let mut d = Decoder::default();
+        assert_eq!((d.last_event_id(), d.retry_ms()), (None, None));
+        // The id counts only once its event is complete.
+        assert!(d.feed(b"id: event-1\nretry: 500\n").unwrap().is_empty());
+        assert_eq!((d.last_event_id(), d.retry_ms()), (None, Some(500)));
+        let events = d.feed(b"\n").unwrap();
+        assert!(events.is_empty(), "no data: nothing dispatched");
+        assert_eq!(d.last_event_id(), Some("event-1"));
+        // Invalid retry values are ignored; the id persists into later events.
+        let events = d.feed(b"retry: soon\ndata: x\n\n").unwrap();
+        assert_eq!(events[0].id.as_deref(), Some("event-1"));
+        assert_eq!(d.retry_ms(), Some(500));
+        d.feed(b"id: 7\ndata: \n\n").unwrap();
+        assert_eq!(d.last_event_id(), Some("7"));
     }
 
     #[test]

@@ -138,8 +138,12 @@ impl RegistryEntry {
 
 /// Now, as RFC 3339 (UTC, second precision), without a date crate.
 pub fn now_rfc3339() -> String {
-    let secs =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    rfc3339(std::time::SystemTime::now())
+}
+
+/// A point in time as RFC 3339 (UTC, second precision).
+pub fn rfc3339(at: std::time::SystemTime) -> String {
+    let secs = at.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil-from-days (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;

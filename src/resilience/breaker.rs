@@ -19,7 +19,7 @@
 use std::{
     sync::{Arc, Mutex},
     task::{Context, Poll},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge};
@@ -84,6 +84,8 @@ struct Inner {
     probe_granted: bool,
     /// A call arrived after the open period: this instance would like to probe.
     wants_probe: bool,
+    /// When the breaker last left closed (wall clock, for `/capabilities`); `None` while closed.
+    left_closed_at: Option<SystemTime>,
 }
 
 /// Metric handles of one server's breaker.
@@ -151,6 +153,7 @@ impl Breaker {
                 claims_needed: false,
                 probe_granted: false,
                 wants_probe: false,
+                left_closed_at: None,
             }),
             metrics,
             notify: Mutex::new(None),
@@ -310,6 +313,11 @@ impl Breaker {
             self.metrics.transitions.with_label_values(&[&self.server, to.name()]).inc();
             tracing::info!(server = %self.server, from = inner.state.name(), to = to.name(), "circuit breaker transition");
         }
+        match (inner.state, to) {
+            (_, State::Closed) => inner.left_closed_at = None,
+            (State::Closed, _) => inner.left_closed_at = Some(SystemTime::now()),
+            _ => {}
+        }
         inner.state = to;
         self.metrics.state.set(to.gauge());
     }
@@ -407,6 +415,12 @@ impl Breaker {
         self.lock().probe_granted = true;
     }
 
+    /// State, operator override and since when the breaker is not closed (health summaries).
+    pub fn health(&self) -> BreakerHealth {
+        let inner = self.lock();
+        BreakerHealth { state: inner.state, forced_open: inner.forced_open, since: inner.left_closed_at }
+    }
+
     /// The admin view.
     pub fn report(&self) -> Value {
         let now = Instant::now();
@@ -433,6 +447,15 @@ impl Breaker {
             },
         })
     }
+}
+
+/// What [`Breaker::health`] reports.
+#[derive(Debug, Clone, Copy)]
+pub struct BreakerHealth {
+    pub state: State,
+    pub forced_open: bool,
+    /// When it left closed (`None` while closed).
+    pub since: Option<SystemTime>,
 }
 
 /// Gives back a half-open probe slot whose call proved nothing about the server.
@@ -549,6 +572,26 @@ mod tests {
         assert!(matches!(b.admit(), Admission::Rejected { .. }));
         b.record(Outcome::Success, true);
         assert_eq!(b.state(), State::Closed);
+    }
+
+    #[test]
+    fn health_keeps_when_the_breaker_left_closed_until_it_closes() {
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 1, ..Default::default() });
+        assert!(b.health().since.is_none());
+        let before = SystemTime::now();
+        b.record(DOWN, false);
+        let since = b.health().since.expect("open: since set");
+        assert!(since >= before);
+        // A failed probe re-opens: still unavailable since the first trip.
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(matches!(b.admit(), Admission::Allowed { probe: true }));
+        assert_eq!(b.health().since, Some(since), "half-open keeps it");
+        b.record(DOWN, true);
+        assert_eq!(b.health().since, Some(since), "re-opened keeps it");
+        b.force_close();
+        assert!(b.health().since.is_none());
+        b.force_open();
+        assert!(b.health().forced_open && b.health().since.is_some());
     }
 
     #[test]

@@ -1,19 +1,30 @@
 //! Method dispatch for one decoded JSON-RPC message. Notifications get no answer; every
 //! request gets exactly one.
+//!
+//! A `tools/call` is registered by the caller's id (and `Mcp-Session-Id`) while it runs, so a
+//! `notifications/cancelled` naming it drops it ([`super::cancel`]). The cancelled request is
+//! then answered with the `cancelled` error (-32800) where an answer is owed: HTTP requires
+//! one for a JSON POST and a batch entry. An event-stream answer simply ends without a
+//! response (see [`super::mcp`]), as the MCP cancellation rules ask of a receiver.
 
-use std::sync::Arc;
+use std::sync::{Arc, atomic::AtomicBool};
 
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use crate::{
     error::{Category, GatewayError},
-    gateway::{Gateway, call::CallContext},
+    gateway::{
+        Gateway,
+        call::{CallContext, Notifications},
+        capabilities,
+    },
     protocol::{
         jsonrpc::{Entry, Message, Response},
         mcp,
     },
     telemetry::metrics::method_label,
+    upstream::progress::{LOG_LEVELS, META_LOG_LEVEL},
 };
 
 const INSTRUCTIONS: &str = "MCP tool gateway: one endpoint for every tool of every configured MCP server.";
@@ -26,6 +37,10 @@ pub struct RequestInfo {
     pub method_header: Option<String>,
     /// From `X-Request-Timeout-Ms`: when the caller stops waiting.
     pub deadline: Option<std::time::Instant>,
+    /// The caller's `Mcp-Session-Id`, scoping its request ids for cancellation.
+    pub session: Option<Arc<str>>,
+    /// Whether `Accept` names `text/event-stream` (the caller can receive a streamed answer).
+    pub accepts_sse: bool,
 }
 
 impl RequestInfo {
@@ -41,14 +56,57 @@ impl RequestInfo {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
+            session: headers
+                .get(mcp::headers::SESSION_ID)
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty() && v.len() <= 256)
+                .map(Arc::from),
+            accepts_sse: headers
+                .get_all(axum::http::header::ACCEPT)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .any(|v| v.split(',').any(|t| t.trim().starts_with("text/event-stream"))),
         }
     }
 }
 
-/// Answers one batch entry (or the single message).
-pub async fn entry(gateway: &Gateway, entry: Entry, info: &RequestInfo) -> Option<Response> {
+/// The caller's `_meta.progressToken` of a `tools/call`, when it has a valid one.
+pub fn progress_token(message: &Message) -> Option<&Value> {
+    if message.method != "tools/call" || message.id.is_none() {
+        return None;
+    }
+    let token = message.params.as_ref()?.get("_meta")?.get("progressToken")?;
+    matches!(token, Value::String(_) | Value::Number(_)).then_some(token)
+}
+
+/// The lowest log level a `tools/call`'s caller wants relayed. A modern-era caller opts in per
+/// request (`_meta["io.modelcontextprotocol/logLevel"]`; absent: none). Session-era and bare
+/// callers get every level, as a session-era server without `logging/setLevel` may send them:
+/// the gateway keeps no sessions, so it cannot remember a level set earlier.
+pub fn log_level(message: &Message) -> Option<&'static str> {
+    let params = message.params.as_ref();
+    if !mcp::is_modern(params) {
+        return Some(LOG_LEVELS[0]);
+    }
+    let wanted = params?.get("_meta")?.get(META_LOG_LEVEL)?.as_str()?;
+    LOG_LEVELS.iter().find(|l| **l == wanted).copied()
+}
+
+/// Whether `answer` is the `cancelled` error of a call its caller cancelled.
+pub fn is_cancelled(answer: &Response) -> bool {
+    matches!(&answer.body, Err(e) if e.code == Category::Cancelled.code())
+}
+
+/// Answers one batch entry (or the single message). `notifications`: where a `tools/call`
+/// sends its upstream's progress and log entries, when the caller receives them.
+pub async fn entry(
+    gateway: &Gateway,
+    entry: Entry,
+    info: &RequestInfo,
+    notifications: Notifications,
+) -> Option<Response> {
     match entry {
-        Ok(message) => message_answer(gateway, message, info).await,
+        Ok(message) => message_answer(gateway, message, info, notifications).await,
         Err(rejected) => {
             gateway.metrics.requests.with_label_values(&["invalid"]).inc();
             Some(Response::error(rejected.id, &rejected.error))
@@ -56,9 +114,17 @@ pub async fn entry(gateway: &Gateway, entry: Entry, info: &RequestInfo) -> Optio
     }
 }
 
-async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo) -> Option<Response> {
+async fn message_answer(
+    gateway: &Gateway,
+    message: Message,
+    info: &RequestInfo,
+    notifications: Notifications,
+) -> Option<Response> {
     gateway.metrics.requests.with_label_values(&[method_label(&message.method)]).inc();
     let Some(id) = message.id.clone() else {
+        if message.method == "notifications/cancelled" {
+            cancel(gateway, message.params.as_ref(), info);
+        }
         // notifications/initialized, notifications/cancelled, …: nothing to answer.
         return None;
     };
@@ -70,12 +136,25 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
     let ttl_ms = gateway.refresh_interval().as_millis() as u64;
     let answer = match message.method.as_str() {
         "tools/call" => {
+            let cancelled = Arc::new(AtomicBool::new(false));
             let ctx = CallContext {
                 request_id: info.request_id.clone(),
                 jsonrpc_id: id.clone(),
                 deadline: info.deadline,
+                notifications,
+                cancelled: cancelled.clone(),
             };
-            return Some(match gateway.call_tool(params, &ctx).await {
+            let registration = gateway.cancellable.register(info.session.clone(), &id, cancelled);
+            let answer = tokio::select! {
+                answer = gateway.call_tool(params, &ctx) => answer,
+                // Dropping the call's future (the other branch) is the cancellation path.
+                () = registration.cancelled() => Err(GatewayError::new(
+                    Category::Cancelled,
+                    "the caller cancelled this request (notifications/cancelled)",
+                )),
+            };
+            drop(registration);
+            return Some(match answer {
                 Ok(raw) if modern => Response::result(id, mcp::with_result_type(raw)),
                 Ok(raw) => Response::result(id, raw),
                 Err(err) => {
@@ -88,13 +167,38 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
                 }
             });
         }
-        "tools/list" if modern => {
-            return Some(Response::result(id, mcp::cacheable(gateway.catalog().list_result(), ttl_ms)));
+        "tools/list" => {
+            // The catalogue, with the degradation summary (and without unavailable tools when
+            // `hide_unavailable_tools`) while some server is not fine.
+            let (list, ttl_cap) = capabilities::tools_list(gateway);
+            if modern {
+                let ttl_ms = ttl_cap.map_or(ttl_ms, |cap| cap.min(ttl_ms));
+                return Some(Response::result(id, mcp::cacheable(list, ttl_ms)));
+            }
+            return Some(Response::result(id, list));
         }
-        "tools/list" => return Some(Response::result(id, gateway.catalog().list_result())),
         "initialize" => {
             let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-            mcp::initialize_result(requested, "mcp-gateway", crate::VERSION, Some(INSTRUCTIONS))
+            let mut result =
+                mcp::initialize_result(requested, "mcp-gateway", crate::VERSION, Some(INSTRUCTIONS));
+            // Upstream log entries are relayed on tools/call answers (see `log_level`).
+            if let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
+                capabilities.insert("logging".into(), json!({}));
+            }
+            result
+        }
+        // Session era: accepted and answered, but the gateway keeps no sessions to hold a level
+        // in, so it relays every level and the client filters (see `log_level`).
+        "logging/setLevel" => {
+            let level = params.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str);
+            if !level.is_some_and(|l| LOG_LEVELS.contains(&l)) {
+                let err = GatewayError::new(
+                    Category::BadInput,
+                    format!("params.level must be one of {LOG_LEVELS:?}"),
+                );
+                return Some(Response::error(id, &err));
+            }
+            json!({})
         }
         "server/discover" => mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms),
         "ping" => json!({}),
@@ -107,9 +211,27 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
     Some(Response::result_value(id, &answer))
 }
 
+/// `notifications/cancelled`: cancels the caller's call `params.requestId`, if in flight.
+/// Unknown ids (finished, never seen) are ignored, as the MCP cancellation rules ask.
+fn cancel(gateway: &Gateway, params: Option<&Value>, info: &RequestInfo) {
+    let Some(request_id) = params.and_then(|p| p.get("requestId")) else { return };
+    if !matches!(request_id, Value::String(_) | Value::Number(_)) {
+        return;
+    }
+    let found = gateway.cancellable.cancel(info.session.clone(), request_id);
+    let reason: String = params
+        .and_then(|p| p.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    tracing::info!(request_id = %info.request_id, cancelled_id = %request_id, found, reason, "notifications/cancelled");
+}
+
 /// Modern-era checks: a `_meta` protocol version we speak, and an `Mcp-Method` header that
 /// agrees with the body.
-fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayError> {
+pub fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayError> {
     if let Some(version) = mcp::meta_version(message.params.as_ref())
         && !mcp::is_supported(version)
     {

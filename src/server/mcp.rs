@@ -2,6 +2,16 @@
 //! JSON is read (origin, size, protocol version header), decodes single or batch JSON-RPC,
 //! hands each message to [`super::dispatch`], and writes the answer: JSON, or `202` with no
 //! body when everything was a notification. Every refusal has a JSON-RPC error body.
+//!
+//! A single `tools/call` carrying `_meta.progressToken` from a caller whose `Accept` names
+//! `text/event-stream` is answered with an event stream ([`super::stream`]): progress, then the
+//! response. Everything else is JSON: a caller accepting only JSON gets no progress, and a
+//! batch is answered as one JSON array (its items relay no progress). Upstream log entries
+//! (`notifications/message`) are relayed the same way to a `tools/call` caller accepting
+//! event streams, at the level it asked for ([`dispatch::log_level`]); without a progress token
+//! the answer commits to an event stream only when an entry arrives before the response, so a
+//! call that logs nothing is still answered with JSON. A single request the caller cancelled
+//! gets an empty event stream when it accepts one, else the `cancelled` error.
 
 use std::sync::Arc;
 
@@ -14,14 +24,18 @@ use axum::{
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 
-use super::dispatch::{self, RequestInfo};
+use super::{
+    dispatch::{self, RequestInfo},
+    stream,
+};
 use crate::{
     error::{Category, GatewayError},
-    gateway::Gateway,
+    gateway::{Gateway, call::Notifications},
     protocol::{
         jsonrpc::{self, Inbound},
         mcp,
     },
+    upstream::progress::LogSubscription,
 };
 
 const REQUEST_ID: &str = "x-request-id";
@@ -32,7 +46,18 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body:
     with_request_id(response, &request_id)
 }
 
-async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Body, request_id: &str) -> Response {
+async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request_id: &str) -> Response {
+    if gateway.config.listen.ip().is_loopback()
+        && let Some(host) = headers.get(header::HOST)
+        && !host_allowed(host, &gateway.config.allowed_origins)
+    {
+        gateway.metrics.rejections.with_label_values(&["forbidden_host"]).inc();
+        let err = GatewayError::new(
+            Category::ForbiddenOrigin,
+            "the Host header is not a loopback host (DNS rebinding protection)",
+        );
+        return error_response(StatusCode::FORBIDDEN, &err);
+    }
     if let Some(origin) = headers.get(header::ORIGIN)
         && !origin_allowed(origin, &gateway.config.allowed_origins)
     {
@@ -71,25 +96,78 @@ async fn handle(gateway: &Gateway, headers: &HeaderMap, body: Body, request_id: 
     };
     let info = RequestInfo::from_headers(headers, request_id);
     match inbound {
-        Inbound::Single(entry) => match dispatch::entry(gateway, entry, &info).await {
-            // The modern revision answers its own protocol errors with HTTP 400.
-            Some(answer) if answer.is_protocol_refusal() => {
-                let mut response = json_response(&answer);
-                *response.status_mut() = StatusCode::BAD_REQUEST;
-                response
+        Inbound::Single(Ok(message))
+            if info.accepts_sse && dispatch::protocol_error(&message, &info).is_none() =>
+        {
+            for_event_stream_reader(gateway, message, info).await
+        }
+        Inbound::Single(entry) => {
+            match dispatch::entry(gateway, entry, &info, Notifications::default()).await {
+                // The modern revision answers its own protocol errors with HTTP 400.
+                Some(answer) if answer.is_protocol_refusal() => {
+                    let mut response = json_response(&answer);
+                    *response.status_mut() = StatusCode::BAD_REQUEST;
+                    response
+                }
+                Some(answer) => json_response(&answer),
+                None => StatusCode::ACCEPTED.into_response(),
             }
-            Some(answer) => json_response(&answer),
-            None => StatusCode::ACCEPTED.into_response(),
-        },
+        }
         Inbound::Batch(entries) => {
             // Items run concurrently and fail alone; answers keep request order.
-            let answers: Vec<_> = join_all(entries.into_iter().map(|e| dispatch::entry(gateway, e, &info)))
-                .await
-                .into_iter()
-                .flatten()
-                .collect();
+            let answers: Vec<_> = join_all(
+                entries.into_iter().map(|e| dispatch::entry(gateway, e, &info, Notifications::default())),
+            )
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
             if answers.is_empty() { StatusCode::ACCEPTED.into_response() } else { json_response(&answers) }
         }
+    }
+}
+
+/// One message (no protocol refusal) from a caller accepting event streams. A `tools/call`
+/// that may relay something is run with sinks: with a progress token the answer is an event
+/// stream at once; with log entries only, it becomes one when an entry arrives before the
+/// response, else it stays JSON.
+async fn for_event_stream_reader(
+    gateway: &Arc<Gateway>,
+    message: jsonrpc::Message,
+    info: RequestInfo,
+) -> Response {
+    let token = dispatch::progress_token(&message).cloned();
+    let log_level = if message.method == "tools/call" { dispatch::log_level(&message) } else { None };
+    if token.is_none() && log_level.is_none() {
+        return answer_for_event_stream_reader(
+            dispatch::entry(gateway, Ok(message), &info, Notifications::default()).await,
+        );
+    }
+    let (sink, mut received) = crate::gateway::call::progress_channel();
+    let notifications = Notifications {
+        progress: token.is_some().then(|| sink.clone()),
+        logs: log_level.map(|min_level| LogSubscription { sink: sink.clone(), min_level }),
+    };
+    drop(sink);
+    let gateway = gateway.clone();
+    let mut call: stream::Call =
+        Box::pin(async move { dispatch::entry(&gateway, Ok(message), &info, notifications).await });
+    if token.is_some() {
+        return stream::response(call, received, token, None);
+    }
+    tokio::select! {
+        biased;
+        Some(first) = received.recv() => stream::response(call, received, None, Some(first)),
+        answer = &mut call => answer_for_event_stream_reader(answer),
+    }
+}
+
+/// JSON, except that a cancelled request gets an empty event stream (no response).
+fn answer_for_event_stream_reader(answer: Option<jsonrpc::Response>) -> Response {
+    match answer {
+        Some(answer) if dispatch::is_cancelled(&answer) => stream::empty(),
+        Some(answer) => json_response(&answer),
+        None => StatusCode::ACCEPTED.into_response(),
     }
 }
 
@@ -177,6 +255,27 @@ fn origin_allowed(origin: &HeaderValue, allowed: &[String]) -> bool {
     matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
+/// On a loopback listener, the `Host` must name a loopback host (or the host of a configured
+/// origin): a browser page on a rebound name (`evil.example` resolving to 127.0.0.1) sends
+/// that name as `Host`, with or without an `Origin`.
+fn host_allowed(host: &HeaderValue, allowed_origins: &[String]) -> bool {
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    if matches!(name.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "::1") {
+        return true;
+    }
+    allowed_origins.iter().any(|origin| {
+        let rest = origin.split_once("://").map_or(origin.as_str(), |(_, r)| r);
+        rest.eq_ignore_ascii_case(host)
+            || rest.split(':').next().is_some_and(|h| h.eq_ignore_ascii_case(host))
+    })
+}
+
 /// The caller's `X-Request-Id` when it is sane, else a fresh one.
 fn request_id(headers: &HeaderMap) -> String {
     headers
@@ -208,6 +307,17 @@ mod tests {
             ["https://evil.example", "http://localhost.evil.example", "null", "http://127.0.0.1.nip.io"]
         {
             assert!(!origin_allowed(&HeaderValue::from_static(bad), &allowed), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_loopback_or_configured_hosts_pass() {
+        let allowed = vec!["https://shop.example".to_string()];
+        for ok in ["localhost:8080", "127.0.0.1", "[::1]:9", "LOCALHOST", "shop.example"] {
+            assert!(host_allowed(&HeaderValue::from_static(ok), &allowed), "{ok}");
+        }
+        for bad in ["evil.example.com", "evil.example.com:8080", "localhost.evil.example", "127.0.0.2"] {
+            assert!(!host_allowed(&HeaderValue::from_static(bad), &allowed), "{bad}");
         }
     }
 }

@@ -1,11 +1,14 @@
 //! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /metrics`, `GET /healthz`, `GET /readyz`,
-//! and the optional metrics-only listener (`metrics_listen`).
+//! `GET /tools` (exports), `GET /capabilities`, and the optional metrics-only listener (`metrics_listen`).
 
 pub mod admin;
+pub mod cancel;
+pub mod catalogue;
 pub mod dispatch;
 pub mod health;
 pub mod mcp;
 pub mod probe;
+pub mod stream;
 
 use std::{sync::Arc, time::Duration};
 
@@ -26,6 +29,8 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/metrics", get(health::metrics))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/tools", get(catalogue::tools))
+        .route("/capabilities", get(catalogue::capabilities))
         .route("/admin/breakers", get(admin::breakers))
         .route("/admin/breakers/{server}/{action}", post(admin::breaker_action))
         .route("/admin/connections", get(admin::connections))
@@ -57,7 +62,7 @@ pub async fn serve_metrics(listener: TcpListener, gateway: Arc<Gateway>) -> std:
 async fn not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
-        axum::Json(serde_json::json!({"error": "not found", "endpoints": ["/mcp", "/metrics", "/healthz", "/readyz"]})),
+        axum::Json(serde_json::json!({"error": "not found", "endpoints": ["/mcp", "/metrics", "/healthz", "/readyz", "/tools", "/capabilities"]})),
     )
         .into_response()
 }

@@ -139,8 +139,13 @@ const BREAKER_TARGETS: &[&str] = &["open", "half_open", "closed"];
 const REGISTRY_TIERS: &[&str] = &["memory", "redis", "dynamodb"];
 const LOOKUP_RESULTS: &[&str] = &["hit", "miss", "negative", "error", "stale"];
 const SHARED_STATE_OPERATIONS: &[&str] = &["connect", "publish", "poll", "subscribe"];
-const REJECTION_REASONS: &[&str] =
-    &["forbidden_origin", "payload_too_large", "parse_error", "unsupported_protocol_version"];
+const REJECTION_REASONS: &[&str] = &[
+    "forbidden_origin",
+    "forbidden_host",
+    "payload_too_large",
+    "parse_error",
+    "unsupported_protocol_version",
+];
 
 fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
@@ -452,6 +457,7 @@ pub fn method_label(method: &str) -> &'static str {
         "notifications/cancelled" => "notifications/cancelled",
         "server/discover" => "server/discover",
         "ping" => "ping",
+        "logging/setLevel" => "logging/setLevel",
         _ => "other",
     }
 }

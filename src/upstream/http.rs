@@ -1,24 +1,47 @@
 //! Streamable HTTP: the ECS-hosted MCP servers.
 //!
-//! Each server is tried in the modern (2026-07-28) era first — `_meta` on the request,
-//! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers, no handshake. A server that
-//! answers `400` without a recognisable modern JSON-RPC error is a session-era server: the
-//! transport then runs `initialize` → `notifications/initialized`, keeps the `Mcp-Session-Id`,
-//! remembers the era for that server, and replays the request. A `404` on a session-era
-//! request means the session expired: the transport re-initializes once and replays.
-//! Answers may be JSON or an SSE stream; in a stream, the message carrying the request's id is
-//! the answer and everything before it (progress notifications) is skipped. Dropping the
-//! future closes the stream, which is how a modern-era call is cancelled.
+//! **Era detection** follows the 2026-07-28 revision's backward-compatibility rule. The first
+//! call to a server of unknown era probes it with `server/discover` (modern shape: `_meta`,
+//! `MCP-Protocol-Version`, `Mcp-Method`). Only a result whose `supportedVersions` lists
+//! 2026-07-28 makes it modern; any other answer — a JSON-RPC error, a non-JSON-RPC body, a 4xx,
+//! a result without that version (what a lenient session-era server answers) — makes the
+//! transport run `initialize` → `notifications/initialized`, keep the `Mcp-Session-Id`, and
+//! speak the session era. A probe that gets no answer about the era (connect error, timeout,
+//! 429, 5xx) fails the call with that error and learns nothing: the next call probes again.
+//! The era is remembered per server. When a server later refuses it — a session-era `404`
+//! (expired session) or `400` "no valid session", a `-32022` unsupported-version error not
+//! listing the version sent, a modern request answered `400`/`404`/`405` without one of the
+//! revision's own errors — the transport probes once more and replays the call once; a second
+//! refusal fails the call. Probes are serialized per server and counted by a generation, so
+//! concurrent refusals re-probe once.
+//!
+//! **Answers** may be JSON or an SSE stream; in a stream, the message carrying the request's
+//! id is the answer and every other message reaches [`read_stream`]'s one place for them:
+//! `notifications/progress` and `notifications/message` go to the call's sinks when it has
+//! them ([`super::progress`]), the rest is skipped. Dropping the future closes the stream,
+//! which is how a modern-era call is cancelled; a session-era call also gets
+//! `notifications/cancelled`.
+//!
+//! **Resumable streams** (SEP-1699, session era): a stream that ends before the answer after
+//! the server gave its events ids is picked up again with `GET` + `Last-Event-ID` (and the
+//! session id), after the server's `retry:` time ([`DEFAULT_RETRY`] without one), at most
+//! [`MAX_RECONNECTS`] times and never past the caller's deadline; a refused reconnection ends
+//! the call. A modern-era stream is not resumed (the revision has no GET stream).
+//!
+//! **Credentials**: `401`/`403` on any request — probe, handshake, call, reconnection — is
+//! [`UpstreamError::Unauthorized`]: not retried, not counted by the breaker, no era learned.
 //!
 //! Answers are bounded while they are read, never after: a JSON body by its `Content-Length`
 //! up front and by counting chunks, an SSE stream per line and per event, both at the server's
-//! `max_response_bytes` ([`UpstreamError::ResponseTooLarge`]); a 4xx body is read only up to
+//! `max_response_bytes` ([`UpstreamError::ResponseTooLarge`]), and the reconnected streams of
+//! one answer together by the same limit; a 4xx body is read only up to
 //! [`ERROR_BODY_PREFIX`] (enough for a JSON-RPC error), a 5xx body not at all. Time is bounded
-//! by the layers around the transport: the attempt timeout covers the body, not just the
-//! headers, so a body that drips or a stream that never answers ends as a timeout.
+//! by the layers around the transport: the attempt timeout covers the probe and the body, not
+//! just the headers, so a body that drips or a stream that never answers ends as a timeout.
 //!
 //! Modern-era `tools/call` requests mirror the arguments the tool's `inputSchema` marks with
-//! `x-mcp-header` into `Mcp-Param-{Name}` headers ([`UpstreamRequest::param_headers`]).
+//! `x-mcp-header` into `Mcp-Param-{Name}` headers ([`UpstreamRequest::param_headers`]). Every
+//! request's headers are built in one place ([`Inner::build`]).
 
 use std::{
     sync::{
@@ -26,11 +49,11 @@ use std::{
         atomic::{AtomicU64, Ordering},
     },
     task::{Context, Poll},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use reqwest::{
-    Client, StatusCode, Url,
+    Client, Method, RequestBuilder, StatusCode, Url,
     header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
 };
 use serde_json::Value;
@@ -38,21 +61,28 @@ use tower::Service;
 
 use super::{
     UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after,
-    reply_from,
+    progress::ProgressRelay, reply_from,
 };
 use crate::protocol::{
-    jsonrpc::UpstreamResponse,
+    jsonrpc::{ErrorObject, UpstreamResponse},
     mcp::{self, Era, headers},
     param_headers, sse,
 };
 
-/// What the transport knows about a server's era.
+/// The era a server was found to speak.
 #[derive(Debug, Clone)]
-enum EraState {
-    /// Not yet talked to: try modern, fall back to legacy.
-    Unknown,
+enum Spoken {
     Modern,
     Legacy(LegacySession),
+}
+
+/// What the transport knows about a server's era, and how often it learned it.
+#[derive(Debug, Clone, Default)]
+struct Learned {
+    /// `None`: not yet learned (or the last probe failed): the next call probes.
+    spoken: Option<Spoken>,
+    /// Bumped at every successful probe, so concurrent refusals re-probe once.
+    generation: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -60,8 +90,6 @@ struct LegacySession {
     /// `None` for a session-era server that does not use sessions.
     session_id: Option<HeaderValue>,
     version: &'static str,
-    /// Bumped at every (re-)initialization, so concurrent 404s re-initialize once.
-    generation: u64,
 }
 
 /// Settings of one streamable-HTTP server.
@@ -78,6 +106,15 @@ pub struct HttpSettings {
 /// How much of a 4xx body is read for its JSON-RPC error; the rest is never read.
 pub const ERROR_BODY_PREFIX: usize = 64 * 1024;
 
+/// Most reconnections of one answer stream (SEP-1699); the caller's deadline bounds them too.
+pub const MAX_RECONNECTS: u32 = 5;
+
+/// The wait before a reconnection when the stream gave no `retry:` field.
+pub const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+
+/// The longest `retry:` wait honoured (a larger one is clamped; the deadline still applies).
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
 /// A streamable-HTTP MCP server.
 #[derive(Clone)]
 pub struct HttpTransport {
@@ -89,9 +126,9 @@ struct Inner {
     url: Url,
     headers: HeaderMap,
     max_response_bytes: usize,
-    era: RwLock<EraState>,
-    /// Serializes (re-)initialization.
-    init: tokio::sync::Mutex<()>,
+    era: RwLock<Learned>,
+    /// Serializes probes (`server/discover`, then `initialize` if needed).
+    probe: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
 }
 
@@ -104,39 +141,36 @@ impl HttpTransport {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| UpstreamError::Protocol(format!("HTTP client: {e}")))?;
-        let mut base = settings.headers;
-        base.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        base.insert(ACCEPT, HeaderValue::from_static(headers::ACCEPT_BOTH));
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 url: settings.url,
-                headers: base,
+                headers: settings.headers,
                 max_response_bytes: settings.max_response_bytes,
-                era: RwLock::new(EraState::Unknown),
-                init: tokio::sync::Mutex::new(()),
+                era: RwLock::new(Learned::default()),
+                probe: tokio::sync::Mutex::new(()),
                 next_id: AtomicU64::new(1),
             }),
         })
     }
 
-    /// The era this server was found to speak (`None` before the first exchange).
+    /// The era this server was found to speak (`None` before the first successful probe).
     pub fn era(&self) -> Option<Era> {
-        match self.inner.era_state() {
-            EraState::Unknown => None,
-            EraState::Modern => Some(Era::Modern),
-            EraState::Legacy(_) => Some(Era::Legacy),
+        match self.inner.learned().spoken {
+            None => None,
+            Some(Spoken::Modern) => Some(Era::Modern),
+            Some(Spoken::Legacy(_)) => Some(Era::Legacy),
         }
     }
 
     /// Ends the legacy session, if any (`DELETE` with the session id), e.g. on shutdown.
     pub async fn close(&self) {
-        if let EraState::Legacy(LegacySession { session_id: Some(id), .. }) = self.inner.era_state() {
+        if let Some(Spoken::Legacy(session)) = self.inner.learned().spoken
+            && session.session_id.is_some()
+        {
             let _ = self
                 .inner
-                .client
-                .delete(self.inner.url.clone())
-                .header(headers::SESSION_ID, id)
+                .build(Method::DELETE, Headers::Legacy(&session))
                 .timeout(Duration::from_secs(1))
                 .send()
                 .await;
@@ -162,100 +196,198 @@ impl Service<UpstreamRequest> for HttpTransport {
 /// What one POST produced.
 enum Exchange {
     Reply(UpstreamReply),
-    /// `400` from a server that does not understand the modern era.
-    NotModern,
-    /// `404` on a request that carried a session id.
-    SessionExpired,
+    /// The server refused the era the request was sent in; the error is what the caller gets
+    /// if it refuses again after a re-probe.
+    Refused(UpstreamError),
+}
+
+/// Why a probe learned nothing.
+enum ProbeError {
+    /// No usable answer (transport failure, refused credentials, a handshake not understood).
+    Failed(UpstreamError),
+    /// The server answered `initialize` with its own failure: passed on as its answer.
+    Answered(ErrorObject),
+}
+
+impl From<UpstreamError> for ProbeError {
+    fn from(error: UpstreamError) -> Self {
+        ProbeError::Failed(error)
+    }
+}
+
+/// The era-specific headers of one request (see [`Inner::build`]).
+enum Headers<'a> {
+    /// A modern request: version, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
+    Modern { method: &'a str, tool: Option<&'a str>, params: &'a [(String, String)] },
+    /// `initialize`: no version header, no session yet.
+    Handshake,
+    /// A session-era request: the negotiated version (2025-06-18 on) and the session id.
+    Legacy(&'a LegacySession),
+    /// A reconnection `GET` of a session-era stream, resuming after the given event id.
+    Resume(&'a LegacySession, &'a str),
 }
 
 impl Inner {
-    fn era_state(&self) -> EraState {
-        self.era.read().map(|e| e.clone()).unwrap_or(EraState::Unknown)
+    fn learned(&self) -> Learned {
+        self.era.read().map(|e| e.clone()).unwrap_or_default()
     }
 
-    fn set_era(&self, state: EraState) {
-        if let Ok(mut era) = self.era.write() {
-            *era = state;
+    /// Builds every request to the server: the static headers (credentials), content
+    /// negotiation, then the era's headers.
+    fn build(&self, method: Method, era: Headers<'_>) -> RequestBuilder {
+        let mut map = self.headers.clone();
+        if method == Method::POST {
+            map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         }
+        let accept = if method == Method::GET { "text/event-stream" } else { headers::ACCEPT_BOTH };
+        map.insert(ACCEPT, HeaderValue::from_static(accept));
+        let mut builder = self.client.request(method, self.url.clone()).headers(map);
+        match era {
+            Headers::Modern { method, tool, params } => {
+                builder = builder
+                    .header(headers::PROTOCOL_VERSION, mcp::MODERN_VERSION)
+                    .header(headers::METHOD, method);
+                if let Some(tool) = tool {
+                    // The spec's value encoding, sentinel-looking names included.
+                    builder = builder.header(headers::NAME, param_headers::encode(tool));
+                }
+                for (name, value) in params {
+                    builder = builder.header(format!("{}{name}", param_headers::PREFIX), value);
+                }
+            }
+            Headers::Handshake => {}
+            Headers::Legacy(session) => builder = legacy_headers(builder, session),
+            Headers::Resume(session, last_event_id) => {
+                builder = legacy_headers(builder, session).header("last-event-id", last_event_id);
+            }
+        }
+        builder
     }
 
     async fn call(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
-        match self.era_state() {
-            EraState::Modern => match self.post(&request, None).await? {
-                Exchange::Reply(reply) => Ok(reply),
-                // A server that changed eras under us (redeployed): learn again.
-                Exchange::NotModern | Exchange::SessionExpired => self.fall_back(&request, 0).await,
+        let learned = self.learned();
+        let (spoken, generation) = match learned.spoken {
+            Some(spoken) => (spoken, learned.generation),
+            None => match self.probe(learned.generation).await {
+                Ok(probed) => probed,
+                Err(ProbeError::Failed(error)) => return Err(error),
+                Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
             },
-            EraState::Unknown => match self.post(&request, None).await? {
-                Exchange::Reply(reply) => {
-                    self.set_era(EraState::Modern);
-                    tracing::info!(url = %self.url, era = "2026-07-28", "upstream speaks the modern era");
-                    Ok(reply)
-                }
-                Exchange::NotModern | Exchange::SessionExpired => self.fall_back(&request, 0).await,
-            },
-            EraState::Legacy(session) => self.call_legacy(&request, session).await,
-        }
-    }
-
-    async fn fall_back(
-        &self,
-        request: &UpstreamRequest,
-        seen_generation: u64,
-    ) -> Result<UpstreamReply, UpstreamError> {
-        let session = self.initialize(seen_generation).await?;
-        self.call_legacy(request, session).await
-    }
-
-    async fn call_legacy(
-        &self,
-        request: &UpstreamRequest,
-        session: LegacySession,
-    ) -> Result<UpstreamReply, UpstreamError> {
-        match self.post(request, Some(&session)).await? {
+        };
+        match self.post(&request, &spoken).await? {
             Exchange::Reply(reply) => Ok(reply),
-            Exchange::SessionExpired | Exchange::NotModern => {
-                tracing::info!(url = %self.url, "upstream session expired; re-initializing once");
-                let renewed = self.initialize(session.generation).await?;
-                match self.post(request, Some(&renewed)).await? {
+            Exchange::Refused(error) => {
+                tracing::info!(url = %self.url, era = era_label(&spoken), reason = %error, "upstream refused the remembered era; probing again");
+                let spoken = match self.probe(generation).await {
+                    Ok((spoken, _)) => spoken,
+                    Err(ProbeError::Failed(error)) => return Err(error),
+                    Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
+                };
+                match self.post(&request, &spoken).await? {
                     Exchange::Reply(reply) => Ok(reply),
-                    Exchange::SessionExpired | Exchange::NotModern => {
-                        Err(UpstreamError::Status { status: 404 })
-                    }
+                    Exchange::Refused(error) => Err(error),
                 }
             }
         }
     }
 
-    /// Runs the session-era handshake unless another task already did since `seen_generation`.
-    async fn initialize(&self, seen_generation: u64) -> Result<LegacySession, UpstreamError> {
-        let _guard = self.init.lock().await;
-        if let EraState::Legacy(current) = self.era_state()
-            && current.generation > seen_generation
+    /// Learns the server's era unless another task did since `seen_generation`: `server/discover`,
+    /// then `initialize` on any answer that does not show a modern server.
+    async fn probe(&self, seen_generation: u64) -> Result<(Spoken, u64), ProbeError> {
+        let _guard = self.probe.lock().await;
+        let current = self.learned();
+        if current.generation > seen_generation
+            && let Some(spoken) = current.spoken
         {
-            return Ok(current);
+            return Ok((spoken, current.generation));
         }
+        let learned = match self.discover().await {
+            Ok(true) => Ok(Spoken::Modern),
+            Ok(false) => self.initialize().await.map(Spoken::Legacy),
+            Err(error) => Err(ProbeError::Failed(error)),
+        };
+        let generation = current.generation + 1;
+        if let Ok(mut era) = self.era.write() {
+            *era = match &learned {
+                Ok(spoken) => Learned { spoken: Some(spoken.clone()), generation },
+                // Nothing learned: the next call probes again.
+                Err(_) => Learned { spoken: None, generation: current.generation },
+            };
+        }
+        match &learned {
+            Ok(Spoken::Modern) => {
+                tracing::info!(url = %self.url, era = mcp::MODERN_VERSION, "upstream speaks the modern era")
+            }
+            Ok(Spoken::Legacy(session)) => {
+                tracing::info!(url = %self.url, version = session.version, session = session.session_id.is_some(), "upstream speaks the session era")
+            }
+            Err(ProbeError::Failed(error)) => tracing::warn!(url = %self.url, %error, "era probe failed"),
+            Err(ProbeError::Answered(error)) => {
+                tracing::warn!(url = %self.url, code = error.code, message = %error.message, "initialize refused")
+            }
+        }
+        learned.map(|spoken| (spoken, generation))
+    }
+
+    /// `server/discover`: `Ok(true)` only for a result listing the modern version; `Ok(false)`
+    /// for any other answer; `Err` when there was no answer about the era (connection, timeout,
+    /// 429, 5xx, an over-limit body) or the credentials were refused.
+    async fn discover(&self) -> Result<bool, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let response = self
-            .client
-            .post(self.url.clone())
-            .headers(self.headers.clone())
+            .build(Method::POST, Headers::Modern { method: mcp::DISCOVER, tool: None, params: &[] })
+            .body(mcp::encode_discover(id))
+            .send()
+            .await
+            .map_err(request_error)?;
+        let status = response.status();
+        if status.is_success() {
+            return match read_answer(response, id, self.max_response_bytes, None, None).await {
+                Ok(UpstreamReply::Result(raw)) => {
+                    Ok(serde_json::from_str::<Value>(raw.get()).is_ok_and(|r| mcp::shows_modern(&r)))
+                }
+                Ok(UpstreamReply::Error(_)) | Err(UpstreamError::Protocol(_)) => Ok(false),
+                Err(error) => Err(error),
+            };
+        }
+        match status {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                Err(status_error(status, response.headers()))
+            }
+            s if s.is_server_error() => Err(status_error(status, response.headers())),
+            _ => Ok(false),
+        }
+    }
+
+    /// Runs the session-era handshake and returns the session.
+    async fn initialize(&self) -> Result<LegacySession, ProbeError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let response = self
+            .build(Method::POST, Headers::Handshake)
             .body(mcp::encode_initialize(id))
             .send()
             .await
             .map_err(request_error)?;
         let status = response.status();
         if !status.is_success() {
-            return Err(status_error(status, response.headers()));
+            return Err(status_error(status, response.headers()).into());
         }
         let session_id = response.headers().get(headers::SESSION_ID).cloned();
-        let reply = read_answer(response, id, self.max_response_bytes).await?;
+        let reply = read_answer(response, id, self.max_response_bytes, None, None).await?;
         let version = match &reply {
             UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get())
                 .ok()
                 .and_then(|v| v.get("protocolVersion").and_then(Value::as_str).map(str::to_string)),
+            // The server's own failure (internal error, implementation-defined server errors)
+            // is its answer to the call; any other error means the handshake is not understood.
+            UpstreamReply::Error(e) if e.code == -32603 || (-32099..=-32000).contains(&e.code) => {
+                let message = format!("initialize failed: {}", e.message);
+                return Err(ProbeError::Answered(ErrorObject { message, ..e.clone() }));
+            }
             UpstreamReply::Error(e) => {
-                return Err(UpstreamError::Protocol(format!("initialize failed: {} {}", e.code, e.message)));
+                return Err(
+                    UpstreamError::Protocol(format!("initialize failed: {} {}", e.code, e.message)).into()
+                );
             }
         };
         let version = mcp::LEGACY_VERSIONS
@@ -265,144 +397,179 @@ impl Inner {
             .ok_or_else(|| {
                 UpstreamError::Protocol(format!("upstream chose an unsupported protocol version {version:?}"))
             })?;
-        let generation = seen_generation.max(match self.era_state() {
-            EraState::Legacy(s) => s.generation,
-            _ => 0,
-        }) + 1;
-        let session = LegacySession { session_id, version, generation };
-        let mut notify = self
-            .client
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .body(mcp::encode_notification("notifications/initialized", None));
-        notify = legacy_headers(notify, &session);
-        let notified = notify.send().await.map_err(request_error)?;
+        let session = LegacySession { session_id, version };
+        let notified = self
+            .build(Method::POST, Headers::Legacy(&session))
+            .body(mcp::encode_notification("notifications/initialized", None))
+            .send()
+            .await
+            .map_err(request_error)?;
         if !notified.status().is_success() {
-            return Err(status_error(notified.status(), notified.headers()));
+            return Err(status_error(notified.status(), notified.headers()).into());
         }
-        tracing::info!(url = %self.url, version, session = session.session_id.is_some(), "upstream speaks the session era");
-        self.set_era(EraState::Legacy(session.clone()));
         Ok(session)
     }
 
-    /// One POST of `request` in the era given by `session` (`None` = modern).
-    async fn post(
-        &self,
-        request: &UpstreamRequest,
-        session: Option<&LegacySession>,
-    ) -> Result<Exchange, UpstreamError> {
+    /// One POST of `request` in the era the server was found to speak.
+    async fn post(&self, request: &UpstreamRequest, spoken: &Spoken) -> Result<Exchange, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let era = if session.is_some() { Era::Legacy } else { Era::Modern };
-        let mut builder = self
-            .client
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .body(mcp::encode_request(id, request.method, &request.params, era));
-        builder = match session {
-            Some(session) => legacy_headers(builder, session),
-            None => {
-                let mut b = builder
-                    .header(headers::PROTOCOL_VERSION, mcp::MODERN_VERSION)
-                    .header(headers::METHOD, request.method);
-                if let Some(tool) = &request.tool {
-                    // The spec's value encoding, sentinel-looking names included.
-                    b = b.header(headers::NAME, param_headers::encode(tool));
-                }
-                for (name, value) in &request.param_headers {
-                    b = b.header(format!("{}{name}", param_headers::PREFIX), value);
-                }
-                b
-            }
+        let session = match spoken {
+            Spoken::Modern => None,
+            Spoken::Legacy(session) => Some(session),
         };
+        let (era, sent_version, era_headers) = match session {
+            None => (
+                Era::Modern,
+                mcp::MODERN_VERSION,
+                Headers::Modern {
+                    method: request.method,
+                    tool: request.tool.as_deref(),
+                    params: &request.param_headers,
+                },
+            ),
+            Some(session) => (Era::Legacy, session.version, Headers::Legacy(session)),
+        };
+        let (params, relay) = ProgressRelay::outbound(request, id, era);
+        let builder =
+            self.build(Method::POST, era_headers).body(mcp::encode_request(id, request.method, &params, era));
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;
         // a modern-era call is cancelled by closing its stream, which dropping does.
-        let mut cancel = session.map(|s| CancelOnDrop {
-            client: self.client.clone(),
-            url: self.url.clone(),
-            headers: self.headers.clone(),
-            session: s.clone(),
-            id,
-            armed: true,
-        });
+        let mut cancel = CancelOnDrop {
+            request: session.map(|s| {
+                let params = serde_json::json!({"requestId": id, "reason": "cancelled by the gateway (deadline or caller gone)"});
+                self.build(Method::POST, Headers::Legacy(s))
+                    .timeout(Duration::from_secs(2))
+                    .body(mcp::encode_notification("notifications/cancelled", Some(params)))
+            }),
+        };
         let response = builder.send().await.map_err(request_error)?;
         let status = response.status();
         if status.is_success() {
-            let answer = read_answer(response, id, self.max_response_bytes).await.map(Exchange::Reply);
-            if let Some(cancel) = cancel.as_mut() {
-                cancel.armed = false;
-            }
-            return answer;
+            let resume = session.map(|session| Resume { inner: self, session, deadline: request.deadline });
+            let answer = read_answer(response, id, self.max_response_bytes, resume, relay.as_ref()).await;
+            cancel.disarm();
+            return match answer? {
+                UpstreamReply::Error(e) if refuses(&e, sent_version) => {
+                    Ok(Exchange::Refused(UpstreamError::Protocol(format!("{} {}", e.code, e.message))))
+                }
+                reply => Ok(Exchange::Reply(reply)),
+            };
         }
-        if let Some(cancel) = cancel.as_mut() {
-            cancel.armed = false;
-        }
+        cancel.disarm();
+        let with_session = session.is_some_and(|s| s.session_id.is_some());
         match status {
-            StatusCode::NOT_FOUND if session.is_some_and(|s| s.session_id.is_some()) => {
-                Ok(Exchange::SessionExpired)
+            // What the caller gets if even a fresh session is refused.
+            StatusCode::NOT_FOUND if with_session => Ok(Exchange::Refused(UpstreamError::Protocol(
+                "the server refused a fresh session too (HTTP 404 right after a new handshake)".into(),
+            ))),
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                Err(status_error(status, response.headers()))
             }
-            StatusCode::TOO_MANY_REQUESTS => Err(status_error(status, response.headers())),
             s if s.is_server_error() => Err(status_error(status, response.headers())),
             _ => {
-                let retry = status_error(status, response.headers());
+                let failed = status_error(status, response.headers());
                 let body = read_prefix(response, ERROR_BODY_PREFIX).await;
                 let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
-                let with_session = session.is_some_and(|s| s.session_id.is_some());
-                if with_session
-                    && status == StatusCode::BAD_REQUEST
-                    && complains_about_session(parsed.as_ref())
+                let error = parsed.as_ref().and_then(|r| r.error.as_ref());
+                if status == StatusCode::BAD_REQUEST
+                    && session.is_some()
+                    && (with_session && complains_about_session(error)
+                        || refuses_legacy_version(error, sent_version))
                 {
                     // Some servers (the TypeScript SDK's examples) answer an unknown session
-                    // with 400 "No valid session ID" instead of 404.
-                    return Ok(Exchange::SessionExpired);
+                    // with 400 "No valid session ID" instead of 404; a server redeployed
+                    // without the session era refuses its version.
+                    return Ok(Exchange::Refused(failed));
                 }
                 let may_be_legacy = matches!(
                     status,
                     StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
                 );
                 if session.is_none() && may_be_legacy && !is_modern_rejection(parsed.as_ref()) {
-                    return Ok(Exchange::NotModern);
+                    return Ok(Exchange::Refused(failed));
                 }
                 // A JSON-RPC error in a 4xx body is the server's answer to the request.
                 match parsed.and_then(|p| reply_from(p).ok()) {
                     Some(reply @ UpstreamReply::Error(_)) => Ok(Exchange::Reply(reply)),
-                    _ => Err(retry),
+                    _ => Err(failed),
                 }
             }
         }
     }
+
+    /// The reconnection `GET` of a session-era answer stream (SEP-1699).
+    async fn reconnect(
+        &self,
+        session: &LegacySession,
+        last_event_id: &str,
+    ) -> Result<reqwest::Response, UpstreamError> {
+        let response = self
+            .build(Method::GET, Headers::Resume(session, last_event_id))
+            .send()
+            .await
+            .map_err(request_error)?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(match status {
+                // A server without a GET stream (405) or without the session any more: the
+                // answer is lost, which is not the server failing.
+                StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST => {
+                    UpstreamError::Protocol(format!(
+                        "the server refused to resume the answer stream (HTTP {status})"
+                    ))
+                }
+                _ => status_error(status, response.headers()),
+            });
+        }
+        if !is_event_stream(&response) {
+            return Err(UpstreamError::Protocol("the resumed answer is not an event stream".into()));
+        }
+        Ok(response)
+    }
+}
+
+fn era_label(spoken: &Spoken) -> &'static str {
+    match spoken {
+        Spoken::Modern => mcp::MODERN_VERSION,
+        Spoken::Legacy(_) => "session",
+    }
+}
+
+/// An answer refusing the version the request was sent in (`-32022` not listing it).
+fn refuses(error: &ErrorObject, sent_version: &str) -> bool {
+    mcp::refuses_version(error.code, error.data.as_ref(), sent_version)
+}
+
+/// A session-era request refused for its version: `-32022` not listing it, or a
+/// session-era SDK's "Unsupported protocol version" (`-32000` from the TypeScript SDK).
+fn refuses_legacy_version(error: Option<&ErrorObject>, sent_version: &str) -> bool {
+    error.is_some_and(|e| {
+        refuses(e, sent_version) || e.message.to_ascii_lowercase().contains("unsupported protocol version")
+    })
 }
 
 /// A JSON-RPC error whose message is about the session id.
-fn complains_about_session(response: Option<&UpstreamResponse>) -> bool {
-    response
-        .and_then(|r| r.error.as_ref())
-        .is_some_and(|e| e.message.to_ascii_lowercase().contains("session"))
+fn complains_about_session(error: Option<&ErrorObject>) -> bool {
+    error.is_some_and(|e| e.message.to_ascii_lowercase().contains("session"))
 }
 
 /// Sends `notifications/cancelled` for a session-era request dropped before its answer.
 struct CancelOnDrop {
-    client: Client,
-    url: Url,
-    headers: HeaderMap,
-    session: LegacySession,
-    id: u64,
-    armed: bool,
+    /// The notification, built with the request; `None` once the answer came (or modern era).
+    request: Option<RequestBuilder>,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) {
+        self.request = None;
+    }
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        if !self.armed {
+        let Some(request) = self.request.take() else {
             return;
-        }
-        let params = serde_json::json!({"requestId": self.id, "reason": "cancelled by the gateway (deadline or caller gone)"});
-        let request = legacy_headers(
-            self.client
-                .post(self.url.clone())
-                .headers(self.headers.clone())
-                .timeout(Duration::from_secs(2))
-                .body(mcp::encode_notification("notifications/cancelled", Some(params))),
-            &self.session,
-        );
+        };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let _ = request.send().await;
@@ -436,7 +603,7 @@ fn is_modern_rejection(response: Option<&UpstreamResponse>) -> bool {
     }
 }
 
-fn legacy_headers(builder: reqwest::RequestBuilder, session: &LegacySession) -> reqwest::RequestBuilder {
+fn legacy_headers(builder: RequestBuilder, session: &LegacySession) -> RequestBuilder {
     let mut builder = builder;
     // The header exists from 2025-06-18 on.
     if session.version >= "2025-06-18" {
@@ -448,42 +615,140 @@ fn legacy_headers(builder: reqwest::RequestBuilder, session: &LegacySession) -> 
     builder
 }
 
-/// Reads a 2xx answer: JSON, or an SSE stream up to the message with our id.
-async fn read_answer(
-    mut response: reqwest::Response,
-    id: u64,
-    limit: usize,
-) -> Result<UpstreamReply, UpstreamError> {
-    let is_stream = response
+fn is_event_stream(response: &reqwest::Response) -> bool {
+    response
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.starts_with("text/event-stream"));
-    if !is_stream {
+        .is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+/// How an answer stream that ended early is picked up again (session era only).
+struct Resume<'a> {
+    inner: &'a Inner,
+    session: &'a LegacySession,
+    /// The caller's deadline: no reconnection wait runs past it.
+    deadline: Option<Instant>,
+}
+
+/// What a stream reader carries from one connection of an answer stream to the next.
+#[derive(Default)]
+struct StreamPosition {
+    last_event_id: Option<String>,
+    retry: Option<Duration>,
+    /// Bytes read on reconnections so far (together bounded by `max_response_bytes`).
+    resumed_bytes: usize,
+}
+
+/// Reads a 2xx answer: JSON, or an SSE stream up to the message with our id (progress and log
+/// entries for it before that go to `relay`), reconnecting a stream that ends early when
+/// `resume` allows it (see the module docs).
+async fn read_answer(
+    response: reqwest::Response,
+    id: u64,
+    limit: usize,
+    resume: Option<Resume<'_>>,
+    relay: Option<&ProgressRelay>,
+) -> Result<UpstreamReply, UpstreamError> {
+    if !is_event_stream(&response) {
         let body = read_body(response, limit).await?;
         if body.is_empty() {
             return Err(UpstreamError::Protocol("empty answer to a request".into()));
         }
         return decode_reply(&body);
     }
+    let mut response = response;
+    let mut position = StreamPosition::default();
+    let mut reconnects = 0;
+    loop {
+        if let Some(reply) =
+            read_stream(&mut response, id, limit, &mut position, reconnects > 0, relay).await?
+        {
+            drain(response);
+            return reply;
+        }
+        let ended = if reconnects == 0 {
+            "event stream ended without an answer".to_string()
+        } else {
+            format!("event stream ended without an answer after {reconnects} reconnection(s)")
+        };
+        let (Some(resume), Some(last_event_id)) = (&resume, position.last_event_id.clone()) else {
+            return Err(UpstreamError::Protocol(ended));
+        };
+        // A reconnection whose connection fails (a server restarting during a deploy) is
+        // tried again after the same wait, within the same count.
+        loop {
+            if reconnects >= MAX_RECONNECTS {
+                return Err(UpstreamError::Protocol(format!("{ended}; no more reconnections")));
+            }
+            let wait = position.retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY);
+            if resume.deadline.is_some_and(|d| Instant::now() + wait >= d) {
+                return Err(UpstreamError::Protocol(format!(
+                    "{ended}; reconnecting in {} ms would pass the caller's deadline",
+                    wait.as_millis()
+                )));
+            }
+            tokio::time::sleep(wait).await;
+            reconnects += 1;
+            tracing::debug!(url = %resume.inner.url, last_event_id, reconnects, "resuming an answer stream");
+            match resume.inner.reconnect(resume.session, &last_event_id).await {
+                Ok(next) => {
+                    response = next;
+                    break;
+                }
+                Err(UpstreamError::Connect(_)) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+    }
+}
+
+/// Reads one connection of an answer stream: `Some` at the message answering `id`, `None`
+/// when the connection ends first. `position` keeps the last event id and `retry` time.
+async fn read_stream(
+    response: &mut reqwest::Response,
+    id: u64,
+    limit: usize,
+    position: &mut StreamPosition,
+    resumed: bool,
+    relay: Option<&ProgressRelay>,
+) -> Result<Option<Result<UpstreamReply, UpstreamError>>, UpstreamError> {
     let mut decoder = sse::Decoder::with_limit(limit);
     while let Some(chunk) = response.chunk().await.map_err(request_error)? {
-        let events = decoder.feed(&chunk).map_err(|e| UpstreamError::ResponseTooLarge { limit: e.limit })?;
-        for event in events {
+        if resumed {
+            position.resumed_bytes = position.resumed_bytes.saturating_add(chunk.len());
+            if position.resumed_bytes > limit {
+                return Err(UpstreamError::ResponseTooLarge { limit });
+            }
+        }
+        let events = decoder.feed(&chunk).map_err(|e| UpstreamError::ResponseTooLarge { limit: e.limit });
+        // The position counts what was complete before an error too.
+        if let Some(last) = decoder.last_event_id().filter(|v| !v.is_empty()) {
+            position.last_event_id = Some(last.to_string());
+        }
+        if let Some(ms) = decoder.retry_ms() {
+            position.retry = Some(Duration::from_millis(ms));
+        }
+        for event in events? {
             if event.event.as_deref().is_some_and(|e| e != "message") || event.data.is_empty() {
                 continue;
+            }
+            // Every message of the stream other than the answer (progress and log entries for the
+            // call, other notifications, requests from the server) is seen here: the call's
+            // relay takes what is for it, the rest is skipped.
+            if let Some(relay) = relay {
+                relay.offer(&event.data);
             }
             let Ok(message) = serde_json::from_str::<UpstreamResponse>(&event.data) else {
                 continue;
             };
             let answers_us = message.id.as_ref().is_some_and(|v| v.as_u64() == Some(id));
             if answers_us && (message.result.is_some() || message.error.is_some()) {
-                drain(response);
-                return reply_from(message);
+                return Ok(Some(reply_from(message)));
             }
         }
     }
-    Err(UpstreamError::Protocol("event stream ended without an answer".into()))
+    Ok(None)
 }
 
 /// Reads a whole body of at most `limit` bytes: refused up front by `Content-Length`, else at
@@ -540,6 +805,9 @@ fn drain(mut response: reqwest::Response) {
 
 fn status_error(status: StatusCode, headers: &HeaderMap) -> UpstreamError {
     match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            UpstreamError::Unauthorized { status: status.as_u16() }
+        }
         StatusCode::TOO_MANY_REQUESTS => UpstreamError::RateLimited {
             retry_after: headers
                 .get(reqwest::header::RETRY_AFTER)

@@ -10,6 +10,7 @@ pub mod connection;
 pub mod http;
 pub mod lambda;
 pub mod legacy_sse;
+pub mod progress;
 pub mod stdio;
 pub mod websocket;
 
@@ -52,6 +53,9 @@ pub struct UpstreamRequest {
     /// gateway's own `progressToken` still in them), when the caller asked for progress and can
     /// receive it. `None`: the transport asks for no progress and drops any that comes.
     pub progress: Option<ProgressSink>,
+    /// Where the upstream's `notifications/message` (log entries) for this request go, at or
+    /// above a level, when the caller can receive them. `None`: no logs asked for or relayed.
+    pub logs: Option<progress::LogSubscription>,
 }
 
 /// The receiving end of a call's progress notifications. Bounded and lossy on purpose: a
@@ -72,6 +76,7 @@ impl UpstreamRequest {
             attempts: Arc::default(),
             maybe_delivered: Arc::default(),
             progress: None,
+            logs: None,
         }
     }
 

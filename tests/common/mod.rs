@@ -378,7 +378,7 @@ pub fn dynamodb_local() -> (Proc, u16) {
         .arg(dir.join("DynamoDBLocal.jar"))
         .args(["-inMemory", "-sharedDb", "-port", &port.to_string()]);
     let proc = Proc::spawn("dynamodb-local (needs Java 17)", command);
-    wait_port(port, "DynamoDB Local", Duration::from_secs(30));
+    wait_port(port, "DynamoDB Local", Duration::from_secs(120));
     (proc, port)
 }
 
@@ -578,4 +578,40 @@ pub fn odd_ws_server() -> (Proc, SocketAddr) {
     let mut proc = Proc::spawn("odd_ws_server.py", command);
     let addr = listen_addr(&mut proc);
     (proc, addr)
+}
+
+/// The venv with the model API SDKs (botocore, anthropic, openai, google-genai).
+pub fn formats_python() -> PathBuf {
+    require(
+        &peers_dir().join(".venv-formats/bin/python"),
+        "the model API SDK virtualenv (tests/peers/.venv-formats)",
+    )
+}
+
+/// Runs `tests/peers/validate_tool_formats.py` on an export document: `Ok(stdout)` when the
+/// provider's own types accept it, `Err(stderr)` when they do not.
+pub fn validate_export(doc: &Value) -> Result<String, String> {
+    let path =
+        std::env::temp_dir().join(format!("mcp-gateway-export-{}-{}.json", std::process::id(), free_port()));
+    std::fs::write(&path, serde_json::to_vec(doc).unwrap()).unwrap();
+    let _cleanup = tempfile_path::TempPath(path.clone());
+    let output = Command::new(formats_python())
+        .arg(peers_dir().join("validate_tool_formats.py"))
+        .arg(&path)
+        .output()
+        .expect("run validate_tool_formats.py");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    match output.status.code() {
+        Some(0) => Ok(stdout),
+        Some(1) => Err(stderr),
+        other => panic!("validate_tool_formats.py crashed ({other:?}):\n{stdout}\n{stderr}"),
+    }
+}
+
+/// `GET path` on the gateway: status and JSON body.
+pub fn get_json(gateway: &Gateway, path: &str) -> (u16, Value) {
+    let response = gateway.client.get(gateway.url(path)).send().expect("gateway answers");
+    let status = response.status().as_u16();
+    (status, response.json().expect("a JSON answer"))
 }

@@ -17,7 +17,9 @@ The HTTP mode is chosen by the request path (every POST to it behaves the same w
                     the Lambda Invoke API: a 2 MB answer
   /2015-03-31/functions/<other>/invocations
                     the Lambda Invoke API: reads the request, then resets the connection
-GET /_hits returns {path: POSTs received}.
+A `server/discover` probe to /echo-headers or /refuse-<code> gets a modern server's result (those
+modes stand for modern servers); every other mode answers it as it answers everything.
+GET /_hits returns {path: POSTs received} (probes counted apart, as "<path> server/discover").
 """
 
 import json
@@ -63,14 +65,20 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         path = self.path.split("?")[0]
-        with LOCK:
-            HITS[path] = HITS.get(path, 0) + 1
         try:
             request = json.loads(raw or b"{}")
         except ValueError:
             request = {}
         rid = request.get("id")
+        probe = isinstance(request, dict) and request.get("method") == "server/discover"
+        with LOCK:
+            key = path + " server/discover" if probe else path
+            HITS[key] = HITS.get(key, 0) + 1
         try:
+            if probe and (path == "/echo-headers" or path.startswith("/refuse-")):
+                result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+                self.send_json(200, {"jsonrpc": "2.0", "id": rid, "result": result})
+                return
             self.answer(path, rid)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the gateway hung up: what it should do with most of these

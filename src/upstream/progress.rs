@@ -1,0 +1,191 @@
+//! Notification relay on the upstream side: the gateway's own `progressToken` (and, for log
+//! entries, the modern era's per-request log level) on an outgoing request, and the upstream's
+//! `notifications/progress` and `notifications/message` for it handed to the call's sinks.
+//!
+//! The token is the gateway's, never the caller's: a caller's token means nothing to the
+//! upstream (two callers may both use `1`), and the inbound side maps the gateway's token back
+//! to the caller's when it writes the notification out. A request without a progress sink
+//! carries no token at all (any caller token is stripped), so a server sends no progress nobody
+//! reads. Log entries are asked for only when the request has a log subscription: in the modern
+//! era through `_meta["io.modelcontextprotocol/logLevel"]` (absent means none), while a
+//! session-era server sends what its session allows and the relay filters by level.
+//! Kept apart from the transports so each (HTTP today, persistent ones later) needs two calls:
+//! [`ProgressRelay::outbound`] before encoding, [`ProgressRelay::offer`] per received message.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::{ProgressSink, UpstreamRequest};
+use crate::protocol::mcp::Era;
+
+/// The modern era's per-request log opt-in.
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// MCP log levels, least severe first (RFC 5424 order).
+pub const LOG_LEVELS: [&str; 8] =
+    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+/// The rank of a log level name (`None`: not a level).
+pub fn log_rank(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|l| *l == level)
+}
+
+/// A call's wish for log entries: `notifications/message` params at or above `min_level` go
+/// to `sink` (the same bounded, lossy kind of channel as progress).
+#[derive(Debug, Clone)]
+pub struct LogSubscription {
+    pub sink: ProgressSink,
+    pub min_level: &'static str,
+}
+
+/// The token and sinks of one outgoing request.
+#[derive(Debug)]
+pub struct ProgressRelay {
+    progress: Option<(String, ProgressSink)>,
+    logs: Option<(usize, ProgressSink)>,
+}
+
+#[derive(Deserialize)]
+struct Notification {
+    method: String,
+    #[serde(default)]
+    params: Option<Map<String, Value>>,
+}
+
+impl ProgressRelay {
+    /// The params to send for `request` (JSON-RPC id `id` on this transport, unique among its
+    /// requests in flight, in `era`) and the relay for its notifications, if it wants any.
+    pub fn outbound(
+        request: &UpstreamRequest,
+        id: u64,
+        era: Era,
+    ) -> (Cow<'_, Map<String, Value>>, Option<Self>) {
+        let has_caller_token = request.params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
+        if request.progress.is_none() && request.logs.is_none() && !has_caller_token {
+            return (Cow::Borrowed(&request.params), None);
+        }
+        let mut params = request.params.clone();
+        let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            *meta = Value::Object(Map::new());
+        }
+        let mut relay = Self { progress: None, logs: None };
+        if let Value::Object(meta) = meta {
+            meta.remove("progressToken");
+            if let Some(sink) = &request.progress {
+                let token = format!("mcp-gateway-{id}");
+                meta.insert("progressToken".into(), Value::String(token.clone()));
+                relay.progress = Some((token, sink.clone()));
+            }
+            if let Some(logs) = &request.logs {
+                if era == Era::Modern {
+                    meta.insert(META_LOG_LEVEL.into(), Value::String(logs.min_level.into()));
+                }
+                relay.logs = Some((log_rank(logs.min_level).unwrap_or(0), logs.sink.clone()));
+            }
+        }
+        if params.get("_meta").and_then(Value::as_object).is_some_and(Map::is_empty) {
+            params.remove("_meta");
+        }
+        let wanted = relay.progress.is_some() || relay.logs.is_some();
+        (Cow::Owned(params), wanted.then_some(relay))
+    }
+
+    /// Hands `data` (one received JSON-RPC message) to a sink when it is a
+    /// `notifications/progress` carrying this request's token, or a `notifications/message` at
+    /// or above the subscribed level. Never waits: a full sink drops it (both are advisory).
+    pub fn offer(&self, data: &str) {
+        if !data.contains("notifications/") {
+            return;
+        }
+        let Ok(message) = serde_json::from_str::<Notification>(data) else {
+            return;
+        };
+        let Some(params) = message.params else { return };
+        match message.method.as_str() {
+            "notifications/progress" => {
+                if let Some((token, sink)) = &self.progress
+                    && params.get("progressToken").and_then(Value::as_str) == Some(token.as_str())
+                {
+                    let _ = sink.try_send(params);
+                }
+            }
+            "notifications/message" => {
+                let rank = params.get("level").and_then(Value::as_str).and_then(log_rank);
+                if let Some((min, sink)) = &self.logs
+                    && rank.is_some_and(|r| r >= *min)
+                    && !params.contains_key("progressToken")
+                {
+                    let _ = sink.try_send(params);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(meta: Value) -> UpstreamRequest {
+        let mut params = Map::new();
+        params.insert("name".into(), json!("t"));
+        params.insert("_meta".into(), meta);
+        UpstreamRequest::new("tools/call", params)
+    }
+
+    #[test]
+    fn without_a_sink_no_token_goes_upstream() {
+        let r = request(json!({"progressToken": "caller-1", "trace": "x"}));
+        let (params, relay) = ProgressRelay::outbound(&r, 7, Era::Modern);
+        assert!(relay.is_none());
+        assert_eq!(params["_meta"], json!({"trace": "x"}));
+        let r = request(json!({"progressToken": 5}));
+        let (params, _) = ProgressRelay::outbound(&r, 7, Era::Modern);
+        assert!(params.get("_meta").is_none(), "an emptied _meta is dropped");
+    }
+
+    #[test]
+    fn with_a_sink_the_gateway_token_replaces_the_callers_and_only_it_is_relayed() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let mut r = request(json!({"progressToken": "caller-1"}));
+        r.progress = Some(tx);
+        let (params, relay) = ProgressRelay::outbound(&r, 7, Era::Legacy);
+        let relay = relay.expect("a relay");
+        assert_eq!(params["_meta"]["progressToken"], "mcp-gateway-7");
+        let ours = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": "mcp-gateway-7", "progress": 1}});
+        let other = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": "mcp-gateway-8", "progress": 1}});
+        let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}});
+        for m in [&other, &log, &ours, &ours, &ours] {
+            relay.offer(&m.to_string());
+        }
+        assert_eq!(rx.try_recv().expect("ours")["progress"], 1);
+        assert!(rx.try_recv().is_ok());
+        assert!(rx.try_recv().is_err(), "a full sink drops, it does not wait");
+    }
+
+    #[test]
+    fn logs_are_asked_for_in_the_modern_era_and_relayed_from_their_level_up() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let mut r = request(json!({}));
+        r.logs = Some(LogSubscription { sink: tx, min_level: "warning" });
+        let (params, relay) = ProgressRelay::outbound(&r, 1, Era::Modern);
+        assert_eq!(params["_meta"], json!({META_LOG_LEVEL: "warning"}));
+        let (legacy, _) = ProgressRelay::outbound(&r, 1, Era::Legacy);
+        assert!(legacy.get("_meta").is_none(), "a session-era server is not sent the modern key");
+        let relay = relay.expect("a relay");
+        for level in ["debug", "info", "warning", "error", "bogus"] {
+            let m = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "data": level}});
+            relay.offer(&m.to_string());
+        }
+        let got: Vec<Value> = std::iter::from_fn(|| rx.try_recv().ok()).map(|p| p["level"].clone()).collect();
+        assert_eq!(got, [json!("warning"), json!("error")]);
+    }
+}

@@ -1,0 +1,186 @@
+"""The official conformance suite's server tool fixtures, on the Python MCP SDK (2.x).
+
+Usage: conformance_server.py PORT
+
+The suite (`@modelcontextprotocol/conformance`) ships the scenarios but no server; this is
+the upstream its tool scenarios expect, written from the scenarios' own descriptions:
+`test_simple_text`, `test_image_content`, `test_audio_content`, `test_embedded_resource`,
+`test_multiple_content_types`, `test_tool_with_logging`, `test_error_handling`,
+`test_tool_with_progress`, `test_sampling`, `test_elicitation` and `json_schema_2020_12_tool`.
+Serves streamable HTTP (session era with SSE answers, and the stateless 2026-07-28 era) on
+127.0.0.1:PORT/mcp. Prints `READY <port>` once listening.
+
+Sampling and elicitation are server->client requests: when the client did not declare the
+capability the tool fails with `isError` (the scenarios' implementation note), instead of
+waiting for an answer that cannot come.
+"""
+
+import argparse
+import base64
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import (
+    AudioContent,
+    ClientCapabilities,
+    ElicitationCapability,
+    EmbeddedResource,
+    EmptyResult,
+    ImageContent,
+    SamplingCapability,
+    SamplingMessage,
+    SetLevelRequestParams,
+    TextContent,
+    TextResourceContents,
+)
+
+server = MCPServer("conformance-fixtures")
+
+# A 1x1 red PNG and a 1-sample 8 kHz mono WAV.
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+WAV = base64.b64encode(
+    b"RIFF" + (37).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
+    + (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + (8000).to_bytes(4, "little")
+    + (8000).to_bytes(4, "little") + (1).to_bytes(2, "little") + (8).to_bytes(2, "little")
+    + b"data" + (1).to_bytes(4, "little") + b"\x80"
+).decode()
+
+
+@server.tool(description="Returns a simple text response")
+def test_simple_text() -> list[TextContent]:
+    return [TextContent(type="text", text="This is a simple text response for testing.")]
+
+
+@server.tool(description="Returns an image")
+def test_image_content() -> list[ImageContent]:
+    return [ImageContent(type="image", data=PNG, mime_type="image/png")]
+
+
+@server.tool(description="Returns audio")
+def test_audio_content() -> list[AudioContent]:
+    return [AudioContent(type="audio", data=WAV, mime_type="audio/wav")]
+
+
+@server.tool(description="Returns an embedded resource")
+def test_embedded_resource() -> list[EmbeddedResource]:
+    resource = TextResourceContents(
+        uri="test://embedded-resource", mime_type="text/plain", text="This is an embedded resource content."
+    )
+    return [EmbeddedResource(type="resource", resource=resource)]
+
+
+@server.tool(description="Returns text, an image and a resource")
+def test_multiple_content_types() -> list[TextContent | ImageContent | EmbeddedResource]:
+    resource = TextResourceContents(
+        uri="test://mixed-content-resource", mime_type="application/json", text='{"test":"data","value":123}'
+    )
+    return [
+        TextContent(type="text", text="Multiple content types test:"),
+        ImageContent(type="image", data=PNG, mime_type="image/png"),
+        EmbeddedResource(type="resource", resource=resource),
+    ]
+
+
+@server.tool(description="Sends three log messages while it runs")
+async def test_tool_with_logging(ctx: Context) -> str:
+    await ctx.info("Tool execution started")
+    await anyio.sleep(0.05)
+    await ctx.info("Tool processing data")
+    await anyio.sleep(0.05)
+    await ctx.info("Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+@server.tool(description="Always fails")
+def test_error_handling() -> str:
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+@server.tool(description="Reports progress 0, 50, 100 of 100")
+async def test_tool_with_progress(ctx: Context) -> str:
+    await ctx.report_progress(0, 100)
+    await anyio.sleep(0.05)
+    await ctx.report_progress(50, 100)
+    await anyio.sleep(0.05)
+    await ctx.report_progress(100, 100)
+    return "Tool with progress executed successfully"
+
+
+@server.tool(description="Asks the client's LLM (sampling/createMessage)")
+async def test_sampling(prompt: str, ctx: Context) -> str:
+    if not ctx.session.check_client_capability(ClientCapabilities(sampling=SamplingCapability())):
+        raise ToolError("the client does not support sampling")
+    result = await ctx.session.create_message(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+        max_tokens=100,
+        related_request_id=ctx.request_id,
+    )
+    text = getattr(result.content, "text", str(result.content))
+    return f"LLM response: {text}"
+
+
+@server.tool(description="Asks the user (elicitation/create)")
+async def test_elicitation(message: str, ctx: Context) -> str:
+    if not ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability())):
+        raise ToolError("the client does not support elicitation")
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    result = await ctx.session.elicit(message, schema, related_request_id=ctx.request_id)
+    return f"User response: action={result.action}, content={result.content}"
+
+
+@server.tool(description="Tool with JSON Schema 2020-12 features")
+def json_schema_2020_12_tool(name: str = "", address: dict | None = None) -> str:
+    return f"name={name} address={address}"
+
+
+server._tool_manager.get_tool("json_schema_2020_12_tool").parameters = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "additionalProperties": False,
+}
+
+
+async def _set_level(ctx, params: SetLevelRequestParams) -> EmptyResult:
+    """`logging/setLevel`: every message these tools log is at info, so any level is accepted."""
+    return EmptyResult()
+
+
+server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_level)
+
+
+class _Uvicorn(uvicorn.Server):
+    async def startup(self, sockets=None) -> None:  # type: ignore[override]
+        await super().startup(sockets=sockets)
+        if self.started:
+            print(f"READY {self.config.port}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    args = parser.parse_args()
+    app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
+    anyio.run(_Uvicorn(config).serve)
+
+
+if __name__ == "__main__":
+    main()
