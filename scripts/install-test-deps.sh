@@ -8,7 +8,7 @@
 #   * the Python MCP SDK 2.x pinned in tests/peers/requirements.txt, in tests/peers/.venv,
 #     only when the venv is missing or requirements.txt changed since it was installed;
 #   * the Python MCP SDK 1.x (its WebSocket server transport, gone in 2.x) pinned in
-#     tests/peers/requirements-ws.txt, in its own tests/peers/.venv-ws, likewise.
+#     tests/peers/requirements-ws.txt, in its own tests/peers/.venv-ws, likewise;
 #   * the model API SDKs (botocore, anthropic, openai, google-genai) pinned in
 #     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
@@ -118,6 +118,8 @@ else
   "$wsvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-ws.txt"
   "$wsvenv/bin/python" -W ignore -c "$wsimport" || die "the MCP SDK 1.x in $wsvenv does not import"
   cp "$peers/requirements-ws.txt" "$wsstamp"
+fi
+
 # --- Model API SDKs (venv + pip) for the tool-export validation ---------------------------
 # botocore (Bedrock's service model), anthropic, openai and google-genai, pinned in
 # tests/peers/requirements-formats.txt, in their own venv so the MCP SDK's stays as it is.
