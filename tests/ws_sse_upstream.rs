@@ -408,3 +408,41 @@ fn oversized_websocket_and_sse_messages_are_refused_while_read_not_buffered() {
         assert_eq!(small["result"]["content"][0]["text"], "xxxxxxxxxx", "{small}");
     }
 }
+
+/// The JSON messages of an event stream's `data:` lines.
+fn sse_events(body: &str) -> Vec<Value> {
+    body.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect()
+}
+
+#[test]
+fn progress_from_websocket_and_sse_servers_reaches_an_sse_caller_under_its_own_token() {
+    let (ws_port, py_port) = (free_port(), free_port());
+    let _ws = python_ws_server(ws_port, None);
+    let _py = python_sse_server(py_port, None);
+    let config =
+        format!("{}{}", ws_server_config("ws", ws_port, ""), sse_server_config("pysse", py_port, ""));
+    let gateway = Gateway::start(&config, &[]);
+    wait_for("both servers' tools", || gateway.tool_names().iter().any(|n| n == "pysse__count_up"));
+    for (tool, token) in [("ws__count_up", json!("ws-token")), ("pysse__count_up", json!(7))] {
+        let body = json!({"jsonrpc": "2.0", "id": "c-1", "method": "tools/call", "params": {
+            "name": tool, "arguments": {"steps": 3}, "_meta": {"progressToken": token}}});
+        let (status, headers, text) =
+            gateway.post_raw(body.to_string(), &[("accept", "application/json, text/event-stream")]);
+        assert_eq!(status, 200, "{text}");
+        let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        assert!(content_type.starts_with("text/event-stream"), "{tool}: {headers:?}");
+        let events = sse_events(&text);
+        let progress: Vec<f64> = events
+            .iter()
+            .filter(|e| e["method"] == "notifications/progress")
+            .map(|e| {
+                assert_eq!(e["params"]["progressToken"], token, "{tool}: the caller's own token: {e}");
+                e["params"]["progress"].as_f64().unwrap()
+            })
+            .collect();
+        assert_eq!(progress, [1.0, 2.0, 3.0], "{tool}: {text}");
+        let last = events.last().unwrap();
+        assert_eq!(last["id"], "c-1", "{tool}: the answer comes last: {text}");
+        assert_eq!(last["result"]["content"][0]["text"], "counted to 3", "{tool}: {text}");
+    }
+}

@@ -5,7 +5,8 @@ Usage: python_sse_server.py PORT [--token TOKEN]
 Runs in tests/peers/.venv. Serves the SDK's SSE app (`MCPServer.sse_app()`, what
 `.run("sse", ...)` serves): `GET http://127.0.0.1:PORT/sse` opens the stream, whose `endpoint`
 event names `/messages/?session_id=...` for the POSTs. Tools: `add(a, b) -> int`,
-`shout(text) -> str` and `blob(size) -> str` (`size` times "x", for size limits).
+`shout(text) -> str`, `blob(size) -> str` (`size` times "x", for size limits) and
+`count_up(steps) -> str` (reports progress 1..steps of steps, then "counted to <steps>").
 `--token`: every request needs `Authorization: Bearer TOKEN`, or gets HTTP 401.
 
 Readiness: prints `READY <port>` on stdout (flushed) once the socket is listening; uvicorn's
@@ -18,7 +19,7 @@ import anyio
 import uvicorn
 from starlette.responses import PlainTextResponse
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("python-sse-peer")
 
@@ -39,6 +40,14 @@ def shout(text: str) -> str:
 def blob(size: int) -> str:
     """A text of `size` x characters."""
     return "x" * size
+
+
+@server.tool()
+async def count_up(steps: int, ctx: Context) -> str:
+    """Reports progress 1..steps, then answers."""
+    for i in range(1, steps + 1):
+        await ctx.report_progress(i, steps, f"step {i}")
+    return f"counted to {steps}"
 
 
 def require_token(app, token):

@@ -4,8 +4,9 @@ Usage: python_ws_server.py PORT [--token TOKEN] [--tls CERT KEY]
 
 Runs in tests/peers/.venv-ws (SDK 1.x: WebSocket was dropped in 2.x). Serves the SDK's own
 WebSocket server transport (`mcp.server.websocket.websocket_server`, subprotocol `mcp`) on
-ws://127.0.0.1:PORT/ws, in front of a FastMCP app with three tools: `add(a, b) -> int`,
-`shout(text) -> str` and `blob(size) -> str` (`size` times "x", for size limits).
+ws://127.0.0.1:PORT/ws, in front of a FastMCP app with four tools: `add(a, b) -> int`,
+`shout(text) -> str`, `blob(size) -> str` (`size` times "x", for size limits) and
+`count_up(steps) -> str` (reports progress 1..steps of steps, then "counted to <steps>").
 `--token`: the upgrade needs `Authorization: Bearer TOKEN`; without it the server answers
 HTTP 401 (the ASGI WebSocket denial response), before any WebSocket is accepted.
 `--tls CERT KEY`: serve wss:// with that certificate chain and key (PEM files).
@@ -22,7 +23,7 @@ import uvicorn
 from starlette.responses import PlainTextResponse
 from starlette.websockets import WebSocket
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -47,6 +48,14 @@ def shout(text: str) -> str:
 def blob(size: int) -> str:
     """A text of `size` x characters."""
     return "x" * size
+
+
+@mcp.tool()
+async def count_up(steps: int, ctx: Context) -> str:
+    """Reports progress 1..steps, then answers."""
+    for i in range(1, steps + 1):
+        await ctx.report_progress(i, steps, f"step {i}")
+    return f"counted to {steps}"
 
 
 def make_app(token):
