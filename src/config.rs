@@ -84,13 +84,13 @@ pub struct Config {
     pub registry: RegistryConfig,
     /// Bounds of the read-only result cache (also the store of stale fallbacks).
     pub cache: CacheConfig,
+    /// Leave the tools of unavailable servers (breaker open, unreachable, refused
+    /// credentials) out of `tools/list` and of `/tools` exports.
+    pub hide_unavailable_tools: bool,
     /// The only commands a registry entry may start (`transport = "stdio"` entries name one
     /// of these by key): a DynamoDB item can pick among them, never supply a command, its
     /// arguments or its environment. Configured `[servers.NAME]` need no entry here.
     pub stdio_commands: BTreeMap<String, StdioCommand>,
-    /// Leave the tools of unavailable servers (breaker open, unreachable, refused
-    /// credentials) out of `tools/list` and of `/tools` exports.
-    pub hide_unavailable_tools: bool,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or

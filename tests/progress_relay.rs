@@ -329,3 +329,37 @@ fn a_caller_that_stops_reading_does_not_keep_the_call_past_its_deadline() {
     });
     drop(response);
 }
+
+/// The same relay over a persistent transport: server-everything as a stdio child. The
+/// connection multiplexes calls by the gateway's own ids and tokens; the caller still sees
+/// its own token, in order, before the result.
+#[test]
+fn progress_from_a_stdio_server_reaches_the_caller_under_its_own_token() {
+    let entry = peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.exists(),
+        "@modelcontextprotocol/server-everything is missing: run scripts/install-test-deps.sh"
+    );
+    let config = format!(
+        "[servers.every]\ntransport = \"stdio\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        entry.display().to_string()
+    );
+    let gw = Gateway::start(&config, &[]);
+    wait_for("server-everything's tools over stdio", || {
+        gw.tool_names().contains(&"trigger-long-running-operation".to_string())
+    });
+    let body = call_body(
+        json!("s-1"),
+        "trigger-long-running-operation",
+        json!({"duration": 0.3, "steps": 3}),
+        json!({"progressToken": "tok-stdio"}),
+    );
+    let (status, headers, text) = gw.post_raw(body, &[("accept", BOTH)]);
+    assert_eq!(status, 200, "{text}");
+    assert!(content_type(&headers).starts_with("text/event-stream"), "{headers:?}");
+    let all = events(&text);
+    assert_eq!(progress_of(&all, &json!("tok-stdio")), [1.0, 2.0, 3.0], "{text}");
+    let last = all.last().unwrap();
+    assert_eq!(last["id"], "s-1", "{text}");
+    assert!(last["result"]["content"][0]["text"].as_str().unwrap().contains("completed"), "{text}");
+}

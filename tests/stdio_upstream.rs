@@ -8,7 +8,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Gateway, expect_error, metric, peers_dir, structured, tempfile_path::TempPath, wait_for};
+use common::{
+    Gateway, expect_error, get_json, metric, peers_dir, structured, tempfile_path::TempPath, wait_for,
+};
 use serde_json::{Value, json};
 
 fn everything_entry() -> PathBuf {
@@ -346,6 +348,19 @@ fn calls_fail_fast_while_the_child_is_being_restarted() {
     let (status, report) = gateway.readyz();
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["servers"]["peer"]["connection"], "reconnecting", "{report}");
+    // The orchestrator's view: the server's tools are unavailable now, for this reason.
+    let (_, capabilities) = get_json(&gateway, "/capabilities");
+    let peer = capabilities["servers"]
+        .as_array()
+        .and_then(|servers| servers.iter().find(|s| s["server"] == "peer"))
+        .unwrap_or_else(|| panic!("peer missing from {capabilities}"));
+    assert_eq!(
+        (&peer["status"], &peer["reason"]),
+        (&json!("unavailable"), &json!("reconnecting")),
+        "{capabilities}"
+    );
+    assert!(peer["tools"].as_array().is_some_and(|t| t.contains(&json!("ok"))), "{capabilities}");
+    assert!(peer["since"].is_string(), "{capabilities}");
 }
 
 #[test]

@@ -8,8 +8,10 @@
 //! operator: `circuit_forced_open`, half-open: `circuit_half_open`, degraded) and the tool
 //! refresh (`tools/list` failing to connect: `unreachable`; refused credentials:
 //! `needs_auth`; any other failure: `tools_list_failing`, degraded, since the last known
-//! tools are still served). A new source (the connection state of a persistent transport)
-//! is one more arm there. When two sources disagree, the worse availability wins.
+//! tools are still served), and the connection of a persistent transport (WebSocket, SSE,
+//! stdio: `reconnecting`, `failed`, `needs_auth`, `disabled` are unavailable — calls fail fast
+//! — and the first `connecting` is degraded). When two sources disagree, the worse
+//! availability wins.
 //!
 //! "Unavailable" means calls are refused or fail now; "degraded" means they may work. Only
 //! unavailable servers' tools are left out by `hide_unavailable_tools`: hiding a degraded tool
@@ -28,6 +30,7 @@ use super::Gateway;
 use crate::{
     registry::entry::rfc3339,
     resilience::breaker::{BreakerHealth, State},
+    upstream::connection::ConnectionState,
 };
 
 /// The `_meta` key of `tools/list` that carries the summary (a gateway-owned prefix).
@@ -62,7 +65,8 @@ impl Availability {
 pub struct ServerHealth {
     pub availability: Availability,
     /// `circuit_open`, `circuit_forced_open`, `circuit_half_open`, `unreachable`, `needs_auth`,
-    /// `tools_list_failing`.
+    /// `tools_list_failing`; for persistent connections their state (`connecting`,
+    /// `reconnecting`, `failed`, `needs_auth`, `disabled`).
     pub reason: &'static str,
     pub since: Option<SystemTime>,
     /// When an open breaker lets a probe through.
@@ -81,6 +85,30 @@ fn from_breaker(health: BreakerHealth) -> Option<ServerHealth> {
         State::HalfOpen { .. } => (Availability::Degraded, "circuit_half_open", None),
     };
     Some(ServerHealth { availability, reason, since: health.since, retry_after_ms, detail: None })
+}
+
+/// A persistent connection (WebSocket, SSE, stdio) that is not ready: backing off is
+/// unavailable now (calls fail fast until it is back), as are `failed`, `needs_auth` and
+/// `disabled`; the first `connecting` is degraded (calls wait for that first attempt).
+fn from_connection(
+    (state, since, last_error): (ConnectionState, Instant, Option<String>),
+) -> Option<ServerHealth> {
+    let availability = match state {
+        ConnectionState::Ready => return None,
+        ConnectionState::Connecting => Availability::Degraded,
+        ConnectionState::Reconnecting
+        | ConnectionState::Failed
+        | ConnectionState::NeedsAuth
+        | ConnectionState::Disabled => Availability::Unavailable,
+    };
+    let since = SystemTime::now().checked_sub(since.elapsed());
+    Some(ServerHealth {
+        availability,
+        reason: state.as_str(),
+        since,
+        retry_after_ms: None,
+        detail: last_error,
+    })
 }
 
 fn from_refresh(failure: super::RefreshFailure) -> ServerHealth {
@@ -112,6 +140,9 @@ pub fn server_health(gateway: &Gateway) -> BTreeMap<String, ServerHealth> {
     let mut out = BTreeMap::new();
     for upstream in gateway.all_upstreams() {
         if let Some(health) = from_breaker(upstream.breaker.health()) {
+            merge(&mut out, &upstream.name, health);
+        }
+        if let Some(health) = upstream.connection.as_ref().and_then(|c| from_connection(c.health())) {
             merge(&mut out, &upstream.name, health);
         }
     }

@@ -256,6 +256,12 @@ impl Connection {
         self.shared.status.borrow().state
     }
 
+    /// The current state, since when, and the last connection error (for `/capabilities`).
+    pub fn health(&self) -> (ConnectionState, Instant, Option<String>) {
+        let status = self.shared.status.borrow();
+        (status.state, status.since, status.last_error.clone())
+    }
+
     /// The `/admin/connections` entry of this server (never credentials or env values).
     pub fn report(&self) -> Value {
         let status = self.shared.status.borrow().clone();
