@@ -7,6 +7,8 @@
 #     match the lock;
 #   * the Python MCP SDK 2.x pinned in tests/peers/requirements.txt, in tests/peers/.venv,
 #     only when the venv is missing or requirements.txt changed since it was installed;
+#   * the Python MCP SDK 1.x (its WebSocket server transport, gone in 2.x) pinned in
+#     tests/peers/requirements-ws.txt, in its own tests/peers/.venv-ws, likewise;
 #   * the model API SDKs (botocore, anthropic, openai, google-genai) pinned in
 #     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise.
 #   * the OTLP protobuf bindings pinned in tests/peers/requirements-otel.txt, in
@@ -98,6 +100,26 @@ else
   "$venv/bin/python" -c 'import mcp.server.mcpserver, mcp.client.streamable_http' \
     || die "the MCP SDK in $venv does not import"
   cp "$peers/requirements.txt" "$pystamp"
+fi
+
+# --- Python MCP SDK 1.x for the WebSocket peer (its own venv) -----------------------------
+wsvenv="$peers/.venv-ws"
+wsstamp="$wsvenv/.installed-requirements"
+wsimport='import mcp.server.websocket, mcp.server.fastmcp, websockets'
+# Present without importing the SDK (which takes seconds): both packages found, the transport's file there.
+wsfound='import importlib.util as u, os, sys
+m, w = u.find_spec("mcp"), u.find_spec("websockets")
+sys.exit(0 if m and w and os.path.exists(os.path.join(os.path.dirname(m.origin), "server", "websocket.py")) else 1)'
+if [ -x "$wsvenv/bin/python" ] && cmp -s "$peers/requirements-ws.txt" "$wsstamp" \
+   && "$wsvenv/bin/python" -c "$wsfound" 2>/dev/null; then
+  step "Python MCP SDK 1.x present ($wsvenv: $(sed -n 's/^mcp==//p' "$peers/requirements-ws.txt"))"
+else
+  step "installing the Python MCP SDK 1.x into $wsvenv (pip install -r $peers/requirements-ws.txt)"
+  rm -f "$wsstamp"
+  [ -x "$wsvenv/bin/python" ] || python3 -m venv "$wsvenv"
+  "$wsvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-ws.txt"
+  "$wsvenv/bin/python" -W ignore -c "$wsimport" || die "the MCP SDK 1.x in $wsvenv does not import"
+  cp "$peers/requirements-ws.txt" "$wsstamp"
 fi
 
 # --- Model API SDKs (venv + pip) for the tool-export validation ---------------------------

@@ -235,6 +235,11 @@ pub struct ServerDefaults {
     /// stdio servers: how long a child may take to exit after SIGTERM before it is killed,
     /// in milliseconds.
     pub stdio_stop_grace_ms: u64,
+    /// WebSocket servers: a ping every this many milliseconds.
+    pub ws_ping_interval_ms: u64,
+    /// WebSocket servers: a pong (or a write) not done within this many milliseconds
+    /// declares the connection broken (it is then reconnected).
+    pub ws_pong_timeout_ms: u64,
 }
 
 impl Default for ServerDefaults {
@@ -256,6 +261,8 @@ impl Default for ServerDefaults {
             reconnect_give_up_ms: 600_000,
             reconnect_slow_retry_ms: 300_000,
             stdio_stop_grace_ms: 2_000,
+            ws_ping_interval_ms: 15_000,
+            ws_pong_timeout_ms: 10_000,
         }
     }
 }

@@ -82,6 +82,8 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("defaults.reconnect_give_up_ms"), "120000", json!(120000)),
         (s("defaults.reconnect_slow_retry_ms"), "90000", json!(90000)),
         (s("defaults.stdio_stop_grace_ms"), "750", json!(750)),
+        (s("defaults.ws_ping_interval_ms"), "2500", json!(2500)),
+        (s("defaults.ws_pong_timeout_ms"), "1500", json!(1500)),
         (s("stdio_commands.NAME_C.command"), "/opt/mcp/catalog", json!("/opt/mcp/catalog")),
         (s("stdio_commands.NAME_C.args"), r#"["serve", "--stdio"]"#, json!(["serve", "--stdio"])),
         (s("stdio_commands.NAME_C.env"), r#"{CATALOG_KEY = "k-123"}"#, json!({"CATALOG_KEY": "<redacted>"})),

@@ -4,7 +4,7 @@
 //! [`Connection`] over a WebSocket, legacy-SSE or stdio connector: the same layers and the same
 //! classifier for all).
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use anyhow::{Context, anyhow, bail};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -26,7 +26,9 @@ use crate::{
         connection::{Connection, ConnectionSettings},
         http::{HttpSettings, HttpTransport},
         lambda::{self, LambdaTransport},
+        legacy_sse::{LegacySseConnector, LegacySseSettings},
         stdio::{StdioConnector, StdioSettings},
+        websocket::{WebSocketConnector, WebSocketSettings},
     },
 };
 
@@ -179,8 +181,28 @@ fn connector(name: &str, server: &ServerConfig, config: &Config) -> anyhow::Resu
             max_message_bytes,
             stop_grace: std::time::Duration::from_millis(config.defaults.stdio_stop_grace_ms),
         })),
-        kind @ (TransportKind::Websocket | TransportKind::Sse) => {
-            bail!("server {name}: transport {:?} has no connector in this build", kind.as_str())
+        TransportKind::Websocket => {
+            let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
+            let settings = WebSocketSettings {
+                url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
+                headers: static_headers(name, server)?,
+                connect_timeout: server.connect_timeout(&config.defaults),
+                max_message_bytes,
+                ping_interval: Duration::from_millis(config.defaults.ws_ping_interval_ms),
+                pong_timeout: Duration::from_millis(config.defaults.ws_pong_timeout_ms),
+            };
+            Box::new(WebSocketConnector::new(settings).map_err(|e| anyhow!("server {name}: {e}"))?)
+        }
+        TransportKind::Sse => {
+            let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
+            let settings = LegacySseSettings {
+                url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
+                headers: static_headers(name, server)?,
+                connect_timeout: server.connect_timeout(&config.defaults),
+                post_timeout: server.timeout(&config.defaults),
+                max_message_bytes,
+            };
+            Box::new(LegacySseConnector::new(settings).map_err(|e| anyhow!("server {name}: {e}"))?)
         }
         kind @ (TransportKind::Http | TransportKind::Lambda) => {
             bail!("server {name}: transport {:?} is not a persistent transport", kind.as_str())

@@ -9,8 +9,10 @@ pub mod channel;
 pub mod connection;
 pub mod http;
 pub mod lambda;
+pub mod legacy_sse;
 pub mod progress;
 pub mod stdio;
+pub mod websocket;
 
 use std::{
     sync::{

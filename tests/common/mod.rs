@@ -486,6 +486,100 @@ impl Gateway {
     }
 }
 
+// --- WebSocket and HTTP+SSE (2024-11-05) peers --------------------------------------------
+
+/// The Python MCP SDK 1.x virtualenv (its WebSocket server transport is gone in 2.x).
+pub fn python_ws() -> PathBuf {
+    require(
+        &peers_dir().join(".venv-ws/bin/python"),
+        "the Python MCP SDK 1.x virtualenv (tests/peers/.venv-ws)",
+    )
+}
+
+/// Starts a peer script that prints `READY <port>` once it listens.
+fn ready_peer(name: &str, mut command: Command) -> Proc {
+    command.env("PYTHONUNBUFFERED", "1");
+    let mut proc = Proc::spawn(name, command);
+    proc.wait_line("READY", Duration::from_secs(30));
+    proc
+}
+
+/// The Python SDK 1.x WebSocket server (`tests/peers/python_ws_server.py`: tools `add`,
+/// `shout`, `blob`) on ws://127.0.0.1:`port`/ws; with `token`, the upgrade needs it as a bearer.
+pub fn python_ws_server(port: u16, token: Option<&str>) -> Proc {
+    python_ws_server_with(port, token.map(|t| vec!["--token", t]).unwrap_or_default().as_slice())
+}
+
+/// [`python_ws_server`] with its command-line options (`--token T`, `--tls CERT KEY`).
+pub fn python_ws_server_with(port: u16, options: &[&str]) -> Proc {
+    let mut command = Command::new(python_ws());
+    command.arg("-W").arg("ignore").arg(peers_dir().join("python_ws_server.py")).arg(port.to_string());
+    command.args(options);
+    ready_peer("python-ws-server (SDK 1.x)", command)
+}
+
+/// The Python SDK 2.x HTTP+SSE server (`tests/peers/python_sse_server.py`: tools `add`,
+/// `shout`, `blob`) on http://127.0.0.1:`port`/sse; with `token`, every request needs it.
+pub fn python_sse_server(port: u16, token: Option<&str>) -> Proc {
+    let mut command = Command::new(python());
+    command.arg(peers_dir().join("python_sse_server.py")).arg(port.to_string());
+    if let Some(token) = token {
+        command.args(["--token", token]);
+    }
+    ready_peer("python-sse-server (SDK 2.x)", command)
+}
+
+/// `@modelcontextprotocol/server-everything` in its HTTP+SSE mode (`GET /sse`,
+/// `POST /message?sessionId=…`) on `port`.
+pub fn everything_sse_server(port: u16) -> Proc {
+    let entry = require(
+        &peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        "@modelcontextprotocol/server-everything",
+    );
+    let mut command = Command::new("node");
+    command.arg(entry).arg("sse").env("PORT", port.to_string());
+    let proc = Proc::spawn("server-everything (sse)", command);
+    wait_port(port, "server-everything (sse)", Duration::from_secs(30));
+    proc
+}
+
+/// `tests/peers/odd_sse_server.py` (stdlib): odd HTTP+SSE upstreams, chosen by path.
+pub fn odd_sse_server() -> (Proc, SocketAddr) {
+    let mut command = Command::new("python3");
+    command.arg("-u").arg(peers_dir().join("odd_sse_server.py"));
+    let mut proc = Proc::spawn("odd_sse_server.py", command);
+    let addr = listen_addr(&mut proc);
+    (proc, addr)
+}
+
+/// Requests the odd SSE server received on `path` (GETs and POSTs).
+pub fn odd_sse_hits(addr: SocketAddr, path: &str) -> u64 {
+    let hits: Value = reqwest::blocking::get(format!("http://{addr}/_hits")).unwrap().json().unwrap();
+    hits[path].as_u64().unwrap_or(0)
+}
+
+impl Proc {
+    /// Sends a signal (`"STOP"`, `"CONT"`, `"TERM"`, …) to this process, by its id.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()).status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "kill -{signal} {} ({}) failed",
+            self.child.id(),
+            self.name
+        );
+    }
+}
+
+/// `tests/peers/odd_ws_server.py`: a WebSocket echo server that selects no subprotocol.
+pub fn odd_ws_server() -> (Proc, SocketAddr) {
+    let mut command = Command::new(python_ws());
+    command.arg("-u").arg(peers_dir().join("odd_ws_server.py"));
+    let mut proc = Proc::spawn("odd_ws_server.py", command);
+    let addr = listen_addr(&mut proc);
+    (proc, addr)
+}
+
 /// The venv with the model API SDKs (botocore, anthropic, openai, google-genai).
 pub fn formats_python() -> PathBuf {
     require(
