@@ -10,7 +10,7 @@
 #   * the Python MCP SDK 1.x (its WebSocket server transport, gone in 2.x) pinned in
 #     tests/peers/requirements-ws.txt, in its own tests/peers/.venv-ws, likewise;
 #   * the model API SDKs (botocore, anthropic, openai, google-genai) pinned in
-#     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise.
+#     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise;
 #   * the OTLP protobuf bindings pinned in tests/peers/requirements-otel.txt, in
 #     tests/peers/.venv-otel (the trace receiver of tests/otel_tracing.rs), likewise.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
@@ -140,6 +140,8 @@ else
   "$fvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-formats.txt"
   "$fvenv/bin/python" -c "$formats_import" || die "the model API SDKs in $fvenv do not import"
   cp "$peers/requirements-formats.txt" "$fstamp"
+fi
+
 # --- OTLP receiver for the tracing tests (separate venv + pip) ------------------------------
 ovenv="$peers/.venv-otel"
 ostamp="$ovenv/.installed-requirements"
