@@ -23,7 +23,7 @@ use crate::{
     upstream::{
         UpstreamError, UpstreamReply, UpstreamRequest, UpstreamService,
         channel::Connector,
-        connection::{Connection, ConnectionSettings},
+        connection::{Connection, ConnectionMetricFamilies, ConnectionSettings},
         http::{HttpSettings, HttpTransport},
         lambda::{self, LambdaTransport},
         legacy_sse::{LegacySseConnector, LegacySseSettings},
@@ -155,7 +155,16 @@ pub fn build(
                 reconnect: server.reconnect(defaults),
                 handshake_timeout: server.connect_timeout(defaults) + server.timeout(defaults),
             };
-            let started = Connection::start(connector(name, server, config)?, settings, metrics);
+            let started = Connection::start(
+                connector(name, server, config)?,
+                settings,
+                &ConnectionMetricFamilies {
+                    state: metrics.upstream_connection_state.clone(),
+                    era: metrics.upstream_era.clone(),
+                    reconnects: metrics.upstream_reconnects.clone(),
+                    dropped: metrics.upstream_dropped_messages.clone(),
+                },
+            );
             connection = Some(started.clone());
             (stack(name, server, config, metrics, &breaker, started), None)
         }

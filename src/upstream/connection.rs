@@ -50,7 +50,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 use serde::Deserialize;
 use serde_json::{Map, Value, json, value::RawValue};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -63,7 +63,6 @@ use super::{
 use crate::{
     config::ReconnectSettings,
     protocol::{jsonrpc::ErrorObject, mcp},
-    telemetry::metrics::Metrics,
 };
 
 /// Where a persistent connection is in its life.
@@ -137,6 +136,20 @@ struct Status {
     first_attempt_done: bool,
 }
 
+/// The metric families connections report into, handed down by the gateway (which owns the
+/// registry), so the transport layer never reaches up into telemetry.
+#[derive(Clone)]
+pub struct ConnectionMetricFamilies {
+    /// `mcp_gateway_upstream_connection_state{server,state}`
+    pub state: IntGaugeVec,
+    /// `mcp_gateway_upstream_era{server,era}`
+    pub era: IntGaugeVec,
+    /// `mcp_gateway_upstream_reconnects_total{server}`
+    pub reconnects: IntCounterVec,
+    /// `mcp_gateway_upstream_dropped_messages_total{server,reason}`
+    pub dropped: IntCounterVec,
+}
+
 /// The metric handles of one server's connection.
 struct ConnectionMetrics {
     state: Vec<(ConnectionState, IntGauge)>,
@@ -147,18 +160,18 @@ struct ConnectionMetrics {
 }
 
 impl ConnectionMetrics {
-    fn new(metrics: &Metrics, server: &str) -> Self {
+    fn new(families: &ConnectionMetricFamilies, server: &str) -> Self {
         Self {
             state: ConnectionState::ALL
                 .iter()
-                .map(|s| (*s, metrics.upstream_connection_state.with_label_values(&[server, s.as_str()])))
+                .map(|s| (*s, families.state.with_label_values(&[server, s.as_str()])))
                 .collect(),
             era: [
-                metrics.upstream_era.with_label_values(&[server, "session"]),
-                metrics.upstream_era.with_label_values(&[server, "2026-07-28"]),
+                families.era.with_label_values(&[server, "session"]),
+                families.era.with_label_values(&[server, "2026-07-28"]),
             ],
-            reconnects: metrics.upstream_reconnects.with_label_values(&[server]),
-            dropped: metrics.upstream_dropped_messages.clone(),
+            reconnects: families.reconnects.with_label_values(&[server]),
+            dropped: families.dropped.clone(),
         }
     }
 
@@ -220,7 +233,11 @@ struct Shared {
 
 impl Connection {
     /// Starts the supervisor (it connects at once). Must run inside a Tokio runtime.
-    pub fn start(connector: Box<dyn Connector>, settings: ConnectionSettings, metrics: &Metrics) -> Self {
+    pub fn start(
+        connector: Box<dyn Connector>,
+        settings: ConnectionSettings,
+        metrics: &ConnectionMetricFamilies,
+    ) -> Self {
         let metrics = ConnectionMetrics::new(metrics, &settings.server);
         metrics.set(ConnectionState::Connecting);
         let (status, _) = watch::channel(Status {
@@ -936,6 +953,18 @@ fn describe_end(end: &ChannelEnd) -> String {
 mod tests {
     use super::*;
 
+    /// Fresh families, as the gateway's registry would hand them down.
+    fn families() -> ConnectionMetricFamilies {
+        use prometheus::Opts;
+        let opts = |name: &str| Opts::new(name, name);
+        ConnectionMetricFamilies {
+            state: IntGaugeVec::new(opts("state"), &["server", "state"]).unwrap(),
+            era: IntGaugeVec::new(opts("era"), &["server", "era"]).unwrap(),
+            reconnects: IntCounterVec::new(opts("reconnects"), &["server"]).unwrap(),
+            dropped: IntCounterVec::new(opts("dropped"), &["server", "reason"]).unwrap(),
+        }
+    }
+
     #[test]
     fn the_progress_token_is_the_gateways_own_and_only_when_progress_is_wanted() {
         let mut params = Map::new();
@@ -997,7 +1026,7 @@ mod tests {
 
     #[tokio::test]
     async fn progress_reaches_the_call_that_asked_for_it_by_the_gateways_token() {
-        let metrics = Metrics::new();
+        let metrics = families();
         let settings = ConnectionSettings {
             server: "p".into(),
             transport: "stdio",
@@ -1019,7 +1048,7 @@ mod tests {
         assert_eq!(update["progress"], 1);
         assert!(update["progressToken"].is_u64(), "{update:?}");
         assert!(progress.try_recv().is_err(), "another call's token reached this call");
-        assert_eq!(metrics.upstream_dropped_messages.with_label_values(&["p", "unknown_id"]).get(), 1);
+        assert_eq!(metrics.dropped.with_label_values(&["p", "unknown_id"]).get(), 1);
         assert_eq!(connection.state(), ConnectionState::Ready);
         connection.shutdown(Duration::from_secs(5)).await;
         assert_eq!(connection.state(), ConnectionState::Disabled);
@@ -1062,7 +1091,7 @@ mod tests {
 
     #[tokio::test]
     async fn refused_credentials_wait_for_the_slow_retry_while_an_outage_backs_off_quickly() {
-        let metrics = Metrics::new();
+        let metrics = families();
         let auth_attempts = Arc::new(AtomicU64::new(0));
         let down_attempts = Arc::new(AtomicU64::new(0));
         let auth = Connection::start(
@@ -1091,16 +1120,14 @@ mod tests {
         assert_eq!(down.state(), ConnectionState::Connecting);
         let refused = auth.clone().call(UpstreamRequest::new("tools/list", Map::new())).await;
         assert!(matches!(refused, Err(UpstreamError::NotConnected { state: "needs_auth" })), "{refused:?}");
-        let gauge = |server: &str, state: &str| {
-            metrics.upstream_connection_state.with_label_values(&[server, state]).get()
-        };
+        let gauge = |server: &str, state: &str| metrics.state.with_label_values(&[server, state]).get();
         assert_eq!((gauge("auth", "needs_auth"), gauge("auth", "connecting")), (1, 0));
         assert_eq!(auth.report()["last_error"], "credentials refused (HTTP 401)");
     }
 
     #[tokio::test]
     async fn an_outage_longer_than_the_give_up_time_ends_failed() {
-        let metrics = Metrics::new();
+        let metrics = families();
         let mut settings = quick("gone");
         settings.reconnect.give_up_after = Duration::from_millis(20);
         let attempts = Arc::new(AtomicU64::new(0));
