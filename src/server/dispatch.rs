@@ -88,10 +88,14 @@ async fn message_answer(gateway: &Gateway, message: Message, info: &RequestInfo)
                 }
             });
         }
+        // The catalogue's pre-serialised list, shared (not copied) by every request.
         "tools/list" if modern => {
-            return Some(Response::result(id, mcp::cacheable(gateway.catalog().list_result(), ttl_ms)));
+            let (head, tail) = mcp::cacheable_shared(gateway.catalog().list_result(), ttl_ms);
+            return Some(Response::shared(id, head, tail));
         }
-        "tools/list" => return Some(Response::result(id, gateway.catalog().list_result())),
+        "tools/list" => {
+            return Some(Response::shared(id, bytes::Bytes::new(), gateway.catalog().list_result()));
+        }
         "initialize" => {
             let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
             mcp::initialize_result(requested, "mcp-gateway", crate::VERSION, Some(INSTRUCTIONS))

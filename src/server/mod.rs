@@ -2,6 +2,7 @@
 //! and the optional metrics-only listener (`metrics_listen`).
 
 pub mod admin;
+pub mod body;
 pub mod dispatch;
 pub mod health;
 pub mod mcp;

@@ -6,22 +6,25 @@
 
 use std::sync::OnceLock;
 
-use tracing_appender::non_blocking::{ErrorCounter, WorkerGuard};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
+use super::lossy::{self, DroppedLines, Guard};
+
 /// The installed writer's count of dropped lines.
-static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
+static DROPPED: OnceLock<DroppedLines> = OnceLock::new();
+
+/// Lines the writer may hold while stdout does not keep up (see [`super::lossy`]).
+pub const BUFFERED_LINES: usize = 128_000;
 
 /// Log lines dropped so far because the writer could not keep up (0 before [`init`]).
 pub fn dropped_lines() -> u64 {
-    DROPPED.get().map_or(0, |counter| counter.dropped_lines() as u64)
+    DROPPED.get().map_or(0, DroppedLines::get)
 }
 
 /// Installs the global subscriber. Keep the guard alive until exit: it flushes the writer.
-pub fn init(filter: &str, json: bool) -> WorkerGuard {
-    let (writer, guard) =
-        tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(true).finish(std::io::stdout());
-    let _ = DROPPED.set(writer.error_counter());
+pub fn init(filter: &str, json: bool) -> Guard {
+    let (writer, dropped, guard) = lossy::writer(std::io::stdout(), BUFFERED_LINES);
+    let _ = DROPPED.set(dropped);
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let registry = tracing_subscriber::registry().with(filter);
     if json {

@@ -485,3 +485,11 @@ impl Gateway {
         (status, response.json().expect("/readyz answers JSON"))
     }
 }
+
+impl Demo {
+    /// The HTTP demo server offering `n` generated tools `bulk_00000`… besides the six.
+    pub fn with_extra_tools(n: usize) -> Self {
+        let n = n.to_string();
+        Self::start_args(false, 0, 0, &["--extra-tools", &n])
+    }
+}
