@@ -107,19 +107,30 @@ async fn post(router: &axum::Router, body: String) -> (u16, bytes::Bytes) {
         .expect("request");
     let response = router.clone().oneshot(request).await.expect("infallible");
     let status = response.status().as_u16();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
-    (status, bytes)
+    // Frames are read without being joined (joining would count the client's copy of a
+    // large list as the gateway's); only the first frame is kept, for checks.
+    let mut frames = response.into_body().into_data_stream();
+    let mut first = bytes::Bytes::new();
+    while let Some(frame) = futures_util::StreamExt::next(&mut frames).await {
+        let frame = frame.expect("body");
+        if first.is_empty() {
+            first = frame;
+        }
+    }
+    (status, first)
 }
 
 fn call_body(i: u64, modern: bool) -> String {
-    let meta = if modern { r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"# } else { "" };
+    let meta =
+        if modern { r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"# } else { "" };
     format!(
         r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"price_lookup","arguments":{{"manga_id":"MNG-00000001","nonce":{i}}}{meta}}}}}"#
     )
 }
 
 fn list_body(modern: bool) -> String {
-    let meta = if modern { r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"# } else { "" };
+    let meta =
+        if modern { r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"# } else { "" };
     format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{meta}}}}}"#)
 }
 
