@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Overhead benchmark: the same trivial tool call (demo server `price_lookup`) sent
-#   1. directly to the upstream (the demo MCP server, a trivial Rust upstream),
-#   2. through mcp-gateway with the full stack (validation, breaker, retry, limits, metrics, logs),
-#   3. through mcp-gateway configured as a pass-through (breaker/retry/limits/budget off),
-#   3b. through mcp-gateway with the full stack and OpenTelemetry tracing on (every call sampled,
-#      spans exported over OTLP/HTTP to tests/peers/otlp_receiver.py in counting mode),
-#   4. through mcp-proxy (crates.io), the fastest Rust MCP proxy we found, same upstream,
-# with oha at a fixed 1,000 calls/s with coordinated-omission correction, then at maximum rate.
-# Reports p50/p99 latency, added latency vs direct, throughput, and the gateway's RSS.
-# Usage: bash bench/overhead.sh [seconds-per-run]   (writes bench/results.md)
+#   direct      straight to the upstream (the demo MCP server, a trivial Rust upstream),
+#   forwarder   through a bare hyper forwarder (examples/forwarder.rs: pooled client, no parsing),
+#   gateway     through mcp-gateway, default configuration,
+#   full        through mcp-gateway with every feature on: Redis registry tier, result cache,
+#               breaker state shared through Redis (and $BENCH_FULL_EXTRA_TOML appended: the
+#               hook for tracing export once it exists),
+#   tools10k    through mcp-gateway whose catalogue holds 10,006 tools (demo --extra-tools 10000),
+#   traced      through mcp-gateway, default configuration, with OpenTelemetry on (every call
+#               sampled; spans batch-exported over OTLP/HTTP to tests/peers/otlp_receiver.py,
+#               which counts them),
+#   mcp-proxy   through mcp-proxy 0.6.0 (crates.io), same upstream (skipped if BENCH_SKIP_PROXY=1),
+# with oha at a fixed 1,000 calls/s (latency correction, 8 connections) and at maximum rate
+# (16 connections), all targets interleaved, for ROUNDS rounds. Then `tools/list` latency at
+# 10,006 tools, the gateway's RSS idle and at 256 connections, and the stripped binary size.
+# Usage: bash bench/overhead.sh [seconds-per-run] [rounds]   (writes bench/results.md)
+# Run it on a quiet machine: it measures latency; `nice` other work away.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DURATION="${1:-20}"
+DURATION="${1:-10}"
+ROUNDS="${2:-2}"
 TOOLS="${BENCH_TOOLS:-/opt/benchtools}"
 OHA="$TOOLS/bin/oha"
 PROXY="$TOOLS/bin/mcp-proxy"
@@ -21,121 +29,141 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 [ -x "$OHA" ] || { echo "==> installing oha (once, ~10 min)"; cargo install oha --locked --root "$TOOLS"; }
-[ -x "$PROXY" ] || { echo "==> installing mcp-proxy 0.6.0 (once, ~10 min)"; cargo install mcp-proxy --version 0.6.0 --locked --root "$TOOLS"; }
-echo "==> building mcp-gateway (release)"
-cargo build --release --locked --quiet
+if [ "${BENCH_SKIP_PROXY:-0}" != 1 ] && [ ! -x "$PROXY" ]; then
+  echo "==> installing mcp-proxy 0.6.0 (once, ~10 min)"; cargo install mcp-proxy --version 0.6.0 --locked --root "$TOOLS"
+fi
+command -v redis-server > /dev/null || { echo "redis-server is needed for the full-feature row" >&2; exit 1; }
+echo "==> building mcp-gateway and the forwarder (release)"
+cargo build --release --locked --quiet --bin mcp-gateway --example forwarder
 BIN=target/release/mcp-gateway
+FWD=target/release/examples/forwarder
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "not up: $1" >&2; exit 1; }
+wait_http() { for _ in $(seq 300); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "not up: $1" >&2; exit 1; }
+rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 
-UP=$(free_port); GW=$(free_port); GWP=$(free_port); PX=$(free_port); GWT=$(free_port); OTLP=$(free_port)
+UP=$(free_port); UP10K=$(free_port); FW=$(free_port); GW=$(free_port); GWF=$(free_port); GWK=$(free_port); PX=$(free_port); RP=$(free_port); GWT=$(free_port); OTLP=$(free_port)
 "$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
-wait_http "http://127.0.0.1:$UP/_stats"
+"$BIN" demo-server --listen "127.0.0.1:$UP10K" --extra-tools 10000 > "$WORK/upstream10k.log" 2>&1 & PIDS+=($!)
+redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 & PIDS+=($!)
+wait_http "http://127.0.0.1:$UP/_stats"; wait_http "http://127.0.0.1:$UP10K/_stats"
+"$FWD" "127.0.0.1:$FW" "http://127.0.0.1:$UP/mcp" > "$WORK/forwarder.log" 2>&1 & PIDS+=($!)
 
-cat > "$WORK/full.toml" <<TOML
-[servers.demo]
-transport = "http"
-url = "http://127.0.0.1:$UP/mcp"
-TOML
-cat > "$WORK/passthrough.toml" <<TOML
-[defaults]
-max_concurrency = 100000
-max_result_bytes = 0
-[defaults.retry]
-max_retries_safe = 0
-[defaults.breaker]
-enabled = false
-[servers.demo]
-transport = "http"
-url = "http://127.0.0.1:$UP/mcp"
-TOML
-"$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GW" > "$WORK/gateway.log" 2>&1 & GW_PID=$!; PIDS+=($GW_PID)
-"$BIN" serve --config "$WORK/passthrough.toml" --listen "127.0.0.1:$GWP" > /dev/null 2>&1 & PIDS+=($!)
-# Tracing on: the OTLP receiver of the tests (scripts/install-test-deps.sh installs its venv),
-# counting spans instead of writing them.
+server() { printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$1"; }
+server "$UP" > "$WORK/default.toml"
+server "$UP10K" > "$WORK/tools10k.toml"
+{ printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$RP"
+  server "$UP"; printf '%s\n' "${BENCH_FULL_EXTRA_TOML:-}"; } > "$WORK/full.toml"
+"$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GW" > /dev/null 2>&1 & GW_PID=$!; PIDS+=($GW_PID)
+"$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & PIDS+=($!)
+"$BIN" serve --config "$WORK/tools10k.toml" --listen "127.0.0.1:$GWK" > /dev/null 2>&1 & PIDS+=($!)
+# Tracing on: the OTLP receiver of the tests (scripts/install-test-deps.sh installs its venv).
 OTELPY=tests/peers/.venv-otel/bin/python
 [ -x "$OTELPY" ] || bash scripts/install-test-deps.sh
 "$OTELPY" -u tests/peers/otlp_receiver.py "$OTLP" --count > "$WORK/otlp.log" 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$OTLP/_count"
-OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & PIDS+=($!)
-sed "s/port = 8081/port = $PX/; s#http://127.0.0.1:9100/mcp#http://127.0.0.1:$UP/mcp#" bench/competitor-config.toml > "$WORK/proxy.toml"
-"$PROXY" --config "$WORK/proxy.toml" > "$WORK/proxy.log" 2>&1 & PIDS+=($!)
-wait_http "http://127.0.0.1:$GW/readyz"; wait_http "http://127.0.0.1:$GWP/readyz"; wait_http "http://127.0.0.1:$GWT/readyz"
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PX/" -X POST && break; sleep 0.1; done
-sleep 1
-IDLE_RSS=$(awk '/VmRSS/{print $2}' "/proc/$GW_PID/status")
+OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & PIDS+=($!)
+TARGETS=(direct forwarder gateway full tools10k traced)
+if [ "${BENCH_SKIP_PROXY:-0}" != 1 ]; then
+  sed "s/port = 8081/port = $PX/; s#http://127.0.0.1:9100/mcp#http://127.0.0.1:$UP/mcp#" bench/competitor-config.toml > "$WORK/proxy.toml"
+  "$PROXY" --config "$WORK/proxy.toml" > "$WORK/proxy.log" 2>&1 & PIDS+=($!)
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PX/" -X POST && break; sleep 0.1; done
+  TARGETS+=(mcp-proxy)
+fi
+for port in $GW $GWF $GWK $GWT; do wait_http "http://127.0.0.1:$port/readyz"; done
+sleep 2
+IDLE_RSS=$(rss_kib $GW_PID)
 
-# mcp-proxy wants a session (one shared by all connections, as in its own benchmark).
-SID=$(curl -s -i -X POST "http://127.0.0.1:$PX/" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
-  -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}' \
-  | awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' | tr -d '\r')
-curl -s -o /dev/null -X POST "http://127.0.0.1:$PX/" -H 'content-type: application/json' -H "mcp-session-id: $SID" -H 'mcp-protocol-version: 2025-06-18' \
-  -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+SID=""
+if [ "${BENCH_SKIP_PROXY:-0}" != 1 ]; then # mcp-proxy wants a session (one shared by all connections).
+  SID=$(curl -s -i -X POST "http://127.0.0.1:$PX/" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}' \
+    | awk -F': ' 'tolower($1)=="mcp-session-id"{print $2}' | tr -d '\r')
+  curl -s -o /dev/null -X POST "http://127.0.0.1:$PX/" -H 'content-type: application/json' -H "mcp-session-id: $SID" -H 'mcp-protocol-version: 2025-06-18' \
+    -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+fi
 
 # Every request carries a distinct `nonce` argument (valid for the schema, ignored by the tool) so
-# the gateway's in-flight sharing of identical read-only calls cannot flatter its numbers.
+# neither the result cache nor in-flight sharing can flatter the gateway's numbers.
 body() {
   python3 -c 'import sys
 name, out = sys.argv[1], sys.argv[2]
 with open(out, "w") as f:
-    for i in range(300000):
+    for i in range(400000):
         f.write("{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":{\"manga_id\":\"MNG-00000001\",\"nonce\":%d}}}\n" % (i, name, i))' "$1" "$WORK/$2.lines"
   head -n 1 "$WORK/$2.lines" > "$WORK/$2.json"
 }
 body price_lookup plain; body b/price_lookup proxied
+url_of() { case $1 in direct) echo "http://127.0.0.1:$UP/mcp";; forwarder) echo "http://127.0.0.1:$FW/mcp";; gateway) echo "http://127.0.0.1:$GW/mcp";;
+  full) echo "http://127.0.0.1:$GWF/mcp";; tools10k) echo "http://127.0.0.1:$GWK/mcp";; traced) echo "http://127.0.0.1:$GWT/mcp";; mcp-proxy) echo "http://127.0.0.1:$PX/";; esac; }
+lines_of() { [ "$1" = mcp-proxy ] && echo proxied || echo plain; }
 check() { # every target must really answer the tool call
-  local out; out=$(curl -s -X POST "$1" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' ${3:+-H "mcp-session-id: $3"} -H 'mcp-protocol-version: 2025-06-18' --data @"$WORK/$2.json")
+  local out; out=$(curl -s -X POST "$(url_of "$1")" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    ${SID:+-H "mcp-session-id: $SID"} -H 'mcp-protocol-version: 2025-06-18' --data @"$WORK/$(lines_of "$1").json")
   echo "$out" | grep -q '"retail_price":528' || { echo "target $1 does not answer the call: $out" >&2; exit 1; }
 }
-check "http://127.0.0.1:$UP/mcp" plain; check "http://127.0.0.1:$GW/mcp" plain; check "http://127.0.0.1:$GWP/mcp" plain; check "http://127.0.0.1:$GWT/mcp" plain; check "http://127.0.0.1:$PX/" proxied "$SID"
+for t in "${TARGETS[@]}"; do check "$t"; done
 
-run() { # name url body mode(fixed|max) [session]
-  local args=(--no-tui -z "${DURATION}s" -w -c 50 -m POST -T application/json -A 'application/json, text/event-stream'
-              -H 'MCP-Protocol-Version: 2025-06-18' -Z "$WORK/$3.lines" --output-format json -o "$WORK/$1-$4.json")
-  [ "$4" = fixed ] && args+=(-q 1000 --latency-correction)
-  [ -n "${5:-}" ] && args+=(-H "Mcp-Session-Id: $5")
-  echo "==> $1 ($4 rate, ${DURATION}s)"
-  "$OHA" "${args[@]}" "$2"
+run() { # target mode(fixed|max) round
+  local args=(--no-tui -z "${DURATION}s" -m POST -T application/json -A 'application/json, text/event-stream'
+              -H 'MCP-Protocol-Version: 2025-06-18' -Z "$WORK/$(lines_of "$1").lines" --output-format json -o "$WORK/$1-$2-$3.json")
+  if [ "$2" = fixed ]; then args+=(-c 8 -q 1000 --latency-correction); else args+=(-c 16); fi
+  [ "$1" = mcp-proxy ] && args+=(-H "Mcp-Session-Id: $SID")
+  echo "==> round $3: $1 ($2 rate, ${DURATION}s)"
+  "$OHA" "${args[@]}" "$(url_of "$1")"
 }
-for mode in fixed max; do
-  run direct "http://127.0.0.1:$UP/mcp" plain $mode
-  run gateway "http://127.0.0.1:$GW/mcp" plain $mode
-  run passthrough "http://127.0.0.1:$GWP/mcp" plain $mode
-  run gateway+tracing "http://127.0.0.1:$GWT/mcp" plain $mode
-  run mcp-proxy "http://127.0.0.1:$PX/" proxied $mode "$SID"
+for round in $(seq "$ROUNDS"); do
+  for mode in fixed max; do for t in "${TARGETS[@]}"; do run "$t" $mode "$round"; done; done
 done
+
+echo "==> tools/list at 10,006 tools"
+echo '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' > "$WORK/list.json"
+"$OHA" --no-tui -z "${DURATION}s" -c 4 -q 50 --latency-correction -m POST -T application/json -D "$WORK/list.json" \
+  --output-format json -o "$WORK/list10k.json" "http://127.0.0.1:$GWK/mcp"
+LIST_BYTES=$(curl -s -X POST "http://127.0.0.1:$GWK/mcp" -H 'content-type: application/json' --data @"$WORK/list.json" | wc -c)
+
 echo "==> gateway RSS at 256 connections"
 "$OHA" --no-tui -z 10s -c 256 -m POST -T application/json -Z "$WORK/plain.lines" --output-format quiet "http://127.0.0.1:$GW/mcp" &
-OHA_PID=$!; sleep 6; LOADED_RSS=$(awk '/VmRSS/{print $2}' "/proc/$GW_PID/status"); wait $OHA_PID || true
-
+OHA_PID=$!; sleep 6; LOADED_RSS=$(rss_kib $GW_PID); wait $OHA_PID || true
+cp "$BIN" "$WORK/stripped"; strip "$WORK/stripped"
+BIN_BYTES=$(stat -c %s "$BIN"); STRIPPED_BYTES=$(stat -c %s "$WORK/stripped")
 sleep 6 # the batch exporter's schedule delay (5 s): the last spans reach the receiver
 SPANS=$(curl -s "http://127.0.0.1:$OTLP/_count")
 
-python3 - "$WORK" "$IDLE_RSS" "$LOADED_RSS" "$DURATION" "$SPANS" <<'PY' | tee bench/results.md
-import json, sys, platform, subprocess
-work, idle, loaded, duration, spans = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-def load(name, mode):
-    d = json.load(open(f"{work}/{name}-{mode}.json"))
+SPANS="$SPANS" python3 - "$WORK" "$IDLE_RSS" "$LOADED_RSS" "$DURATION" "$ROUNDS" "$LIST_BYTES" "$BIN_BYTES" "$STRIPPED_BYTES" "${TARGETS[@]}" <<'PY' | tee bench/results.md
+import json, os, sys, platform, subprocess, statistics
+work, idle, loaded, duration, rounds, list_bytes, bin_bytes, stripped = sys.argv[1:9]
+names = sys.argv[9:]
+idle, loaded, rounds = int(idle), int(loaded), int(rounds)
+def load(path):
+    d = json.load(open(path))
     codes = d.get("statusCodeDistribution", {})
-    ok = sum(v for k, v in codes.items() if k == "200")
     total = sum(codes.values()) or 1
     p = d["latencyPercentiles"]
-    return {"p50": p["p50"] * 1e6, "p99": p["p99"] * 1e6, "rps": d["summary"]["requestsPerSec"], "ok": ok / total}
-names = ["direct", "gateway", "passthrough", "gateway+tracing", "mcp-proxy"]
-fixed = {n: load(n, "fixed") for n in names}
-peak = {n: load(n, "max") for n in names}
+    return {"p50": p["p50"] * 1e6, "p99": p["p99"] * 1e6, "rps": d["summary"]["requestsPerSec"], "ok": codes.get("200", 0) / total}
+runs = {(n, m, r): load(f"{work}/{n}-{m}-{r}.json") for n in names for m in ("fixed", "max") for r in range(1, rounds + 1)}
+def med(n, m, key): return statistics.median(runs[(n, m, r)][key] for r in range(1, rounds + 1))
+def span(n, m, key, base=None):
+    vals = [runs[(n, m, r)][key] - (runs[(base, m, r)][key] if base else 0) for r in range(1, rounds + 1)]
+    lo, hi = min(vals), max(vals)
+    return f"{lo:.0f}" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}"
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True).stdout.strip()
-print(f"Measured {subprocess.run(['date','-u','+%Y-%m-%d'],capture_output=True,text=True).stdout.strip()} on {platform.machine()}, {cpu}, 2 cores; oha, 50 connections, {duration} s per run; upstream: the demo server (Rust), tool `price_lookup`.\n")
-print("| path | p50 @1k/s (µs) | p99 @1k/s (µs) | added p50 (µs) | added p99 (µs) | max rate (calls/s) | vs direct | HTTP 200 |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+load_avg = open("/proc/loadavg").read().split()[:3]
+print(f"Measured {subprocess.run(['date','-u','+%Y-%m-%d %H:%M'],capture_output=True,text=True).stdout.strip()} UTC on {platform.machine()}, {cpu}, {subprocess.run(['nproc'],capture_output=True,text=True).stdout.strip()} cores, load average {' '.join(load_avg)} at the end; "
+      f"oha {duration} s per run, {rounds} interleaved rounds (ranges are min–max over rounds); fixed rate: 1,000 calls/s over 8 connections with latency correction; max rate: 16 connections. Upstream: the demo server (Rust), tool `price_lookup`.\n")
+print("| path | p50 @1k/s (µs) | p99 @1k/s (µs) | added p50 vs direct | added p99 vs direct | added p50 vs forwarder | max rate (calls/s) | vs direct | vs forwarder | HTTP 200 |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for n in names:
-    f, m = fixed[n], peak[n]
-    add50 = "—" if n == "direct" else f"{f['p50'] - fixed['direct']['p50']:.0f}"
-    add99 = "—" if n == "direct" else f"{f['p99'] - fixed['direct']['p99']:.0f}"
-    print(f"| {n} | {f['p50']:.0f} | {f['p99']:.0f} | {add50} | {add99} | {m['rps']:.0f} | {m['rps'] / peak['direct']['rps']:.0%} | {min(f['ok'], m['ok']):.0%} |")
-print(f"\nGateway resident memory: {idle / 1024:.1f} MiB idle, {loaded / 1024:.1f} MiB at 256 concurrent connections.")
-print("Every request has distinct arguments (a `nonce`), so no call is served from the gateway's in-flight sharing.")
-print(f"`gateway+tracing` = `gateway` with OpenTelemetry on (every call sampled: one server and one client span per call, batch-exported as OTLP/HTTP protobuf to a local receiver, which decoded {spans} spans); spans the batch queue (2,048) cannot hold are dropped, never waited for.")
-print("`gateway` = default configuration (schema validation, breaker, budgeted retry, concurrency limit, attempt timeout, metrics, one JSON log line per call); `passthrough` = same binary with breaker, retries, limits and size budget configured off.")
+    add = lambda key, base: "—" if n == base else span(n, "fixed", key, base)
+    rate = med(n, "max", "rps")
+    ok = min(runs[(n, m, r)]["ok"] for m in ("fixed", "max") for r in range(1, rounds + 1))
+    print(f"| {n} | {span(n,'fixed','p50')} | {span(n,'fixed','p99')} | {add('p50','direct')} | {add('p99','direct')} | {add('p50','forwarder')} | {rate:.0f} | {rate / med('direct','max','rps'):.2f}× | {rate / med('forwarder','max','rps'):.2f}× | {ok:.0%} |")
+lst = load(f"{work}/list10k.json")
+print(f"\n`tools/list` at 10,006 tools ({int(list_bytes) / 1e6:.1f} MB body, 50 lists/s over 4 connections): p50 {lst['p50'] / 1000:.2f} ms, p99 {lst['p99'] / 1000:.2f} ms.")
+print(f"\nGateway resident memory (default configuration): {idle / 1024:.1f} MiB idle, {loaded / 1024:.1f} MiB at 256 concurrent connections.")
+print(f"Release binary: {int(bin_bytes) / 2**20:.1f} MiB as built (line tables for profiling), {int(stripped) / 2**20:.1f} MiB stripped.")
+print("\n`gateway` = default configuration (schema validation, breaker, budgeted retry, concurrency limit, attempt timeout, metrics, one JSON log line per call, stdout to /dev/null); "
+      "`full` = plus Redis registry tier, a 60 s result cache and breaker state shared through Redis; `tools10k` = default configuration over a 10,006-tool catalogue. "
+      "Every request has distinct arguments (a `nonce`), so no call is served from the cache or from in-flight sharing.")
+print(f"`traced` = `gateway` with OpenTelemetry on (every call sampled: one server and one client span per call, batch-exported as OTLP/HTTP protobuf to a local receiver, which decoded {os.environ.get('SPANS', '?')} spans).")
 PY

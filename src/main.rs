@@ -72,6 +72,10 @@ enum Command {
         /// Behave as a session-era server (initialize required, Mcp-Session-Id checked).
         #[arg(long)]
         sessions: bool,
+        /// Also offer this many generated read-only tools `bulk_00000`, `bulk_00001`, … (a large
+        /// catalogue, for scale tests and benchmarks); each echoes its `n` argument.
+        #[arg(long, default_value_t = 0)]
+        extra_tools: usize,
     },
     /// Manage the DynamoDB tool registry (table from --table, dynamodb_table, or
     /// mcp-tool-registry; endpoint, region and Redis from the configuration/environment).
@@ -239,7 +243,8 @@ fn main() -> anyhow::Result<()> {
             Command::Serve { config, listen, allow_non_loopback, demo, log_format } => {
                 serve(config, listen, allow_non_loopback, demo, log_format).await
             }
-            Command::DemoServer { listen, lambda_api, delay_ms, sessions } => {
+            Command::DemoServer { listen, lambda_api, delay_ms, sessions, extra_tools } => {
+                demo::tools::set_extra_tools(extra_tools);
                 let options = demo::http::DemoOptions { delay: Duration::from_millis(delay_ms), sessions };
                 demo_server(listen, lambda_api, options).await
             }

@@ -1,18 +1,54 @@
 //! The six store tools over the fake catalogue. Business failures (an unknown product, no
 //! stock) are `isError: true` results, as an MCP tool should report them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use serde_json::{Value, json};
 
 use super::catalogue::{VOLUMES, Volume, by_id, by_isbn};
 
-/// The tool definitions (`tools/list` entries), as shipped in `config/manga-tools.json`.
+/// How many generated `bulk_NNNNN` tools the process offers besides the six (`--extra-tools`).
+static EXTRA_TOOLS: AtomicUsize = AtomicUsize::new(0);
+
+/// Offers `n` generated tools (a large catalogue for scale tests and benchmarks).
+pub fn set_extra_tools(n: usize) {
+    EXTRA_TOOLS.store(n, Ordering::Relaxed);
+}
+
+/// The name of the `i`-th generated tool.
+pub fn bulk_name(i: usize) -> String {
+    format!("bulk_{i:05}")
+}
+
+/// The tool definitions (`tools/list` entries), as shipped in `config/manga-tools.json`,
+/// then the generated ones.
 pub fn definitions() -> Vec<Value> {
     let doc: Value = serde_json::from_str(include_str!("../../config/manga-tools.json"))
         .expect("config/manga-tools.json is valid JSON (checked by tests)");
-    match doc.get("tools") {
+    let mut tools = match doc.get("tools") {
         Some(Value::Array(tools)) => tools.clone(),
         _ => Vec::new(),
-    }
+    };
+    tools.extend((0..EXTRA_TOOLS.load(Ordering::Relaxed)).map(|i| {
+        json!({
+            "name": bulk_name(i),
+            "description": format!("Generated tool {i} of a large catalogue: echoes n."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {"n": {"type": "integer"}},
+                "required": ["n"],
+            },
+            "annotations": {"readOnlyHint": true},
+        })
+    }));
+    tools
+}
+
+/// A generated tool's answer, when `name` is one.
+fn bulk(name: &str, args: &Value) -> Option<Result<Value, String>> {
+    let i: usize = name.strip_prefix("bulk_")?.parse().ok()?;
+    (i < EXTRA_TOOLS.load(Ordering::Relaxed) && bulk_name(i) == name)
+        .then(|| Ok(json!({"tool": name, "n": args.get("n").cloned().unwrap_or(Value::Null)})))
 }
 
 /// Runs a tool. `None` when no tool has that name.
@@ -24,7 +60,7 @@ pub fn call(name: &str, args: &Value) -> Option<Value> {
         "add_to_cart" => add_to_cart(args),
         "checkout" => checkout(args),
         "manga_recommendations" => recommendations(args),
-        _ => return None,
+        other => bulk(other, args)?,
     };
     Some(match result {
         Ok(structured) => json!({

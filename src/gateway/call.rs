@@ -185,14 +185,16 @@ impl Gateway {
         let mut unanswered =
             Unanswered { gateway: self, ctx, started, tool: tool.clone(), args_hash, armed: true };
 
+        // The arguments are kept (copied) only when an alternative tool may need them.
+        let kept = self.tool_settings(&tool.name).fallback_tool.is_some().then(|| arguments.clone());
         let (mut result, mut ending) = if tool.read_only {
-            self.call_read_only(&tool, &key, arguments.clone(), meta, deadline, &ctx.notifications).await
+            self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications).await
         } else {
-            self.forward(&tool, arguments.clone(), meta, deadline, ctx.notifications.clone()).await
+            self.forward(&tool, arguments, meta, deadline, ctx.notifications.clone()).await
         };
         if let Err(err) = &result
             && let Some((fallback, kind)) =
-                self.fallback(&tool, &key, &arguments, meta, deadline, err, ending.maybe_delivered).await
+                self.fallback(&tool, &key, kept.as_ref(), meta, deadline, err, ending.maybe_delivered).await
         {
             self.metrics.fallbacks.with_label_values(&[&tool.name, kind]).inc();
             result = Ok(fallback);
@@ -252,7 +254,7 @@ impl Gateway {
                     self.metrics.result_cache.with_label_values(&[&tool.name, "miss"]).inc();
                     let (result, ending) =
                         self.forward(tool, arguments, meta, deadline, notifications.clone()).await;
-                    self.remember(tool, key, ttl, &result);
+                    self.remember(tool, key, ttl, &result, ending.outcome);
                     if ran_out_of_own_time(&result, deadline) {
                         // Our caller's deadline is not the waiters': one of them takes over.
                         drop(leader);
@@ -288,11 +290,11 @@ impl Gateway {
     }
 
     /// Keeps a good read-only result when it can be served again (cache or stale fallback).
-    /// Results with `isError` are not kept.
-    fn remember(&self, tool: &ToolRecord, key: &str, ttl: Duration, result: &SharedResult) {
+    /// Results with `isError` are not kept (`outcome` is the call's, already classified).
+    fn remember(&self, tool: &ToolRecord, key: &str, ttl: Duration, result: &SharedResult, outcome: &str) {
         let Ok(raw) = result else { return };
         if (ttl.is_zero() && !self.tool_settings(&tool.name).stale_fallback)
-            || Outcome::of(&Ok(UpstreamReply::Result(raw.clone())), true) != Outcome::Success
+            || outcome != Outcome::Success.label()
         {
             return;
         }
@@ -377,7 +379,7 @@ impl Gateway {
         &self,
         tool: &Arc<ToolRecord>,
         key: &str,
-        arguments: &Value,
+        arguments: Option<&Value>,
         meta: Option<&Value>,
         deadline: Option<Instant>,
         err: &GatewayError,
@@ -404,7 +406,7 @@ impl Gateway {
             return None;
         }
         let alternative = self.registry.resolve(alternative_name).await?;
-        let mut alt_arguments = arguments.clone();
+        let mut alt_arguments = arguments?.clone();
         if alternative.schema.check(&mut alt_arguments).is_err() {
             tracing::warn!(tool = %tool.name, fallback = alternative_name, "fallback tool rejects the arguments; no fallback");
             return None;

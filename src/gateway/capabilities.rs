@@ -233,18 +233,20 @@ pub fn report(gateway: &Gateway) -> Value {
     summarize(gateway, &server_health(gateway)).report
 }
 
-/// The `tools/list` result: the catalogue's pre-serialized list while everything is fine;
-/// else the list with the summary under `_meta[META_KEY]`, without the unavailable tools
-/// when `hide_unavailable_tools` is set. Also the cache hint cap (ms) to apply.
-pub fn tools_list(gateway: &Gateway) -> (Box<RawValue>, Option<u64>) {
+/// The `tools/list` result while some server is not fine: the list with the summary under
+/// `_meta[META_KEY]`, without the unavailable tools when `hide_unavailable_tools` is set, and
+/// the cache hint cap (ms) to apply. `None` while everything is fine: the caller sends the
+/// catalogue's pre-serialized list as it is (the healthy path parses nothing).
+pub fn degraded_tools_list(gateway: &Gateway) -> Option<(Box<RawValue>, u64)> {
     let health = server_health(gateway);
     if health.is_empty() {
-        return (gateway.catalog().list_result(), None);
+        return None;
     }
     let summary = summarize(gateway, &health);
     let raw = gateway.catalog().list_result();
-    let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
-        return (raw, Some(DEGRADED_TTL_MS));
+    // The catalogue always serialises an object; anything else would be sent as it is.
+    let Ok(Value::Object(mut result)) = serde_json::from_slice::<Value>(&raw) else {
+        return None;
     };
     if gateway.config.hide_unavailable_tools
         && let Some(Value::Array(tools)) = result.get_mut("tools")
@@ -254,8 +256,8 @@ pub fn tools_list(gateway: &Gateway) -> (Box<RawValue>, Option<u64>) {
         });
     }
     result.insert("_meta".into(), json!({ META_KEY: summary.report }));
-    let answer = serde_json::value::to_raw_value(&result).unwrap_or(raw);
-    (answer, Some(DEGRADED_TTL_MS))
+    let answer = serde_json::value::to_raw_value(&result).ok()?;
+    Some((answer, DEGRADED_TTL_MS))
 }
 
 #[cfg(test)]

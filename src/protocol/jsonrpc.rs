@@ -1,6 +1,8 @@
 //! JSON-RPC 2.0 envelopes: decoding inbound messages (single or batch) strictly, and writing
-//! responses whose `result` may be raw bytes passed through from an upstream untouched.
+//! responses whose `result` may be raw bytes passed through from an upstream untouched, or
+//! bytes shared by every request (the pre-serialised `tools/list`), written without a copy.
 
+use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, ser::SerializeStruct};
 use serde_json::{Value, value::RawValue};
 
@@ -96,23 +98,70 @@ fn message(value: Value) -> Entry {
     Ok(Message { id, method, params })
 }
 
+/// A successful response's result.
+#[derive(Debug)]
+pub enum Payload {
+    /// One answer's JSON (an upstream result passed through, or a gateway-made one).
+    Raw(Box<RawValue>),
+    /// A result shared by many requests (the `tools/list` snapshot): `head` then `tail` are
+    /// together one JSON value; `tail` is written out without being copied or re-serialised.
+    Shared { head: Bytes, tail: Bytes },
+}
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Payload::Raw(raw) => raw.serialize(serializer),
+            // Inside a batch (rare): copied once into one raw value.
+            Payload::Shared { head, tail } => {
+                let mut text = Vec::with_capacity(head.len() + tail.len());
+                text.extend_from_slice(head);
+                text.extend_from_slice(tail);
+                let text = String::from_utf8(text).map_err(serde::ser::Error::custom)?;
+                RawValue::from_string(text).map_err(serde::ser::Error::custom)?.serialize(serializer)
+            }
+        }
+    }
+}
+
 /// A JSON-RPC response. The result is raw JSON so upstream results pass through byte for byte.
 #[derive(Debug)]
 pub struct Response {
     pub id: Value,
-    pub body: Result<Box<RawValue>, ErrorObject>,
+    pub body: Result<Payload, ErrorObject>,
 }
 
 impl Response {
     pub fn result(id: Value, result: Box<RawValue>) -> Self {
-        Self { id, body: Ok(result) }
+        Self { id, body: Ok(Payload::Raw(result)) }
+    }
+
+    /// A result of shared bytes: `head` followed by `tail` (see [`Payload::Shared`]).
+    pub fn shared(id: Value, head: Bytes, tail: Bytes) -> Self {
+        Self { id, body: Ok(Payload::Shared { head, tail }) }
     }
 
     /// A result built from a `serde_json::Value` (for small gateway-made results).
     pub fn result_value(id: Value, result: &Value) -> Self {
         let raw = serde_json::value::to_raw_value(result)
             .unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("static JSON"));
-        Self { id, body: Ok(raw) }
+        Self::result(id, raw)
+    }
+
+    /// The response as the segments of an HTTP body: one buffer, or for a shared result the
+    /// envelope around the shared bytes (which are not copied).
+    pub fn encode(&self) -> Result<Vec<Bytes>, serde_json::Error> {
+        match &self.body {
+            Ok(Payload::Shared { head, tail }) => {
+                let mut envelope = Vec::with_capacity(64 + head.len());
+                envelope.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+                serde_json::to_writer(&mut envelope, &self.id)?;
+                envelope.extend_from_slice(br#","result":"#);
+                envelope.extend_from_slice(head);
+                Ok(vec![Bytes::from(envelope), tail.clone(), Bytes::from_static(b"}")])
+            }
+            _ => Ok(vec![Bytes::from(serde_json::to_vec(self)?)]),
+        }
     }
 
     pub fn error(id: Value, error: &GatewayError) -> Self {
@@ -197,6 +246,20 @@ mod tests {
         assert!(matches!(decode(b"[1,2]").unwrap(), Inbound::Batch(v) if v.len() == 2));
         assert!(matches!(decode(b"[]").unwrap(), Inbound::Single(Err(_))));
         assert_eq!(decode(b"{nope").unwrap_err().category, Category::ParseError);
+    }
+
+    #[test]
+    fn shared_results_encode_as_their_serialised_form() {
+        let shared = Response::shared(
+            json!(7),
+            Bytes::from_static(br#"{"ttlMs":5,"#),
+            Bytes::from_static(br#""tools":[{"name":"a"}]}"#),
+        );
+        let segments = shared.encode().unwrap();
+        let joined: Vec<u8> = segments.concat();
+        assert_eq!(joined, serde_json::to_vec(&shared).unwrap(), "in a batch and alone, the same bytes");
+        let v: Value = serde_json::from_slice(&joined).unwrap();
+        assert_eq!(v, json!({"jsonrpc": "2.0", "id": 7, "result": {"ttlMs": 5, "tools": [{"name": "a"}]}}));
     }
 
     #[test]

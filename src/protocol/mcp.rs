@@ -123,6 +123,23 @@ pub fn with_result_type(raw: Box<serde_json::value::RawValue>) -> Box<serde_json
     serde_json::value::RawValue::from_string(spliced).unwrap_or(raw)
 }
 
+/// The cache hints modern list results must carry (`resultType`, `ttlMs`, `cacheScope`)
+/// added to a serialised list without copying or scanning it: returns the head to write
+/// before the returned tail. The catalogue's list is `{"tools":[…]}` with `tools` its only
+/// key, so the hints are spliced in after its `{` (O(1) in its size); anything else goes
+/// through [`cacheable`] (parsed and re-serialised).
+pub fn cacheable_shared(list: bytes::Bytes, ttl_ms: u64) -> (bytes::Bytes, bytes::Bytes) {
+    if list.starts_with(br#"{"tools":"#) {
+        let head = format!(r#"{{"resultType":"complete","ttlMs":{ttl_ms},"cacheScope":"public","#);
+        return (bytes::Bytes::from(head), list.slice(1..));
+    }
+    let merged = std::str::from_utf8(&list)
+        .ok()
+        .and_then(|text| serde_json::value::RawValue::from_string(text.to_string()).ok())
+        .map(|raw| bytes::Bytes::from(cacheable(raw, ttl_ms).get().to_string()));
+    (bytes::Bytes::new(), merged.unwrap_or(list))
+}
+
 /// Adds the cache hints modern list results must carry (`ttlMs`, `cacheScope`).
 pub fn cacheable(raw: Box<serde_json::value::RawValue>, ttl_ms: u64) -> Box<serde_json::value::RawValue> {
     let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
@@ -144,16 +161,51 @@ fn modern_meta() -> Map<String, Value> {
 }
 
 /// Serializes a request (method and params) as a JSON-RPC request of the given era. Takes
-/// plain parts so the protocol layer knows nothing of the upstream layer.
+/// plain parts so the protocol layer knows nothing of the upstream layer. The params are
+/// written as they are (not copied); only a modern request's `_meta` is built anew.
 pub fn encode_request(id: u64, method: &str, params: &Map<String, Value>, era: Era) -> Vec<u8> {
-    let mut params = params.clone();
-    if era == Era::Modern {
-        let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
-            meta.extend(modern_meta());
+    #[derive(serde::Serialize)]
+    struct Request<'a> {
+        // Key order as `json!` (a sorted map) wrote them.
+        id: u64,
+        jsonrpc: &'static str,
+        method: &'a str,
+        params: Params<'a>,
+    }
+    struct Params<'a> {
+        params: &'a Map<String, Value>,
+        meta: Option<Map<String, Value>>,
+    }
+    impl serde::Serialize for Params<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let Some(meta) = &self.meta else { return self.params.serialize(serializer) };
+            // In key order, as a `Map` with the merged `_meta` would be written.
+            let mut map = serializer.serialize_map(None)?;
+            let mut meta = Some(meta);
+            for (key, value) in self.params.iter().filter(|(k, _)| k.as_str() != "_meta") {
+                if key.as_str() > "_meta"
+                    && let Some(meta) = meta.take()
+                {
+                    map.serialize_entry("_meta", meta)?;
+                }
+                map.serialize_entry(key, value)?;
+            }
+            if let Some(meta) = meta {
+                map.serialize_entry("_meta", meta)?;
+            }
+            map.end()
         }
     }
-    let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let meta = (era == Era::Modern).then(|| {
+        let mut meta = match params.get("_meta") {
+            Some(Value::Object(caller)) => caller.clone(),
+            _ => Map::new(),
+        };
+        meta.extend(modern_meta());
+        meta
+    });
+    let message = Request { id, jsonrpc: "2.0", method, params: Params { params, meta } };
     serde_json::to_vec(&message).unwrap_or_default()
 }
 
@@ -262,6 +314,37 @@ mod tests {
         let listed: Value = serde_json::from_str(cacheable(raw(r#"{"tools":[]}"#), 5).get()).unwrap();
         assert_eq!(listed["ttlMs"], 5);
         assert_eq!(listed["cacheScope"], "public");
+        for list in [r#"{"tools":[{"name":"a"}]}"#, r#"{"tools":[]}"#, "{}", r#"{"ttlMs":1,"tools":[]}"#] {
+            let (head, tail) = cacheable_shared(bytes::Bytes::from(list), 5);
+            let spliced: Value = serde_json::from_slice(&[head, tail].concat()).unwrap();
+            let copied: Value = serde_json::from_str(cacheable(raw(list), 5).get()).unwrap();
+            assert_eq!(spliced, copied, "{list}");
+        }
+    }
+
+    #[test]
+    fn requests_are_written_as_a_merged_map_would_be() {
+        let mut params = Map::new();
+        params.insert("name".into(), json!("echo"));
+        params.insert("arguments".into(), json!({"b": 1, "a": [1, 2]}));
+        params.insert("Zed".into(), json!(true));
+        for with_meta in [false, true] {
+            if with_meta {
+                params.insert("_meta".into(), json!({"trace": "t1"}));
+            }
+            for era in [Era::Legacy, Era::Modern] {
+                let mut merged = params.clone();
+                if era == Era::Modern {
+                    let meta = merged.entry("_meta").or_insert_with(|| json!({}));
+                    meta.as_object_mut().unwrap().extend(modern_meta());
+                }
+                let expected = serde_json::to_vec(
+                    &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": merged}),
+                )
+                .unwrap();
+                assert_eq!(encode_request(3, "tools/call", &params, era), expected, "{era:?} {with_meta}");
+            }
+        }
     }
 
     #[test]

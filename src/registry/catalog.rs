@@ -4,13 +4,17 @@
 //! lock and a hash probe. Name conflicts resolve deterministically: a route in configuration
 //! (`[tools.NAME] server = …`) wins and keeps the bare name; otherwise every copy is exposed
 //! as `server__tool`, still matching `^[a-zA-Z0-9_-]{1,64}$`. Each conflict is logged once.
+//!
+//! The `tools/list` result is serialised once per snapshot into shared bytes: a request
+//! clones a reference to them (no copy, no serialisation), whatever the catalogue's size.
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     sync::{Arc, Mutex, RwLock},
 };
 
-use serde_json::{Value, value::RawValue};
+use bytes::Bytes;
+use serde_json::Value;
 
 use super::{
     entry::{RegistryEntry, ServerRef},
@@ -30,16 +34,20 @@ pub struct ServerTools {
 #[derive(Debug)]
 pub struct Snapshot {
     by_name: HashMap<Arc<str>, Arc<ToolRecord>>,
-    /// The `tools/list` result, serialized once per snapshot.
-    list_result: Box<RawValue>,
+    /// The `tools/list` result (`{"tools":[…]}`), serialised once per snapshot.
+    list_result: Bytes,
 }
+
+const EMPTY_LIST: &str = r#"{"tools":[]}"#;
 
 impl Snapshot {
     fn empty() -> Self {
-        Self {
-            by_name: HashMap::new(),
-            list_result: RawValue::from_string(r#"{"tools":[]}"#.into()).expect("static JSON"),
-        }
+        Self { by_name: HashMap::new(), list_result: Bytes::from_static(EMPTY_LIST.as_bytes()) }
+    }
+
+    /// The `tools/list` result of this snapshot: shared bytes, a JSON object.
+    pub fn list_result(&self) -> Bytes {
+        self.list_result.clone()
     }
 
     pub fn len(&self) -> usize {
@@ -86,9 +94,9 @@ impl Catalog {
         self.current.read().ok()?.by_name.get(name).cloned()
     }
 
-    /// The `tools/list` result (all tools, by exposed name).
-    pub fn list_result(&self) -> Box<RawValue> {
-        self.snapshot().list_result.clone()
+    /// The `tools/list` result (all tools, by exposed name): shared bytes of a JSON object.
+    pub fn list_result(&self) -> Bytes {
+        self.snapshot().list_result()
     }
 
     /// Rebuilds the catalogue from every server's tools and the registry's entries, and
@@ -149,8 +157,9 @@ impl Catalog {
         let mut list: Vec<&Arc<ToolRecord>> = by_name.values().collect();
         list.sort_by(|a, b| a.name.cmp(&b.name));
         let definitions: Vec<&Value> = list.iter().map(|t| &t.definition).collect();
-        let list_result = serde_json::value::to_raw_value(&serde_json::json!({ "tools": definitions }))
-            .unwrap_or_else(|_| Snapshot::empty().list_result);
+        let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
+            .map(Bytes::from)
+            .unwrap_or_else(|_| Bytes::from_static(EMPTY_LIST.as_bytes()));
         Snapshot { by_name, list_result }
     }
 
@@ -254,7 +263,7 @@ mod tests {
     fn list_is_sorted_and_names_stay_valid() {
         let catalog = Catalog::new(BTreeMap::new());
         catalog.rebuild(&[server("z", &["b", "a"])], &[]);
-        let list: Value = serde_json::from_str(catalog.list_result().get()).unwrap();
+        let list: Value = serde_json::from_slice(&catalog.list_result()).unwrap();
         assert_eq!(list["tools"][0]["name"], "a");
         let long = namespaced(&"s".repeat(40), &"t.x".repeat(20));
         assert!(long.len() <= 64 && long.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));

@@ -10,6 +10,11 @@
 //!   `skipped`), serving stale at once instead of each waiting out the tier again; then one
 //!   lookup (or the periodic scan) tries again and its success reopens the tier.
 //! - Inactive or unhealthy tools are neither resolved nor listed.
+//! - A remembered entry carries the tool record built from it ([`Live::record`]), built on
+//!   the first call and dropped with the entry (expiry, invalidation, a newer entry): calls
+//!   to a registry-only tool do not hash its schema and definition again on every call. The
+//!   record depends only on the entry (its compiled schema is shared by hash), not on the
+//!   catalogue's generation, so it stays right across catalogue rebuilds.
 //!
 //! The full catalogue of active tools is also read periodically (see `gateway::refresh`) into
 //! the in-memory catalogue; this module serves the names that appeared since.
@@ -17,7 +22,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        Mutex,
+        Arc, Mutex, OnceLock,
         atomic::{AtomicBool, AtomicU8, Ordering},
     },
     time::{Duration, Instant},
@@ -26,7 +31,7 @@ use std::{
 use prometheus::IntCounterVec;
 use serde_json::{Value, json};
 
-use super::{TierError, dynamodb::DynamoStore, entry::RegistryEntry, redis_tier::RedisStore};
+use super::{TierError, ToolRecord, dynamodb::DynamoStore, entry::RegistryEntry, redis_tier::RedisStore};
 use crate::{
     config::RegistryConfig,
     singleflight::{Join, SingleFlight, Waited},
@@ -34,8 +39,26 @@ use crate::{
 
 struct Remembered {
     /// `None`: known not to exist (negative entry).
-    entry: Option<RegistryEntry>,
+    entry: Option<Arc<Live>>,
     stored: Instant,
+}
+
+/// A live registry entry as the memory tier holds it, with the tool record built from it.
+#[derive(Debug)]
+pub struct Live {
+    pub entry: RegistryEntry,
+    record: OnceLock<Arc<ToolRecord>>,
+}
+
+impl Live {
+    pub fn new(entry: RegistryEntry) -> Arc<Self> {
+        Arc::new(Self { entry, record: OnceLock::new() })
+    }
+
+    /// The entry's tool record, built once (by `build`) for the life of this entry.
+    pub fn record(&self, build: impl FnOnce(&RegistryEntry) -> ToolRecord) -> Arc<ToolRecord> {
+        self.record.get_or_init(|| Arc::new(build(&self.entry))).clone()
+    }
 }
 
 /// Reachability of a tier as last seen: unknown, up, down.
@@ -110,7 +133,7 @@ pub struct DynamicRegistry {
     pub dynamo: Option<DynamoStore>,
     settings: RegistryConfig,
     memory: Mutex<HashMap<String, Remembered>>,
-    fetching: SingleFlight<Option<RegistryEntry>>,
+    fetching: SingleFlight<Option<Arc<Live>>>,
     lookups: IntCounterVec,
     redis_health: Health,
     dynamo_health: Health,
@@ -146,7 +169,7 @@ impl DynamicRegistry {
     }
 
     /// Looks a name up below the catalogue. `None`: no live tool of that name.
-    pub async fn lookup(&self, name: &str) -> Option<RegistryEntry> {
+    pub async fn lookup(&self, name: &str) -> Option<Arc<Live>> {
         let ttl = Duration::from_secs(self.settings.memory_ttl_secs);
         let negative_ttl = Duration::from_secs(self.settings.negative_ttl_secs);
         if let Some(remembered) = self.memory().get(name) {
@@ -183,15 +206,16 @@ impl DynamicRegistry {
     }
 
     /// Redis, then DynamoDB; fills the tiers above on a hit.
-    async fn fetch(&self, name: &str) -> Option<RegistryEntry> {
+    async fn fetch(&self, name: &str) -> Option<Arc<Live>> {
         let mut redis_answered = false;
         if let Some(redis) = &self.redis {
             match redis.get(name).await {
                 Ok(Some(entry)) if entry.is_live() => {
                     self.redis_health.set(true);
                     self.count("redis", "hit");
-                    self.remember(name, Some(entry.clone()));
-                    return Some(entry);
+                    let live = Live::new(entry);
+                    self.remember(name, Some(live.clone()));
+                    return Some(live);
                 }
                 Ok(_) => {
                     self.redis_health.set(true);
@@ -226,8 +250,9 @@ impl DynamicRegistry {
                 {
                     self.count("redis", "error");
                 }
-                self.remember(name, Some(entry.clone()));
-                Some(entry)
+                let live = Live::new(entry);
+                self.remember(name, Some(live.clone()));
+                Some(live)
             }
             Ok(_) => {
                 self.dynamo_backoff.succeeded();
@@ -246,7 +271,7 @@ impl DynamicRegistry {
     }
 
     /// The last known entry of a name, when DynamoDB cannot be asked.
-    fn stale(&self, name: &str) -> Option<RegistryEntry> {
+    fn stale(&self, name: &str) -> Option<Arc<Live>> {
         let stale = self.memory().get(name).and_then(|r| r.entry.clone());
         if stale.is_some() {
             self.count("memory", "stale");
@@ -259,7 +284,7 @@ impl DynamicRegistry {
         self.dynamo_backoff.failed(Duration::from_millis(self.settings.dynamodb_backoff_ms));
     }
 
-    fn remember(&self, name: &str, entry: Option<RegistryEntry>) {
+    fn remember(&self, name: &str, entry: Option<Arc<Live>>) {
         let mut memory = self.memory();
         if memory.len() >= self.settings.memory_max_entries.max(1) && !memory.contains_key(name) {
             // Bounded: drop the oldest entry.
@@ -311,7 +336,7 @@ impl DynamicRegistry {
         let Some(dynamo) = &self.dynamo else { return Ok(None) };
         let entry = dynamo.get(name).await?.filter(RegistryEntry::is_live);
         if let Some(entry) = &entry {
-            self.remember(name, Some(entry.clone()));
+            self.remember(name, Some(Live::new(entry.clone())));
         }
         Ok(entry)
     }

@@ -50,8 +50,8 @@ impl Registry {
         if !valid_tool_name(name) {
             return None;
         }
-        let entry = self.dynamic.as_ref()?.lookup(name).await?;
-        Some(Arc::new(self.catalog.record_for_entry(&entry)))
+        let live = self.dynamic.as_ref()?.lookup(name).await?;
+        Some(live.record(|entry| self.catalog.record_for_entry(entry)))
     }
 }
 

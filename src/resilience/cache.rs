@@ -2,10 +2,14 @@
 //! for stale fallbacks). Keys are tool + canonical arguments. Never used for tools that are
 //! not read-only. Identical read-only calls running at the same time share one upstream call
 //! through [`crate::singleflight`].
+//!
+//! Entries are shared (`Arc`): the lock is held for a hash probe and a reference count, and
+//! the copy a caller gets is made after it is released, so one large result being read does
+//! not stall every other read-only call.
 
 use std::{
     collections::{HashMap, VecDeque},
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -16,7 +20,7 @@ use serde_json::value::RawValue;
 pub type SharedResult = Result<Box<RawValue>, GatewayError>;
 
 struct Entry {
-    value: Box<RawValue>,
+    value: Arc<RawValue>,
     stored: Instant,
     seq: u64,
 }
@@ -47,20 +51,27 @@ impl ResultCache {
 
     /// A result stored less than `ttl` ago.
     pub fn fresh(&self, key: &str, ttl: Duration) -> Option<Box<RawValue>> {
-        let store = self.lock();
-        let entry = store.entries.get(key)?;
-        (entry.stored.elapsed() < ttl).then(|| entry.value.clone())
+        let shared = {
+            let store = self.lock();
+            let entry = store.entries.get(key)?;
+            (entry.stored.elapsed() < ttl).then(|| entry.value.clone())?
+        };
+        Some(copy(&shared))
     }
 
     /// The last good result, if younger than `max_age`, with its age.
     pub fn stale(&self, key: &str, max_age: Duration) -> Option<(Box<RawValue>, Duration)> {
-        let store = self.lock();
-        let entry = store.entries.get(key)?;
-        let age = entry.stored.elapsed();
-        (age < max_age).then(|| (entry.value.clone(), age))
+        let (shared, age) = {
+            let store = self.lock();
+            let entry = store.entries.get(key)?;
+            let age = entry.stored.elapsed();
+            (age < max_age).then(|| (entry.value.clone(), age))?
+        };
+        Some((copy(&shared), age))
     }
 
     pub fn store(&self, key: String, value: Box<RawValue>) {
+        let value: Arc<RawValue> = Arc::from(value);
         let mut store = self.lock();
         store.seq += 1;
         let seq = store.seq;
@@ -86,6 +97,11 @@ impl ResultCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// A caller's own copy of a shared result (made outside the lock).
+fn copy(shared: &RawValue) -> Box<RawValue> {
+    shared.to_owned()
 }
 
 #[cfg(test)]

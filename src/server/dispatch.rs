@@ -188,14 +188,20 @@ async fn message_answer(
             });
         }
         "tools/list" => {
-            // The catalogue, with the degradation summary (and without unavailable tools when
-            // `hide_unavailable_tools`) while some server is not fine.
-            let (list, ttl_cap) = capabilities::tools_list(gateway);
-            if modern {
-                let ttl_ms = ttl_cap.map_or(ttl_ms, |cap| cap.min(ttl_ms));
-                return Some(Response::result(id, mcp::cacheable(list, ttl_ms)));
+            // While some server is not fine: the list with the degradation summary (and
+            // without unavailable tools when `hide_unavailable_tools`).
+            if let Some((list, ttl_cap)) = capabilities::degraded_tools_list(gateway) {
+                if modern {
+                    return Some(Response::result(id, mcp::cacheable(list, ttl_cap.min(ttl_ms))));
+                }
+                return Some(Response::result(id, list));
             }
-            return Some(Response::result(id, list));
+            // Otherwise the catalogue's pre-serialised list, shared (not copied) by every request.
+            if modern {
+                let (head, tail) = mcp::cacheable_shared(gateway.catalog().list_result(), ttl_ms);
+                return Some(Response::shared(id, head, tail));
+            }
+            return Some(Response::shared(id, bytes::Bytes::new(), gateway.catalog().list_result()));
         }
         "initialize" => {
             let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);

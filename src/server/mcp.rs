@@ -105,11 +105,11 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
             match dispatch::entry(gateway, entry, &info, Notifications::default()).await {
                 // The modern revision answers its own protocol errors with HTTP 400.
                 Some(answer) if answer.is_protocol_refusal() => {
-                    let mut response = json_response(&answer);
+                    let mut response = answer_response(&answer);
                     *response.status_mut() = StatusCode::BAD_REQUEST;
                     response
                 }
-                Some(answer) => json_response(&answer),
+                Some(answer) => answer_response(&answer),
                 None => StatusCode::ACCEPTED.into_response(),
             }
         }
@@ -229,6 +229,20 @@ fn error_response(status: StatusCode, err: &GatewayError) -> Response {
 fn json_response<T: serde::Serialize>(answer: &T) -> Response {
     match serde_json::to_vec(answer) {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(e) => error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &GatewayError::new(Category::Internal, format!("serializing the answer: {e}")),
+        ),
+    }
+}
+
+/// One answer as an HTTP response; a shared result (`tools/list`) goes out without a copy.
+fn answer_response(answer: &jsonrpc::Response) -> Response {
+    match answer.encode() {
+        Ok(segments) => {
+            ([(header::CONTENT_TYPE, "application/json")], Body::new(super::body::Segments::new(segments)))
+                .into_response()
+        }
         Err(e) => error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             &GatewayError::new(Category::Internal, format!("serializing the answer: {e}")),

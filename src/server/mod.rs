@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod cancel;
 pub mod catalogue;
+pub mod body;
 pub mod dispatch;
 pub mod health;
 pub mod mcp;

@@ -7,31 +7,35 @@
 use std::sync::OnceLock;
 
 use tracing::Level;
-use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, WorkerGuard};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
-use super::otel;
+use super::{
+    lossy::{self, DroppedLines, Guard, LossyWriter},
+    otel,
+};
 
 /// The installed writer's count of dropped lines.
-static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
+static DROPPED: OnceLock<DroppedLines> = OnceLock::new();
+
+/// Lines the writer may hold while stdout does not keep up (see [`super::lossy`]).
+pub const BUFFERED_LINES: usize = 128_000;
 
 /// Log lines dropped so far because the writer could not keep up (0 before [`init`]).
 pub fn dropped_lines() -> u64 {
-    DROPPED.get().map_or(0, |counter| counter.dropped_lines() as u64)
+    DROPPED.get().map_or(0, DroppedLines::get)
 }
 
 /// Installs the global subscriber. Keep the guard alive until exit: it flushes the writer.
-pub fn init(filter: &str, json: bool) -> WorkerGuard {
+pub fn init(filter: &str, json: bool) -> Guard {
     init_with_tracer(filter, json, None)
 }
 
 /// [`init`], plus the OpenTelemetry layer when tracing is on. That layer sees only the
 /// gateway's own spans (target [`otel::SPAN_TARGET`]), whatever the log level; the log output
 /// never formats them. Off, the subscriber is exactly what [`init`] installs.
-pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>) -> WorkerGuard {
-    let (writer, guard) =
-        tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(true).finish(std::io::stdout());
-    let _ = DROPPED.set(writer.error_counter());
+pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>) -> Guard {
+    let (writer, dropped, guard) = lossy::writer(std::io::stdout(), BUFFERED_LINES);
+    let _ = DROPPED.set(dropped);
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let Some(tracer) = tracer else {
         let registry = tracing_subscriber::registry().with(filter);
@@ -57,7 +61,7 @@ pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>) 
     guard
 }
 
-fn json_layer<S>(writer: NonBlocking) -> impl tracing_subscriber::Layer<S>
+fn json_layer<S>(writer: LossyWriter) -> impl tracing_subscriber::Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {

@@ -2,6 +2,7 @@
 //! endpoint is configured) OpenTelemetry traces.
 
 pub mod logging;
+pub mod lossy;
 pub mod metered;
 pub mod metrics;
 pub mod otel;

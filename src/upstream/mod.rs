@@ -33,7 +33,8 @@ pub struct UpstreamRequest {
     /// `tools/call`, `tools/list`, …
     pub method: &'static str,
     /// The params object, without era-specific `_meta` keys (the transport adds them).
-    pub params: serde_json::Map<String, Value>,
+    /// Shared: retries clone the request, not the caller's arguments.
+    pub params: Arc<serde_json::Map<String, Value>>,
     /// The tool name on the upstream (for the `Mcp-Name` header of `tools/call`).
     pub tool: Option<Arc<str>>,
     /// `Mcp-Param-{Name}` headers (name without the prefix, encoded value) of a `tools/call`
@@ -68,7 +69,7 @@ impl UpstreamRequest {
     pub fn new(method: &'static str, params: serde_json::Map<String, Value>) -> Self {
         Self {
             method,
-            params,
+            params: Arc::new(params),
             tool: None,
             param_headers: Vec::new(),
             safe_to_repeat: true,

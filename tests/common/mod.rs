@@ -615,3 +615,10 @@ pub fn get_json(gateway: &Gateway, path: &str) -> (u16, Value) {
     let status = response.status().as_u16();
     (status, response.json().expect("a JSON answer"))
 }
+impl Demo {
+    /// The HTTP demo server offering `n` generated tools `bulk_00000`… besides the six.
+    pub fn with_extra_tools(n: usize) -> Self {
+        let n = n.to_string();
+        Self::start_args(false, 0, 0, &["--extra-tools", &n])
+    }
+}

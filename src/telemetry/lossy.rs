@@ -1,0 +1,200 @@
+//! The log writer: lines go through a bounded in-memory queue to a writer thread, and when
+//! the queue is full new lines are dropped and counted rather than the request waiting (a
+//! stuck log pipe never stalls a call).
+//!
+//! Why not `tracing_appender::non_blocking`: its bounded channel allocates and touches every
+//! slot of its 128 000-line buffer up front (about 4 MiB resident before the first line).
+//! This queue grows with the backlog, up to the same bound, and is released each time the
+//! writer thread drains it, so an idle gateway holds no log buffer.
+
+use std::{
+    collections::VecDeque,
+    io::Write,
+    sync::{
+        Arc, Condvar, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    thread::JoinHandle,
+};
+
+use tracing_subscriber::fmt::MakeWriter;
+
+struct Shared {
+    state: Mutex<State>,
+    ready: Condvar,
+    capacity: usize,
+    dropped: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    lines: VecDeque<Vec<u8>>,
+    closed: bool,
+}
+
+impl Shared {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Hands each formatted event to the writer thread (`MakeWriter` for the fmt layer).
+#[derive(Clone)]
+pub struct LossyWriter(Arc<Shared>);
+
+/// Stops the writer thread after it has written every queued line (drop at exit).
+pub struct Guard {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Lines dropped so far because the queue was full.
+#[derive(Clone)]
+pub struct DroppedLines(Arc<Shared>);
+
+impl DroppedLines {
+    pub fn get(&self) -> u64 {
+        self.0.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// A writer to `out` keeping at most `capacity` lines waiting.
+pub fn writer<W: Write + Send + 'static>(out: W, capacity: usize) -> (LossyWriter, DroppedLines, Guard) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::default()),
+        ready: Condvar::new(),
+        capacity: capacity.max(1),
+        dropped: AtomicU64::new(0),
+    });
+    let drain = shared.clone();
+    let thread = std::thread::Builder::new()
+        .name("log-writer".into())
+        .stack_size(64 * 1024)
+        .spawn(move || run(&drain, out))
+        .ok();
+    (LossyWriter(shared.clone()), DroppedLines(shared.clone()), Guard { shared, thread })
+}
+
+fn run<W: Write>(shared: &Shared, mut out: W) {
+    loop {
+        let (lines, closed) = {
+            let mut state = shared.state();
+            while state.lines.is_empty() && !state.closed {
+                state = shared.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            (std::mem::take(&mut state.lines), state.closed)
+        };
+        for line in &lines {
+            // A failing stdout loses lines; it must not stop the writer.
+            let _ = out.write_all(line);
+        }
+        let _ = out.flush();
+        if closed {
+            return;
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.shared.state().closed = true;
+        self.shared.ready.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One event's writer: queues what it is given as one line.
+pub struct Line<'a>(&'a Shared);
+
+impl Write for Line<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut state = self.0.state();
+        if state.closed || state.lines.len() >= self.0.capacity {
+            drop(state);
+            self.0.dropped.fetch_add(1, Ordering::Relaxed);
+            return Ok(buf.len());
+        }
+        let wake = state.lines.is_empty();
+        state.lines.push_back(buf.to_vec());
+        drop(state);
+        if wake {
+            self.0.ready.notify_one();
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for LossyWriter {
+    type Writer = Line<'a>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Line(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_are_written_in_order_and_flushed_at_exit() {
+        let sink = Sink::default();
+        let (writer, dropped, guard) = super::writer(sink.clone(), 1000);
+        for i in 0..100 {
+            writer.make_writer().write_all(format!("{i}\n").as_bytes()).unwrap();
+        }
+        drop(guard);
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let expected: String = (0..100).map(|i| format!("{i}\n")).collect();
+        assert_eq!(text, expected);
+        assert_eq!(dropped.get(), 0);
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        /// Blocks until released: a stuck log pipe.
+        struct Stuck(Arc<(Mutex<bool>, Condvar)>);
+        impl Write for Stuck {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                let (open, cv) = &*self.0;
+                let mut open = open.lock().unwrap();
+                while !*open {
+                    open = cv.wait(open).unwrap();
+                }
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let (writer, dropped, guard) = super::writer(Stuck(gate.clone()), 10);
+        for _ in 0..1_000 {
+            writer.make_writer().write_all(b"line\n").unwrap();
+        }
+        // At most the queue (10) and one batch held by the stuck writer were kept.
+        assert!(dropped.get() >= 1_000 - 20, "{}", dropped.get());
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        drop(guard);
+    }
+}
