@@ -2,9 +2,9 @@
 //! `GET /tools` (exports), `GET /capabilities`, and the optional metrics-only listener (`metrics_listen`).
 
 pub mod admin;
+pub mod body;
 pub mod cancel;
 pub mod catalogue;
-pub mod body;
 pub mod dispatch;
 pub mod health;
 pub mod mcp;

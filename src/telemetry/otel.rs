@@ -300,9 +300,11 @@ pub fn outbound_context() -> Option<(String, Option<String>)> {
 }
 
 /// Puts the attempt's trace context into the request's `_meta` (replacing the caller's).
-pub fn stamp_meta(params: &mut Map<String, Value>) {
+/// The params are shared by the request's attempts: they are copied only when there is a
+/// context to stamp.
+pub fn stamp_meta(params: &mut std::sync::Arc<Map<String, Value>>) {
     let Some((traceparent, tracestate)) = outbound_context() else { return };
-    let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    let meta = std::sync::Arc::make_mut(params).entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(meta) = meta {
         meta.insert(TRACEPARENT.into(), Value::String(traceparent));
         match tracestate {
@@ -503,9 +505,9 @@ mod tests {
         let inbound =
             Inbound { traceparent: Some(TP.into()), request_id: Some("r".into()), ..Default::default() };
         let params = tokio_test_block_on(scoped(inbound, async {
-            let mut params = Map::new();
+            let mut params = std::sync::Arc::new(Map::new());
             stamp_meta(&mut params);
-            (params.clone(), Outbound::of(&params), log_trace_id())
+            (Map::clone(&params), Outbound::of(&params), log_trace_id())
         }));
         assert_eq!(params.0["_meta"]["traceparent"], TP);
         assert_eq!(params.1.traceparent.as_deref(), Some(TP));

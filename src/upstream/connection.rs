@@ -547,7 +547,7 @@ impl Shared {
 /// The request as sent: the gateway's id, the session-era shape, and a progress token of the
 /// gateway's own only when the call can receive progress (a caller's token never goes up).
 fn encode_call(id: u64, request: &UpstreamRequest) -> String {
-    let mut params = request.params.clone();
+    let mut params = Map::clone(&request.params);
     let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(meta) = meta {
         meta.remove("progressToken");

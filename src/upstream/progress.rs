@@ -66,7 +66,7 @@ impl ProgressRelay {
         if request.progress.is_none() && request.logs.is_none() && !has_caller_token {
             return (Cow::Borrowed(&request.params), None);
         }
-        let mut params = request.params.clone();
+        let mut params = Map::clone(&request.params);
         let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
         if !meta.is_object() {
             *meta = Value::Object(Map::new());
