@@ -12,4 +12,7 @@ echo "==> cargo clippy -D warnings"
 cargo clippy --locked --all-targets -- -D warnings
 bash scripts/validate-deploy.sh
 echo "==> cargo test"
-cargo test --locked --all-targets -- --test-threads "${TEST_THREADS:-2}"
+cargo test --locked --lib --bins --tests --examples -- --test-threads "${TEST_THREADS:-2}"
+# The benches once each, as tests (criterion's test mode; its CLI refuses libtest's flags).
+echo "==> cargo test --benches"
+cargo test --locked --benches
