@@ -6,34 +6,14 @@
 mod common;
 
 use std::{
-    path::PathBuf,
     process::Command,
     time::{Duration, Instant},
 };
 
-use common::{Demo, Gateway, Proc, expect_error, free_port, metric, wait_for, wait_port};
+use common::{
+    Demo, Gateway, Proc, Scratch, expect_error, free_port, metric, private_ca, wait_for, wait_port,
+};
 use serde_json::{Value, json};
-
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(what: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("mcp-gateway-{what}-{}-{}", std::process::id(), free_port()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn run(program: &str, args: &[&str]) -> String {
     let output =
@@ -45,74 +25,6 @@ fn run(program: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// A private CA and a server certificate for 127.0.0.1 / localhost signed by it (also usable
-/// as a client certificate: TLS cluster-bus links present it).
-fn make_certificates(dir: &Scratch) {
-    let p = |n: &str| dir.path(n).to_str().unwrap().to_string();
-    run(
-        "openssl",
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=mcp-gateway test CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-            "-keyout",
-            &p("ca.key"),
-            "-out",
-            &p("ca.pem"),
-        ],
-    );
-    run(
-        "openssl",
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            &p("server.key"),
-            "-out",
-            &p("server.csr"),
-        ],
-    );
-    std::fs::write(
-        dir.path("server.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n",
-    )
-    .unwrap();
-    run(
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &p("server.csr"),
-            "-CA",
-            &p("ca.pem"),
-            "-CAkey",
-            &p("ca.key"),
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            &p("server.ext"),
-            "-out",
-            &p("server.pem"),
-        ],
-    );
 }
 
 /// Where the gateway and the test reach Redis.
@@ -136,9 +48,9 @@ impl RedisUnderTest {
 /// `redis-server` with only a TLS port, its certificate signed by a private CA.
 fn tls_redis() -> RedisUnderTest {
     let dir = Scratch::new("redis-tls");
-    make_certificates(&dir);
+    private_ca(&dir);
     let port = free_port();
-    let p = |n: &str| dir.path(n).to_str().unwrap().to_string();
+    let p = |n: &str| dir.path(n);
     let mut command = Command::new("redis-server");
     command.args([
         "--port",
@@ -186,9 +98,9 @@ fn tls_redis() -> RedisUnderTest {
 fn redis_cluster_with(tls: bool) -> RedisUnderTest {
     let dir = Scratch::new("redis-cluster");
     if tls {
-        make_certificates(&dir);
+        private_ca(&dir);
     }
-    let p = |n: &str| dir.path(n).to_str().unwrap().to_string();
+    let p = |n: &str| dir.path(n);
     let tls_flags: Vec<String> =
         if tls { vec!["--tls".into(), "--cacert".into(), p("ca.pem")] } else { vec![] };
     let mut procs = Vec::new();
@@ -196,7 +108,7 @@ fn redis_cluster_with(tls: bool) -> RedisUnderTest {
     for i in 0..3 {
         let (port, bus) = (free_port(), free_port());
         let mut command = Command::new("redis-server");
-        command.current_dir(&dir.0).args([
+        command.current_dir(dir.dir()).args([
             "--cluster-port",
             &bus.to_string(),
             "--bind",

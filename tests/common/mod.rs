@@ -622,3 +622,101 @@ impl Demo {
         Self::start_args(false, 0, 0, &["--extra-tools", &n])
     }
 }
+
+// --- Scratch directories and a private CA (TLS tests) ---------------------------------------
+
+/// A scratch directory removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(what: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("mcp-gateway-{what}-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    /// The directory itself.
+    pub fn dir(&self) -> &Path {
+        &self.0
+    }
+
+    /// The path of `name` inside, as a string (for command lines and configuration).
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn openssl(args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run openssl (scripts/install-test-deps.sh installs it): {e}"));
+    assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// A private CA and a server certificate for 127.0.0.1 / localhost signed by it (also usable
+/// as a client certificate: TLS cluster-bus links present it): `ca.pem`/`ca.key`,
+/// `server.pem`/`server.key`.
+pub fn private_ca(dir: &Scratch) {
+    let p = |n: &str| dir.path(n);
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=mcp-gateway test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-keyout",
+        &p("ca.key"),
+        "-out",
+        &p("ca.pem"),
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        &p("server.key"),
+        "-out",
+        &p("server.csr"),
+    ]);
+    std::fs::write(
+        dir.path("server.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &p("server.csr"),
+        "-CA",
+        &p("ca.pem"),
+        "-CAkey",
+        &p("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &p("server.ext"),
+        "-out",
+        &p("server.pem"),
+    ]);
+}
