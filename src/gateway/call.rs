@@ -55,6 +55,8 @@ pub struct CallContext {
 pub struct Notifications {
     pub progress: Option<ProgressSink>,
     pub logs: Option<LogSubscription>,
+    /// The way back to a back-channel caller for server→client requests (upstream::relay).
+    pub relay: Option<crate::upstream::relay::Relay>,
 }
 
 /// How many progress notifications may wait for the caller before newer ones are dropped.
@@ -187,12 +189,17 @@ impl Gateway {
 
         // The arguments are kept (copied) only when an alternative tool may need them.
         let kept = self.tool_settings(&tool.name).fallback_tool.is_some().then(|| arguments.clone());
-        let (mut result, mut ending) = if tool.read_only {
+        // A call that may relay requests to its caller is its own: never served from the
+        // cache nor shared with identical calls (the answer may hold what its caller said).
+        let (mut result, mut ending) = if tool.read_only && ctx.notifications.relay.is_none() {
             self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications).await
         } else {
             self.forward(&tool, arguments, meta, deadline, ctx.notifications.clone()).await
         };
+        // Nor is a call that relayed a request followed by a fallback: someone was asked.
+        let relayed = ctx.notifications.relay.as_ref().is_some_and(crate::upstream::relay::Relay::relayed);
         if let Err(err) = &result
+            && !relayed
             && let Some((fallback, kind)) =
                 self.fallback(&tool, &key, kept.as_ref(), meta, deadline, err, ending.maybe_delivered).await
         {
@@ -321,6 +328,7 @@ impl Gateway {
         let mut request = upstream_request(tool, arguments, meta, deadline, honours_keys);
         request.progress = notifications.progress;
         request.logs = notifications.logs;
+        request.relay = notifications.relay;
         let attempts = request.attempts.clone();
         let delivered = request.maybe_delivered.clone();
 

@@ -176,6 +176,8 @@ pub struct Gateway {
     pub in_flight: SingleFlight<SharedResult>,
     /// Calls in flight by the caller's request id, for `notifications/cancelled`.
     pub cancellable: crate::server::cancel::InFlightCalls,
+    /// Inbound back-channel sessions (callers that can answer server→client requests).
+    pub sessions: Arc<crate::server::sessions::Sessions>,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
@@ -208,6 +210,7 @@ impl Gateway {
             upstreams,
             dynamic_upstreams: RwLock::default(),
             cancellable: Default::default(),
+            sessions: Default::default(),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
             metrics,

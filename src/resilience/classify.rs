@@ -120,6 +120,9 @@ impl Outcome {
             | UpstreamError::Overloaded { .. }
             | UpstreamError::NotConnected { .. } => Outcome::Refused,
             UpstreamError::DeadlineExceeded(_) => Outcome::Abandoned,
+            // Waiting for the caller's answer to a relayed request: the caller's time, not the
+            // server's failure (see upstream::relay).
+            UpstreamError::CallerDidNotAnswer(_) => Outcome::Abandoned,
         }
     }
 
@@ -208,6 +211,7 @@ impl Outcome {
             UpstreamError::CircuitOpen { .. } => Category::CircuitOpen,
             UpstreamError::Overloaded { .. } => Category::Overloaded,
             UpstreamError::DeadlineExceeded(_) => Category::Timeout,
+            UpstreamError::CallerDidNotAnswer(_) => Category::Timeout,
         }
     }
 }
@@ -284,6 +288,11 @@ mod tests {
             ("answer over the cap", Err(UpstreamError::ResponseTooLarge { limit: 10 }), HardFailure),
             ("credentials refused", Err(UpstreamError::Unauthorized { status: 401 }), Neither),
             ("no ready connection", Err(UpstreamError::NotConnected { state: "reconnecting" }), Neither),
+            (
+                "caller silent on a relayed request",
+                Err(UpstreamError::CallerDidNotAnswer("s".into())),
+                Neither,
+            ),
         ];
         for (row, reply, expected) in rows {
             assert_eq!(Outcome::of(&reply, true).attribution(), expected, "row {row}");

@@ -68,6 +68,11 @@ impl RetryLayer {
         if !outcome.is_retryable() {
             return None;
         }
+        // A call that relayed a request to its caller (a person or model may have been asked)
+        // is never repeated.
+        if request.relay.as_ref().is_some_and(|r| r.relayed()) {
+            return None;
+        }
         let never_left = matches!(outcome, Outcome::ServerError { reached_server: false });
         let max = if request.safe_to_repeat {
             self.settings.max_retries_safe

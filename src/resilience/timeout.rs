@@ -64,10 +64,16 @@ where
         // Assume delivery until the attempt proves otherwise (a dropped attempt may have left).
         let delivered = request.maybe_delivered.clone();
         let delivered_before = delivered.swap(true, Ordering::Relaxed);
+        // An attempt that runs out while its call waits for the caller's answer to a relayed
+        // request ran out on the caller's time: attributed to the caller (upstream::relay).
+        let relay = request.relay.as_ref().map(|r| r.state.clone());
         let attempt = self.inner.call(request);
         Box::pin(async move {
             let result = match tokio::time::timeout(limit, attempt).await {
                 Ok(result) => result,
+                Err(_) if relay.as_ref().is_some_and(|r| r.waiting()) => {
+                    Err(UpstreamError::CallerDidNotAnswer("server-to-client".into()))
+                }
                 Err(_) if cut_by_deadline => Err(UpstreamError::DeadlineExceeded(limit)),
                 Err(_) => Err(UpstreamError::Timeout(limit)),
             };

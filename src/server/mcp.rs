@@ -12,6 +12,10 @@
 //! the answer commits to an event stream only when an entry arrives before the response, so a
 //! call that logs nothing is still answered with JSON. A single request the caller cancelled
 //! gets an empty event stream when it accepts one, else the `cancelled` error.
+//!
+//! Back-channel sessions ([`super::sessions`]): an `initialize` declaring sampling, elicitation
+//! or roots gets an `Mcp-Session-Id`; that caller's `tools/call` accepting event streams may
+//! carry relayed server→client requests on its stream, and the caller POSTs its answers back.
 
 use std::sync::Arc;
 
@@ -26,7 +30,7 @@ use serde_json::{Value, json};
 
 use super::{
     dispatch::{self, RequestInfo},
-    stream,
+    sessions, stream,
 };
 use crate::{
     error::{Category, GatewayError},
@@ -35,7 +39,10 @@ use crate::{
         jsonrpc::{self, Inbound},
         mcp,
     },
-    upstream::progress::LogSubscription,
+    upstream::{
+        progress::LogSubscription,
+        relay::{CallerSession, Relay},
+    },
 };
 
 const REQUEST_ID: &str = "x-request-id";
@@ -87,6 +94,18 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
             return error_response(StatusCode::BAD_REQUEST, &err);
         }
     }
+    // A back-channel session (see `sessions`): an unknown one of ours is refused, and a POSTed
+    // response goes to the relayed request waiting for it. Requests without one: as always.
+    let session = match gateway.sessions.lookup(headers) {
+        sessions::Lookup::Sessionless => None,
+        sessions::Lookup::Found(session) => Some(session),
+        sessions::Lookup::Unknown => return sessions::unknown_session(),
+    };
+    if let Some(session) = &session
+        && let Some((id, message)) = sessions::as_response(&bytes)
+    {
+        return sessions::route_response(session, &id, message);
+    }
     let inbound = match jsonrpc::decode(&bytes) {
         Ok(inbound) => inbound,
         Err(err) => {
@@ -96,10 +115,19 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
     };
     let info = RequestInfo::from_headers(headers, request_id);
     match inbound {
+        Inbound::Single(Ok(message)) if sessions::wants_back_channel(&message) => {
+            let caller = gateway.sessions.create(&message);
+            let answer = dispatch::entry(gateway, Ok(message), &info, Notifications::default()).await;
+            let response = match answer {
+                Some(answer) => answer_response(&answer),
+                None => StatusCode::ACCEPTED.into_response(),
+            };
+            sessions::with_session_id(response, &caller)
+        }
         Inbound::Single(Ok(message))
             if info.accepts_sse && dispatch::protocol_error(&message, &info).is_none() =>
         {
-            for_event_stream_reader(gateway, message, info).await
+            for_event_stream_reader(gateway, message, info, session).await
         }
         Inbound::Single(entry) => {
             match dispatch::entry(gateway, entry, &info, Notifications::default()).await {
@@ -135,10 +163,13 @@ async fn for_event_stream_reader(
     gateway: &Arc<Gateway>,
     message: jsonrpc::Message,
     info: RequestInfo,
+    session: Option<Arc<CallerSession>>,
 ) -> Response {
     let token = dispatch::progress_token(&message).cloned();
     let log_level = if message.method == "tools/call" { dispatch::log_level(&message) } else { None };
-    if token.is_none() && log_level.is_none() {
+    // A back-channel caller's tools/call may relay server→client requests on its stream.
+    let session = session.filter(|_| message.method == "tools/call" && message.id.is_some());
+    if token.is_none() && log_level.is_none() && session.is_none() {
         return answer_for_event_stream_reader(
             dispatch::entry(gateway, Ok(message), &info, Notifications::default()).await,
         );
@@ -147,6 +178,7 @@ async fn for_event_stream_reader(
     let notifications = Notifications {
         progress: token.is_some().then(|| sink.clone()),
         logs: log_level.map(|min_level| LogSubscription { sink: sink.clone(), min_level }),
+        relay: session.map(|caller| Relay::new(caller, sink.clone())),
     };
     drop(sink);
     let gateway = gateway.clone();
@@ -212,6 +244,19 @@ pub async fn not_allowed() -> Response {
     );
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
     response
+}
+
+/// `DELETE /mcp`: ends a back-channel session (and the upstream sessions opened for it). Without
+/// one of the gateway's session ids there is nothing to end: `405` as before sessions existed.
+pub async fn delete(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    match gateway.sessions.lookup(&headers) {
+        sessions::Lookup::Found(session) => {
+            gateway.sessions.end(&session.id);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        sessions::Lookup::Unknown => sessions::unknown_session(),
+        sessions::Lookup::Sessionless => not_allowed().await,
+    }
 }
 
 fn too_large(gateway: &Gateway, limit: usize) -> Response {

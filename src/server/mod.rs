@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod health;
 pub mod mcp;
 pub mod probe;
+pub mod sessions;
 pub mod stream;
 
 use std::{sync::Arc, time::Duration};
@@ -26,7 +27,7 @@ use crate::gateway::Gateway;
 /// All inbound routes.
 pub fn router(gateway: Arc<Gateway>) -> Router {
     Router::new()
-        .route("/mcp", post(mcp::post).get(mcp::not_allowed).delete(mcp::not_allowed))
+        .route("/mcp", post(mcp::post).get(mcp::not_allowed).delete(mcp::delete))
         .route("/metrics", get(health::metrics))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

@@ -15,7 +15,9 @@
 //!
 //! Upstream log entries (`notifications/message`) come through the same channel, so they keep
 //! their order relative to progress; the two are told apart by `progressToken`, which every
-//! relayed progress notification has and no log entry does.
+//! relayed progress notification has and no log entry does. Server→client requests relayed
+//! to a back-channel caller (`upstream::relay`) come through it too, as whole JSON-RPC
+//! messages (with a `jsonrpc` key), and are written as they are.
 
 use std::{convert::Infallible, future::Future, pin::Pin};
 
@@ -128,6 +130,10 @@ impl State {
 
     /// The event for one received notification's params (`None`: dropped).
     fn progress_event(&mut self, mut params: Map<String, Value>) -> Option<Bytes> {
+        // A whole JSON-RPC message (a server→client request relayed by upstream::relay): as is.
+        if params.contains_key("jsonrpc") {
+            return Some(event_bytes(&params));
+        }
         if !params.contains_key("progressToken") {
             let notification =
                 serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message", "params": params});

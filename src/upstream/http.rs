@@ -39,6 +39,9 @@
 //! by the layers around the transport: the attempt timeout covers the probe and the body, not
 //! just the headers, so a body that drips or a stream that never answers ends as a timeout.
 //!
+//! **Server→client requests** of a back-channel caller's `tools/call` (sampling, elicitation,
+//! roots) are relayed over a dedicated session-era session: see `http_relay.rs`.
+//!
 //! Modern-era `tools/call` requests mirror the arguments the tool's `inputSchema` marks with
 //! `x-mcp-header` into `Mcp-Param-{Name}` headers ([`UpstreamRequest::param_headers`]). Every
 //! request's headers are built in one place ([`Inner::build`]).
@@ -69,6 +72,10 @@ use crate::protocol::{
     param_headers, sse,
 };
 use crate::telemetry::otel::Outbound;
+
+/// A back-channel caller's calls over a dedicated session, relaying server→client requests.
+#[path = "http_relay.rs"]
+mod relay;
 
 /// The era a server was found to speak.
 #[derive(Debug, Clone)]
@@ -266,6 +273,12 @@ impl Inner {
     }
 
     async fn call(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
+        if let Some(relay) = &request.relay
+            && request.method == "tools/call"
+            && let Some(result) = self.relay_call(&request, relay).await
+        {
+            return result;
+        }
         let learned = self.learned();
         let (spoken, generation) = match learned.spoken {
             Some(spoken) => (spoken, learned.generation),

@@ -11,6 +11,7 @@ pub mod http;
 pub mod lambda;
 pub mod legacy_sse;
 pub mod progress;
+pub mod relay;
 pub mod stdio;
 pub mod websocket;
 
@@ -57,6 +58,9 @@ pub struct UpstreamRequest {
     /// Where the upstream's `notifications/message` (log entries) for this request go, at or
     /// above a level, when the caller can receive them. `None`: no logs asked for or relayed.
     pub logs: Option<progress::LogSubscription>,
+    /// The way back to a back-channel caller for server→client requests ([`relay`]); `None`:
+    /// the call relays none (the transport's usual path).
+    pub relay: Option<relay::Relay>,
 }
 
 /// The receiving end of a call's progress notifications. Bounded and lossy on purpose: a
@@ -78,6 +82,7 @@ impl UpstreamRequest {
             maybe_delivered: Arc::default(),
             progress: None,
             logs: None,
+            relay: None,
         }
     }
 
@@ -155,6 +160,10 @@ pub enum UpstreamError {
     /// The caller's deadline passed (the upstream call, if any, was cancelled).
     #[error("deadline of {0:?} exceeded")]
     DeadlineExceeded(Duration),
+    /// The caller did not answer a server→client request relayed to it (see [`relay`]) before
+    /// the call's time ran out, or its session ended: the caller's doing, not the server's.
+    #[error("the caller did not answer the relayed {0} request in time")]
+    CallerDidNotAnswer(String),
 }
 
 /// `X-Amz-Function-Error` values.
@@ -210,6 +219,7 @@ impl UpstreamError {
             UpstreamError::CircuitOpen { .. } => "circuit_open",
             UpstreamError::Overloaded { .. } => "overloaded",
             UpstreamError::DeadlineExceeded(_) => "deadline_exceeded",
+            UpstreamError::CallerDidNotAnswer(_) => "caller_did_not_answer",
         }
     }
 }

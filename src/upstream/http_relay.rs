@@ -1,0 +1,325 @@
+//! Streamable HTTP with a back-channel: a `tools/call` of a caller that can answer
+//! server→client requests ([`super::relay`]) goes over a DEDICATED session-era session opened
+//! for (that caller's session, this server).
+//!
+//! Why dedicated: the server decides what to ask by the capabilities its client declared, and
+//! the gateway's shared session (or the sessionless modern era, which has no back-channel for
+//! requests) declares none. So the dedicated session's `initialize` states the caller's own
+//! capabilities and clientInfo, then `notifications/initialized`; its id is kept in the
+//! caller's session and ended with `DELETE` when that ends. A server that refuses the session
+//! era (an error or a modern-only answer to `initialize`) is remembered for the caller and its
+//! calls take the normal path; a handshake that fails for want of an answer (connect, 5xx,
+//! credentials) fails the call as the normal path would.
+//!
+//! While the answer stream is read, a message with `method` and `id` is a request from the
+//! server: answered by the gateway itself when it is a `ping` or not for this caller (`-32601`
+//! for a capability it did not declare), else relayed to the caller; the answer is POSTed
+//! back in the session with the server's own id, and reading goes on to the result. A
+//! dedicated session the server forgot (`404`) is opened again once when nothing was relayed
+//! yet. Answers are bounded as on the normal path (`max_response_bytes` per SSE line and
+//! event); a dedicated stream is not resumed after a disconnection (the caller may have been
+//! asked something: the call fails instead of being replayed).
+
+use std::sync::atomic::Ordering;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::{
+    CancelOnDrop, ERROR_BODY_PREFIX, Headers, Inner, LegacySession, drain, is_event_stream, read_answer,
+    read_body, read_prefix, request_error, status_error,
+};
+use crate::{
+    protocol::{
+        jsonrpc::UpstreamResponse,
+        mcp::{self, Era},
+        sse,
+    },
+    telemetry::otel::Outbound,
+    upstream::{
+        UpstreamError, UpstreamReply, UpstreamRequest, decode_reply,
+        progress::ProgressRelay,
+        relay::{Dedicated, Relay},
+        reply_from,
+    },
+};
+
+/// What one POST in a dedicated session produced.
+enum Posted {
+    Done(Result<UpstreamReply, UpstreamError>),
+    /// The server no longer knows the session (`404`).
+    SessionGone,
+}
+
+impl Inner {
+    /// Runs `request` over the caller's dedicated session; `None` when this server refuses the
+    /// session era (the caller then takes the normal path).
+    pub(super) async fn relay_call(
+        &self,
+        request: &UpstreamRequest,
+        relay: &Relay,
+    ) -> Option<Result<UpstreamReply, UpstreamError>> {
+        for _ in 0..2 {
+            let session = match self.dedicated(relay).await {
+                Ok(Some(session)) => session,
+                Ok(None) => return None,
+                Err(error) => return Some(Err(error)),
+            };
+            match self.post_relayed(request, relay, &session).await {
+                Posted::Done(result) => return Some(result),
+                Posted::SessionGone if !relay.relayed() => {
+                    tracing::info!(url = %self.url, caller = %relay.caller.id, "dedicated upstream session gone; opening a new one");
+                    relay.caller.upstream.lock().await.remove(&self.key());
+                }
+                Posted::SessionGone => break,
+            }
+        }
+        Some(Err(UpstreamError::Protocol("the server forgot the dedicated session (HTTP 404)".into())))
+    }
+
+    fn key(&self) -> usize {
+        self as *const Inner as usize
+    }
+
+    /// The caller's dedicated session with this server, opened on first use.
+    async fn dedicated(&self, relay: &Relay) -> Result<Option<LegacySession>, UpstreamError> {
+        let mut opened = relay.caller.upstream.lock().await;
+        if relay.caller.is_closed() {
+            return Err(UpstreamError::CallerDidNotAnswer("session ended".into()));
+        }
+        match opened.get(&self.key()) {
+            Some(Dedicated::Open { session_id, version, .. }) => {
+                return Ok(Some(LegacySession { session_id: session_id.clone(), version }));
+            }
+            Some(Dedicated::Refused) => return Ok(None),
+            None => {}
+        }
+        let entry = match self.open_dedicated(relay).await? {
+            Some(session) => {
+                let close = session.session_id.as_ref().map(|_| {
+                    Box::new(
+                        self.build(Method::DELETE, Headers::Legacy(&session))
+                            .timeout(std::time::Duration::from_secs(2)),
+                    )
+                });
+                tracing::info!(url = %self.url, caller = %relay.caller.id, version = session.version, "dedicated upstream session opened");
+                Dedicated::Open { session_id: session.session_id, version: session.version, close }
+            }
+            None => {
+                tracing::info!(url = %self.url, caller = %relay.caller.id, "server refuses the session era; relayed calls take the normal path");
+                Dedicated::Refused
+            }
+        };
+        let session = match &entry {
+            Dedicated::Open { session_id, version, .. } => {
+                Some(LegacySession { session_id: session_id.clone(), version })
+            }
+            Dedicated::Refused => None,
+        };
+        opened.insert(self.key(), entry);
+        Ok(session)
+    }
+
+    /// `initialize` with the caller's capabilities and clientInfo, then
+    /// `notifications/initialized`. `Ok(None)`: the server refuses the session era.
+    async fn open_dedicated(&self, relay: &Relay) -> Result<Option<LegacySession>, UpstreamError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let caller = &relay.caller;
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": caller.protocol_version,
+                "capabilities": caller.capabilities,
+                "clientInfo": caller.client_info,
+            },
+        });
+        let response = self
+            .build(Method::POST, Headers::Handshake)
+            .body(serde_json::to_vec(&body).unwrap_or_default())
+            .send()
+            .await
+            .map_err(request_error)?;
+        let status = response.status();
+        if !status.is_success() {
+            return match status {
+                StatusCode::TOO_MANY_REQUESTS | StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    Err(status_error(status, response.headers()))
+                }
+                s if s.is_server_error() => Err(status_error(status, response.headers())),
+                _ => Ok(None),
+            };
+        }
+        let session_id = response.headers().get(mcp::headers::SESSION_ID).cloned();
+        let version = match read_answer(response, id, self.max_response_bytes, None, None).await {
+            Ok(UpstreamReply::Result(raw)) => serde_json::from_str::<Value>(raw.get())
+                .ok()
+                .and_then(|v| v.get("protocolVersion").and_then(Value::as_str).map(str::to_string)),
+            Ok(UpstreamReply::Error(_)) | Err(UpstreamError::Protocol(_)) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let Some(version) = mcp::LEGACY_VERSIONS.iter().find(|v| Some(**v) == version.as_deref()).copied()
+        else {
+            return Ok(None);
+        };
+        let session = LegacySession { session_id, version };
+        let notified = self
+            .build(Method::POST, Headers::Legacy(&session))
+            .body(mcp::encode_notification("notifications/initialized", None))
+            .send()
+            .await
+            .map_err(request_error)?;
+        if !notified.status().is_success() {
+            return Err(status_error(notified.status(), notified.headers()));
+        }
+        Ok(Some(session))
+    }
+
+    /// One POST of `request` in the dedicated session, relaying what the server asks.
+    async fn post_relayed(
+        &self,
+        request: &UpstreamRequest,
+        relay: &Relay,
+        session: &LegacySession,
+    ) -> Posted {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (params, progress) = ProgressRelay::outbound(request, id, Era::Legacy);
+        let mut builder = self.build(Method::POST, Headers::Legacy(session)).body(mcp::encode_request(
+            id,
+            request.method,
+            &params,
+            Era::Legacy,
+        ));
+        for (name, value) in Outbound::of(&params).headers() {
+            builder = builder.header(name, value);
+        }
+        let mut cancel = CancelOnDrop {
+            request: Some({
+                let params =
+                    json!({"requestId": id, "reason": "cancelled by the gateway (deadline or caller gone)"});
+                self.build(Method::POST, Headers::Legacy(session))
+                    .timeout(std::time::Duration::from_secs(2))
+                    .body(mcp::encode_notification("notifications/cancelled", Some(params)))
+            }),
+        };
+        let response = match builder.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                cancel.disarm();
+                return Posted::Done(Err(request_error(error)));
+            }
+        };
+        let status = response.status();
+        if !status.is_success() {
+            cancel.disarm();
+            if status == StatusCode::NOT_FOUND && session.session_id.is_some() {
+                return Posted::SessionGone;
+            }
+            if status.is_client_error()
+                && !matches!(
+                    status,
+                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+                )
+            {
+                let failed = status_error(status, response.headers());
+                let body = read_prefix(response, ERROR_BODY_PREFIX).await;
+                let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
+                return Posted::Done(match parsed.and_then(|p| reply_from(p).ok()) {
+                    Some(reply @ UpstreamReply::Error(_)) => Ok(reply),
+                    _ => Err(failed),
+                });
+            }
+            return Posted::Done(Err(status_error(status, response.headers())));
+        }
+        let answer = if is_event_stream(&response) {
+            self.read_relaying(response, id, relay, session, request, progress.as_ref()).await
+        } else {
+            match read_body(response, self.max_response_bytes).await {
+                Ok(body) if body.is_empty() => {
+                    Err(UpstreamError::Protocol("empty answer to a request".into()))
+                }
+                Ok(body) => decode_reply(&body),
+                Err(error) => Err(error),
+            }
+        };
+        cancel.disarm();
+        Posted::Done(answer)
+    }
+
+    /// Reads an answer stream up to the message answering `id`, relaying the server's requests.
+    async fn read_relaying(
+        &self,
+        mut response: reqwest::Response,
+        id: u64,
+        relay: &Relay,
+        session: &LegacySession,
+        request: &UpstreamRequest,
+        progress: Option<&ProgressRelay>,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let limit = self.max_response_bytes;
+        let mut decoder = sse::Decoder::with_limit(limit);
+        while let Some(chunk) = response.chunk().await.map_err(request_error)? {
+            let events =
+                decoder.feed(&chunk).map_err(|e| UpstreamError::ResponseTooLarge { limit: e.limit })?;
+            for event in events {
+                if event.event.as_deref().is_some_and(|e| e != "message") || event.data.is_empty() {
+                    continue;
+                }
+                if let Some(progress) = progress {
+                    progress.offer(&event.data);
+                }
+                let Ok(mut message) = serde_json::from_str::<Value>(&event.data) else { continue };
+                if let Some(method) = message.get("method").and_then(Value::as_str).map(str::to_string) {
+                    if let Some(upstream_id) = message.get_mut("id").map(Value::take) {
+                        let params = message.get_mut("params").map(Value::take);
+                        self.answer_server_request(relay, session, request, &method, upstream_id, params)
+                            .await?;
+                    }
+                    continue;
+                }
+                let answers_us = message.get("id").is_some_and(|v| v.as_u64() == Some(id));
+                if answers_us && (message.get("result").is_some() || message.get("error").is_some()) {
+                    drain(response);
+                    let parsed: UpstreamResponse = serde_json::from_str(&event.data)
+                        .map_err(|e| UpstreamError::Protocol(format!("invalid JSON-RPC response: {e}")))?;
+                    return reply_from(parsed);
+                }
+            }
+        }
+        Err(UpstreamError::Protocol("event stream ended without an answer".into()))
+    }
+
+    /// Answers one request of the server: by the gateway, or by relaying it to the caller.
+    async fn answer_server_request(
+        &self,
+        relay: &Relay,
+        session: &LegacySession,
+        request: &UpstreamRequest,
+        method: &str,
+        upstream_id: Value,
+        params: Option<Value>,
+    ) -> Result<(), UpstreamError> {
+        let (member, value) = match relay.local_answer(method) {
+            Some(answer) => answer,
+            None => {
+                tracing::info!(url = %self.url, caller = %relay.caller.id, method, "relaying a server request to the caller");
+                relay.ask(method, params, request.deadline).await?
+            }
+        };
+        let mut answer = serde_json::Map::new();
+        answer.insert("jsonrpc".into(), json!("2.0"));
+        answer.insert("id".into(), upstream_id);
+        answer.insert(member.into(), value);
+        let sent = self
+            .build(Method::POST, Headers::Legacy(session))
+            .body(serde_json::to_vec(&answer).unwrap_or_default())
+            .send()
+            .await
+            .map_err(request_error)?;
+        if !sent.status().is_success() {
+            return Err(status_error(sent.status(), sent.headers()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,314 @@
+//! Server→client requests (`sampling/createMessage`, `elicitation/create`, `roots/list`)
+//! relayed from an upstream to the caller of the `tools/call` they belong to.
+//!
+//! The contract between the inbound side and a transport that can relay (only streamable HTTP,
+//! see `http_relay.rs`): a caller that initialized with a back-channel capability has a
+//! [`CallerSession`] (kept by `server::sessions`); each of its `tools/call`s carries a
+//! [`Relay`] in its [`super::UpstreamRequest`]. The transport hands each upstream request to
+//! [`Relay::ask`], which mints a fresh unguessable id, writes the request on the caller's event
+//! stream (the call's notification channel) and waits for the caller's JSON-RPC response,
+//! which the inbound side routes back by that id ([`CallerSession::answer`]).
+//!
+//! Choices:
+//! - Only methods the caller declared a capability for are relayed ([`CallerSession::allows`]);
+//!   anything else is answered upstream with `-32601` without bothering the caller.
+//! - Waiting for the caller is bounded by the call's deadline (and the attempt timeout); a
+//!   caller that does not answer ends the call with [`super::UpstreamError::CallerDidNotAnswer`],
+//!   which is attributed to the caller: not retried, not counted by the breaker.
+//! - Once something was relayed ([`Relay::relayed`]), the call is neither retried nor followed
+//!   by a fallback: a person or a model may already have been asked.
+//! - One call relays at most [`MAX_RELAYED_PER_CALL`] requests, one at a time (the transport
+//!   reads on only after the caller answered), so one call never has more than one outstanding.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU32, Ordering},
+    },
+    time::Instant,
+};
+
+use reqwest::header::HeaderValue;
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+use super::{ProgressSink, UpstreamError};
+
+/// Most server→client requests one call may relay to its caller.
+pub const MAX_RELAYED_PER_CALL: u32 = 16;
+
+/// The prefix of every id the gateway mints (inbound session ids and relayed request ids).
+pub const ID_PREFIX: &str = "mcpgw-";
+
+/// A fresh id of 128 random bits from the OS generator: unguessable, so a caller cannot answer
+/// (or end) what is not its own.
+pub fn mint_id(kind: &str) -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: still unique, though guessable; logged so an operator notices.
+        tracing::error!("no OS randomness for an id; falling back to a weak generator");
+        bytes = fastrand::u128(..).to_le_bytes();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{ID_PREFIX}{kind}-{hex}")
+}
+
+/// An upstream session-era session opened for one caller session (a DEDICATED one: it states
+/// the caller's capabilities and clientInfo), or a server that refused the session era.
+pub enum Dedicated {
+    Open {
+        session_id: Option<HeaderValue>,
+        version: &'static str,
+        /// The `DELETE` that ends it.
+        close: Option<Box<reqwest::RequestBuilder>>,
+    },
+    /// The server refused a session-era `initialize`: its calls take the normal path.
+    Refused,
+}
+
+/// What a back-channel caller told at `initialize`, its relayed requests waiting for an
+/// answer, and the upstream sessions opened for it.
+pub struct CallerSession {
+    pub id: Arc<str>,
+    pub capabilities: Value,
+    pub client_info: Value,
+    /// The session-era version negotiated with the caller.
+    pub protocol_version: &'static str,
+    last_used: Mutex<Instant>,
+    pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// By transport (its address); a tokio mutex so one handshake per server runs at a time.
+    pub upstream: tokio::sync::Mutex<HashMap<usize, Dedicated>>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for CallerSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerSession").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl CallerSession {
+    pub fn new(capabilities: Value, client_info: Value, protocol_version: &'static str) -> Self {
+        Self {
+            id: mint_id("session").into(),
+            capabilities,
+            client_info,
+            protocol_version,
+            last_used: Mutex::new(Instant::now()),
+            pending: Mutex::default(),
+            upstream: tokio::sync::Mutex::default(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the caller declared the capability `method` needs.
+    pub fn allows(&self, method: &str) -> bool {
+        let capability = match method {
+            "sampling/createMessage" => "sampling",
+            "elicitation/create" => "elicitation",
+            "roots/list" => "roots",
+            _ => return false,
+        };
+        self.capabilities.get(capability).is_some_and(|c| !c.is_null())
+    }
+
+    pub fn touch(&self) {
+        if let Ok(mut last) = self.last_used.lock() {
+            *last = Instant::now();
+        }
+    }
+
+    pub fn last_used(&self) -> Instant {
+        self.last_used.lock().map(|l| *l).unwrap_or_else(|_| Instant::now())
+    }
+
+    /// Routes the caller's response `message` to the relayed request `id`; `false` when no
+    /// request of this session waits under that id (never minted, answered, or given up).
+    pub fn answer(&self, id: &str, message: Value) -> bool {
+        let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(id));
+        waiting.is_some_and(|tx| tx.send(message).is_ok())
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Ends the session: relayed requests still waiting fail, and every upstream session
+    /// opened for it is ended with `DELETE` (in the background).
+    pub fn close(self: &Arc<Self>) {
+        if self.closed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.clear();
+        }
+        let session = self.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let opened = std::mem::take(&mut *session.upstream.lock().await);
+            for dedicated in opened.into_values() {
+                if let Dedicated::Open { close: Some(delete), .. } = dedicated {
+                    let _ = delete.send().await;
+                }
+            }
+        });
+    }
+}
+
+/// One call's way back to its caller.
+#[derive(Clone)]
+pub struct Relay {
+    pub caller: Arc<CallerSession>,
+    /// The call's notification channel; its inbound end writes JSON-RPC messages (those with a
+    /// `jsonrpc` key) on the caller's event stream as they are.
+    pub outbox: ProgressSink,
+    pub state: Arc<RelayState>,
+}
+
+/// What a call's relay did so far (shared by every attempt and the layers around them).
+#[derive(Debug, Default)]
+pub struct RelayState {
+    relayed: AtomicU32,
+    waiting: AtomicBool,
+}
+
+impl RelayState {
+    /// Whether the call is waiting for its caller's answer right now.
+    pub fn waiting(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
+    }
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay").field("caller", &self.caller.id).field("state", &self.state).finish()
+    }
+}
+
+/// Removes a relayed request from its session's waiting list however the wait ends.
+struct Pending<'a> {
+    caller: &'a CallerSession,
+    id: String,
+    state: &'a RelayState,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.state.waiting.store(false, Ordering::Relaxed);
+        if let Ok(mut pending) = self.caller.pending.lock() {
+            pending.remove(&self.id);
+        }
+    }
+}
+
+impl Relay {
+    pub fn new(caller: Arc<CallerSession>, outbox: ProgressSink) -> Self {
+        Self { caller, outbox, state: Arc::default() }
+    }
+
+    /// Whether a request was relayed to the caller (the call must not be repeated).
+    pub fn relayed(&self) -> bool {
+        self.state.relayed.load(Ordering::Relaxed) > 0
+    }
+
+    /// The JSON-RPC answer (`result` or `error` member) to send upstream for a request the
+    /// upstream made, when the gateway answers it itself: `None` when it is for the caller.
+    pub fn local_answer(&self, method: &str) -> Option<(&'static str, Value)> {
+        if method == "ping" {
+            return Some(("result", json!({})));
+        }
+        if !self.caller.allows(method) {
+            let shown: String = method.chars().take(64).collect();
+            return Some((
+                "error",
+                json!({"code": -32601, "message": format!("the client did not declare the capability {shown} needs")}),
+            ));
+        }
+        if self.state.relayed.load(Ordering::Relaxed) >= MAX_RELAYED_PER_CALL {
+            return Some((
+                "error",
+                json!({"code": -32603, "message": format!("the gateway relays at most {MAX_RELAYED_PER_CALL} requests per call")}),
+            ));
+        }
+        None
+    }
+
+    /// Relays `method` to the caller and waits for its answer: the `result` or `error` member
+    /// to send upstream. Bounded by `deadline`; a caller gone (session ended) or silent is
+    /// [`UpstreamError::CallerDidNotAnswer`].
+    pub async fn ask(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        deadline: Option<Instant>,
+    ) -> Result<(&'static str, Value), UpstreamError> {
+        let silent = || UpstreamError::CallerDidNotAnswer(method.chars().take(64).collect());
+        if self.caller.is_closed() {
+            return Err(silent());
+        }
+        let id = mint_id("relay");
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.caller.pending.lock() {
+            pending.insert(id.clone(), tx);
+        }
+        let _pending = Pending { caller: &self.caller, id: id.clone(), state: &self.state };
+        self.state.relayed.fetch_add(1, Ordering::Relaxed);
+        self.state.waiting.store(true, Ordering::Relaxed);
+        let mut message = Map::new();
+        message.insert("jsonrpc".into(), json!("2.0"));
+        message.insert("id".into(), json!(id));
+        message.insert("method".into(), json!(method));
+        if let Some(params) = params {
+            message.insert("params".into(), params);
+        }
+        let exchange = async {
+            self.outbox.send(message).await.ok()?;
+            rx.await.ok()
+        };
+        let answer = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), exchange).await.ok().flatten(),
+            None => exchange.await,
+        };
+        let mut answer = answer.ok_or_else(silent)?;
+        if let Some(error) = answer.get_mut("error").map(Value::take) {
+            return Ok(("error", error));
+        }
+        Ok(("result", answer.get_mut("result").map(Value::take).unwrap_or_else(|| json!({}))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_declared_capabilities_are_relayed_and_ids_are_unguessable() {
+        let caller = CallerSession::new(json!({"sampling": {}}), json!({}), "2025-06-18");
+        assert!(caller.allows("sampling/createMessage"));
+        assert!(!caller.allows("elicitation/create") && !caller.allows("roots/list"));
+        assert!(!caller.allows("tools/call"));
+        let (a, b) = (mint_id("relay"), mint_id("relay"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("mcpgw-relay-") && a.len() == "mcpgw-relay-".len() + 32, "{a}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_reaches_the_waiting_request_once_and_only_by_its_id() {
+        let caller = Arc::new(CallerSession::new(json!({"sampling": {}}), json!({}), "2025-06-18"));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let relay = Relay::new(caller.clone(), tx);
+        let asking = tokio::spawn({
+            let relay = relay.clone();
+            async move { relay.ask("sampling/createMessage", Some(json!({"x": 1})), None).await }
+        });
+        let sent = rx.recv().await.expect("the request is written for the caller");
+        let id = sent["id"].as_str().unwrap().to_string();
+        assert!(!caller.answer("mcpgw-relay-unknown", json!({})));
+        assert!(caller.answer(&id, json!({"jsonrpc": "2.0", "id": id, "result": {"ok": true}})));
+        assert!(!caller.answer(&id, json!({})), "answered once");
+        let (member, value) = asking.await.unwrap().unwrap();
+        assert_eq!((member, value), ("result", json!({"ok": true})));
+        assert!(relay.relayed() && !relay.state.waiting());
+    }
+}
