@@ -71,8 +71,8 @@ where
         Box::pin(async move {
             let result = match tokio::time::timeout(limit, attempt).await {
                 Ok(result) => result,
-                Err(_) if relay.as_ref().is_some_and(|r| r.waiting()) => {
-                    Err(UpstreamError::CallerDidNotAnswer("server-to-client".into()))
+                Err(_) if let Some(method) = relay.as_ref().and_then(|r| r.waiting()) => {
+                    Err(UpstreamError::CallerDidNotAnswer(method))
                 }
                 Err(_) if cut_by_deadline => Err(UpstreamError::DeadlineExceeded(limit)),
                 Err(_) => Err(UpstreamError::Timeout(limit)),

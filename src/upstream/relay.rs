@@ -170,13 +170,22 @@ pub struct Relay {
 #[derive(Debug, Default)]
 pub struct RelayState {
     relayed: AtomicU32,
-    waiting: AtomicBool,
+    /// The method of the relayed request the call waits for an answer to. Cleared when the
+    /// wait ends by itself, NOT when the waiting future is dropped: the attempt timeout reads
+    /// it after dropping the attempt, to attribute the expiry to the caller.
+    waiting: Mutex<Option<String>>,
 }
 
 impl RelayState {
-    /// Whether the call is waiting for its caller's answer right now.
-    pub fn waiting(&self) -> bool {
-        self.waiting.load(Ordering::Relaxed)
+    /// The relayed request the call was waiting on when it stopped (if it was waiting).
+    pub fn waiting(&self) -> Option<String> {
+        self.waiting.lock().ok().and_then(|w| w.clone())
+    }
+
+    fn set_waiting(&self, method: Option<&str>) {
+        if let Ok(mut waiting) = self.waiting.lock() {
+            *waiting = method.map(str::to_string);
+        }
     }
 }
 
@@ -190,12 +199,10 @@ impl std::fmt::Debug for Relay {
 struct Pending<'a> {
     caller: &'a CallerSession,
     id: String,
-    state: &'a RelayState,
 }
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        self.state.waiting.store(false, Ordering::Relaxed);
         if let Ok(mut pending) = self.caller.pending.lock() {
             pending.remove(&self.id);
         }
@@ -252,9 +259,9 @@ impl Relay {
         if let Ok(mut pending) = self.caller.pending.lock() {
             pending.insert(id.clone(), tx);
         }
-        let _pending = Pending { caller: &self.caller, id: id.clone(), state: &self.state };
+        let _pending = Pending { caller: &self.caller, id: id.clone() };
         self.state.relayed.fetch_add(1, Ordering::Relaxed);
-        self.state.waiting.store(true, Ordering::Relaxed);
+        self.state.set_waiting(Some(method));
         let mut message = Map::new();
         message.insert("jsonrpc".into(), json!("2.0"));
         message.insert("id".into(), json!(id));
@@ -270,6 +277,7 @@ impl Relay {
             Some(deadline) => tokio::time::timeout_at(deadline.into(), exchange).await.ok().flatten(),
             None => exchange.await,
         };
+        self.state.set_waiting(None);
         let mut answer = answer.ok_or_else(silent)?;
         if let Some(error) = answer.get_mut("error").map(Value::take) {
             return Ok(("error", error));
@@ -309,6 +317,6 @@ mod tests {
         assert!(!caller.answer(&id, json!({})), "answered once");
         let (member, value) = asking.await.unwrap().unwrap();
         assert_eq!((member, value), ("result", json!({"ok": true})));
-        assert!(relay.relayed() && !relay.state.waiting());
+        assert!(relay.relayed() && relay.state.waiting().is_none());
     }
 }

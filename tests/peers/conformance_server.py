@@ -1,6 +1,6 @@
 """The official conformance suite's server tool fixtures, on the Python MCP SDK (2.x).
 
-Usage: conformance_server.py PORT
+Usage: conformance_server.py PORT [--log-requests]
 
 The suite (`@modelcontextprotocol/conformance`) ships the scenarios but no server; this is
 the upstream its tool scenarios expect, written from the scenarios' own descriptions:
@@ -13,10 +13,16 @@ Serves streamable HTTP (session era with SSE answers, and the stateless 2026-07-
 Sampling and elicitation are server->client requests: when the client did not declare the
 capability the tool fails with `isError` (the scenarios' implementation note), instead of
 waiting for an answer that cannot come.
+
+With `--log-requests`, every HTTP exchange is printed as one line when its answer starts, so a
+test can see what the upstream received: `HTTP <METHOD> <PATH> <STATUS> session=<Mcp-Session-Id
+sent> new_session=<Mcp-Session-Id answered> rpc=<JSON-RPC method, or "response" for a POSTed
+response> client=<initialize clientInfo.name> caps=<initialize capabilities, comma-separated>`.
 """
 
 import argparse
 import base64
+import json
 
 import anyio
 import uvicorn
@@ -166,6 +172,48 @@ async def _set_level(ctx, params: SetLevelRequestParams) -> EmptyResult:
 server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_level)
 
 
+def _logging(app):
+    """The ASGI app, printing one line per HTTP exchange (see the module docs)."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        sent = dict(scope["headers"]).get(b"mcp-session-id", b"").decode()
+        body = bytearray()
+        seen = {"rpc": "", "client": "", "caps": ""}
+
+        async def receive_logged():
+            message = await receive()
+            if message["type"] == "http.request":
+                body.extend(message.get("body", b""))
+                if not message.get("more_body") and body:
+                    try:
+                        parsed = json.loads(body)
+                    except ValueError:
+                        parsed = None
+                    if isinstance(parsed, dict):
+                        seen["rpc"] = parsed.get("method") or "response"
+                        params = parsed.get("params") or {}
+                        if seen["rpc"] == "initialize":
+                            seen["client"] = (params.get("clientInfo") or {}).get("name", "")
+                            seen["caps"] = ",".join(sorted((params.get("capabilities") or {}).keys()))
+            return message
+
+        async def send_logged(message):
+            if message["type"] == "http.response.start":
+                answered = dict(message.get("headers", [])).get(b"mcp-session-id", b"").decode()
+                print(
+                    f"HTTP {scope['method']} {scope['path']} {message['status']} session={sent} "
+                    f"new_session={answered} rpc={seen['rpc']} client={seen['client']} caps={seen['caps']}",
+                    flush=True,
+                )
+            await send(message)
+
+        await app(scope, receive_logged, send_logged)
+
+    return wrapped
+
+
 class _Uvicorn(uvicorn.Server):
     async def startup(self, sockets=None) -> None:  # type: ignore[override]
         await super().startup(sockets=sockets)
@@ -176,8 +224,11 @@ class _Uvicorn(uvicorn.Server):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
+    parser.add_argument("--log-requests", action="store_true")
     args = parser.parse_args()
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    if args.log_requests:
+        app = _logging(app)
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
     anyio.run(_Uvicorn(config).serve)
 
