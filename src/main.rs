@@ -546,6 +546,8 @@ async fn close_sessions(gateway: &Arc<Gateway>) {
             http.close().await;
         }
     }
+    // The dedicated upstream sessions of back-channel callers (server::sessions).
+    gateway.sessions.close_all().await;
 }
 
 async fn demo_server(

@@ -171,16 +171,17 @@ fn the_sdk_clients_callbacks_answer_the_fixtures_requests_and_closing_ends_the_u
 
     // The upstream saw one dedicated session stating the caller's capabilities, both calls in
     // it, both answers POSTed back in it, and its DELETE when the SDK closed its session.
-    let handshake = fixtures.wait_line("rpc=initialize", Duration::from_secs(5));
+    let handshake = fixtures.wait_line("rpc=initialize", Duration::from_secs(30));
     assert_eq!(field(&handshake, "caps"), "elicitation,sampling", "{handshake}");
     let dedicated = field(&handshake, "new_session").to_string();
     assert!(!dedicated.is_empty(), "{handshake}");
-    let log = fixtures.output();
     let in_session = |rpc: &str| {
+        let log = fixtures.output();
         log.lines().filter(|l| l.contains(&format!("rpc={rpc} ")) && field(l, "session") == dedicated).count()
     };
-    assert_eq!(in_session("tools/call"), 2, "{log}");
-    assert_eq!(in_session("response"), 2, "{log}");
+    wait_for("both calls and both answers in the dedicated session", || {
+        in_session("tools/call") == 2 && in_session("response") == 2
+    });
     wait_for("the upstream to see the dedicated session's DELETE", || {
         fixtures
             .output()
@@ -291,7 +292,7 @@ fn unknown_sessions_are_404_and_delete_ends_the_session_and_its_upstream_session
     let mut answer = call(&gw, Some(&session), "test_simple_text", json!({}), &[]);
     let response = answer.next().expect("an answer");
     assert_eq!(text_of(&response), "This is a simple text response for testing.", "{response}");
-    let handshake = fixtures.wait_line("client=deleting-caller", Duration::from_secs(5));
+    let handshake = fixtures.wait_line("client=deleting-caller", Duration::from_secs(30));
     assert_eq!(field(&handshake, "caps"), "elicitation", "{handshake}");
     let dedicated = field(&handshake, "new_session").to_string();
 
@@ -308,4 +309,26 @@ fn unknown_sessions_are_404_and_delete_ends_the_session_and_its_upstream_session
     assert_eq!(again.status(), 404);
     let sessionless = client().delete(gw.url("/mcp")).send().unwrap();
     assert_eq!(sessionless.status(), 405);
+}
+
+#[test]
+fn shutdown_ends_the_dedicated_upstream_sessions() {
+    let (mut fixtures, upstream) = fixtures();
+    let mut gw = gateway(&upstream, "");
+    let session = initialize(&gw, json!({"sampling": {}}), "left-open").expect("a session");
+    let response = call(&gw, Some(&session), "test_simple_text", json!({}), &[]).next().expect("an answer");
+    assert_eq!(text_of(&response), "This is a simple text response for testing.", "{response}");
+    let handshake = fixtures.wait_line("client=left-open", Duration::from_secs(30));
+    let dedicated = field(&handshake, "new_session").to_string();
+    assert!(!dedicated.is_empty(), "{handshake}");
+    assert!(!fixtures.output().contains("HTTP DELETE"), "nothing ended yet");
+    // The caller never sends DELETE; SIGTERM to the gateway ends its session upstream.
+    let status = gw.proc.terminate();
+    assert!(status.success(), "{status}");
+    wait_for("the upstream to see the dedicated session's DELETE", || {
+        fixtures
+            .output()
+            .lines()
+            .any(|l| l.starts_with("HTTP DELETE /mcp 200") && field(l, "session") == dedicated)
+    });
 }

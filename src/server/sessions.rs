@@ -143,6 +143,17 @@ impl Sessions {
         }
     }
 
+    /// Ends every session and waits for their upstream sessions' `DELETE`s (shutdown).
+    pub async fn close_all(&self) {
+        let all: Vec<Arc<CallerSession>> =
+            self.table.lock().map(|mut t| t.drain().map(|(_, s)| s).collect()).unwrap_or_default();
+        let ending = all.iter().map(|session| {
+            session.close_waiting_requests();
+            session.end_upstream()
+        });
+        futures_util::future::join_all(ending).await;
+    }
+
     pub fn len(&self) -> usize {
         self.table.lock().map(|t| t.len()).unwrap_or(0)
     }

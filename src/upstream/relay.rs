@@ -137,22 +137,31 @@ impl CallerSession {
     /// Ends the session: relayed requests still waiting fail, and every upstream session
     /// opened for it is ended with `DELETE` (in the background).
     pub fn close(self: &Arc<Self>) {
-        if self.closed.swap(true, Ordering::Relaxed) {
+        if self.closed.load(Ordering::Relaxed) {
             return;
         }
+        self.close_waiting_requests();
+        let session = self.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move { session.end_upstream().await });
+    }
+
+    /// Marks the session ended; relayed requests still waiting fail at once.
+    pub fn close_waiting_requests(&self) {
+        self.closed.store(true, Ordering::Relaxed);
         if let Ok(mut pending) = self.pending.lock() {
             pending.clear();
         }
-        let session = self.clone();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move {
-            let opened = std::mem::take(&mut *session.upstream.lock().await);
-            for dedicated in opened.into_values() {
-                if let Dedicated::Open { close: Some(delete), .. } = dedicated {
-                    let _ = delete.send().await;
-                }
+    }
+
+    /// Ends the upstream sessions opened for this caller (`DELETE`, 2 s each at most).
+    pub async fn end_upstream(&self) {
+        let opened = std::mem::take(&mut *self.upstream.lock().await);
+        for dedicated in opened.into_values() {
+            if let Dedicated::Open { close: Some(delete), .. } = dedicated {
+                let _ = delete.send().await;
             }
-        });
+        }
     }
 }
 
