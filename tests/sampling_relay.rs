@@ -196,6 +196,9 @@ fn a_caller_without_the_capability_gets_no_session_and_the_fixtures_is_error() {
     let gw = gateway(&upstream, "");
     let session = initialize(&gw, json!({}), "plain-caller");
     assert_eq!(session, None, "no back-channel capability: no session");
+    let session =
+        initialize(&gw, json!({"roots": {"listChanged": true}, "experimental": {}}), "rooted-caller");
+    assert!(session.is_some_and(|s| s.starts_with("mcpgw-session-")), "roots needs a back-channel too");
     let mut answer = call(&gw, None, "test_sampling", json!({"prompt": "hi"}), &[]);
     let response = answer.next().expect("an answer");
     assert_eq!(response["result"]["isError"], true, "{response}");
@@ -207,9 +210,9 @@ fn a_caller_without_the_capability_gets_no_session_and_the_fixtures_is_error() {
 #[test]
 fn a_caller_that_never_answers_gets_a_caller_timeout_that_the_breaker_does_not_count() {
     let (fixtures, upstream) = fixtures();
-    // The attempt timeout (1.5 s) is shorter than the default deadline: without attribution to
-    // the caller it would be an upstream timeout, counted by the breaker.
-    let gw = gateway(&upstream, "timeout_ms = 1500\n");
+    // The attempt timeout (300 ms) is much shorter than the deadline (1.5 s): the wait for the
+    // caller is the caller's time, not an upstream timeout counted by the breaker.
+    let gw = gateway(&upstream, "timeout_ms = 300\ndeadline_ms = 1500\n");
     let session = initialize(&gw, json!({"sampling": {}}), "silent-caller").expect("a session");
 
     let mut answer = call(&gw, Some(&session), "test_sampling", json!({"prompt": "anyone?"}), &[]);
@@ -245,6 +248,24 @@ fn a_caller_that_never_answers_gets_a_caller_timeout_that_the_breaker_does_not_c
     assert_eq!(breakers["fixtures"]["state"], "closed", "{breakers}");
     let log = fixtures.output();
     assert_eq!(log.lines().filter(|l| l.contains("rpc=tools/call ")).count(), 2, "one attempt each: {log}");
+}
+
+#[test]
+fn a_caller_may_take_longer_than_the_attempt_timeout_within_its_deadline() {
+    let (_fixtures, upstream) = fixtures();
+    let gw = gateway(&upstream, "timeout_ms = 300\n");
+    let session = initialize(&gw, json!({"sampling": {}}), "slow-caller").expect("a session");
+    let mut answer = call(&gw, Some(&session), "test_sampling", json!({"prompt": "think hard"}), &[]);
+    let asked = answer.next().expect("the relayed request");
+    let relayed_id = asked["id"].as_str().unwrap().to_string();
+    // The caller thinks for twice the server's attempt timeout (a person answering a form takes
+    // longer than any server should): the attempt's clock does not run meanwhile.
+    std::thread::sleep(Duration::from_millis(600));
+    let reply = json!({"jsonrpc": "2.0", "id": relayed_id, "result": {"role": "assistant", "content": {"type": "text", "text": "slow but sure"}, "model": "m"}});
+    let (status, body) = post(&gw, Some(&session), &reply, &[]);
+    assert_eq!(status, 202, "{body}");
+    let response = answer.next().expect("the call's answer");
+    assert_eq!(text_of(&response), "LLM response: slow but sure", "{response}");
 }
 
 #[test]

@@ -77,6 +77,7 @@ where
         request.deadline = Some(deadline);
         let budget = deadline.saturating_duration_since(now);
         let layer = self.layer.clone();
+        let relay = request.relay.as_ref().map(|r| r.state.clone());
         let call = self.inner.call(request);
         Box::pin(async move {
             let mut guard = DisconnectGuard { layer: layer.clone(), armed: true };
@@ -86,7 +87,11 @@ where
                 // An attempt cut short by the deadline (attempt timeout layer) counts the same.
                 Ok(Err(UpstreamError::DeadlineExceeded(_))) | Err(_) => {
                     layer.cancellations.with_label_values(&[&layer.server, "deadline"]).inc();
-                    Err(UpstreamError::DeadlineExceeded(budget))
+                    // Spent waiting for the caller's answer to a relayed request: say so.
+                    match relay.and_then(|r| r.waiting()) {
+                        Some(method) => Err(UpstreamError::CallerDidNotAnswer(method)),
+                        None => Err(UpstreamError::DeadlineExceeded(budget)),
+                    }
                 }
                 Ok(result) => result,
             }

@@ -12,9 +12,12 @@
 //! Choices:
 //! - Only methods the caller declared a capability for are relayed ([`CallerSession::allows`]);
 //!   anything else is answered upstream with `-32601` without bothering the caller.
-//! - Waiting for the caller is bounded by the call's deadline (and the attempt timeout); a
-//!   caller that does not answer ends the call with [`super::UpstreamError::CallerDidNotAnswer`],
-//!   which is attributed to the caller: not retried, not counted by the breaker.
+//! - Waiting for the caller is bounded by the call's deadline (the caller's `X-Request-Timeout-Ms`
+//!   or `_meta` timeout, else the server's `deadline_ms`), NOT by the attempt timeout
+//!   (`timeout_ms` measures the server; its clock stops while the caller is being asked, so a
+//!   person may take longer than a server's attempt). A caller that does not answer ends the
+//!   call with [`super::UpstreamError::CallerDidNotAnswer`], attributed to the caller: not
+//!   retried, not counted by the breaker.
 //! - Once something was relayed ([`Relay::relayed`]), the call is neither retried nor followed
 //!   by a fallback: a person or a model may already have been asked.
 //! - One call relays at most [`MAX_RELAYED_PER_CALL`] requests, one at a time (the transport
@@ -26,7 +29,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU32, Ordering},
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use reqwest::header::HeaderValue;
@@ -176,25 +179,56 @@ pub struct Relay {
 }
 
 /// What a call's relay did so far (shared by every attempt and the layers around them).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RelayState {
     relayed: AtomicU32,
-    /// The method of the relayed request the call waits for an answer to. Cleared when the
-    /// wait ends by itself, NOT when the waiting future is dropped: the attempt timeout reads
-    /// it after dropping the attempt, to attribute the expiry to the caller.
-    waiting: Mutex<Option<String>>,
+    /// The method of the relayed request the call waits for an answer to right now. Cleared
+    /// when the wait ends by itself, not when the waiting future is dropped.
+    waiting: tokio::sync::watch::Sender<Option<String>>,
+    /// Time spent waiting for the caller: finished waits, and when the current one began.
+    waited: Mutex<(Duration, Option<Instant>)>,
+}
+
+impl Default for RelayState {
+    fn default() -> Self {
+        Self {
+            relayed: AtomicU32::new(0),
+            waiting: tokio::sync::watch::Sender::new(None),
+            waited: Mutex::new((Duration::ZERO, None)),
+        }
+    }
 }
 
 impl RelayState {
-    /// The relayed request the call was waiting on when it stopped (if it was waiting).
+    /// The relayed request the call is waiting on (if it is waiting for its caller).
     pub fn waiting(&self) -> Option<String> {
-        self.waiting.lock().ok().and_then(|w| w.clone())
+        self.waiting.borrow().clone()
+    }
+
+    /// Total time spent waiting for the caller so far (the current wait included): the
+    /// attempt timeout does not count it (see `resilience::timeout`).
+    pub fn waited(&self) -> Duration {
+        self.waited
+            .lock()
+            .map(|w| w.0 + w.1.map_or(Duration::ZERO, |since| since.elapsed()))
+            .unwrap_or_default()
+    }
+
+    /// Returns once the call is not waiting for its caller.
+    pub async fn until_answered(&self) {
+        let mut receiver = self.waiting.subscribe();
+        let _ = receiver.wait_for(Option::is_none).await;
     }
 
     fn set_waiting(&self, method: Option<&str>) {
-        if let Ok(mut waiting) = self.waiting.lock() {
-            *waiting = method.map(str::to_string);
+        if let Ok(mut waited) = self.waited.lock() {
+            match (method, waited.1.take()) {
+                (Some(_), _) => waited.1 = Some(Instant::now()),
+                (None, Some(since)) => waited.0 += since.elapsed(),
+                (None, None) => {}
+            }
         }
+        self.waiting.send_replace(method.map(str::to_string));
     }
 }
 
