@@ -188,6 +188,16 @@ fn the_sdk_clients_callbacks_answer_the_fixtures_requests_and_closing_ends_the_u
             .lines()
             .any(|l| l.starts_with("HTTP DELETE /mcp 200") && field(l, "session") == dedicated)
     });
+    let metrics = gw.metrics();
+    let relayed = |method: &str| {
+        metric(
+            &metrics,
+            "mcp_gateway_relayed_requests_total",
+            &[&format!("method=\"{method}\""), "outcome=\"answered\""],
+        )
+    };
+    assert_eq!((relayed("sampling/createMessage"), relayed("elicitation/create")), (1.0, 1.0), "{metrics}");
+    assert_eq!(metric(&metrics, "mcp_gateway_back_channel_sessions", &[]), 0.0, "closed: {metrics}");
 }
 
 #[test]
@@ -243,6 +253,8 @@ fn a_caller_that_never_answers_gets_a_caller_timeout_that_the_breaker_does_not_c
     let response = answer.next().expect("the call's answer");
     expect_error(&response, -32001, "timeout");
 
+    let unanswered = metric(&gw.metrics(), "mcp_gateway_relayed_requests_total", &["outcome=\"unanswered\""]);
+    assert_eq!(unanswered, 2.0);
     let (_, breakers) = get_json(&gw, "/admin/breakers");
     assert_eq!(breakers["fixtures"]["consecutive_failures"], 0, "{breakers}");
     assert_eq!(breakers["fixtures"]["state"], "closed", "{breakers}");

@@ -210,7 +210,9 @@ impl Gateway {
             upstreams,
             dynamic_upstreams: RwLock::default(),
             cancellable: Default::default(),
-            sessions: Default::default(),
+            sessions: Arc::new(crate::server::sessions::Sessions::counted(
+                metrics.back_channel_sessions.clone(),
+            )),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
             metrics,

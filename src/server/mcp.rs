@@ -178,7 +178,10 @@ async fn for_event_stream_reader(
     let notifications = Notifications {
         progress: token.is_some().then(|| sink.clone()),
         logs: log_level.map(|min_level| LogSubscription { sink: sink.clone(), min_level }),
-        relay: session.map(|caller| Relay::new(caller, sink.clone())),
+        relay: session.map(|caller| Relay {
+            counter: Some(gateway.metrics.relayed_requests.clone()),
+            ..Relay::new(caller, sink.clone())
+        }),
     };
     drop(sink);
     let gateway = gateway.clone();

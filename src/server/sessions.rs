@@ -54,6 +54,8 @@ const BACK_CHANNEL: [&str; 3] = ["sampling", "elicitation", "roots"];
 pub struct Sessions {
     table: Mutex<HashMap<Arc<str>, Arc<CallerSession>>>,
     sweeper: std::sync::OnceLock<()>,
+    /// `mcp_gateway_back_channel_sessions`, when counted.
+    gauge: Option<prometheus::IntGauge>,
 }
 
 /// What a request's `Mcp-Session-Id` names.
@@ -78,6 +80,17 @@ pub fn wants_back_channel(message: &jsonrpc::Message) -> bool {
 }
 
 impl Sessions {
+    /// An empty table counted by `gauge`.
+    pub fn counted(gauge: prometheus::IntGauge) -> Self {
+        Self { gauge: Some(gauge), ..Self::default() }
+    }
+
+    fn counted_now(&self, open: usize) {
+        if let Some(gauge) = &self.gauge {
+            gauge.set(open as i64);
+        }
+    }
+
     /// A new session for the caller of `initialize` (see [`wants_back_channel`]).
     pub fn create(self: &Arc<Self>, message: &jsonrpc::Message) -> Arc<CallerSession> {
         let params = message.params.as_ref();
@@ -97,6 +110,7 @@ impl Sessions {
                 None
             };
             table.insert(session.id.clone(), session.clone());
+            self.counted_now(table.len());
             evicted
         };
         if let Some(evicted) = evicted {
@@ -132,7 +146,11 @@ impl Sessions {
 
     /// Ends the session `id`; `false` when there is none.
     pub fn end(&self, id: &str) -> bool {
-        let removed = self.table.lock().ok().and_then(|mut t| t.remove(id));
+        let removed = self.table.lock().ok().and_then(|mut t| {
+            let removed = t.remove(id);
+            self.counted_now(t.len());
+            removed
+        });
         match removed {
             Some(session) => {
                 tracing::info!(session = %session.id, "back-channel session ended by the client");
@@ -147,6 +165,7 @@ impl Sessions {
     pub async fn close_all(&self) {
         let all: Vec<Arc<CallerSession>> =
             self.table.lock().map(|mut t| t.drain().map(|(_, s)| s).collect()).unwrap_or_default();
+        self.counted_now(0);
         let ending = all.iter().map(|session| {
             session.close_waiting_requests();
             session.end_upstream()
@@ -171,7 +190,9 @@ impl Sessions {
                     .filter(|s| now.saturating_duration_since(s.last_used()) >= IDLE_TTL)
                     .map(|s| s.id.clone())
                     .collect();
-                ids.iter().filter_map(|id| table.remove(id)).collect()
+                let expired = ids.iter().filter_map(|id| table.remove(id)).collect();
+                self.counted_now(table.len());
+                expired
             }
             Err(_) => Vec::new(),
         };

@@ -45,6 +45,11 @@ pub struct Metrics {
     pub in_flight_waiters: IntGauge,
     /// `mcp_gateway_requests_total{method}` (inbound JSON-RPC messages)
     pub requests: IntCounterVec,
+    /// `mcp_gateway_relayed_requests_total{method,outcome}`: server→client requests of
+    /// back-channel callers' calls (`answered`, `unanswered`, `not_declared`, `limit`, `ping`)
+    pub relayed_requests: IntCounterVec,
+    /// `mcp_gateway_back_channel_sessions`: inbound back-channel sessions open
+    pub back_channel_sessions: IntGauge,
     /// `mcp_gateway_http_rejections_total{reason}` (403, 413, parse errors)
     pub rejections: IntCounterVec,
     /// `mcp_gateway_registry_tools`
@@ -217,6 +222,17 @@ impl Metrics {
                 &r,
                 "mcp_gateway_in_flight_waiters",
                 "calls waiting for an identical read-only call in flight",
+            ),
+            relayed_requests: counters(
+                &r,
+                "mcp_gateway_relayed_requests_total",
+                "server-to-client requests of back-channel callers' calls, by outcome",
+                &["method", "outcome"],
+            ),
+            back_channel_sessions: gauge(
+                &r,
+                "mcp_gateway_back_channel_sessions",
+                "inbound back-channel sessions open (callers that can answer server requests)",
             ),
             requests: counters(
                 &r,

@@ -176,6 +176,8 @@ pub struct Relay {
     /// `jsonrpc` key) on the caller's event stream as they are.
     pub outbox: ProgressSink,
     pub state: Arc<RelayState>,
+    /// `mcp_gateway_relayed_requests_total{method,outcome}`, when counted.
+    pub counter: Option<prometheus::IntCounterVec>,
 }
 
 /// What a call's relay did so far (shared by every attempt and the layers around them).
@@ -238,23 +240,39 @@ impl std::fmt::Debug for Relay {
     }
 }
 
-/// Removes a relayed request from its session's waiting list however the wait ends.
+/// Removes a relayed request from its session's waiting list, and counts it, however the
+/// wait ends (answered, timed out, or dropped with the call).
 struct Pending<'a> {
-    caller: &'a CallerSession,
+    relay: &'a Relay,
+    method: &'a str,
     id: String,
+    answered: bool,
 }
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if let Ok(mut pending) = self.caller.pending.lock() {
+        if let Ok(mut pending) = self.relay.caller.pending.lock() {
             pending.remove(&self.id);
         }
+        self.relay.count(self.method, if self.answered { "answered" } else { "unanswered" });
     }
 }
 
 impl Relay {
     pub fn new(caller: Arc<CallerSession>, outbox: ProgressSink) -> Self {
-        Self { caller, outbox, state: Arc::default() }
+        Self { caller, outbox, state: Arc::default(), counter: None }
+    }
+
+    /// Counts one request of the server by what became of it (`method` bounded to the three
+    /// relayable ones, `ping`, and `other`).
+    pub fn count(&self, method: &str, outcome: &str) {
+        let method = match method {
+            "sampling/createMessage" | "elicitation/create" | "roots/list" | "ping" => method,
+            _ => "other",
+        };
+        if let Some(counter) = &self.counter {
+            counter.with_label_values(&[method, outcome]).inc();
+        }
     }
 
     /// Whether a request was relayed to the caller (the call must not be repeated).
@@ -266,9 +284,11 @@ impl Relay {
     /// upstream made, when the gateway answers it itself: `None` when it is for the caller.
     pub fn local_answer(&self, method: &str) -> Option<(&'static str, Value)> {
         if method == "ping" {
+            self.count(method, "ping");
             return Some(("result", json!({})));
         }
         if !self.caller.allows(method) {
+            self.count(method, "not_declared");
             let shown: String = method.chars().take(64).collect();
             return Some((
                 "error",
@@ -276,6 +296,7 @@ impl Relay {
             ));
         }
         if self.state.relayed.load(Ordering::Relaxed) >= MAX_RELAYED_PER_CALL {
+            self.count(method, "limit");
             return Some((
                 "error",
                 json!({"code": -32603, "message": format!("the gateway relays at most {MAX_RELAYED_PER_CALL} requests per call")}),
@@ -302,7 +323,7 @@ impl Relay {
         if let Ok(mut pending) = self.caller.pending.lock() {
             pending.insert(id.clone(), tx);
         }
-        let _pending = Pending { caller: &self.caller, id: id.clone() };
+        let mut pending = Pending { relay: self, method, id: id.clone(), answered: false };
         self.state.relayed.fetch_add(1, Ordering::Relaxed);
         self.state.set_waiting(Some(method));
         let mut message = Map::new();
@@ -321,6 +342,8 @@ impl Relay {
             None => exchange.await,
         };
         self.state.set_waiting(None);
+        pending.answered = answer.is_some();
+        drop(pending);
         let mut answer = answer.ok_or_else(silent)?;
         if let Some(error) = answer.get_mut("error").map(Value::take) {
             return Ok(("error", error));
