@@ -77,15 +77,18 @@ impl Inner {
         Some(Err(UpstreamError::Protocol("the server forgot the dedicated session (HTTP 404)".into())))
     }
 
-    fn key(&self) -> usize {
-        self as *const Inner as usize
+    /// Dedicated sessions are kept by the server's URL (a server rebuilt at the same URL is the
+    /// same server; a session it forgot is opened again, see above).
+    fn key(&self) -> String {
+        self.url.as_str().to_string()
     }
 
     /// The caller's dedicated session with this server, opened on first use.
     async fn dedicated(&self, relay: &Relay) -> Result<Option<LegacySession>, UpstreamError> {
         let mut opened = relay.caller.upstream.lock().await;
         if relay.caller.is_closed() {
-            return Err(UpstreamError::CallerDidNotAnswer("session ended".into()));
+            // Ended meanwhile: nothing can be relayed any more, and nothing may be opened for it.
+            return Ok(None);
         }
         match opened.get(&self.key()) {
             Some(Dedicated::Open { session_id, version, .. }) => {

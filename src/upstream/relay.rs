@@ -80,8 +80,8 @@ pub struct CallerSession {
     pub protocol_version: &'static str,
     last_used: Mutex<Instant>,
     pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-    /// By transport (its address); a tokio mutex so one handshake per server runs at a time.
-    pub upstream: tokio::sync::Mutex<HashMap<usize, Dedicated>>,
+    /// By server URL; a tokio mutex so one handshake per caller runs at a time.
+    pub upstream: tokio::sync::Mutex<HashMap<String, Dedicated>>,
     closed: AtomicBool,
 }
 
