@@ -338,6 +338,11 @@ fn unknown_sessions_are_404_and_delete_ends_the_session_and_its_upstream_session
             .any(|l| l.starts_with("HTTP DELETE /mcp 200") && field(l, "session") == dedicated)
     });
     assert_eq!(post(&gw, Some(&session), &ping, &[]).0, 404, "an ended session is unknown");
+    // …except to the initialize that replaces it.
+    let initialize_again = json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+        "protocolVersion": INITIALIZE_VERSION, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "back"}}});
+    let (status, body) = post(&gw, Some(&session), &initialize_again, &[]);
+    assert_eq!(status, 200, "{body}");
     let again = client().delete(gw.url("/mcp")).header("mcp-session-id", &session).send().unwrap();
     assert_eq!(again.status(), 404);
     let sessionless = client().delete(gw.url("/mcp")).send().unwrap();

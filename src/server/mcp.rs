@@ -96,10 +96,10 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
     }
     // A back-channel session (see `sessions`): an unknown one of ours is refused, and a POSTed
     // response goes to the relayed request waiting for it. Requests without one: as always.
-    let session = match gateway.sessions.lookup(headers) {
-        sessions::Lookup::Sessionless => None,
-        sessions::Lookup::Found(session) => Some(session),
-        sessions::Lookup::Unknown => return sessions::unknown_session(),
+    let (session, unknown_session) = match gateway.sessions.lookup(headers) {
+        sessions::Lookup::Sessionless => (None, false),
+        sessions::Lookup::Found(session) => (Some(session), false),
+        sessions::Lookup::Unknown => (None, true),
     };
     if let Some(session) = &session
         && let Some((id, message)) = sessions::as_response(&bytes)
@@ -113,6 +113,10 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
             return error_response(StatusCode::BAD_REQUEST, &err);
         }
     };
+    // An unknown session is 404, except for the `initialize` that starts a new one.
+    if unknown_session && !matches!(&inbound, Inbound::Single(Ok(m)) if m.method == "initialize") {
+        return sessions::unknown_session();
+    }
     let info = RequestInfo::from_headers(headers, request_id);
     match inbound {
         Inbound::Single(Ok(message)) if sessions::wants_back_channel(&message) => {

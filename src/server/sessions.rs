@@ -12,7 +12,8 @@
 //!   Ending a session (`DELETE /mcp`, eviction, expiry) ends the upstream sessions opened for
 //!   it with `DELETE`.
 //! - A request carrying an unknown or expired id of the gateway's own (prefix `mcpgw-`) gets
-//!   `404` (the client initializes again, as the transport spec asks). An id the gateway never
+//!   `404` (the client initializes again, as the transport spec asks; an `initialize` still
+//!   carrying the old id is served, not refused). An id the gateway never
 //!   issued in any form is not a session of ours: it keeps scoping the caller's request ids
 //!   for cancellation, exactly as before sessions existed.
 //! - A POSTed JSON-RPC *response* (an `id`, a `result` or `error`, no `method`) from a known
