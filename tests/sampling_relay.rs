@@ -19,9 +19,14 @@ const INITIALIZE_VERSION: &str = "2025-06-18";
 
 /// The fixtures, printing every HTTP exchange; their `/mcp` URL.
 fn fixtures() -> (Proc, String) {
+    fixtures_with(&[])
+}
+
+fn fixtures_with(options: &[&str]) -> (Proc, String) {
     let port = free_port();
     let mut command = Command::new(python());
     command.arg(peers_dir().join("conformance_server.py")).arg(port.to_string()).arg("--log-requests");
+    command.args(options);
     let mut proc = Proc::spawn("conformance-fixtures", command);
     proc.wait_line("READY", Duration::from_secs(30));
     (proc, format!("http://127.0.0.1:{port}/mcp"))
@@ -260,6 +265,30 @@ fn a_caller_that_never_answers_gets_a_caller_timeout_that_the_breaker_does_not_c
     assert_eq!(breakers["fixtures"]["state"], "closed", "{breakers}");
     let log = fixtures.output();
     assert_eq!(log.lines().filter(|l| l.contains("rpc=tools/call ")).count(), 2, "one attempt each: {log}");
+}
+
+#[test]
+fn a_server_that_refuses_the_session_era_keeps_the_normal_path_for_back_channel_callers() {
+    let (fixtures, upstream) = fixtures_with(&["--refuse-initialize"]);
+    let gw = gateway(&upstream, "");
+    let session = initialize(&gw, json!({"sampling": {}}), "modern-bound").expect("a session");
+    // The dedicated handshake is refused: the call goes the normal (2026-07-28) way, where the
+    // fixture has no back-channel and says so, rather than failing in the gateway.
+    let response =
+        call(&gw, Some(&session), "test_sampling", json!({"prompt": "hi"}), &[]).next().expect("an answer");
+    assert_eq!(response["result"]["isError"], true, "{response}");
+    assert!(text_of(&response).contains("does not support sampling"), "{response}");
+    let response = call(&gw, Some(&session), "test_simple_text", json!({}), &[]).next().expect("an answer");
+    assert_eq!(text_of(&response), "This is a simple text response for testing.", "{response}");
+    // The refusal is remembered for the caller: one handshake attempt, not one per call. (The
+    // fixture prints in order: once both calls are in its log, any handshake is too.)
+    wait_for("both calls in the fixture's log", || fixtures.output().matches("rpc=tools/call ").count() >= 2);
+    let log = fixtures.output();
+    let refused = log
+        .lines()
+        .filter(|l| l.starts_with("HTTP POST /mcp 400") && l.contains("client=modern-bound"))
+        .count();
+    assert_eq!(refused, 1, "{log}");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 """The official conformance suite's server tool fixtures, on the Python MCP SDK (2.x).
 
-Usage: conformance_server.py PORT [--log-requests]
+Usage: conformance_server.py PORT [--log-requests] [--refuse-initialize]
 
 The suite (`@modelcontextprotocol/conformance`) ships the scenarios but no server; this is
 the upstream its tool scenarios expect, written from the scenarios' own descriptions:
@@ -18,6 +18,8 @@ With `--log-requests`, every HTTP exchange is printed as one line when its answe
 test can see what the upstream received: `HTTP <METHOD> <PATH> <STATUS> session=<Mcp-Session-Id
 sent> new_session=<Mcp-Session-Id answered> rpc=<JSON-RPC method, or "response" for a POSTed
 response> client=<initialize clientInfo.name> caps=<initialize capabilities, comma-separated>`.
+With `--refuse-initialize`, every `initialize` is answered HTTP 400 (a JSON-RPC -32601), as by
+a server that speaks only the sessionless 2026-07-28 era.
 """
 
 import argparse
@@ -172,6 +174,44 @@ async def _set_level(ctx, params: SetLevelRequestParams) -> EmptyResult:
 server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_level)
 
 
+def _refusing_initialize(app):
+    """The ASGI app, answering every `initialize` with HTTP 400 and a JSON-RPC error, as a server
+    that speaks only the sessionless 2026-07-28 era does (see `--refuse-initialize`)."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        body = bytearray()
+        while True:
+            message = await receive()
+            body.extend(message.get("body", b""))
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        try:
+            method = json.loads(body).get("method")
+        except (ValueError, AttributeError):
+            method = None
+        if method == "initialize":
+            answer = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32601, "message": "initialize: this server speaks 2026-07-28 only"}}).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": answer})
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return wrapped
+
+
 def _logging(app):
     """The ASGI app, printing one line per HTTP exchange (see the module docs)."""
 
@@ -225,8 +265,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
     parser.add_argument("--log-requests", action="store_true")
+    parser.add_argument("--refuse-initialize", action="store_true")
     args = parser.parse_args()
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    if args.refuse_initialize:
+        app = _refusing_initialize(app)
     if args.log_requests:
         app = _logging(app)
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
