@@ -367,6 +367,21 @@ mod tests {
         assert!(a.starts_with("mcpgw-relay-") && a.len() == "mcpgw-relay-".len() + 32, "{a}");
     }
 
+    #[test]
+    fn the_gateway_answers_pings_and_undeclared_methods_itself() {
+        let caller = Arc::new(CallerSession::new(json!({"elicitation": {}}), json!({}), "2025-06-18"));
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        let relay = Relay::new(caller, tx);
+        assert_eq!(relay.local_answer("ping"), Some(("result", json!({}))));
+        let (member, error) = relay.local_answer("sampling/createMessage").expect("not declared");
+        assert_eq!((member, error["code"].as_i64()), ("error", Some(-32601)));
+        assert_eq!(relay.local_answer("tools/list").map(|(_, e)| e["code"].clone()), Some(json!(-32601)));
+        assert_eq!(relay.local_answer("elicitation/create"), None, "for the caller");
+        relay.state.relayed.store(MAX_RELAYED_PER_CALL, Ordering::Relaxed);
+        let (_, error) = relay.local_answer("elicitation/create").expect("over the per-call limit");
+        assert_eq!(error["code"], -32603);
+    }
+
     #[tokio::test]
     async fn an_answer_reaches_the_waiting_request_once_and_only_by_its_id() {
         let caller = Arc::new(CallerSession::new(json!({"sampling": {}}), json!({}), "2025-06-18"));
