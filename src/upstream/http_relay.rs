@@ -1,6 +1,6 @@
 //! Streamable HTTP with a back-channel: a `tools/call` of a caller that can answer
-//! server→client requests ([`super::relay`]) goes over a DEDICATED session-era session opened
-//! for (that caller's session, this server).
+//! server→client requests ([`crate::upstream::relay`]) goes over a DEDICATED session-era
+//! session opened for (that caller's session, this server).
 //!
 //! Why dedicated: the server decides what to ask by the capabilities its client declared, and
 //! the gateway's shared session (or the sessionless modern era, which has no back-channel for
