@@ -292,6 +292,29 @@ fn a_server_that_refuses_the_session_era_keeps_the_normal_path_for_back_channel_
 }
 
 #[test]
+fn a_caller_that_goes_away_while_asked_cancels_the_upstream_call() {
+    let (mut fixtures, upstream) = fixtures();
+    let gw = gateway(&upstream, "");
+    let session = initialize(&gw, json!({"sampling": {}}), "leaving-caller").expect("a session");
+    let mut answer = call(&gw, Some(&session), "test_sampling", json!({"prompt": "bye?"}), &[]);
+    assert_eq!(answer.next().expect("the relayed request")["method"], "sampling/createMessage");
+    let handshake = fixtures.wait_line("client=leaving-caller", Duration::from_secs(30));
+    let dedicated = field(&handshake, "new_session").to_string();
+    drop(answer); // the caller closes its stream instead of answering
+    wait_for("the upstream to get notifications/cancelled in the dedicated session", || {
+        fixtures
+            .output()
+            .lines()
+            .any(|l| l.contains("rpc=notifications/cancelled ") && field(l, "session") == dedicated)
+    });
+    wait_for("the relayed request to be counted unanswered", || {
+        metric(&gw.metrics(), "mcp_gateway_relayed_requests_total", &["outcome=\"unanswered\""]) == 1.0
+    });
+    let (_, breakers) = get_json(&gw, "/admin/breakers");
+    assert_eq!(breakers["fixtures"]["consecutive_failures"], 0, "{breakers}");
+}
+
+#[test]
 fn a_caller_may_take_longer_than_the_attempt_timeout_within_its_deadline() {
     let (_fixtures, upstream) = fixtures();
     let gw = gateway(&upstream, "timeout_ms = 300\n");
