@@ -225,9 +225,10 @@ fn a_caller_without_the_capability_gets_no_session_and_the_fixtures_is_error() {
 #[test]
 fn a_caller_that_never_answers_gets_a_caller_timeout_that_the_breaker_does_not_count() {
     let (fixtures, upstream) = fixtures();
-    // The attempt timeout (300 ms) is much shorter than the deadline (1.5 s): the wait for the
-    // caller is the caller's time, not an upstream timeout counted by the breaker.
-    let gw = gateway(&upstream, "timeout_ms = 300\ndeadline_ms = 1500\n");
+    // The attempt timeout (1.5 s, ample for the fixture's own work) is shorter than the
+    // deadline (4 s): the wait for the caller is the caller's time, not an upstream timeout
+    // counted by the breaker.
+    let gw = gateway(&upstream, "timeout_ms = 1500\ndeadline_ms = 4000\n");
     let session = initialize(&gw, json!({"sampling": {}}), "silent-caller").expect("a session");
 
     let mut answer = call(&gw, Some(&session), "test_sampling", json!({"prompt": "anyone?"}), &[]);
@@ -252,7 +253,7 @@ fn a_caller_that_never_answers_gets_a_caller_timeout_that_the_breaker_does_not_c
         Some(&session),
         "test_sampling",
         json!({"prompt": "still?"}),
-        &[("x-request-timeout-ms", "700")],
+        &[("x-request-timeout-ms", "2500")],
     );
     assert_eq!(answer.next().expect("the relayed request")["method"], "sampling/createMessage");
     let response = answer.next().expect("the call's answer");
@@ -317,14 +318,14 @@ fn a_caller_that_goes_away_while_asked_cancels_the_upstream_call() {
 #[test]
 fn a_caller_may_take_longer_than_the_attempt_timeout_within_its_deadline() {
     let (_fixtures, upstream) = fixtures();
-    let gw = gateway(&upstream, "timeout_ms = 300\n");
+    let gw = gateway(&upstream, "timeout_ms = 1500\n");
     let session = initialize(&gw, json!({"sampling": {}}), "slow-caller").expect("a session");
     let mut answer = call(&gw, Some(&session), "test_sampling", json!({"prompt": "think hard"}), &[]);
     let asked = answer.next().expect("the relayed request");
     let relayed_id = asked["id"].as_str().unwrap().to_string();
     // The caller thinks for twice the server's attempt timeout (a person answering a form takes
     // longer than any server should): the attempt's clock does not run meanwhile.
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(3000));
     let reply = json!({"jsonrpc": "2.0", "id": relayed_id, "result": {"role": "assistant", "content": {"type": "text", "text": "slow but sure"}, "model": "m"}});
     let (status, body) = post(&gw, Some(&session), &reply, &[]);
     assert_eq!(status, 202, "{body}");
