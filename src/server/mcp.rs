@@ -120,13 +120,20 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
     let info = RequestInfo::from_headers(headers, request_id);
     match inbound {
         Inbound::Single(Ok(message)) if sessions::wants_back_channel(&message) => {
-            let caller = gateway.sessions.create(&message);
-            let answer = dispatch::entry(gateway, Ok(message), &info, Notifications::default()).await;
-            let response = match answer {
+            let caller = message.clone();
+            match dispatch::entry(gateway, Ok(message), &info, Notifications::default()).await {
+                // Only an initialize that succeeded opens a session.
+                Some(answer) if answer.body.is_ok() => {
+                    sessions::with_session_id(answer_response(&answer), &gateway.sessions.create(&caller))
+                }
+                Some(answer) if answer.is_protocol_refusal() => {
+                    let mut response = answer_response(&answer);
+                    *response.status_mut() = StatusCode::BAD_REQUEST;
+                    response
+                }
                 Some(answer) => answer_response(&answer),
                 None => StatusCode::ACCEPTED.into_response(),
-            };
-            sessions::with_session_id(response, &caller)
+            }
         }
         Inbound::Single(Ok(message))
             if info.accepts_sse && dispatch::protocol_error(&message, &info).is_none() =>
