@@ -340,7 +340,7 @@ impl Gateway {
         let maybe_delivered = delivered.load(std::sync::atomic::Ordering::Relaxed);
         let outcome = Outcome::of(&result, true);
         let answer = match result {
-            Ok(UpstreamReply::Result(raw)) => Ok(raw),
+            Ok(UpstreamReply::Result(raw)) => Ok(raw.into_raw()),
             Ok(UpstreamReply::Error(upstream_error)) => {
                 let category = Outcome::category_of_reply(upstream_error.code, outcome);
                 let mut err = GatewayError::new(category, upstream_error.message);

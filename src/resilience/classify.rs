@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use crate::{
     error::Category,
-    protocol::jsonrpc::CallResultProbe,
     upstream::{FunctionErrorKind, UpstreamError, UpstreamReply},
 };
 
@@ -74,13 +73,7 @@ impl Outcome {
     /// Classifies a transport result. `tools_call` says whether to look for `isError`.
     pub fn of(result: &Result<UpstreamReply, UpstreamError>, tools_call: bool) -> Self {
         match result {
-            Ok(UpstreamReply::Result(raw)) if tools_call => {
-                // Only `isError` is read; the rest of the result stays raw bytes.
-                match serde_json::from_str::<CallResultProbe>(raw.get()) {
-                    Ok(probe) if probe.is_error => Outcome::ToolError,
-                    _ => Outcome::Success,
-                }
-            }
+            Ok(UpstreamReply::Result(raw)) if tools_call && raw.is_tool_error() => Outcome::ToolError,
             Ok(UpstreamReply::Result(_)) => Outcome::Success,
             Ok(UpstreamReply::Error(error)) => match error.code {
                 // Method not found / unknown tool / resource not found upstream.
@@ -223,7 +216,9 @@ mod tests {
     use serde_json::value::RawValue;
 
     fn result(json: &str) -> Result<UpstreamReply, UpstreamError> {
-        Ok(UpstreamReply::Result(RawValue::from_string(json.into()).unwrap()))
+        Ok(UpstreamReply::Result(crate::upstream::RawResult::new(
+            RawValue::from_string(json.into()).unwrap(),
+        )))
     }
 
     fn rpc_error(code: i64) -> Result<UpstreamReply, UpstreamError> {

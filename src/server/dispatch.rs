@@ -165,8 +165,10 @@ async fn message_answer(
                 cancelled: cancelled.clone(),
             };
             let registration = gateway.cancellable.register(info.session.clone(), &id, cancelled);
+            // The call's state (every layer's future) is boxed once here: the futures around it
+            // (this one, the span, axum's handler box) stay small and cheap to move.
             let answer = tokio::select! {
-                answer = gateway.call_tool(params, &ctx) => answer,
+                answer = Box::pin(gateway.call_tool(params, &ctx)) => answer,
                 // Dropping the call's future (the other branch) is the cancellation path.
                 () = registration.cancelled() => Err(GatewayError::new(
                     Category::Cancelled,

@@ -1,34 +1,53 @@
-//! The log writer: lines go through a bounded in-memory queue to a writer thread, and when
-//! the queue is full new lines are dropped and counted rather than the request waiting (a
-//! stuck log pipe never stalls a call).
+//! The log writer: lines go into a bounded in-memory buffer that a writer thread empties in
+//! batches, and when the buffer is full new lines are dropped and counted rather than the request
+//! waiting (a stuck log pipe never stalls a call).
+//!
+//! The hot path pays one short mutex hold and a copy into a shared byte buffer per line, nothing
+//! more: no allocation per line, no thread wake-up per line. The writer thread wakes by itself
+//! every [`BATCH_INTERVAL`] while lines keep coming and writes each batch with one `write`; only
+//! when it has found the buffer empty does it park, and then the next line wakes it (one wake
+//! per idle-to-busy transition). Profiling showed the old shape (a futex wake, an allocation and a
+//! `write` per line) at about 13 µs of CPU per call. The price: a line reaches stdout up to
+//! `BATCH_INTERVAL` after it was logged; at exit everything queued is written.
 //!
 //! Why not `tracing_appender::non_blocking`: its bounded channel allocates and touches every
-//! slot of its 128 000-line buffer up front (about 4 MiB resident before the first line).
-//! This queue grows with the backlog, up to the same bound, and is released each time the
-//! writer thread drains it, so an idle gateway holds no log buffer.
+//! slot of its 128 000-line buffer up front (about 4 MiB resident before the first line), and it
+//! wakes its worker per line. This buffer grows with the backlog, up to the same bound, and a
+//! large one is released once written, so an idle gateway holds no log buffer.
 
 use std::{
-    collections::VecDeque,
     io::Write,
     sync::{
         Arc, Condvar, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     thread::JoinHandle,
+    time::Duration,
 };
 
 use tracing_subscriber::fmt::MakeWriter;
 
+/// How long the writer thread lets lines accumulate between two writes while busy.
+pub const BATCH_INTERVAL: Duration = Duration::from_millis(5);
+
+/// A written batch buffer larger than this is freed rather than kept for the next batch.
+const KEPT_BUFFER_BYTES: usize = 256 * 1024;
+
 struct Shared {
     state: Mutex<State>,
-    ready: Condvar,
+    wake: Condvar,
     capacity: usize,
     dropped: AtomicU64,
 }
 
 #[derive(Default)]
 struct State {
-    lines: VecDeque<Vec<u8>>,
+    /// Queued lines, back to back.
+    bytes: Vec<u8>,
+    /// How many lines `bytes` holds.
+    lines: usize,
+    /// The writer thread found nothing to write and waits to be woken.
+    parked: bool,
     closed: bool,
 }
 
@@ -62,7 +81,7 @@ impl DroppedLines {
 pub fn writer<W: Write + Send + 'static>(out: W, capacity: usize) -> (LossyWriter, DroppedLines, Guard) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
-        ready: Condvar::new(),
+        wake: Condvar::new(),
         capacity: capacity.max(1),
         dropped: AtomicU64::new(0),
     });
@@ -76,29 +95,37 @@ pub fn writer<W: Write + Send + 'static>(out: W, capacity: usize) -> (LossyWrite
 }
 
 fn run<W: Write>(shared: &Shared, mut out: W) {
+    let mut batch = Vec::new();
     loop {
-        let (lines, closed) = {
+        let closed = {
             let mut state = shared.state();
-            while state.lines.is_empty() && !state.closed {
-                state = shared.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+            while state.lines == 0 && !state.closed {
+                state.parked = true;
+                state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
             }
-            (std::mem::take(&mut state.lines), state.closed)
+            state.parked = false;
+            std::mem::swap(&mut state.bytes, &mut batch);
+            state.lines = 0;
+            state.closed
         };
-        for line in &lines {
-            // A failing stdout loses lines; it must not stop the writer.
-            let _ = out.write_all(line);
-        }
+        // A failing stdout loses lines; it must not stop the writer.
+        let _ = out.write_all(&batch);
         let _ = out.flush();
+        batch.clear();
+        if batch.capacity() > KEPT_BUFFER_BYTES {
+            batch = Vec::new();
+        }
         if closed {
             return;
         }
+        std::thread::sleep(BATCH_INTERVAL);
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
         self.shared.state().closed = true;
-        self.shared.ready.notify_one();
+        self.shared.wake.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -111,16 +138,17 @@ pub struct Line<'a>(&'a Shared);
 impl Write for Line<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut state = self.0.state();
-        if state.closed || state.lines.len() >= self.0.capacity {
+        if state.closed || state.lines >= self.0.capacity {
             drop(state);
             self.0.dropped.fetch_add(1, Ordering::Relaxed);
             return Ok(buf.len());
         }
-        let wake = state.lines.is_empty();
-        state.lines.push_back(buf.to_vec());
+        state.bytes.extend_from_slice(buf);
+        state.lines += 1;
+        let wake = std::mem::take(&mut state.parked);
         drop(state);
         if wake {
-            self.0.ready.notify_one();
+            self.0.wake.notify_one();
         }
         Ok(buf.len())
     }

@@ -488,7 +488,7 @@ impl Shared {
             .map_err(|_| "connection closed during the handshake".to_string())?
             .map_err(|e| format!("initialize failed: {e}"))?;
         let raw = match reply {
-            UpstreamReply::Result(raw) => raw,
+            UpstreamReply::Result(raw) => raw.into_raw(),
             UpstreamReply::Error(e) => return Err(format!("initialize refused: {} {}", e.code, e.message)),
         };
         let chosen = serde_json::from_str::<Value>(raw.get())
@@ -867,7 +867,9 @@ impl Live {
             (None, Some(id)) => {
                 let reply = match (message.result, message.error) {
                     (_, Some(error)) => Ok(UpstreamReply::Error(error)),
-                    (Some(result), None) => Ok(UpstreamReply::Result(result.to_owned())),
+                    (Some(result), None) => {
+                        Ok(UpstreamReply::Result(super::RawResult::new(result.to_owned())))
+                    }
                     (None, None) => {
                         Err(UpstreamError::Protocol("response has neither result nor error".into()))
                     }

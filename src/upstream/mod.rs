@@ -104,8 +104,40 @@ impl UpstreamRequest {
 /// The upstream's JSON-RPC answer: its `result` kept as raw bytes, or its `error`.
 #[derive(Debug)]
 pub enum UpstreamReply {
-    Result(Box<RawValue>),
+    Result(RawResult),
     Error(ErrorObject),
+}
+
+/// An upstream `result`, kept as the bytes it came in. Whether it is a failed tool call
+/// (`isError: true`) is read from those bytes once, when first asked: the retry layer, the
+/// breaker and the call all ask, and a large result used to be scanned three times.
+#[derive(Debug)]
+pub struct RawResult {
+    raw: Box<RawValue>,
+    tool_error: std::sync::OnceLock<bool>,
+}
+
+impl RawResult {
+    pub fn new(raw: Box<RawValue>) -> Self {
+        Self { raw, tool_error: std::sync::OnceLock::new() }
+    }
+
+    /// The result's JSON text.
+    pub fn get(&self) -> &str {
+        self.raw.get()
+    }
+
+    pub fn into_raw(self) -> Box<RawValue> {
+        self.raw
+    }
+
+    /// Whether the result says `isError: true` (only `isError` is read).
+    pub fn is_tool_error(&self) -> bool {
+        *self.tool_error.get_or_init(|| {
+            serde_json::from_str::<crate::protocol::jsonrpc::CallResultProbe>(self.raw.get())
+                .is_ok_and(|probe| probe.is_error)
+        })
+    }
 }
 
 /// Why an upstream gave no JSON-RPC answer.
@@ -266,7 +298,7 @@ pub(crate) fn reply_from(
 ) -> Result<UpstreamReply, UpstreamError> {
     match (response.result, response.error) {
         (_, Some(error)) => Ok(UpstreamReply::Error(error)),
-        (Some(result), None) => Ok(UpstreamReply::Result(result)),
+        (Some(result), None) => Ok(UpstreamReply::Result(RawResult::new(result))),
         (None, None) => Err(UpstreamError::Protocol("response has neither result nor error".into())),
     }
 }
