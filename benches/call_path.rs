@@ -11,7 +11,7 @@ use mcp_gateway::{
     protocol::{jsonrpc, mcp},
     registry::{Catalog, Registry, catalog::ServerTools},
     resilience::classify::Outcome,
-    upstream::UpstreamReply,
+    upstream::{RawResult, UpstreamReply},
 };
 use serde_json::{Value, json, value::RawValue};
 
@@ -55,7 +55,7 @@ fn pieces(c: &mut Criterion) {
 
     c.bench_function("classify a result", |b| {
         b.iter_batched(
-            || Ok(UpstreamReply::Result(RawValue::from_string(RESULT.into()).expect("json"))),
+            || Ok(UpstreamReply::Result(RawResult::new(RawValue::from_string(RESULT.into()).expect("json")))),
             |reply| Outcome::of(&reply, true),
             BatchSize::SmallInput,
         )
