@@ -264,8 +264,10 @@ fn a_caller_that_disconnects_cancels_the_upstream_call() {
         1.0,
         "{metrics}"
     );
-    let logged = gw.proc.output().lines().any(|l| l.contains("\"outcome\":\"caller_disconnected\""));
-    assert!(logged, "{}", gw.proc.output());
+    // Log lines reach stdout in batches, shortly after they are logged.
+    wait_for("the call's log line", || {
+        gw.proc.output().lines().any(|l| l.contains("\"outcome\":\"caller_disconnected\""))
+    });
 }
 
 #[test]

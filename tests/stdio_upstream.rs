@@ -301,13 +301,14 @@ fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     assert_eq!(report["peer"]["connects"], 3, "{report}");
     let metrics = gateway.metrics();
     assert_eq!(metric(&metrics, "mcp_gateway_upstream_reconnects_total", &["server=\"peer\""]), 2.0);
-    let output = gateway.proc.output();
-    assert!(
-        output.lines().any(|l| l.contains("upstream connection state changed")
-            && l.contains("\"from\":\"ready\"")
-            && l.contains("\"to\":\"reconnecting\"")),
-        "no logged transition:\n{output}"
-    );
+    // Log lines reach stdout in batches, shortly after they are logged.
+    wait_for("the logged transition from ready to reconnecting", || {
+        gateway.proc.output().lines().any(|l| {
+            l.contains("upstream connection state changed")
+                && l.contains("\"from\":\"ready\"")
+                && l.contains("\"to\":\"reconnecting\"")
+        })
+    });
 }
 
 #[test]

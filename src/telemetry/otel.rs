@@ -42,10 +42,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 /// the log output never shows.
 pub const SPAN_TARGET: &str = "mcp_gateway::otel";
 /// `_meta` and header keys of the W3C trace context (SEP-414 uses the header names bare).
-pub const TRACEPARENT: &str = "traceparent";
-pub const TRACESTATE: &str = "tracestate";
-pub const REQUEST_ID: &str = "x-request-id";
-pub const AMZN_TRACE_ID: &str = "x-amzn-trace-id";
+pub use crate::upstream::outbound::{AMZN_TRACE_ID, Outbound, REQUEST_ID, TRACEPARENT, TRACESTATE};
 /// W3C caps `tracestate` at 32 members; 512 characters is what vendors propagate at most.
 const MAX_TRACESTATE: usize = 512;
 const MAX_AMZN_TRACE_ID: usize = 256;
@@ -314,65 +311,17 @@ pub fn stamp_meta(params: &mut std::sync::Arc<Map<String, Value>>) {
     }
 }
 
-/// What a transport sends along with one attempt: the trace context stamped into the
-/// request's `_meta` by the attempt layer, and the caller's request ids.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Outbound {
-    pub traceparent: Option<String>,
-    pub tracestate: Option<String>,
-    pub request_id: Option<Arc<str>>,
-    pub amzn_trace_id: Option<String>,
+/// What the transport sends along with this attempt: the trace context stamped into `params`
+/// (see [`stamp_meta`]) and the caller's request ids from the inbound scope.
+pub fn outbound(params: &Map<String, Value>) -> Outbound {
+    let meta = params.get("_meta");
+    let text = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
+    let traceparent = text(TRACEPARENT).filter(|v| valid_traceparent(v)).map(str::to_string);
+    let tracestate = traceparent.as_ref().and(text(TRACESTATE)).and_then(clean_tracestate);
+    let (request_id, amzn_trace_id) =
+        with_inbound(|i| (i.request_id.clone(), i.amzn_trace_id.clone())).unwrap_or_default();
+    Outbound { traceparent, tracestate, request_id, amzn_trace_id }
 }
-
-impl Outbound {
-    pub fn of(params: &Map<String, Value>) -> Self {
-        let meta = params.get("_meta");
-        let text = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
-        let traceparent = text(TRACEPARENT).filter(|v| valid_traceparent(v)).map(str::to_string);
-        let tracestate = traceparent.as_ref().and(text(TRACESTATE)).and_then(clean_tracestate);
-        let (request_id, amzn_trace_id) =
-            with_inbound(|i| (i.request_id.clone(), i.amzn_trace_id.clone())).unwrap_or_default();
-        Self { traceparent, tracestate, request_id, amzn_trace_id }
-    }
-
-    /// The HTTP headers: `traceparent`, `tracestate`, `x-request-id`.
-    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        [
-            (TRACEPARENT, self.traceparent.as_deref()),
-            (TRACESTATE, self.tracestate.as_deref()),
-            (REQUEST_ID, self.request_id.as_deref()),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| value.map(|v| (name, v)))
-    }
-
-    /// The Lambda invocation's `ClientContext` (base64 JSON `{"custom": {...}}`), within the
-    /// API's 3,583-byte limit (the `tracestate` is left out if it would not fit); `None` when
-    /// there is nothing to send.
-    pub fn lambda_client_context(&self) -> Option<String> {
-        use base64::Engine;
-        let encode = |custom: Map<String, Value>| {
-            let json = serde_json::json!({ "custom": custom }).to_string();
-            base64::engine::general_purpose::STANDARD.encode(json)
-        };
-        let mut custom = Map::new();
-        for (name, value) in self.headers() {
-            custom.insert(name.into(), Value::String(value.into()));
-        }
-        if custom.is_empty() {
-            return None;
-        }
-        let encoded = encode(custom.clone());
-        if encoded.len() <= LAMBDA_CLIENT_CONTEXT_MAX {
-            return Some(encoded);
-        }
-        custom.remove(TRACESTATE);
-        Some(encode(custom)).filter(|e| e.len() <= LAMBDA_CLIENT_CONTEXT_MAX)
-    }
-}
-
-/// The Invoke API's limit on `ClientContext` (base64 characters).
-pub const LAMBDA_CLIENT_CONTEXT_MAX: usize = 3583;
 
 /// `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`, ids not all zero (W3C level 1;
 /// a higher version with the same prefix is accepted as the spec asks).
@@ -507,7 +456,7 @@ mod tests {
         let params = tokio_test_block_on(scoped(inbound, async {
             let mut params = std::sync::Arc::new(Map::new());
             stamp_meta(&mut params);
-            (Map::clone(&params), Outbound::of(&params), log_trace_id())
+            (Map::clone(&params), outbound(&params), log_trace_id())
         }));
         assert_eq!(params.0["_meta"]["traceparent"], TP);
         assert_eq!(params.1.traceparent.as_deref(), Some(TP));

@@ -70,6 +70,7 @@ where
     fn call(&mut self, mut request: UpstreamRequest) -> Self::Future {
         if !otel::enabled() || tracing::Span::current().is_none() {
             otel::stamp_meta(&mut request.params);
+            request.outbound = otel::outbound(&request.params);
             return Box::pin(self.inner.call(request));
         }
         // The attempt timeout, inside, counts this attempt.
@@ -94,6 +95,7 @@ where
         );
         let future = span.in_scope(|| {
             otel::stamp_meta(&mut request.params);
+            request.outbound = otel::outbound(&request.params);
             self.inner.call(request)
         });
         let recorded = span.clone();

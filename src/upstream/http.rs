@@ -71,7 +71,6 @@ use crate::protocol::{
     mcp::{self, Era, headers},
     param_headers, sse,
 };
-use crate::telemetry::otel::Outbound;
 
 /// A back-channel caller's calls over a dedicated session, relaying server→client requests.
 #[path = "http_relay.rs"]
@@ -446,8 +445,8 @@ impl Inner {
         let (params, relay) = ProgressRelay::outbound(request, id, era);
         let mut builder =
             self.build(Method::POST, era_headers).body(mcp::encode_request(id, request.method, &params, era));
-        // Trace context (also in `_meta`) and the caller's request id: see telemetry::otel.
-        for (name, value) in Outbound::of(&params).headers() {
+        // Trace context (also in `_meta`) and the caller's request id.
+        for (name, value) in request.outbound.headers() {
             builder = builder.header(name, value);
         }
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;

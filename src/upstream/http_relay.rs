@@ -35,7 +35,6 @@ use crate::{
         mcp::{self, Era},
         sse,
     },
-    telemetry::otel::Outbound,
     upstream::{
         UpstreamError, UpstreamReply, UpstreamRequest, decode_reply,
         progress::ProgressRelay,
@@ -194,7 +193,7 @@ impl Inner {
             &params,
             Era::Legacy,
         ));
-        for (name, value) in Outbound::of(&params).headers() {
+        for (name, value) in request.outbound.headers() {
             builder = builder.header(name, value);
         }
         let mut cancel = CancelOnDrop {

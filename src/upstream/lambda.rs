@@ -35,7 +35,7 @@ use super::{
     FunctionErrorKind, UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply,
     parse_retry_after,
 };
-use crate::{config::AwsConfig, protocol::mcp, telemetry::otel::Outbound};
+use crate::{config::AwsConfig, protocol::mcp};
 
 /// Lambda's synchronous invoke payload limit.
 pub const MAX_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
@@ -114,7 +114,7 @@ impl Inner {
             return Err(UpstreamError::PayloadTooLarge { size: payload.len(), limit: MAX_PAYLOAD_BYTES });
         }
         // Trace context and request id in the client context, `X-Amzn-Trace-Id` passed on.
-        let outbound = Outbound::of(&request.params);
+        let outbound = &request.outbound;
         let invoke = self
             .client
             .invoke()
@@ -123,7 +123,7 @@ impl Inner {
             .invocation_type(InvocationType::RequestResponse)
             .set_client_context(outbound.lambda_client_context())
             .payload(Blob::new(payload));
-        let sent = match outbound.amzn_trace_id {
+        let sent = match outbound.amzn_trace_id.clone() {
             Some(trace) => {
                 invoke
                     .customize()

@@ -10,6 +10,7 @@ pub mod connection;
 pub mod http;
 pub mod lambda;
 pub mod legacy_sse;
+pub mod outbound;
 pub mod progress;
 pub mod relay;
 pub mod stdio;
@@ -61,6 +62,8 @@ pub struct UpstreamRequest {
     /// The way back to a back-channel caller for server→client requests ([`relay`]); `None`:
     /// the call relays none (the transport's usual path).
     pub relay: Option<relay::Relay>,
+    /// Trace context and request ids to send along (filled in by the attempt layer).
+    pub outbound: outbound::Outbound,
 }
 
 /// The receiving end of a call's progress notifications. Bounded and lossy on purpose: a
@@ -83,6 +86,7 @@ impl UpstreamRequest {
             progress: None,
             logs: None,
             relay: None,
+            outbound: outbound::Outbound::default(),
         }
     }
 

@@ -1,0 +1,63 @@
+//! What a transport sends along with one attempt besides the request itself: the W3C trace
+//! context and the caller's request ids, as HTTP headers or as a Lambda `ClientContext`. The
+//! attempt layer (`telemetry::traced`) fills it in; transports only read it, so they need to
+//! know nothing of tracing.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+pub const TRACEPARENT: &str = "traceparent";
+pub const TRACESTATE: &str = "tracestate";
+pub const REQUEST_ID: &str = "x-request-id";
+pub const AMZN_TRACE_ID: &str = "x-amzn-trace-id";
+
+/// What a transport sends along with one attempt: the trace context stamped into the
+/// request's `_meta` by the attempt layer, and the caller's request ids.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outbound {
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+    pub request_id: Option<Arc<str>>,
+    pub amzn_trace_id: Option<String>,
+}
+
+impl Outbound {
+    /// The HTTP headers: `traceparent`, `tracestate`, `x-request-id`.
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            (TRACEPARENT, self.traceparent.as_deref()),
+            (TRACESTATE, self.tracestate.as_deref()),
+            (REQUEST_ID, self.request_id.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name, v)))
+    }
+
+    /// The Lambda invocation's `ClientContext` (base64 JSON `{"custom": {...}}`), within the
+    /// API's 3,583-byte limit (the `tracestate` is left out if it would not fit); `None` when
+    /// there is nothing to send.
+    pub fn lambda_client_context(&self) -> Option<String> {
+        use base64::Engine;
+        let encode = |custom: Map<String, Value>| {
+            let json = serde_json::json!({ "custom": custom }).to_string();
+            base64::engine::general_purpose::STANDARD.encode(json)
+        };
+        let mut custom = Map::new();
+        for (name, value) in self.headers() {
+            custom.insert(name.into(), Value::String(value.into()));
+        }
+        if custom.is_empty() {
+            return None;
+        }
+        let encoded = encode(custom.clone());
+        if encoded.len() <= LAMBDA_CLIENT_CONTEXT_MAX {
+            return Some(encoded);
+        }
+        custom.remove(TRACESTATE);
+        Some(encode(custom)).filter(|e| e.len() <= LAMBDA_CLIENT_CONTEXT_MAX)
+    }
+}
+
+/// The Invoke API's limit on `ClientContext` (base64 characters).
+pub const LAMBDA_CLIENT_CONTEXT_MAX: usize = 3583;
