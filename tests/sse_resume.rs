@@ -66,8 +66,10 @@ fn a_stream_closed_by_a_python_sdk_server_is_resumed_with_last_event_id() {
     let port = free_port();
     let mut command = Command::new(python());
     command.arg(peers_dir().join("resumable_server.py")).args([&port.to_string(), "200"]);
-    let _python = Proc::spawn("resumable_server.py (Python MCP SDK 2.x)", command);
-    wait_port(port, "resumable_server.py", Duration::from_secs(30));
+    let mut python = Proc::spawn("resumable_server.py (Python MCP SDK 2.x)", command);
+    // The server's own word that it listens (a TCP connect could reach another process that
+    // briefly held the port, and the gateway's first probe would then be refused).
+    python.wait_line(&format!("READY {port}"), Duration::from_secs(30));
     let (_proxy, proxy) = era_peer(&["proxy", &format!("http://127.0.0.1:{port}/mcp")]);
     let config = format!("[servers.res]\ntransport = \"http\"\nurl = \"http://{proxy}/mcp\"\n");
     let gateway = Gateway::start(&config, &[]);
