@@ -8,9 +8,19 @@
 
 use std::{sync::Arc, time::Duration};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::protocol::jsonrpc::ErrorObject;
+/// A JSON-RPC error object: what every error becomes on the wire (upstreams' errors arrive in
+/// the same shape). It lives here, with the table, so that the protocol codec can depend on
+/// the error table without the table depending back on the codec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
 
 /// What went wrong, as the orchestrator sees it. `as_str` is the `error.data.category` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

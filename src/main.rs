@@ -560,7 +560,7 @@ async fn close_sessions(gateway: &Arc<Gateway>) {
             http.close().await;
         }
     }
-    // The dedicated upstream sessions of back-channel callers (server::sessions).
+    // The dedicated upstream sessions of back-channel callers (gateway::sessions).
     gateway.sessions.close_all().await;
 }
 

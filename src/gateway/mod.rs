@@ -4,9 +4,11 @@
 //! layer ([`crate::server`]) only decodes and dispatches to it.
 
 pub mod call;
+pub mod cancel;
 pub mod capabilities;
 pub mod drift;
 pub mod refresh;
+pub mod sessions;
 pub mod upstreams;
 
 use std::{
@@ -175,9 +177,9 @@ pub struct Gateway {
     /// Identical read-only calls in flight.
     pub in_flight: SingleFlight<SharedResult>,
     /// Calls in flight by the caller's request id, for `notifications/cancelled`.
-    pub cancellable: crate::server::cancel::InFlightCalls,
+    pub cancellable: cancel::InFlightCalls,
     /// Inbound back-channel sessions (callers that can answer server→client requests).
-    pub sessions: Arc<crate::server::sessions::Sessions>,
+    pub sessions: Arc<sessions::Sessions>,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
@@ -210,9 +212,7 @@ impl Gateway {
             upstreams,
             dynamic_upstreams: RwLock::default(),
             cancellable: Default::default(),
-            sessions: Arc::new(crate::server::sessions::Sessions::counted(
-                metrics.back_channel_sessions.clone(),
-            )),
+            sessions: Arc::new(sessions::Sessions::counted(metrics.back_channel_sessions.clone())),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
             metrics,

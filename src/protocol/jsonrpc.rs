@@ -6,16 +6,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, ser::SerializeStruct};
 use serde_json::{Value, value::RawValue};
 
+pub use crate::error::ErrorObject;
 use crate::error::{Category, GatewayError};
-
-/// A JSON-RPC error object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorObject {
-    pub code: i64,
-    pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
 
 /// One decoded inbound message: a request (has an id) or a notification (has none).
 #[derive(Debug, Clone)]

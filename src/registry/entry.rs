@@ -24,7 +24,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::record::{canonical_hash, definition_hash};
+use super::hash::{canonical_hash, definition_hash};
 
 /// Where a registered tool's server is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

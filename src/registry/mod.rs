@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod dynamic;
 pub mod dynamodb;
 pub mod entry;
+pub mod hash;
 pub mod record;
 pub mod redis_tier;
 

@@ -3,7 +3,6 @@
 
 pub mod admin;
 pub mod body;
-pub mod cancel;
 pub mod catalogue;
 pub mod dispatch;
 pub mod health;

@@ -3,7 +3,7 @@
 //!
 //! The contract between the inbound side and a transport that can relay (only streamable HTTP,
 //! see `http_relay.rs`): a caller that initialized with a back-channel capability has a
-//! [`CallerSession`] (kept by `server::sessions`); each of its `tools/call`s carries a
+//! [`CallerSession`] (kept by `gateway::sessions`); each of its `tools/call`s carries a
 //! [`Relay`] in its [`super::UpstreamRequest`]. The transport hands each upstream request to
 //! [`Relay::ask`], which mints a fresh unguessable id, writes the request on the caller's event
 //! stream (the call's notification channel) and waits for the caller's JSON-RPC response,
@@ -208,7 +208,7 @@ impl RelayState {
     }
 
     /// Total time spent waiting for the caller so far (the current wait included): the
-    /// attempt timeout does not count it (see `resilience::timeout`).
+    /// attempt timeout does not count it (see the attempt timeout layer).
     pub fn waited(&self) -> Duration {
         self.waited
             .lock()
