@@ -212,7 +212,8 @@ async fn for_event_stream_reader(
 fn answer_for_event_stream_reader(answer: Option<jsonrpc::Response>) -> Response {
     match answer {
         Some(answer) if dispatch::is_cancelled(&answer) => stream::empty(),
-        Some(answer) => json_response(&answer),
+        // Written from its segments like any JSON answer: a shared `tools/list` is not copied.
+        Some(answer) => answer_response(&answer),
         None => StatusCode::ACCEPTED.into_response(),
     }
 }
