@@ -403,24 +403,26 @@ impl Inner {
                 );
             }
         };
-        let version = mcp::LEGACY_VERSIONS
-            .iter()
-            .find(|v| Some(**v) == version.as_deref())
-            .copied()
-            .ok_or_else(|| {
-                UpstreamError::Protocol(format!("upstream chose an unsupported protocol version {version:?}"))
-            })?;
+        let version = legacy_version(version.as_deref()).ok_or_else(|| {
+            UpstreamError::Protocol(format!("upstream chose an unsupported protocol version {version:?}"))
+        })?;
         let session = LegacySession { session_id, version };
+        self.send_initialized(&session).await?;
+        Ok(session)
+    }
+
+    /// Ends a session-era handshake: `notifications/initialized` under the new session.
+    async fn send_initialized(&self, session: &LegacySession) -> Result<(), UpstreamError> {
         let notified = self
-            .build(Method::POST, Headers::Legacy(&session))
+            .build(Method::POST, Headers::Legacy(session))
             .body(mcp::encode_notification("notifications/initialized", None))
             .send()
             .await
             .map_err(request_error)?;
         if !notified.status().is_success() {
-            return Err(status_error(notified.status(), notified.headers()).into());
+            return Err(status_error(notified.status(), notified.headers()));
         }
-        Ok(session)
+        Ok(())
     }
 
     /// One POST of `request` in the era the server was found to speak.
@@ -543,6 +545,11 @@ impl Inner {
         }
         Ok(response)
     }
+}
+
+/// The session-era version a server chose in `initialize`, if the gateway speaks it.
+fn legacy_version(chosen: Option<&str>) -> Option<&'static str> {
+    mcp::LEGACY_VERSIONS.iter().find(|v| Some(**v) == chosen).copied()
 }
 
 fn era_label(spoken: &Spoken) -> &'static str {

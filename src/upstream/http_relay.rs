@@ -26,8 +26,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{
-    CancelOnDrop, ERROR_BODY_PREFIX, Headers, Inner, LegacySession, drain, is_event_stream, read_answer,
-    read_body, read_prefix, request_error, status_error,
+    CancelOnDrop, ERROR_BODY_PREFIX, Headers, Inner, LegacySession, drain, is_event_stream, legacy_version,
+    read_answer, read_body, read_prefix, request_error, status_error,
 };
 use crate::{
     protocol::{
@@ -161,20 +161,11 @@ impl Inner {
             Ok(UpstreamReply::Error(_)) | Err(UpstreamError::Protocol(_)) => return Ok(None),
             Err(error) => return Err(error),
         };
-        let Some(version) = mcp::LEGACY_VERSIONS.iter().find(|v| Some(**v) == version.as_deref()).copied()
-        else {
+        let Some(version) = legacy_version(version.as_deref()) else {
             return Ok(None);
         };
         let session = LegacySession { session_id, version };
-        let notified = self
-            .build(Method::POST, Headers::Legacy(&session))
-            .body(mcp::encode_notification("notifications/initialized", None))
-            .send()
-            .await
-            .map_err(request_error)?;
-        if !notified.status().is_success() {
-            return Err(status_error(notified.status(), notified.headers()));
-        }
+        self.send_initialized(&session).await?;
         Ok(Some(session))
     }
 
