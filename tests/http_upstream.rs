@@ -35,6 +35,8 @@ fn faulty_server() -> std::net::SocketAddr {
                     tokio::time::sleep(Duration::from_secs(10)).await;
                     StatusCode::OK
                 }))
+                // Not followed: the call must not reach /internal/mcp (which would answer it).
+                .route("/redirect/mcp", post(|| async { (StatusCode::TEMPORARY_REDIRECT, [("location", "/internal/mcp")]) }))
                 .route("/garbage/mcp", post(|| async { ([("content-type", "text/html")], "<html>hello</html>") }))
                 .route("/internal/mcp", post(|| async {
                     ([("content-type", "application/json")], json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "database down"}}).to_string())
@@ -82,7 +84,7 @@ fn failing_gateway() -> Gateway {
     let mut config = String::from("[defaults]\nconnect_timeout_ms = 500\n");
     config += &server("refused", &format!("http://127.0.0.1:{refused}/mcp"), "");
     config += &server("reset", &format!("http://{reset}/mcp"), "");
-    for path in ["500", "503", "429", "garbage", "internal"] {
+    for path in ["500", "503", "429", "garbage", "internal", "redirect"] {
         config += &server(&format!("s{path}"), &format!("http://{faulty}/{path}/mcp"), "");
     }
     config += &server("slow", &format!("http://{faulty}/slow/mcp"), "timeout_ms = 250");
@@ -100,6 +102,8 @@ fn every_upstream_failure_has_its_error_table_row() {
         ("s429_tool", -32003, "rate_limited", true),
         ("sgarbage_tool", -32000, "upstream_protocol", false),
         ("sinternal_tool", -32000, "upstream_error", true),
+        // A redirecting endpoint is misconfigured: the redirect is not followed, nor retried.
+        ("sredirect_tool", -32000, "upstream_protocol", false),
         ("slow_tool", -32001, "timeout", true),
     ];
     for (tool, code, category, retryable) in cases {
@@ -163,4 +167,47 @@ fn a_server_down_at_start_is_reported_by_readyz_and_keeps_its_static_tools() {
     });
     drop(demo);
     assert!(gw.tool_names().contains(&"kept".to_string()));
+}
+
+/// The official Python SDK server over HTTPS, its certificate signed by a private CA.
+fn python_https_server(port: u16, dir: &Scratch) -> Proc {
+    let mut command = std::process::Command::new(python());
+    command.arg(peers_dir().join("python_server.py")).arg(port.to_string()).args([
+        "--tls",
+        &dir.path("server.pem"),
+        &dir.path("server.key"),
+    ]);
+    let proc = Proc::spawn("python-mcp-server-tls", command);
+    wait_port(port, "python MCP server (TLS)", Duration::from_secs(30));
+    proc
+}
+
+#[test]
+fn an_https_upstream_is_verified_against_the_trust_store() {
+    let dir = Scratch::new("https-upstream");
+    private_ca(&dir);
+    let port = free_port();
+    let _server = python_https_server(port, &dir);
+    let tools = r#"tools = [{name = "add", description = "Add", inputSchema = {type = "object"}}]"#;
+    let config = format!(
+        "ready_min_tools = 0\n[servers.tls]\ntransport = \"http\"\nurl = \"https://127.0.0.1:{port}/mcp\"\n{tools}\n"
+    );
+
+    // The private CA trusted (SSL_CERT_FILE, as for wss:// and reqwest): the call goes through.
+    let gateway = Gateway::start(&config, &[("SSL_CERT_FILE", &dir.path("ca.pem"))]);
+    let sum = gateway.call("add", json!({"a": 40, "b": 2}));
+    assert_eq!(structured(&sum)["result"], 42, "{sum}");
+    drop(gateway);
+
+    // Another CA trusted instead: the handshake refuses the certificate, nothing is sent, and
+    // the caller is told the server is unavailable and why.
+    let other = Scratch::new("https-upstream-other");
+    private_ca(&other);
+    let gateway = Gateway::start(&config, &[("SSL_CERT_FILE", &other.path("ca.pem"))]);
+    let answer = gateway.call("add", json!({"a": 40, "b": 2}));
+    expect_error(&answer, -32000, "upstream_unavailable");
+    assert!(
+        answer["error"]["message"].as_str().is_some_and(|m| m.contains("invalid peer certificate")),
+        "{answer}"
+    );
 }

@@ -55,16 +55,20 @@ use std::{
     time::{Duration, Instant},
 };
 
-use reqwest::{
-    Client, Method, RequestBuilder, StatusCode, Url,
-    header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
+use http::{
+    Method, StatusCode, Uri,
+    header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER},
 };
+use reqwest::Url;
 use serde_json::Value;
 use tower::Service;
 
 use super::{
-    UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply, parse_retry_after,
-    progress::ProgressRelay, reply_from,
+    UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply,
+    http_client::{ClientError, HttpClient, RequestBuilder, Response},
+    parse_retry_after,
+    progress::ProgressRelay,
+    reply_from,
 };
 use crate::protocol::{
     jsonrpc::{ErrorObject, UpstreamResponse},
@@ -129,8 +133,10 @@ pub struct HttpTransport {
 }
 
 struct Inner {
-    client: Client,
+    client: HttpClient,
+    /// The endpoint as configured (for logs) and as sent (parsed once).
     url: Url,
+    uri: Uri,
     headers: HeaderMap,
     max_response_bytes: usize,
     era: RwLock<Learned>,
@@ -141,16 +147,15 @@ struct Inner {
 
 impl HttpTransport {
     pub fn new(settings: HttpSettings) -> Result<Self, UpstreamError> {
-        let client = Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(512)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| UpstreamError::Protocol(format!("HTTP client: {e}")))?;
+        let tls = super::tls::client_config()
+            .map_err(|e| UpstreamError::Protocol(format!("TLS client configuration: {e}")))?;
+        let client = HttpClient::new(settings.connect_timeout, &tls);
+        let uri = Uri::try_from(settings.url.as_str())
+            .map_err(|e| UpstreamError::Protocol(format!("MCP endpoint {}: {e}", settings.url)))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
+                uri,
                 url: settings.url,
                 headers: settings.headers,
                 max_response_bytes: settings.max_response_bytes,
@@ -248,7 +253,7 @@ impl Inner {
         }
         let accept = if method == Method::GET { "text/event-stream" } else { headers::ACCEPT_BOTH };
         map.insert(ACCEPT, HeaderValue::from_static(accept));
-        let mut builder = self.client.request(method, self.url.clone()).headers(map);
+        let mut builder = self.client.request(method, self.uri.clone()).headers(map);
         match era {
             Headers::Modern { method, tool, params } => {
                 builder = builder
@@ -453,14 +458,7 @@ impl Inner {
         }
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;
         // a modern-era call is cancelled by closing its stream, which dropping does.
-        let mut cancel = CancelOnDrop {
-            request: session.map(|s| {
-                let params = serde_json::json!({"requestId": id, "reason": "cancelled by the gateway (deadline or caller gone)"});
-                self.build(Method::POST, Headers::Legacy(s))
-                    .timeout(Duration::from_secs(2))
-                    .body(mcp::encode_notification("notifications/cancelled", Some(params)))
-            }),
-        };
+        let mut cancel = CancelOnDrop { pending: session.map(|session| (self, session, id)) };
         let response = builder.send().await.map_err(request_error)?;
         let status = response.status();
         if status.is_success() {
@@ -521,7 +519,7 @@ impl Inner {
         &self,
         session: &LegacySession,
         last_event_id: &str,
-    ) -> Result<reqwest::Response, UpstreamError> {
+    ) -> Result<Response, UpstreamError> {
         let response = self
             .build(Method::GET, Headers::Resume(session, last_event_id))
             .send()
@@ -577,23 +575,29 @@ fn complains_about_session(error: Option<&ErrorObject>) -> bool {
     error.is_some_and(|e| e.message.to_ascii_lowercase().contains("session"))
 }
 
-/// Sends `notifications/cancelled` for a session-era request dropped before its answer.
-struct CancelOnDrop {
-    /// The notification, built with the request; `None` once the answer came (or modern era).
-    request: Option<RequestBuilder>,
+/// Sends `notifications/cancelled` for a session-era request dropped before its answer. The
+/// notification is built only then: the common case, an answered call, builds nothing.
+struct CancelOnDrop<'a> {
+    /// The session and id of the request; `None` once the answer came (or modern era).
+    pending: Option<(&'a Inner, &'a LegacySession, u64)>,
 }
 
-impl CancelOnDrop {
+impl CancelOnDrop<'_> {
     fn disarm(&mut self) {
-        self.request = None;
+        self.pending = None;
     }
 }
 
-impl Drop for CancelOnDrop {
+impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        let Some(request) = self.request.take() else {
+        let Some((inner, session, id)) = self.pending.take() else {
             return;
         };
+        let params = serde_json::json!({"requestId": id, "reason": "cancelled by the gateway (deadline or caller gone)"});
+        let request = inner
+            .build(Method::POST, Headers::Legacy(session))
+            .timeout(Duration::from_secs(2))
+            .body(mcp::encode_notification("notifications/cancelled", Some(params)));
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let _ = request.send().await;
@@ -639,7 +643,7 @@ fn legacy_headers(builder: RequestBuilder, session: &LegacySession) -> RequestBu
     builder
 }
 
-fn is_event_stream(response: &reqwest::Response) -> bool {
+fn is_event_stream(response: &Response) -> bool {
     response
         .headers()
         .get(CONTENT_TYPE)
@@ -668,7 +672,7 @@ struct StreamPosition {
 /// entries for it before that go to `relay`), reconnecting a stream that ends early when
 /// `resume` allows it (see the module docs).
 async fn read_answer(
-    response: reqwest::Response,
+    response: Response,
     id: u64,
     limit: usize,
     resume: Option<Resume<'_>>,
@@ -730,7 +734,7 @@ async fn read_answer(
 /// Reads one connection of an answer stream: `Some` at the message answering `id`, `None`
 /// when the connection ends first. `position` keeps the last event id and `retry` time.
 async fn read_stream(
-    response: &mut reqwest::Response,
+    response: &mut Response,
     id: u64,
     limit: usize,
     position: &mut StreamPosition,
@@ -777,7 +781,7 @@ async fn read_stream(
 
 /// Reads a whole body of at most `limit` bytes: refused up front by `Content-Length`, else at
 /// the chunk that crosses the limit (dropping the response then closes the connection).
-async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, UpstreamError> {
+async fn read_body(mut response: Response, limit: usize) -> Result<Vec<u8>, UpstreamError> {
     let declared = response.content_length().unwrap_or(0);
     if declared > limit as u64 {
         return Err(UpstreamError::ResponseTooLarge { limit });
@@ -797,7 +801,7 @@ async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<
 }
 
 /// The first `limit` bytes of a body (or all of a shorter one); read errors end it early.
-async fn read_prefix(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
+async fn read_prefix(mut response: Response, limit: usize) -> Vec<u8> {
     let mut body = Vec::new();
     while body.len() < limit {
         match response.chunk().await {
@@ -812,7 +816,7 @@ async fn read_prefix(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
 /// right after its answer; closing it early instead would look like a client disconnect,
 /// which some session-era servers treat as the end of the session, and would cost the
 /// pooled connection.
-fn drain(mut response: reqwest::Response) {
+fn drain(mut response: Response) {
     tokio::spawn(async move {
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let mut left: usize = 1 << 20;
@@ -833,17 +837,14 @@ fn status_error(status: StatusCode, headers: &HeaderMap) -> UpstreamError {
             UpstreamError::Unauthorized { status: status.as_u16() }
         }
         StatusCode::TOO_MANY_REQUESTS => UpstreamError::RateLimited {
-            retry_after: headers
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after),
+            retry_after: headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after),
         },
         StatusCode::NOT_FOUND => UpstreamError::NotFound("the MCP endpoint answered 404".into()),
         status => UpstreamError::Status { status: status.as_u16() },
     }
 }
 
-fn request_error(error: reqwest::Error) -> UpstreamError {
+fn request_error(error: ClientError) -> UpstreamError {
     // A connect error — refused, or the connect timeout — provably never sent the request, so
     // it is checked before `is_timeout`, which a connect timeout also satisfies.
     if error.is_connect() {

@@ -22,7 +22,7 @@
 
 use std::sync::atomic::Ordering;
 
-use reqwest::{Method, StatusCode};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{
@@ -187,15 +187,7 @@ impl Inner {
         for (name, value) in request.outbound.headers() {
             builder = builder.header(name, value);
         }
-        let mut cancel = CancelOnDrop {
-            request: Some({
-                let params =
-                    json!({"requestId": id, "reason": "cancelled by the gateway (deadline or caller gone)"});
-                self.build(Method::POST, Headers::Legacy(session))
-                    .timeout(std::time::Duration::from_secs(2))
-                    .body(mcp::encode_notification("notifications/cancelled", Some(params)))
-            }),
-        };
+        let mut cancel = CancelOnDrop { pending: Some((self, session, id)) };
         let response = match builder.send().await {
             Ok(response) => response,
             Err(error) => {
@@ -243,7 +235,7 @@ impl Inner {
     /// Reads an answer stream up to the message answering `id`, relaying the server's requests.
     async fn read_relaying(
         &self,
-        mut response: reqwest::Response,
+        mut response: super::Response,
         id: u64,
         relay: &Relay,
         session: &LegacySession,

@@ -8,12 +8,14 @@
 pub mod channel;
 pub mod connection;
 pub mod http;
+pub mod http_client;
 pub mod lambda;
 pub mod legacy_sse;
 pub mod outbound;
 pub mod progress;
 pub mod relay;
 pub mod stdio;
+pub mod tls;
 pub mod websocket;
 
 use std::{

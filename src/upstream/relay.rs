@@ -64,7 +64,7 @@ pub enum Dedicated {
         session_id: Option<HeaderValue>,
         version: &'static str,
         /// The `DELETE` that ends it.
-        close: Option<Box<reqwest::RequestBuilder>>,
+        close: Option<Box<super::http_client::RequestBuilder>>,
     },
     /// The server refused a session-era `initialize`: its calls take the normal path.
     Refused,

@@ -29,12 +29,7 @@
 //! - **TLS** is rustls with the platform verifier, as reqwest's: one TLS stack, one trust
 //!   store; the client configuration is built once per process.
 
-use std::{
-    future::Future,
-    pin::Pin,
-    sync::{Arc, OnceLock},
-    time::Duration,
-};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use futures_util::{SinkExt, StreamExt};
 use reqwest::header::{HeaderMap, HeaderValue, SEC_WEBSOCKET_PROTOCOL};
@@ -137,13 +132,7 @@ type Ws = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// One TLS client configuration for the process, verified like reqwest's.
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, ConnectError> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            use rustls_platform_verifier::ConfigVerifierExt;
-            rustls::ClientConfig::with_platform_verifier().map(Arc::new).map_err(|e| e.to_string())
-        })
-        .clone()
+    super::tls::client_config()
         .map_err(|e| ConnectError::Unreachable(format!("TLS client configuration: {e}")))
 }
 

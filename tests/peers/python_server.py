@@ -60,7 +60,8 @@ async def _serve(args: argparse.Namespace) -> None:
         host="127.0.0.1",
         **options,
     )
-    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
+    tls = {"ssl_certfile": args.tls[0], "ssl_keyfile": args.tls[1]} if args.tls else {}
+    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", **tls)
     await _Uvicorn(config).serve()
 
 
@@ -70,6 +71,7 @@ def main() -> None:
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--json-response", action="store_true")
     parser.add_argument("--session-idle-timeout", type=float, default=None)
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this certificate")
     args = parser.parse_args()
     anyio.run(_serve, args)
 
