@@ -10,6 +10,7 @@ use tracing::Level;
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use super::{
+    json_lines::JsonLines,
     lossy::{self, DroppedLines, Guard, LossyWriter},
     otel,
 };
@@ -65,7 +66,7 @@ fn json_layer<S>(writer: LossyWriter) -> impl tracing_subscriber::Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    fmt::layer().json().flatten_event(true).with_current_span(false).with_span_list(false).with_writer(writer)
+    JsonLines::new(writer)
 }
 
 /// Hash of canonical arguments, for correlating calls in logs without logging their content.
