@@ -264,6 +264,14 @@ impl Gateway {
         {
             return Ok(upstream.clone());
         }
+        // Boxed: building may load the AWS SDK's configuration, whose future is kilobytes;
+        // inline it would size every call's future.
+        Box::pin(self.build_registry_upstream(origin)).await
+    }
+
+    /// Builds (once per origin) the stack of a server known only from the registry.
+    async fn build_registry_upstream(&self, origin: &Arc<ServerRef>) -> Result<Arc<Upstream>, GatewayError> {
+        let missing = || GatewayError::new(Category::Internal, "tool resolved to an unknown server");
         let misconfigured = |detail: String| GatewayError::new(Category::UpstreamMisconfigured, detail);
         let transport = TransportKind::parse(&origin.transport).ok_or_else(|| {
             misconfigured(format!("transport {:?} of server {} is not served", origin.transport, origin.name))

@@ -51,7 +51,9 @@ impl Registry {
         if !valid_tool_name(name) {
             return None;
         }
-        let live = self.dynamic.as_ref()?.lookup(name).await?;
+        // Boxed: the tiers' futures (Redis, the DynamoDB SDK) are kilobytes, and inline they
+        // would size every call's future, memory hits included.
+        let live = Box::pin(self.dynamic.as_ref()?.lookup(name)).await?;
         Some(live.record(|entry| self.catalog.record_for_entry(entry)))
     }
 }
