@@ -189,8 +189,10 @@ fn an_https_upstream_is_verified_against_the_trust_store() {
     let port = free_port();
     let _server = python_https_server(port, &dir);
     let tools = r#"tools = [{name = "add", description = "Add", inputSchema = {type = "object"}}]"#;
+    // No discovery: the call alone crosses TLS, so no startup `tools/list` failure counts
+    // against the breaker before the refused call is made.
     let config = format!(
-        "ready_min_tools = 0\n[servers.tls]\ntransport = \"http\"\nurl = \"https://127.0.0.1:{port}/mcp\"\n{tools}\n"
+        "ready_min_tools = 0\n[servers.tls]\ntransport = \"http\"\nurl = \"https://127.0.0.1:{port}/mcp\"\ndiscover = false\n{tools}\n"
     );
 
     // The private CA trusted (SSL_CERT_FILE, as for wss:// and reqwest): the call goes through.
