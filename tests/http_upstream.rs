@@ -213,3 +213,27 @@ fn an_https_upstream_is_verified_against_the_trust_store() {
         "{answer}"
     );
 }
+
+#[test]
+fn a_tls_handshake_that_never_completes_is_a_connect_failure_not_a_timeout() {
+    // Accepts TCP and never answers the ClientHello.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    // The attempt timeout (10 s) is far longer than the connect timeout: the handshake must be
+    // bounded by the latter, as a connect failure (never sent, so safe to retry).
+    let config = format!(
+        "[defaults]\nconnect_timeout_ms = 300\n{}",
+        server("silent", &format!("https://{addr}/mcp"), "")
+    );
+    let gw = Gateway::start(&config, &[]);
+    let answer = gw.call("silent_tool", json!({}));
+    let data = expect_error(&answer, -32000, "upstream_unavailable");
+    assert_eq!(data["retryable"], true, "{answer}");
+    assert!(answer["error"]["message"].as_str().is_some_and(|m| m.contains("TCP and TLS")), "{answer}");
+}

@@ -25,7 +25,7 @@ use hyper_util::{
     rt::{TokioExecutor, TokioTimer},
 };
 
-type Pooled = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Pooled = Client<BoundedConnect<HttpsConnector<HttpConnector>>, Full<Bytes>>;
 
 /// A pooled HTTP/1.1 client (`http` and `https`); cloning shares the pool.
 #[derive(Clone)]
@@ -34,18 +34,19 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
-    /// A client whose TCP connects give up after `connect_timeout`; idle pooled connections
-    /// are kept 60 s, at most 512 per host, with `TCP_NODELAY`.
+    /// A client whose connects (TCP and, for `https`, the TLS handshake) give up after
+    /// `connect_timeout`; idle pooled connections are kept 60 s, at most 512 per host, with
+    /// `TCP_NODELAY`.
     pub fn new(connect_timeout: Duration, tls: &rustls::ClientConfig) -> Self {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
-        tcp.set_connect_timeout(Some(connect_timeout));
-        let connector = HttpsConnectorBuilder::new()
+        let https = HttpsConnectorBuilder::new()
             .with_tls_config(tls.clone())
             .https_or_http()
             .enable_http1()
             .wrap_connector(tcp);
+        let connector = BoundedConnect { inner: https, limit: connect_timeout };
         let pooled = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(60))
@@ -60,6 +61,43 @@ impl HttpClient {
         *request.method_mut() = method;
         *request.uri_mut() = uri;
         RequestBuilder { client: self.clone(), request: Ok(request), timeout: None }
+    }
+}
+
+/// Bounds a whole connect — TCP, then the TLS handshake — by the connect timeout. A server
+/// that accepts TCP and never finishes the handshake is then a connect error like a refused
+/// one (the request provably never left, so a retry is safe), not an attempt timeout.
+#[derive(Clone)]
+struct BoundedConnect<C> {
+    inner: C,
+    limit: Duration,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<C> tower::Service<Uri> for BoundedConnect<C>
+where
+    C: tower::Service<Uri>,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let connecting = self.inner.call(uri);
+        let limit = self.limit;
+        Box::pin(async move {
+            match tokio::time::timeout(limit, connecting).await {
+                Ok(connected) => connected.map_err(Into::into),
+                Err(_) => Err(format!("no connection within {} ms (TCP and TLS)", limit.as_millis()).into()),
+            }
+        })
     }
 }
 
