@@ -256,8 +256,7 @@ impl Gateway {
         if let Some(upstream) = self.upstreams.get(tool.server.as_ref()) {
             return Ok(upstream.clone());
         }
-        let missing = || GatewayError::new(Category::Internal, "tool resolved to an unknown server");
-        let origin = tool.origin.as_ref().ok_or_else(missing)?;
+        let origin = tool.origin.as_ref().ok_or_else(unknown_server)?;
         let cached = self.dynamic_upstreams.read().ok().and_then(|m| m.get(&origin.name).cloned());
         if let Some((built_from, upstream)) = &cached
             && built_from == origin
@@ -271,7 +270,6 @@ impl Gateway {
 
     /// Builds (once per origin) the stack of a server known only from the registry.
     async fn build_registry_upstream(&self, origin: &Arc<ServerRef>) -> Result<Arc<Upstream>, GatewayError> {
-        let missing = || GatewayError::new(Category::Internal, "tool resolved to an unknown server");
         let misconfigured = |detail: String| GatewayError::new(Category::UpstreamMisconfigured, detail);
         let transport = TransportKind::parse(&origin.transport).ok_or_else(|| {
             misconfigured(format!("transport {:?} of server {} is not served", origin.transport, origin.name))
@@ -306,7 +304,7 @@ impl Gateway {
         };
         let built = upstreams::build(&origin.name, &server, &self.config, &self.metrics, lambda)
             .map_err(|e| misconfigured(format!("{e:#}")))?;
-        let mut map = self.dynamic_upstreams.write().map_err(|_| missing())?;
+        let mut map = self.dynamic_upstreams.write().map_err(|_| unknown_server())?;
         // Another call may have built the same origin meanwhile: keep one stack per origin.
         if let Some((built_from, upstream)) = map.get(&origin.name)
             && built_from == origin
@@ -401,6 +399,11 @@ impl Gateway {
     pub fn refresh_interval(&self) -> Duration {
         Duration::from_secs(self.config.refresh_interval_secs.max(1))
     }
+}
+
+/// A resolved tool whose server the gateway cannot name (a record without an origin).
+fn unknown_server() -> GatewayError {
+    GatewayError::new(Category::Internal, "tool resolved to an unknown server")
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use super::{
     json_lines::JsonLines,
-    lossy::{self, DroppedLines, Guard, LossyWriter},
+    lossy::{self, DroppedLines, Guard},
     otel,
 };
 
@@ -41,7 +41,7 @@ pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>) 
     let Some(tracer) = tracer else {
         let registry = tracing_subscriber::registry().with(filter);
         if json {
-            registry.with(json_layer(writer)).init();
+            registry.with(JsonLines::new(writer)).init();
         } else {
             registry.with(fmt::layer().with_writer(writer)).init();
         }
@@ -55,18 +55,11 @@ pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>) 
     };
     let registry = tracing_subscriber::registry().with(otel_layer);
     if json {
-        registry.with(json_layer(writer).with_filter(filter)).init();
+        registry.with(JsonLines::new(writer).with_filter(filter)).init();
     } else {
         registry.with(fmt::layer().with_writer(writer).with_filter(filter)).init();
     }
     guard
-}
-
-fn json_layer<S>(writer: LossyWriter) -> impl tracing_subscriber::Layer<S>
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    JsonLines::new(writer)
 }
 
 /// Hash of canonical arguments, for correlating calls in logs without logging their content.

@@ -59,7 +59,6 @@ use http::{
     Method, StatusCode, Uri,
     header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER},
 };
-use reqwest::Url;
 use serde_json::Value;
 use tower::Service;
 
@@ -106,7 +105,7 @@ struct LegacySession {
 /// Settings of one streamable-HTTP server.
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
-    pub url: Url,
+    pub url: reqwest::Url,
     pub connect_timeout: Duration,
     /// Static headers (e.g. authorization) sent on every request.
     pub headers: HeaderMap,
@@ -134,9 +133,8 @@ pub struct HttpTransport {
 
 struct Inner {
     client: HttpClient,
-    /// The endpoint as configured (for logs) and as sent (parsed once).
-    url: Url,
-    uri: Uri,
+    /// The MCP endpoint, parsed once.
+    url: Uri,
     headers: HeaderMap,
     max_response_bytes: usize,
     era: RwLock<Learned>,
@@ -150,13 +148,12 @@ impl HttpTransport {
         let tls = super::tls::client_config()
             .map_err(|e| UpstreamError::Protocol(format!("TLS client configuration: {e}")))?;
         let client = HttpClient::new(settings.connect_timeout, &tls);
-        let uri = Uri::try_from(settings.url.as_str())
+        let url = Uri::try_from(settings.url.as_str())
             .map_err(|e| UpstreamError::Protocol(format!("MCP endpoint {}: {e}", settings.url)))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
-                uri,
-                url: settings.url,
+                url,
                 headers: settings.headers,
                 max_response_bytes: settings.max_response_bytes,
                 era: RwLock::new(Learned::default()),
@@ -253,7 +250,7 @@ impl Inner {
         }
         let accept = if method == Method::GET { "text/event-stream" } else { headers::ACCEPT_BOTH };
         map.insert(ACCEPT, HeaderValue::from_static(accept));
-        let mut builder = self.client.request(method, self.uri.clone()).headers(map);
+        let mut builder = self.client.request(method, self.url.clone()).headers(map);
         match era {
             Headers::Modern { method, tool, params } => {
                 builder = builder
@@ -845,8 +842,8 @@ fn status_error(status: StatusCode, headers: &HeaderMap) -> UpstreamError {
 }
 
 fn request_error(error: ClientError) -> UpstreamError {
-    // A connect error — refused, or the connect timeout — provably never sent the request, so
-    // it is checked before `is_timeout`, which a connect timeout also satisfies.
+    // A connect error — refused, TLS refused, or the connect timeout — provably never sent
+    // the request.
     if error.is_connect() {
         UpstreamError::Connect(root_cause(&error))
     } else if error.is_timeout() {

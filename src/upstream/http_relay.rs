@@ -79,7 +79,7 @@ impl Inner {
     /// Dedicated sessions are kept by the server's URL (a server rebuilt at the same URL is the
     /// same server; a session it forgot is opened again, see above).
     fn key(&self) -> String {
-        self.url.as_str().to_string()
+        self.url.to_string()
     }
 
     /// The caller's dedicated session with this server, opened on first use.

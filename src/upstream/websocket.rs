@@ -26,7 +26,7 @@
 //!   of a server that is down) → [`ConnectError::Unreachable`]; any other status or a failed
 //!   handshake → [`ConnectError::Protocol`]. The whole connect (TCP, TLS, upgrade) is bounded
 //!   by `connect_timeout`.
-//! - **TLS** is rustls with the platform verifier, as reqwest's: one TLS stack, one trust
+//! - **TLS** is rustls with the platform verifier, shared with `https://` upstreams: one TLS stack, one trust
 //!   store; the client configuration is built once per process.
 
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
@@ -130,7 +130,7 @@ pub(crate) fn describe_url(url: &reqwest::Url) -> String {
 
 type Ws = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// One TLS client configuration for the process, verified like reqwest's.
+/// The process's TLS client configuration (`upstream::tls`).
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, ConnectError> {
     super::tls::client_config()
         .map_err(|e| ConnectError::Unreachable(format!("TLS client configuration: {e}")))
