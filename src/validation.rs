@@ -109,11 +109,12 @@ impl SchemaCache {
     }
 }
 
-/// The arguments object of a `tools/call`, defaulting to `{}`.
-pub fn arguments_object(params: &Map<String, Value>) -> Result<Value, &'static str> {
-    match params.get("arguments") {
+/// The arguments object of a `tools/call`, defaulting to `{}`: taken out of the params (not
+/// copied; the call forwards them from here on).
+pub fn arguments_object(params: &mut Map<String, Value>) -> Result<Value, &'static str> {
+    match params.remove("arguments") {
         None | Some(Value::Null) => Ok(Value::Object(Map::new())),
-        Some(v @ Value::Object(_)) => Ok(v.clone()),
+        Some(v @ Value::Object(_)) => Ok(v),
         Some(_) => Err("arguments must be an object"),
     }
 }

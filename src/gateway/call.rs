@@ -147,7 +147,7 @@ impl Gateway {
         ctx: &CallContext,
     ) -> Result<Box<RawValue>, GatewayError> {
         let started = Instant::now();
-        let params = match params {
+        let mut params = match params {
             Some(Value::Object(map)) => map,
             _ => {
                 return Err(self.refuse(
@@ -176,7 +176,7 @@ impl Gateway {
             .with_tool(truncated(name));
             return Err(self.refuse(ctx, started, None, err));
         };
-        let arguments = match self.checked_arguments(&tool, &params) {
+        let arguments = match self.checked_arguments(&tool, &mut params) {
             Ok(arguments) => arguments,
             Err(err) => return Err(self.refuse(ctx, started, Some(&tool), err)),
         };
@@ -217,7 +217,7 @@ impl Gateway {
     fn checked_arguments(
         &self,
         tool: &ToolRecord,
-        params: &Map<String, Value>,
+        params: &mut Map<String, Value>,
     ) -> Result<Value, GatewayError> {
         let mut arguments = crate::validation::arguments_object(params).map_err(bad_input)?;
         tool.schema.check(&mut arguments).map_err(|violations| {

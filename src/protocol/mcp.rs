@@ -151,19 +151,111 @@ pub fn cacheable(raw: Box<serde_json::value::RawValue>, ttl_ms: u64) -> Box<serd
     serde_json::value::to_raw_value(&result).unwrap_or(raw)
 }
 
-/// The `_meta` the gateway puts on a modern-era upstream request.
-fn modern_meta() -> Map<String, Value> {
-    let mut meta = Map::new();
-    meta.insert(META_PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
-    meta.insert(META_CLIENT_CAPABILITIES.into(), json!({}));
-    meta.insert(META_CLIENT_INFO.into(), json!({"name": "mcp-gateway", "version": crate::VERSION}));
-    meta
+/// The `_meta` the gateway puts on a modern-era upstream request (built once, written by
+/// reference into every request).
+fn modern_meta() -> &'static Map<String, Value> {
+    static META: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
+        let mut meta = Map::new();
+        meta.insert(META_PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
+        meta.insert(META_CLIENT_CAPABILITIES.into(), json!({}));
+        meta.insert(META_CLIENT_INFO.into(), json!({"name": "mcp-gateway", "version": crate::VERSION}));
+        meta
+    });
+    &META
+}
+
+/// What a transport changes in a request's `_meta` besides the era's own entries: keys dropped
+/// from the caller's, entries set over them. Applied while the request is written, so the
+/// params (arguments and all) are never copied to change their `_meta`.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct MetaPatch {
+    pub drop: &'static [&'static str],
+    pub set: Vec<(&'static str, Value)>,
+}
+
+impl MetaPatch {
+    pub fn is_empty(&self) -> bool {
+        self.drop.is_empty() && self.set.is_empty()
+    }
+}
+
+/// A request's `_meta` as written: the caller's entries (less the dropped ones) with the
+/// gateway's over them, in key order as the merged `Map` would be, without building it.
+struct MergedMeta<'a> {
+    caller: Option<&'a Map<String, Value>>,
+    drop: &'a [&'a str],
+    /// Sorted by key, each key once.
+    ours: Vec<(&'a str, &'a Value)>,
+}
+
+impl<'a> MergedMeta<'a> {
+    fn new(caller: Option<&'a Map<String, Value>>, era: Era, patch: &'a MetaPatch) -> Self {
+        let era_entries = (era == Era::Modern).then(modern_meta).into_iter().flatten();
+        let mut ours: Vec<(&str, &Value)> = era_entries.map(|(k, v)| (k.as_str(), v)).collect();
+        for (key, value) in &patch.set {
+            match ours.iter_mut().find(|(k, _)| k == key) {
+                Some(entry) => entry.1 = value,
+                None => ours.push((key, value)),
+            }
+        }
+        ours.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        Self { caller, drop: patch.drop, ours }
+    }
+
+    fn callers(&self) -> impl Iterator<Item = (&'a String, &'a Value)> + '_ {
+        self.caller.into_iter().flatten().filter(|(k, _)| !self.drop.contains(&k.as_str()))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ours.is_empty() && self.callers().next().is_none()
+    }
+}
+
+impl serde::Serialize for MergedMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        use std::cmp::Ordering;
+        let mut map = serializer.serialize_map(None)?;
+        let mut caller = self.callers().peekable();
+        let mut ours = self.ours.iter().copied().peekable();
+        loop {
+            let order = match (caller.peek(), ours.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((theirs, _)), Some((key, _))) => theirs.as_str().cmp(key),
+            };
+            if order == Ordering::Equal {
+                caller.next(); // replaced by ours
+            }
+            let next = if order == Ordering::Less {
+                caller.next().map(|(k, v)| (k.as_str(), v))
+            } else {
+                ours.next()
+            };
+            let Some((key, value)) = next else { break };
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
 }
 
 /// Serializes a request (method and params) as a JSON-RPC request of the given era. Takes
 /// plain parts so the protocol layer knows nothing of the upstream layer. The params are
-/// written as they are (not copied); only a modern request's `_meta` is built anew.
+/// written as they are (not copied); only a modern request's `_meta` is merged as written.
 pub fn encode_request(id: u64, method: &str, params: &Map<String, Value>, era: Era) -> Vec<u8> {
+    encode_patched_request(id, method, params, era, &MetaPatch::default())
+}
+
+/// [`encode_request`] with the transport's changes to `_meta` applied as it is written. A
+/// `_meta` left empty is left out.
+pub fn encode_patched_request(
+    id: u64,
+    method: &str,
+    params: &Map<String, Value>,
+    era: Era,
+    patch: &MetaPatch,
+) -> Vec<u8> {
     #[derive(serde::Serialize)]
     struct Request<'a> {
         // Key order as `json!` (a sorted map) wrote them.
@@ -174,7 +266,7 @@ pub fn encode_request(id: u64, method: &str, params: &Map<String, Value>, era: E
     }
     struct Params<'a> {
         params: &'a Map<String, Value>,
-        meta: Option<Map<String, Value>>,
+        meta: Option<MergedMeta<'a>>,
     }
     impl serde::Serialize for Params<'_> {
         fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -182,7 +274,7 @@ pub fn encode_request(id: u64, method: &str, params: &Map<String, Value>, era: E
             let Some(meta) = &self.meta else { return self.params.serialize(serializer) };
             // In key order, as a `Map` with the merged `_meta` would be written.
             let mut map = serializer.serialize_map(None)?;
-            let mut meta = Some(meta);
+            let mut meta = Some(meta).filter(|meta| !meta.is_empty());
             for (key, value) in self.params.iter().filter(|(k, _)| k.as_str() != "_meta") {
                 if key.as_str() > "_meta"
                     && let Some(meta) = meta.take()
@@ -197,14 +289,8 @@ pub fn encode_request(id: u64, method: &str, params: &Map<String, Value>, era: E
             map.end()
         }
     }
-    let meta = (era == Era::Modern).then(|| {
-        let mut meta = match params.get("_meta") {
-            Some(Value::Object(caller)) => caller.clone(),
-            _ => Map::new(),
-        };
-        meta.extend(modern_meta());
-        meta
-    });
+    let meta = (era == Era::Modern || !patch.is_empty())
+        .then(|| MergedMeta::new(params.get("_meta").and_then(Value::as_object), era, patch));
     let message = Request { id, jsonrpc: "2.0", method, params: Params { params, meta } };
     serde_json::to_vec(&message).unwrap_or_default()
 }
@@ -330,13 +416,17 @@ mod tests {
         params.insert("Zed".into(), json!(true));
         for with_meta in [false, true] {
             if with_meta {
-                params.insert("_meta".into(), json!({"trace": "t1"}));
+                // Keys before, between, after and equal to the gateway's own (which win).
+                params.insert(
+                    "_meta".into(),
+                    json!({"trace": "t1", "a": 1, "io.modelcontextprotocol/m": 2, META_PROTOCOL_VERSION: "1999-01-01"}),
+                );
             }
             for era in [Era::Legacy, Era::Modern] {
                 let mut merged = params.clone();
                 if era == Era::Modern {
                     let meta = merged.entry("_meta").or_insert_with(|| json!({}));
-                    meta.as_object_mut().unwrap().extend(modern_meta());
+                    meta.as_object_mut().unwrap().extend(modern_meta().clone());
                 }
                 let expected = serde_json::to_vec(
                     &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": merged}),
@@ -344,6 +434,48 @@ mod tests {
                 .unwrap();
                 assert_eq!(encode_request(3, "tools/call", &params, era), expected, "{era:?} {with_meta}");
             }
+        }
+    }
+
+    #[test]
+    fn a_patch_is_written_as_the_patched_map_would_be() {
+        let patch = MetaPatch {
+            drop: &["progressToken"],
+            set: vec![
+                ("progressToken", json!("gw-3")),
+                ("io.modelcontextprotocol/logLevel", json!("warning")),
+            ],
+        };
+        for caller in
+            [json!({"progressToken": "c", "trace": "t", "zz": 1}), json!({"progressToken": 5}), json!("x")]
+        {
+            let mut params = Map::new();
+            params.insert("name".into(), json!("echo"));
+            params.insert("_meta".into(), caller.clone());
+            for era in [Era::Legacy, Era::Modern] {
+                let mut meta = caller.as_object().cloned().unwrap_or_default();
+                meta.remove("progressToken");
+                if era == Era::Modern {
+                    meta.extend(modern_meta().clone());
+                }
+                meta.extend(patch.set.iter().map(|(k, v)| (k.to_string(), v.clone())));
+                let expected = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 3, "method": "m",
+                    "params": {"name": "echo", "_meta": meta}}))
+                .unwrap();
+                let written = encode_patched_request(3, "m", &params, era, &patch);
+                assert_eq!(written, expected, "{era:?} {caller}");
+            }
+            // Only dropping: an emptied `_meta` is left out.
+            let dropped = encode_patched_request(
+                3,
+                "m",
+                &params,
+                Era::Legacy,
+                &MetaPatch { drop: &["progressToken"], set: vec![] },
+            );
+            let sent: Value = serde_json::from_slice(&dropped).unwrap();
+            let left = caller.as_object().map(|m| m.len() > 1).unwrap_or(false);
+            assert_eq!(sent["params"].get("_meta").is_some(), left, "{caller}");
         }
     }
 

@@ -7,10 +7,20 @@ use sha2::{Digest, Sha256};
 
 /// Short hex SHA-256 of canonical JSON (serde_json sorts object keys, so equal values hash
 /// equally whatever their key order on the wire).
+/// The JSON is written straight into the hasher and the hex built from a table: this runs on
+/// every call (the log line's `args_hash`, the cache key), so it allocates only its answer.
 pub fn canonical_hash(value: &Value) -> String {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    let digest = Sha256::digest(&bytes);
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    let mut hasher = Sha256::new();
+    // Writing into a hasher cannot fail, and `Value` always serializes.
+    let _ = serde_json::to_writer(&mut hasher, value);
+    let digest = hasher.finalize();
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(16);
+    for b in &digest[..8] {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    hex
 }
 
 /// Hash of what an LLM sees of a tool.
@@ -33,5 +43,7 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{"properties":{"b":{},"a":{}},"type":"object"}"#).unwrap();
         assert_eq!(canonical_hash(&a), canonical_hash(&b));
         assert_ne!(canonical_hash(&a), canonical_hash(&json!({})));
+        // The first 8 bytes of SHA-256 of `{}`'s canonical text, in lower-case hex.
+        assert_eq!(canonical_hash(&json!({})), "44136fa355b3678a");
     }
 }

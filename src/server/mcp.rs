@@ -340,7 +340,7 @@ fn host_allowed(host: &HeaderValue, allowed_origins: &[String]) -> bool {
         Some(v6) => v6.split(']').next().unwrap_or_default(),
         None => host.split(':').next().unwrap_or_default(),
     };
-    if matches!(name.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "::1") {
+    if ["localhost", "127.0.0.1", "::1"].iter().any(|loopback| name.eq_ignore_ascii_case(loopback)) {
         return true;
     }
     allowed_origins.iter().any(|origin| {

@@ -227,7 +227,7 @@ impl From<UpstreamError> for ProbeError {
 /// The era-specific headers of one request (see [`Inner::build`]).
 enum Headers<'a> {
     /// A modern request: version, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
-    Modern { method: &'a str, tool: Option<&'a str>, params: &'a [(String, String)] },
+    Modern { method: &'static str, tool: Option<&'a str>, params: &'a [(String, String)] },
     /// `initialize`: no version header, no session yet.
     Handshake,
     /// A session-era request: the negotiated version (2025-06-18 on) and the session id.
@@ -244,7 +244,11 @@ impl Inner {
     /// Builds every request to the server: the static headers (credentials), content
     /// negotiation, then the era's headers.
     fn build(&self, method: Method, era: Headers<'_>) -> RequestBuilder {
-        let mut map = self.headers.clone();
+        // Sized once for the static headers and the era's (no regrowth on the way).
+        let mut map = HeaderMap::with_capacity(self.headers.len() + 8);
+        for (name, value) in &self.headers {
+            map.append(name.clone(), value.clone());
+        }
         if method == Method::POST {
             map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         }
@@ -254,8 +258,11 @@ impl Inner {
         match era {
             Headers::Modern { method, tool, params } => {
                 builder = builder
-                    .header(headers::PROTOCOL_VERSION, mcp::MODERN_VERSION)
-                    .header(headers::METHOD, method);
+                    .typed_header(
+                        HeaderName::from_static(headers::PROTOCOL_VERSION),
+                        HeaderValue::from_static(mcp::MODERN_VERSION),
+                    )
+                    .typed_header(HeaderName::from_static(headers::METHOD), HeaderValue::from_static(method));
                 if let Some(tool) = tool {
                     // The spec's value encoding, sentinel-looking names included.
                     builder = builder.header(headers::NAME, param_headers::encode(tool));
@@ -446,12 +453,14 @@ impl Inner {
             ),
             Some(session) => (Era::Legacy, session.version, Headers::Legacy(session)),
         };
-        let (params, relay) = ProgressRelay::outbound(request, id, era);
-        let mut builder =
-            self.build(Method::POST, era_headers).body(mcp::encode_request(id, request.method, &params, era));
+        let (patch, relay) = ProgressRelay::outbound(request, id, era);
+        let body = mcp::encode_patched_request(id, request.method, &request.params, era, &patch);
+        let mut builder = self.build(Method::POST, era_headers).body(body);
         // Trace context (also in `_meta`) and the caller's request id.
         for (name, value) in request.outbound.headers() {
-            builder = builder.header(name, value);
+            if let Ok(value) = HeaderValue::from_str(value) {
+                builder = builder.typed_header(HeaderName::from_static(name), value);
+            }
         }
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;
         // a modern-era call is cancelled by closing its stream, which dropping does.
@@ -632,10 +641,13 @@ fn legacy_headers(builder: RequestBuilder, session: &LegacySession) -> RequestBu
     let mut builder = builder;
     // The header exists from 2025-06-18 on.
     if session.version >= "2025-06-18" {
-        builder = builder.header(headers::PROTOCOL_VERSION, session.version);
+        builder = builder.typed_header(
+            HeaderName::from_static(headers::PROTOCOL_VERSION),
+            HeaderValue::from_static(session.version),
+        );
     }
     if let Some(id) = &session.session_id {
-        builder = builder.header(HeaderName::from_static(headers::SESSION_ID), id.clone());
+        builder = builder.typed_header(HeaderName::from_static(headers::SESSION_ID), id.clone());
     }
     builder
 }

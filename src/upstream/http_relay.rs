@@ -22,7 +22,7 @@
 
 use std::sync::atomic::Ordering;
 
-use http::{Method, StatusCode};
+use http::{HeaderName, HeaderValue, Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{
@@ -177,15 +177,13 @@ impl Inner {
         session: &LegacySession,
     ) -> Posted {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (params, progress) = ProgressRelay::outbound(request, id, Era::Legacy);
-        let mut builder = self.build(Method::POST, Headers::Legacy(session)).body(mcp::encode_request(
-            id,
-            request.method,
-            &params,
-            Era::Legacy,
-        ));
+        let (patch, progress) = ProgressRelay::outbound(request, id, Era::Legacy);
+        let body = mcp::encode_patched_request(id, request.method, &request.params, Era::Legacy, &patch);
+        let mut builder = self.build(Method::POST, Headers::Legacy(session)).body(body);
         for (name, value) in request.outbound.headers() {
-            builder = builder.header(name, value);
+            if let Ok(value) = HeaderValue::from_str(value) {
+                builder = builder.typed_header(HeaderName::from_static(name), value);
+            }
         }
         let mut cancel = CancelOnDrop { pending: Some((self, session, id)) };
         let response = match builder.send().await {

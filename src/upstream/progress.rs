@@ -12,13 +12,11 @@
 //! Kept apart from the transports so each (HTTP today, persistent ones later) needs two calls:
 //! [`ProgressRelay::outbound`] before encoding, [`ProgressRelay::offer`] per received message.
 
-use std::borrow::Cow;
-
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{ProgressSink, UpstreamRequest};
-use crate::protocol::mcp::Era;
+use crate::protocol::mcp::{Era, MetaPatch};
 
 /// The modern era's per-request log opt-in.
 pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
@@ -55,42 +53,28 @@ struct Notification {
 }
 
 impl ProgressRelay {
-    /// The params to send for `request` (JSON-RPC id `id` on this transport, unique among its
-    /// requests in flight, in `era`) and the relay for its notifications, if it wants any.
-    pub fn outbound(
-        request: &UpstreamRequest,
-        id: u64,
-        era: Era,
-    ) -> (Cow<'_, Map<String, Value>>, Option<Self>) {
+    /// The changes to `request`'s `_meta` (JSON-RPC id `id` on this transport, unique among
+    /// its requests in flight, in `era`) and the relay for its notifications, if it wants any.
+    /// The params themselves are not copied: the patch is applied as they are written
+    /// ([`crate::protocol::mcp::encode_patched_request`]).
+    pub fn outbound(request: &UpstreamRequest, id: u64, era: Era) -> (MetaPatch, Option<Self>) {
         let has_caller_token = request.params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
-        if request.progress.is_none() && request.logs.is_none() && !has_caller_token {
-            return (Cow::Borrowed(&request.params), None);
-        }
-        let mut params = Map::clone(&request.params);
-        let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-        if !meta.is_object() {
-            *meta = Value::Object(Map::new());
-        }
+        let mut patch =
+            MetaPatch { drop: if has_caller_token { &["progressToken"] } else { &[] }, set: vec![] };
         let mut relay = Self { progress: None, logs: None };
-        if let Value::Object(meta) = meta {
-            meta.remove("progressToken");
-            if let Some(sink) = &request.progress {
-                let token = format!("mcp-gateway-{id}");
-                meta.insert("progressToken".into(), Value::String(token.clone()));
-                relay.progress = Some((token, sink.clone()));
-            }
-            if let Some(logs) = &request.logs {
-                if era == Era::Modern {
-                    meta.insert(META_LOG_LEVEL.into(), Value::String(logs.min_level.into()));
-                }
-                relay.logs = Some((log_rank(logs.min_level).unwrap_or(0), logs.sink.clone()));
-            }
+        if let Some(sink) = &request.progress {
+            let token = format!("mcp-gateway-{id}");
+            patch.set.push(("progressToken", Value::String(token.clone())));
+            relay.progress = Some((token, sink.clone()));
         }
-        if params.get("_meta").and_then(Value::as_object).is_some_and(Map::is_empty) {
-            params.remove("_meta");
+        if let Some(logs) = &request.logs {
+            if era == Era::Modern {
+                patch.set.push((META_LOG_LEVEL, Value::String(logs.min_level.into())));
+            }
+            relay.logs = Some((log_rank(logs.min_level).unwrap_or(0), logs.sink.clone()));
         }
         let wanted = relay.progress.is_some() || relay.logs.is_some();
-        (Cow::Owned(params), wanted.then_some(relay))
+        (patch, wanted.then_some(relay))
     }
 
     /// Hands `data` (one received JSON-RPC message) to a sink when it is a
@@ -131,6 +115,21 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::protocol::mcp;
+
+    /// The params `request` is sent with (id `id`, in `era`), and its relay.
+    fn sent(request: &UpstreamRequest, id: u64, era: Era) -> (Value, Option<ProgressRelay>) {
+        let (patch, relay) = ProgressRelay::outbound(request, id, era);
+        let body = mcp::encode_patched_request(id, request.method, &request.params, era, &patch);
+        let mut message: Value = serde_json::from_slice(&body).unwrap();
+        if let Some(meta) = message["params"].get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/") || k == META_LOG_LEVEL);
+            if meta.is_empty() {
+                message["params"].as_object_mut().unwrap().remove("_meta");
+            }
+        }
+        (message["params"].take(), relay)
+    }
 
     fn request(meta: Value) -> UpstreamRequest {
         let mut params = Map::new();
@@ -142,11 +141,11 @@ mod tests {
     #[test]
     fn without_a_sink_no_token_goes_upstream() {
         let r = request(json!({"progressToken": "caller-1", "trace": "x"}));
-        let (params, relay) = ProgressRelay::outbound(&r, 7, Era::Modern);
+        let (params, relay) = sent(&r, 7, Era::Modern);
         assert!(relay.is_none());
         assert_eq!(params["_meta"], json!({"trace": "x"}));
         let r = request(json!({"progressToken": 5}));
-        let (params, _) = ProgressRelay::outbound(&r, 7, Era::Modern);
+        let (params, _) = sent(&r, 7, Era::Legacy);
         assert!(params.get("_meta").is_none(), "an emptied _meta is dropped");
     }
 
@@ -155,7 +154,7 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let mut r = request(json!({"progressToken": "caller-1"}));
         r.progress = Some(tx);
-        let (params, relay) = ProgressRelay::outbound(&r, 7, Era::Legacy);
+        let (params, relay) = sent(&r, 7, Era::Legacy);
         let relay = relay.expect("a relay");
         assert_eq!(params["_meta"]["progressToken"], "mcp-gateway-7");
         let ours = json!({"jsonrpc": "2.0", "method": "notifications/progress",
@@ -176,10 +175,11 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
         let mut r = request(json!({}));
         r.logs = Some(LogSubscription { sink: tx, min_level: "warning" });
-        let (params, relay) = ProgressRelay::outbound(&r, 1, Era::Modern);
+        let (params, relay) = sent(&r, 1, Era::Modern);
         assert_eq!(params["_meta"], json!({META_LOG_LEVEL: "warning"}));
-        let (legacy, _) = ProgressRelay::outbound(&r, 1, Era::Legacy);
+        let (legacy, legacy_relay) = sent(&r, 1, Era::Legacy);
         assert!(legacy.get("_meta").is_none(), "a session-era server is not sent the modern key");
+        assert!(legacy_relay.is_some_and(|relay| relay.logs.is_some()), "its logs are still relayed");
         let relay = relay.expect("a relay");
         for level in ["debug", "info", "warning", "error", "bogus"] {
             let m = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "data": level}});
