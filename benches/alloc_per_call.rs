@@ -3,8 +3,8 @@
 //! server's stack → classify → encode), driven on one current-thread runtime against the demo
 //! MCP server running on another thread. A counting global allocator counts only the gateway's
 //! thread, so the upstream's own work is not included; the pooled upstream HTTP connection is
-//! (its tasks run on the gateway's runtime). A JSON log subscriber writing to a sink is installed,
-//! as in production (one log line per call).
+//! (its tasks run on the gateway's runtime). The production JSON log layer is installed, writing
+//! to a sink (one log line per call).
 //!
 //! Run: `cargo bench --bench alloc_per_call` (prints a table; no criterion, counts are exact).
 
@@ -209,7 +209,12 @@ fn main() {
     let config = Config::load(Some(&path), std::iter::empty()).expect("config");
     let _ = std::fs::remove_dir_all(&dir);
 
-    tracing_subscriber::fmt().json().flatten_event(true).with_writer(std::io::sink).init();
+    {
+        use tracing_subscriber::prelude::*;
+        // The production JSON layer (`serve` installs the same one), writing to a sink.
+        let json = mcp_gateway::telemetry::json_lines::JsonLines::new(std::io::sink);
+        tracing_subscriber::registry().with(json).init();
+    }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         let gateway: Arc<Gateway> = Gateway::new(config).await.expect("gateway");
