@@ -48,8 +48,10 @@ pub struct RequestInfo {
 
 impl RequestInfo {
     pub fn from_headers(headers: &HeaderMap, request_id: &str) -> Self {
+        let request_id: Arc<str> = request_id.into();
         Self {
-            request_id: request_id.into(),
+            trace: otel::Inbound::from_headers(headers, request_id.clone()),
+            request_id,
             method_header: headers
                 .get(mcp::headers::METHOD)
                 .and_then(|v| v.to_str().ok())
@@ -69,7 +71,6 @@ impl RequestInfo {
                 .iter()
                 .filter_map(|v| v.to_str().ok())
                 .any(|v| v.split(',').any(|t| t.trim().starts_with("text/event-stream"))),
-            trace: otel::Inbound::from_headers(headers, request_id),
         }
     }
 }

@@ -47,9 +47,12 @@ use crate::{
 
 const REQUEST_ID: &str = "x-request-id";
 
-pub async fn post(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
-    let request_id = request_id(&headers);
-    let response = handle(&gateway, &headers, body, &request_id).await;
+/// Takes the whole request: the headers are moved out of it (axum's `HeaderMap` extractor
+/// would copy them on every call).
+pub async fn post(State(gateway): State<Arc<Gateway>>, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let request_id = request_id(&parts.headers);
+    let response = handle(&gateway, &parts.headers, body, &request_id).await;
     with_request_id(response, &request_id)
 }
 

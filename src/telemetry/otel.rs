@@ -126,11 +126,11 @@ pub struct Inbound {
 
 impl Inbound {
     /// The HTTP request's trace headers (checked) and request id.
-    pub fn from_headers(headers: &HeaderMap, request_id: &str) -> Self {
+    pub fn from_headers(headers: &HeaderMap, request_id: Arc<str>) -> Self {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
         let traceparent = text(TRACEPARENT).filter(|v| valid_traceparent(v)).map(str::to_string);
         Self {
-            request_id: Some(request_id.into()),
+            request_id: Some(request_id),
             tracestate: traceparent.as_ref().and(text(TRACESTATE)).and_then(clean_tracestate),
             traceparent,
             amzn_trace_id: text(AMZN_TRACE_ID)
@@ -414,7 +414,7 @@ mod tests {
         headers.insert("traceparent", TP.parse().unwrap());
         headers.insert("tracestate", "a=1".parse().unwrap());
         headers.insert("x-amzn-trace-id", "Root=1-5759e988-bd862e3fe1be46a994272793".parse().unwrap());
-        let inbound = Inbound::from_headers(&headers, "req-1");
+        let inbound = Inbound::from_headers(&headers, "req-1".into());
         assert_eq!(inbound.traceparent.as_deref(), Some(TP));
         let other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
         let params = json!({"_meta": {"traceparent": other}});
