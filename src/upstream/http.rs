@@ -790,13 +790,25 @@ async fn read_stream(
 
 /// Reads a whole body of at most `limit` bytes: refused up front by `Content-Length`, else at
 /// the chunk that crosses the limit (dropping the response then closes the connection).
-async fn read_body(mut response: Response, limit: usize) -> Result<Vec<u8>, UpstreamError> {
+/// A body that arrives in one piece (most JSON answers) is kept as it came, not copied.
+async fn read_body(mut response: Response, limit: usize) -> Result<bytes::Bytes, UpstreamError> {
     let declared = response.content_length().unwrap_or(0);
     if declared > limit as u64 {
         return Err(UpstreamError::ResponseTooLarge { limit });
     }
-    let mut body = Vec::with_capacity(declared as usize);
-    while let Some(chunk) = response.chunk().await.map_err(request_error)? {
+    let Some(first) = response.chunk().await.map_err(request_error)? else {
+        return Ok(bytes::Bytes::new());
+    };
+    if first.len() > limit {
+        return Err(UpstreamError::ResponseTooLarge { limit });
+    }
+    let Some(second) = response.chunk().await.map_err(request_error)? else {
+        return Ok(first);
+    };
+    let mut body = Vec::with_capacity((declared as usize).max(first.len() + second.len()));
+    body.extend_from_slice(&first);
+    let mut next = Some(second);
+    while let Some(chunk) = next {
         if body.len() + chunk.len() > limit {
             return Err(UpstreamError::ResponseTooLarge { limit });
         }
@@ -805,8 +817,9 @@ async fn read_body(mut response: Response, limit: usize) -> Result<Vec<u8>, Upst
             body.reserve_exact(limit - body.len());
         }
         body.extend_from_slice(&chunk);
+        next = response.chunk().await.map_err(request_error)?;
     }
-    Ok(body)
+    Ok(body.into())
 }
 
 /// The first `limit` bytes of a body (or all of a shorter one); read errors end it early.
