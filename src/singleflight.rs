@@ -131,6 +131,9 @@ impl<T: Clone> Leader<T> {
         let mut slots = self.shared.lock();
         if slots.get(&self.key).is_some_and(|s| s.generation == self.generation)
             && let Some(slot) = slots.remove(&self.key)
+            // Waiters subscribe under this lock, and the slot is gone: with no receiver now,
+            // nobody can ever read the result, so it is not copied (the usual lone call).
+            && slot.result.receiver_count() > 0
         {
             slot.result.send_replace(Some(result.clone()));
         }
@@ -216,6 +219,32 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
+
+    /// Counts its copies.
+    #[derive(Debug)]
+    struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Self(self.0.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_result_is_copied_only_for_waiters() {
+        let copies = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let flight: SingleFlight<Counted> = SingleFlight::default();
+        let Join::Leader(alone) = flight.join("k") else { panic!("expected to lead") };
+        alone.finish(&Counted(copies.clone()));
+        assert_eq!(copies.load(Ordering::Relaxed), 0, "nobody waited: nothing to copy");
+        let Join::Leader(leader) = flight.join("k") else { panic!("expected to lead") };
+        let Join::Follower(follower) = flight.join("k") else { panic!("expected to follow") };
+        leader.finish(&Counted(copies.clone()));
+        assert!(matches!(follower.wait(None).await, Waited::Done(_)), "the waiter gets the result");
+        assert!(copies.load(Ordering::Relaxed) >= 1);
+        assert!(flight.is_empty());
+    }
 
     fn leader(join: Join<u32>) -> Leader<u32> {
         match join {

@@ -10,12 +10,18 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use crate::protocol::param_headers;
 use serde_json::{Map, Value, json};
 
 /// A compiled input schema.
 pub struct ArgumentSchema {
     validator: Option<jsonschema::Validator>,
     schema: Value,
+    /// Whether some property (through `properties`) has a `default`: without one, a call's
+    /// arguments are not walked to fill any.
+    has_defaults: bool,
+    /// Whether some property is annotated with `x-mcp-header` ([`param_headers::declared`]).
+    param_headers: bool,
 }
 
 impl std::fmt::Debug for ArgumentSchema {
@@ -31,16 +37,30 @@ impl ArgumentSchema {
         if schema.get("$schema").is_none() {
             options = options.with_draft(jsonschema::Draft::Draft202012);
         }
-        match options.build(schema) {
-            Ok(validator) => (Self { validator: Some(validator), schema: schema.clone() }, None),
-            Err(e) => (Self { validator: None, schema: schema.clone() }, Some(e.to_string())),
-        }
+        let (validator, problem) = match options.build(schema) {
+            Ok(validator) => (Some(validator), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let compiled = Self {
+            validator,
+            schema: schema.clone(),
+            has_defaults: has_defaults(schema, 0),
+            param_headers: param_headers::declared(schema),
+        };
+        (compiled, problem)
+    }
+
+    /// Whether calls of this tool may carry `Mcp-Param-*` headers (see [`param_headers`]).
+    pub fn declares_param_headers(&self) -> bool {
+        self.param_headers
     }
 
     /// Fills defaults into `arguments` and validates them. `Err` lists every violation as
     /// `{"path": JSON pointer, "message": …}`.
     pub fn check(&self, arguments: &mut Value) -> Result<(), Vec<Value>> {
-        fill_defaults(&self.schema, arguments);
+        if self.has_defaults {
+            fill_defaults(&self.schema, arguments);
+        }
         let Some(validator) = &self.validator else {
             return Ok(());
         };
@@ -52,6 +72,17 @@ impl ArgumentSchema {
             .map(|e| json!({"path": e.instance_path().to_string(), "message": e.to_string()}))
             .collect())
     }
+}
+
+/// Whether [`fill_defaults`] can ever insert anything for this schema.
+fn has_defaults(schema: &Value, depth: usize) -> bool {
+    // Deeper than any real schema; past it, assume defaults (fill_defaults then decides).
+    if depth > 64 {
+        return true;
+    }
+    schema.get("properties").and_then(Value::as_object).is_some_and(|properties| {
+        properties.values().any(|p| p.get("default").is_some() || has_defaults(p, depth + 1))
+    })
 }
 
 /// Inserts `default` values of absent properties, recursing into present objects.

@@ -558,7 +558,11 @@ fn upstream_request(
         let key = canonical_hash(&json!([tool.upstream_name.as_ref(), &arguments, caller_key]));
         forwarded.insert(META_IDEMPOTENCY_KEY.into(), json!(key));
     }
-    let param_headers = param_headers::for_call(tool.definition.get("inputSchema"), &arguments);
+    let param_headers = if tool.schema.declares_param_headers() {
+        param_headers::for_call(tool.definition.get("inputSchema"), &arguments)
+    } else {
+        Vec::new()
+    };
     let mut params = Map::new();
     params.insert("name".into(), json!(tool.upstream_name.as_ref()));
     params.insert("arguments".into(), arguments);

@@ -123,7 +123,7 @@ impl Sessions {
 
     /// The session a request names.
     pub fn lookup(&self, headers: &HeaderMap) -> Lookup {
-        let Some(id) = headers.get(mcp::headers::SESSION_ID).and_then(|v| v.to_str().ok()) else {
+        let Some(id) = headers.get(mcp::headers::names::SESSION_ID).and_then(|v| v.to_str().ok()) else {
             return Lookup::Sessionless;
         };
         if !id.starts_with(ID_PREFIX) {

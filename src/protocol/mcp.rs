@@ -34,6 +34,15 @@ pub mod headers {
     pub const METHOD: &str = "mcp-method";
     pub const NAME: &str = "mcp-name";
     pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+    /// The same names parsed once: a lookup by `&str` parses the name on every request.
+    pub mod names {
+        use http::HeaderName;
+
+        pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(super::PROTOCOL_VERSION);
+        pub const SESSION_ID: HeaderName = HeaderName::from_static(super::SESSION_ID);
+        pub const METHOD: HeaderName = HeaderName::from_static(super::METHOD);
+    }
 }
 
 /// Which era a message belongs to.

@@ -34,6 +34,18 @@ pub fn for_call(input_schema: Option<&Value>, arguments: &Value) -> Vec<(String,
     headers
 }
 
+/// Whether a schema annotates any property reachable through `properties` with a header
+/// (computed once per schema: a tool that declares none sends none, and its calls skip the walk).
+pub fn declared(schema: &Value) -> bool {
+    fn walk(schema: &Value, depth: usize) -> bool {
+        depth <= 32
+            && schema.get("properties").and_then(Value::as_object).is_some_and(|properties| {
+                properties.values().any(|p| p.get(ANNOTATION).is_some() || walk(p, depth + 1))
+            })
+    }
+    walk(schema, 0)
+}
+
 fn collect(schema: &Value, instance: Option<&Value>, out: &mut Vec<(String, String)>, depth: usize) {
     // Deeper than any real schema: a guard against pathological ones, not a rule of the spec.
     if depth > 32 {
@@ -93,6 +105,18 @@ pub fn encode(value: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_schema_declares_headers_only_through_properties() {
+        let nested = json!({"properties": {"where": {"properties": {"region": {"x-mcp-header": "Region"}}}}});
+        assert!(declared(&nested));
+        assert!(!declared(&json!({"properties": {"q": {"type": "string"}}})));
+        assert!(!declared(&json!({"type": "object"})));
+        let under_items =
+            json!({"properties": {"list": {"items": {"properties": {"r": {"x-mcp-header": "R"}}}}}});
+        assert!(!declared(&under_items), "not followed by the spec, so not declared");
+        assert!(for_call(Some(&under_items), &json!({"list": [{"r": "x"}]})).is_empty());
+    }
 
     #[test]
     fn annotated_arguments_become_headers_encoded_as_the_spec_shows() {

@@ -7,13 +7,12 @@ use sha2::{Digest, Sha256};
 
 /// Short hex SHA-256 of canonical JSON (serde_json sorts object keys, so equal values hash
 /// equally whatever their key order on the wire).
-/// The JSON is written straight into the hasher and the hex built from a table: this runs on
-/// every call (the log line's `args_hash`, the cache key), so it allocates only its answer.
+/// This runs on every call (the log line's `args_hash`, the cache key): the JSON is hashed in
+/// one piece (writing it into the hasher fragment by fragment cost more than the buffer) and
+/// the hex is built from a table.
 pub fn canonical_hash(value: &Value) -> String {
-    let mut hasher = Sha256::new();
-    // Writing into a hasher cannot fail, and `Value` always serializes.
-    let _ = serde_json::to_writer(&mut hasher, value);
-    let digest = hasher.finalize();
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(16);
     for b in &digest[..8] {

@@ -28,6 +28,10 @@ use crate::{
     upstream::progress::{LOG_LEVELS, META_LOG_LEVEL},
 };
 
+/// The caller's deadline header.
+const REQUEST_TIMEOUT_MS: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("x-request-timeout-ms");
+
 const INSTRUCTIONS: &str = "MCP tool gateway: one endpoint for every tool of every configured MCP server.";
 
 /// What the HTTP request tells about its messages.
@@ -53,16 +57,16 @@ impl RequestInfo {
             trace: otel::Inbound::from_headers(headers, request_id.clone()),
             request_id,
             method_header: headers
-                .get(mcp::headers::METHOD)
+                .get(mcp::headers::names::METHOD)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
             deadline: headers
-                .get("x-request-timeout-ms")
+                .get(REQUEST_TIMEOUT_MS)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
             session: headers
-                .get(mcp::headers::SESSION_ID)
+                .get(mcp::headers::names::SESSION_ID)
                 .and_then(|v| v.to_str().ok())
                 .filter(|v| !v.is_empty() && v.len() <= 256)
                 .map(Arc::from),

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use axum::{
     body::{Body, Bytes},
     extract::State,
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use futures_util::future::join_all;
@@ -45,7 +45,7 @@ use crate::{
     },
 };
 
-const REQUEST_ID: &str = "x-request-id";
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Takes the whole request: the headers are moved out of it (axum's `HeaderMap` extractor
 /// would copy them on every call).
@@ -88,7 +88,7 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
         Some(bytes) => bytes,
         None => return too_large(gateway, limit),
     };
-    if let Some(version) = headers.get(mcp::headers::PROTOCOL_VERSION) {
+    if let Some(version) = headers.get(mcp::headers::names::PROTOCOL_VERSION) {
         let version = version.to_str().unwrap_or_default();
         if !mcp::is_supported(version) {
             gateway.metrics.rejections.with_label_values(&["unsupported_protocol_version"]).inc();

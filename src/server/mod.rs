@@ -68,6 +68,39 @@ async fn not_found() -> Response {
         .into_response()
 }
 
+/// One connection's service: `POST /mcp`, nearly every request a sidecar serves, goes straight
+/// to its handler; everything else through the [`router`], with the peer's address for the
+/// handlers that check it (`/admin`). The router's matching, its per-request extensions and
+/// boxed handler cost more than the rest of the HTTP edge of a call.
+#[derive(Clone)]
+struct McpFirst {
+    gateway: Arc<Gateway>,
+    routes: Router,
+    peer: std::net::SocketAddr,
+}
+
+impl tower::Service<axum::extract::Request> for McpFirst {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Response, std::convert::Infallible>> + Send>,
+    >;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: axum::extract::Request) -> Self::Future {
+        if request.method() == axum::http::Method::POST && request.uri().path() == "/mcp" {
+            let gateway = self.gateway.clone();
+            return Box::pin(async move { Ok(mcp::post(axum::extract::State(gateway), request).await) });
+        }
+        request.extensions_mut().insert(axum::extract::ConnectInfo(self.peer));
+        let routes = self.routes.clone();
+        Box::pin(tower::ServiceExt::oneshot(routes, request))
+    }
+}
+
 /// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish
 /// (up to `grace`).
 pub async fn serve(
@@ -77,7 +110,13 @@ pub async fn serve(
     grace: Duration,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let app = router(gateway.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let routes = router(gateway.clone());
+    let app_gateway = gateway.clone();
+    let app = tower::service_fn(move |incoming: axum::serve::IncomingStream<'_, _>| {
+        let peer: std::net::SocketAddr = *incoming.remote_addr();
+        let service = McpFirst { gateway: app_gateway.clone(), routes: routes.clone(), peer };
+        std::future::ready(Ok::<_, std::convert::Infallible>(service))
+    });
     let server = axum::serve(
         axum::serve::ListenerExt::tap_io(listener, |tcp| {
             let _ = tcp.set_nodelay(true);

@@ -127,13 +127,18 @@ pub struct Inbound {
 impl Inbound {
     /// The HTTP request's trace headers (checked) and request id.
     pub fn from_headers(headers: &HeaderMap, request_id: Arc<str>) -> Self {
-        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-        let traceparent = text(TRACEPARENT).filter(|v| valid_traceparent(v)).map(str::to_string);
+        use axum::http::HeaderName;
+        // Constants, so each name is parsed at compile time rather than on every request.
+        const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(TRACEPARENT);
+        const TRACESTATE_HEADER: HeaderName = HeaderName::from_static(TRACESTATE);
+        const AMZN_TRACE_ID_HEADER: HeaderName = HeaderName::from_static(AMZN_TRACE_ID);
+        let text = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+        let traceparent = text(TRACEPARENT_HEADER).filter(|v| valid_traceparent(v)).map(str::to_string);
         Self {
             request_id: Some(request_id),
-            tracestate: traceparent.as_ref().and(text(TRACESTATE)).and_then(clean_tracestate),
+            tracestate: traceparent.as_ref().and(text(TRACESTATE_HEADER)).and_then(clean_tracestate),
             traceparent,
-            amzn_trace_id: text(AMZN_TRACE_ID)
+            amzn_trace_id: text(AMZN_TRACE_ID_HEADER)
                 .filter(|v| !v.is_empty() && v.len() <= MAX_AMZN_TRACE_ID && printable(v))
                 .map(str::to_string),
         }

@@ -259,10 +259,10 @@ impl Inner {
             Headers::Modern { method, tool, params } => {
                 builder = builder
                     .typed_header(
-                        HeaderName::from_static(headers::PROTOCOL_VERSION),
+                        headers::names::PROTOCOL_VERSION,
                         HeaderValue::from_static(mcp::MODERN_VERSION),
                     )
-                    .typed_header(HeaderName::from_static(headers::METHOD), HeaderValue::from_static(method));
+                    .typed_header(headers::names::METHOD, HeaderValue::from_static(method));
                 if let Some(tool) = tool {
                     // The spec's value encoding, sentinel-looking names included.
                     builder = builder.header(headers::NAME, param_headers::encode(tool));
@@ -641,13 +641,11 @@ fn legacy_headers(builder: RequestBuilder, session: &LegacySession) -> RequestBu
     let mut builder = builder;
     // The header exists from 2025-06-18 on.
     if session.version >= "2025-06-18" {
-        builder = builder.typed_header(
-            HeaderName::from_static(headers::PROTOCOL_VERSION),
-            HeaderValue::from_static(session.version),
-        );
+        builder =
+            builder.typed_header(headers::names::PROTOCOL_VERSION, HeaderValue::from_static(session.version));
     }
     if let Some(id) = &session.session_id {
-        builder = builder.typed_header(HeaderName::from_static(headers::SESSION_ID), id.clone());
+        builder = builder.typed_header(headers::names::SESSION_ID, id.clone());
     }
     builder
 }

@@ -137,13 +137,32 @@ impl RawResult {
         self.raw
     }
 
-    /// Whether the result says `isError: true` (only `isError` is read).
+    /// Whether the result says `isError: true` (only `isError` is read). The result is parsed
+    /// for it only when its text could say so: `"isError"` followed by `: true`, or a `\u`
+    /// escape that could spell the key. Most results (`"isError": false`, or none) are
+    /// answered after a byte search instead of a second parse.
     pub fn is_tool_error(&self) -> bool {
         *self.tool_error.get_or_init(|| {
-            serde_json::from_str::<crate::protocol::jsonrpc::CallResultProbe>(self.raw.get())
+            let text = self.raw.get();
+            if !may_say_true(text, "\"isError\"") && !text.contains("\\u") {
+                return false;
+            }
+            serde_json::from_str::<crate::protocol::jsonrpc::CallResultProbe>(text)
                 .is_ok_and(|probe| probe.is_error)
         })
     }
+}
+
+/// Whether `key` appears in `text` followed by `:` and `true` (JSON whitespace allowed around
+/// the colon): a necessary condition for that key being `true` anywhere in the JSON text.
+fn may_say_true(text: &str, key: &str) -> bool {
+    let ws: &[char] = &[' ', '\t', '\n', '\r'];
+    text.match_indices(key).any(|(at, _)| {
+        text[at + key.len()..]
+            .trim_start_matches(ws)
+            .strip_prefix(':')
+            .is_some_and(|value| value.trim_start_matches(ws).starts_with("true"))
+    })
 }
 
 /// Why an upstream gave no JSON-RPC answer.
@@ -306,5 +325,30 @@ pub(crate) fn reply_from(
         (_, Some(error)) => Ok(UpstreamReply::Error(error)),
         (Some(result), None) => Ok(UpstreamReply::Result(RawResult::new(result))),
         (None, None) => Err(UpstreamError::Protocol("response has neither result nor error".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn says_error(text: &str) -> bool {
+        RawResult::new(RawValue::from_string(text.to_string()).expect("JSON")).is_tool_error()
+    }
+
+    #[test]
+    fn a_tool_error_is_read_from_is_error_however_it_is_spelled() {
+        assert!(says_error(r#"{"content":[],"isError":true}"#));
+        assert!(says_error(r#"{"content":[],"is\u0045rror":true}"#), "an escaped key is the same key");
+        assert!(!says_error(r#"{"content":[],"isError":false}"#));
+        assert!(!says_error(r#"{"content":[{"type":"text","text":"no isError here"}]}"#));
+        assert!(!says_error(r#"{"content":[{"type":"text","text":"caf\u00e9"}]}"#));
+        assert!(!says_error(r#"{"content":[]}"#));
+        assert!(says_error("{\"content\":[],\"isError\" :\n\ttrue}"), "whitespace around the colon");
+        assert!(
+            !says_error(r#"{"content":[{"isError":true}],"isError":false}"#),
+            "only the top level counts"
+        );
+        assert!(!says_error(r#"{"content":[{"type":"text","text":"\"isError\": true"}]}"#));
     }
 }
