@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Instructions per call, counted by valgrind's callgrind: the gateway's own cost measured
+# without the noise of time. Latency on this kind of 2-core VM moves by 20-30% between runs
+# of the same code; instruction counts repeat to within a few hundred per call, so this is
+# the figure to compare before and after a change to the per-call path.
+#
+# The demo MCP server runs natively; the gateway (default configuration, JSON log line per
+# call) and then the bare forwarder (examples/forwarder.rs) run under callgrind. Each gets
+# 500 warm-up calls, then its counters are zeroed, CALLS calls are counted (oha, 4
+# connections), and the counters are dumped. The result: instructions per call for both, the
+# gateway's own (the difference), and the gateway's 40 costliest functions (self cost) in
+# bench/instructions.md.
+# Usage: bash bench/instructions.sh [calls]   (needs valgrind: apt-get install valgrind)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CALLS="${1:-2000}"
+TOOLS="${BENCH_TOOLS:-/opt/benchtools}"
+OHA="$TOOLS/bin/oha"
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+command -v valgrind > /dev/null || { echo "valgrind is needed: apt-get install -y valgrind" >&2; exit 1; }
+[ -x "$OHA" ] || { echo "==> installing oha (once, ~10 min)"; cargo install oha --locked --root "$TOOLS"; }
+echo "==> building mcp-gateway and the forwarder (release)"
+cargo build --release --locked --quiet --bin mcp-gateway --example forwarder
+BIN=target/release/mcp-gateway
+FWD=target/release/examples/forwarder
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+UP=$(free_port)
+"$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
+printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
+python3 - "$WORK/calls.lines" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(20000):
+        f.write('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"price_lookup",'
+                '"arguments":{"manga_id":"MNG-00000001","nonce":%d}}}\n' % (i, i))
+PY
+
+# count NAME COMMAND...: prints the instructions per call of COMMAND, which listens on the
+# address given where its arguments say @LISTEN@.
+count() {
+  local name=$1; shift
+  local port; port=$(free_port)
+  local args=("${@//@LISTEN@/127.0.0.1:$port}")
+  local out="$WORK/callgrind.$name"
+  MCP_GATEWAY_LOG_LEVEL=info valgrind --tool=callgrind --callgrind-out-file="$out" "${args[@]}" \
+    > "$WORK/$name.log" 2>&1 & local pid=$!
+  local ping='{"jsonrpc":"2.0","id":1,"method":"ping"}'
+  for _ in $(seq 600); do
+    curl -s -o /dev/null -X POST -H 'content-type: application/json' -d "$ping" "http://127.0.0.1:$port/mcp" && break
+    sleep 0.2
+  done
+  "$OHA" --no-tui -n 500 -c 4 -m POST -T application/json -Z "$WORK/calls.lines" --output-format quiet "http://127.0.0.1:$port/mcp"
+  callgrind_control -z "$pid" > /dev/null
+  "$OHA" --no-tui -n "$CALLS" -c 4 -m POST -T application/json -Z "$WORK/calls.lines" --output-format json \
+    -o "$WORK/$name.json" "http://127.0.0.1:$port/mcp"
+  callgrind_control -d "$pid" > /dev/null
+  sleep 0.5
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  python3 - "$WORK/$name.json" "$CALLS" <<'PY'
+import json, sys
+codes = json.load(open(sys.argv[1]))["statusCodeDistribution"]
+if codes != {"200": int(sys.argv[2])}:
+    sys.exit(f"not every call succeeded: {codes}")
+PY
+  # The dump after zeroing is the first numbered part.
+  local dump; dump=$(ls "$out".* | sort | head -1)
+  callgrind_annotate --threshold=100 --auto=no --inclusive=no "$dump" > "$WORK/$name.txt" 2>/dev/null
+  python3 - "$WORK/$name.txt" "$CALLS" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+total = int(re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", text).group(1).replace(",", ""))
+print(round(total / int(sys.argv[2])))
+PY
+}
+
+echo "==> gateway under callgrind ($CALLS counted calls)"
+GW_IR=$(count gateway "$BIN" serve --config "$WORK/gateway.toml" --listen @LISTEN@)
+echo "==> forwarder under callgrind ($CALLS counted calls)"
+FW_IR=$(count forwarder "$FWD" @LISTEN@ "http://127.0.0.1:$UP/mcp")
+python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" <<'PY' | tee bench/instructions.md
+import re, sys
+path, calls, gw, fw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+print("# Instructions per call (callgrind)\n")
+print(f"`bash bench/instructions.sh {calls}`: one `tools/call` of the demo server's `price_lookup`, "
+      "counted over the calls after 500 warm-up calls.\n")
+print("| path | instructions per call |\n|---|---:|")
+print(f"| bare forwarder | {fw:,} |\n| gateway, default configuration | {gw:,} |")
+print(f"| the gateway's own (difference) | {gw - fw:,} |\n")
+print("The gateway's costliest functions (self cost per call; valgrind runs SHA-256 without the "
+      "CPU's SHA extensions, so `sha2` weighs more here than natively):\n")
+print("| instructions per call | function |\n|---:|---|")
+rows = 0
+for line in open(path):
+    m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*)$", line)
+    if not m or "PROGRAM TOTALS" in line:
+        continue
+    cost = int(m.group(1).replace(",", "")) / calls
+    if cost > 0.5 * gw:
+        continue  # `main` and the frames above it: inclusive by nature, not a cost of their own
+    name = re.sub(r" \[[^]]*\]$", "", m.group(2)).split(":", 1)[-1].replace("|", "\\|")
+    print(f"| {cost:,.0f} | `{name[:120]}` |")
+    rows += 1
+    if rows == 40:
+        break
+PY
