@@ -138,7 +138,16 @@ impl Visit for Fields<'_> {
 }
 
 /// A JSON string, escaped as serde_json escapes it.
+/// A JSON string. Names and most values need no escape: they are copied in one piece, and
+/// only the rest goes through serde_json's escaper.
 fn string(line: &mut Vec<u8>, value: &str) {
+    if value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        line.reserve(value.len() + 2);
+        line.push(b'"');
+        line.extend_from_slice(value.as_bytes());
+        line.push(b'"');
+        return;
+    }
     let _ = serde_json::to_writer(line, value);
 }
 
@@ -216,6 +225,7 @@ mod tests {
             request_id = %"aa82\u{1}43",
             trace_id = missing,
             tool = "price_lookup",
+            odd = "back\\slash, del \u{7f}, \"quoted\", ワンピース",
             latency_us = 465u64,
             delta = -3i64,
             big = 1u128 << 100,
