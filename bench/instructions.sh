@@ -14,21 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CALLS="${1:-2000}"
-TOOLS="${BENCH_TOOLS:-/opt/benchtools}"
-OHA="$TOOLS/bin/oha"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
+source bench/common.sh
 
 command -v valgrind > /dev/null || { echo "valgrind is needed: apt-get install -y valgrind" >&2; exit 1; }
-[ -x "$OHA" ] || { echo "==> installing oha (once, ~10 min)"; cargo install oha --locked --root "$TOOLS"; }
-echo "==> building mcp-gateway and the forwarder (release)"
-cargo build --release --locked --quiet --bin mcp-gateway --example forwarder
-BIN=target/release/mcp-gateway
-FWD=target/release/examples/forwarder
+need_oha
+build_gateway_and_forwarder
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 UP=$(free_port)
 "$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
 printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"

@@ -20,25 +20,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-10}"
 ROUNDS="${2:-2}"
-TOOLS="${BENCH_TOOLS:-/opt/benchtools}"
-OHA="$TOOLS/bin/oha"
+source bench/common.sh
 PROXY="$TOOLS/bin/mcp-proxy"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
 
-[ -x "$OHA" ] || { echo "==> installing oha (once, ~10 min)"; cargo install oha --locked --root "$TOOLS"; }
+need_oha
 if [ "${BENCH_SKIP_PROXY:-0}" != 1 ] && [ ! -x "$PROXY" ]; then
   echo "==> installing mcp-proxy 0.6.0 (once, ~10 min)"; cargo install mcp-proxy --version 0.6.0 --locked --root "$TOOLS"
 fi
 command -v redis-server > /dev/null || { echo "redis-server is needed for the full-feature row" >&2; exit 1; }
-echo "==> building mcp-gateway and the forwarder (release)"
-cargo build --release --locked --quiet --bin mcp-gateway --example forwarder
-BIN=target/release/mcp-gateway
-FWD=target/release/examples/forwarder
+build_gateway_and_forwarder
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 300); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "not up: $1" >&2; exit 1; }
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 

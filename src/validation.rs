@@ -10,8 +10,9 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use crate::protocol::param_headers;
 use serde_json::{Map, Value, json};
+
+use crate::protocol::param_headers;
 
 /// A compiled input schema.
 pub struct ArgumentSchema {

@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 
 /// Short hex SHA-256 of canonical JSON (serde_json sorts object keys, so equal values hash
 /// equally whatever their key order on the wire).
+///
 /// This runs on every call (the log line's `args_hash`, the cache key): the JSON is hashed in
 /// one piece (writing it into the hasher fragment by fragment cost more than the buffer) and
 /// the hex is built from a table.

@@ -137,9 +137,8 @@ impl Visit for Fields<'_> {
     }
 }
 
-/// A JSON string, escaped as serde_json escapes it.
-/// A JSON string. Names and most values need no escape: they are copied in one piece, and
-/// only the rest goes through serde_json's escaper.
+/// A JSON string, escaped as serde_json escapes it. Names and most values need no escape:
+/// they are copied in one piece, and only the rest goes through serde_json's escaper.
 fn string(line: &mut Vec<u8>, value: &str) {
     if value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         line.reserve(value.len() + 2);

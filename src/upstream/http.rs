@@ -65,6 +65,7 @@ use tower::Service;
 use super::{
     UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply,
     http_client::{ClientError, HttpClient, RequestBuilder, Response},
+    outbound::Outbound,
     parse_retry_after,
     progress::ProgressRelay,
     reply_from,
@@ -455,13 +456,7 @@ impl Inner {
         };
         let (patch, relay) = ProgressRelay::outbound(request, id, era);
         let body = mcp::encode_patched_request(id, request.method, &request.params, era, &patch);
-        let mut builder = self.build(Method::POST, era_headers).body(body);
-        // Trace context (also in `_meta`) and the caller's request id.
-        for (name, value) in request.outbound.headers() {
-            if let Ok(value) = HeaderValue::from_str(value) {
-                builder = builder.typed_header(HeaderName::from_static(name), value);
-            }
-        }
+        let builder = with_outbound(self.build(Method::POST, era_headers).body(body), &request.outbound);
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;
         // a modern-era call is cancelled by closing its stream, which dropping does.
         let mut cancel = CancelOnDrop { pending: session.map(|session| (self, session, id)) };
@@ -635,6 +630,17 @@ fn is_modern_rejection(response: Option<&UpstreamResponse>) -> bool {
             .is_some_and(|versions| versions.iter().any(|v| v == mcp::MODERN_VERSION)),
         _ => false,
     }
+}
+
+/// The attempt's trace context (also in `_meta`) and the caller's request id, as headers. A
+/// value that cannot be a header value is left out rather than failing the call.
+fn with_outbound(mut builder: RequestBuilder, outbound: &Outbound) -> RequestBuilder {
+    for (name, value) in outbound.headers() {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            builder = builder.typed_header(HeaderName::from_static(name), value);
+        }
+    }
+    builder
 }
 
 fn legacy_headers(builder: RequestBuilder, session: &LegacySession) -> RequestBuilder {

@@ -22,12 +22,12 @@
 
 use std::sync::atomic::Ordering;
 
-use http::{HeaderName, HeaderValue, Method, StatusCode};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{
     CancelOnDrop, ERROR_BODY_PREFIX, Headers, Inner, LegacySession, drain, is_event_stream, legacy_version,
-    read_answer, read_body, read_prefix, request_error, status_error,
+    read_answer, read_body, read_prefix, request_error, status_error, with_outbound,
 };
 use crate::{
     protocol::{
@@ -179,12 +179,8 @@ impl Inner {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (patch, progress) = ProgressRelay::outbound(request, id, Era::Legacy);
         let body = mcp::encode_patched_request(id, request.method, &request.params, Era::Legacy, &patch);
-        let mut builder = self.build(Method::POST, Headers::Legacy(session)).body(body);
-        for (name, value) in request.outbound.headers() {
-            if let Ok(value) = HeaderValue::from_str(value) {
-                builder = builder.typed_header(HeaderName::from_static(name), value);
-            }
-        }
+        let builder =
+            with_outbound(self.build(Method::POST, Headers::Legacy(session)).body(body), &request.outbound);
         let mut cancel = CancelOnDrop { pending: Some((self, session, id)) };
         let response = match builder.send().await {
             Ok(response) => response,

@@ -1,0 +1,22 @@
+# Shared by the benchmarks (sourced from the repository root): a work directory and the
+# background processes, both cleaned up on exit; free loopback ports; oha, installed once; the
+# release gateway and bare forwarder.
+TOOLS="${BENCH_TOOLS:-/opt/benchtools}"
+OHA="$TOOLS/bin/oha"
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+need_oha() {
+  [ -x "$OHA" ] || { echo "==> installing oha (once, ~10 min)"; cargo install oha --locked --root "$TOOLS"; }
+}
+
+build_gateway_and_forwarder() {
+  echo "==> building mcp-gateway and the forwarder (release)"
+  cargo build --release --locked --quiet --bin mcp-gateway --example forwarder
+  BIN=target/release/mcp-gateway
+  FWD=target/release/examples/forwarder
+}
