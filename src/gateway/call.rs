@@ -478,7 +478,7 @@ impl Gateway {
         let trace_id = crate::telemetry::otel::log_trace_id();
         tracing::info!(
             target: "mcp_gateway::call",
-            request_id = %ctx.request_id,
+            request_id = &*ctx.request_id,
             trace_id = trace_id.as_deref(),
             jsonrpc_id = %ctx.jsonrpc_id,
             tool = tool_name,

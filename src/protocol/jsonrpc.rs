@@ -44,8 +44,8 @@ pub enum Inbound {
 /// Decodes a POST body. `Err` is a parse error of the whole body (answered with id `null`).
 /// Each entry that is not a valid request becomes an `Err((id, error))` answered on its own.
 pub fn decode(body: &[u8]) -> Result<Inbound, GatewayError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| GatewayError::new(Category::ParseError, e.to_string()))?;
+    let value: Value = serde_json::from_str(utf8(body)?)
+        .map_err(|e| GatewayError::new(Category::ParseError, e.to_string()))?;
     match value {
         Value::Array(items) if items.is_empty() => Ok(Inbound::Single(Err(Box::new(Rejected {
             id: Value::Null,
@@ -54,6 +54,13 @@ pub fn decode(body: &[u8]) -> Result<Inbound, GatewayError> {
         Value::Array(items) => Ok(Inbound::Batch(items.into_iter().map(message).collect())),
         other => Ok(Inbound::Single(message(other))),
     }
+}
+
+/// The body as text, checked once: parsing a `&str` skips serde_json's check of every string.
+fn utf8(body: &[u8]) -> Result<&str, GatewayError> {
+    std::str::from_utf8(body).map_err(|e| {
+        GatewayError::new(Category::ParseError, format!("invalid UTF-8 at byte {}", e.valid_up_to()))
+    })
 }
 
 fn rejected(id: Value, detail: &str) -> Box<Rejected> {
@@ -212,6 +219,18 @@ mod tests {
             Inbound::Single(m) => m,
             Inbound::Batch(_) => panic!("expected a single message"),
         }
+    }
+
+    #[test]
+    fn invalid_utf8_anywhere_is_a_parse_error() {
+        let mut body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"#.to_vec();
+        let at = body.len();
+        body.extend_from_slice(&[0xc3, 0x28]); // a broken two-byte sequence inside a string
+        body.extend_from_slice(br#""}}"#);
+        let error = decode(&body).err().expect("not UTF-8");
+        assert_eq!(error.category, Category::ParseError);
+        assert!(error.detail.contains(&format!("byte {at}")), "{}", error.detail);
+        assert!(decode("{\"jsonrpc\":\"2.0\",\"id\":\"caf\u{e9}\",\"method\":\"ping\"}".as_bytes()).is_ok());
     }
 
     #[test]

@@ -151,19 +151,41 @@ fn string(line: &mut Vec<u8>, value: &str) {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffff` in UTC (the `Z` follows), as tracing-subscriber prints it.
+/// Digits are written directly: `write!` through `fmt` cost more than the rest of the line.
 fn timestamp(line: &mut Vec<u8>, now: SystemTime) {
     let since_epoch = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = since_epoch.as_secs();
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let of_day = secs % 86_400;
-    let _ = write!(
-        line,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60,
-        since_epoch.subsec_micros()
-    );
+    if !(0..=9999).contains(&year) {
+        // Outside four digits (a clock set absurdly): the general path, still valid text.
+        let _ = write!(line, "{year:04}-{month:02}-{day:02}T");
+    } else {
+        digits(line, year as u64, 4);
+        line.push(b'-');
+        digits(line, u64::from(month), 2);
+        line.push(b'-');
+        digits(line, u64::from(day), 2);
+        line.push(b'T');
+    }
+    digits(line, of_day / 3600, 2);
+    line.push(b':');
+    digits(line, of_day / 60 % 60, 2);
+    line.push(b':');
+    digits(line, of_day % 60, 2);
+    line.push(b'.');
+    digits(line, u64::from(since_epoch.subsec_micros()), 6);
+    line.push(b'Z');
+}
+
+/// `value` in exactly `width` decimal digits, zero-padded (`value` is below `10^width`).
+fn digits(line: &mut Vec<u8>, mut value: u64, width: usize) {
+    let start = line.len();
+    line.resize(start + width, b'0');
+    for slot in line[start..].iter_mut().rev() {
+        *slot = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
@@ -289,5 +311,7 @@ mod tests {
         assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.000007Z"); // a leap day of a century
         assert_eq!(at(1_795_466_313, 273_190), "2026-11-23T20:38:33.273190Z");
         assert_eq!(at(4_107_542_399, 999_999), "2100-02-28T23:59:59.999999Z"); // 2100 is not leap
+        assert_eq!(at(253_402_300_799, 999_999), "9999-12-31T23:59:59.999999Z");
+        assert_eq!(at(253_402_300_800, 10), "10000-01-01T00:00:00.000010Z"); // past four digits
     }
 }

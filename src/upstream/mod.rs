@@ -144,7 +144,7 @@ impl RawResult {
     pub fn is_tool_error(&self) -> bool {
         *self.tool_error.get_or_init(|| {
             let text = self.raw.get();
-            if !may_say_true(text, "\"isError\"") && !text.contains("\\u") {
+            if !may_say_true(text, "\"isError\"") && memchr::memmem::find(text.as_bytes(), b"\\u").is_none() {
                 return false;
             }
             serde_json::from_str::<crate::protocol::jsonrpc::CallResultProbe>(text)
@@ -157,7 +157,7 @@ impl RawResult {
 /// the colon): a necessary condition for that key being `true` anywhere in the JSON text.
 fn may_say_true(text: &str, key: &str) -> bool {
     let ws: &[char] = &[' ', '\t', '\n', '\r'];
-    text.match_indices(key).any(|(at, _)| {
+    memchr::memmem::find_iter(text.as_bytes(), key.as_bytes()).any(|at| {
         text[at + key.len()..]
             .trim_start_matches(ws)
             .strip_prefix(':')
@@ -313,7 +313,14 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 
 /// Decodes one JSON-RPC response body into a reply.
 pub fn decode_reply(body: &[u8]) -> Result<UpstreamReply, UpstreamError> {
-    let response: crate::protocol::jsonrpc::UpstreamResponse = serde_json::from_slice(body)
+    // Checked as UTF-8 once, so serde_json does not re-check each string and the raw result.
+    let text = std::str::from_utf8(body).map_err(|e| {
+        UpstreamError::Protocol(format!(
+            "invalid JSON-RPC response: invalid UTF-8 at byte {}",
+            e.valid_up_to()
+        ))
+    })?;
+    let response: crate::protocol::jsonrpc::UpstreamResponse = serde_json::from_str(text)
         .map_err(|e| UpstreamError::Protocol(format!("invalid JSON-RPC response: {e}")))?;
     reply_from(response)
 }
@@ -334,6 +341,18 @@ mod tests {
 
     fn says_error(text: &str) -> bool {
         RawResult::new(RawValue::from_string(text.to_string()).expect("JSON")).is_tool_error()
+    }
+
+    #[test]
+    fn a_reply_that_is_not_utf8_is_a_protocol_error() {
+        let mut body = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":""#.to_vec();
+        body.push(0xff);
+        body.extend_from_slice(br#""}]}}"#);
+        assert!(matches!(decode_reply(&body), Err(UpstreamError::Protocol(m)) if m.contains("UTF-8")));
+        let fine = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"\u{30ef}\"}]}}";
+        assert!(
+            matches!(decode_reply(fine.as_bytes()), Ok(UpstreamReply::Result(r)) if r.get().contains('\u{30ef}'))
+        );
     }
 
     #[test]
