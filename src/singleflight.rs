@@ -13,9 +13,13 @@
 //! - **The entry is removed exactly once, by the leader that owns it.** Every leadership has a
 //!   generation; finishing or abandoning checks it under the map's lock, so a stale leader can
 //!   never remove (or publish into) a newer leader's entry.
+//!
+//! A lone call (the usual case) costs one map insert and one remove: the result channel is
+//! made only when a first waiter arrives, and the map hashes with foldhash rather than SipHash
+//! (its keys are the gateway's own, from a SHA-256 of the arguments or a registry name).
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{HashMap, VecDeque, hash_map::Entry},
     sync::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
@@ -25,22 +29,24 @@ use std::{
 
 use tokio::sync::{oneshot, watch};
 
+type Slots<T> = HashMap<Arc<str>, Slot<T>, foldhash::fast::RandomState>;
+
 struct Slot<T> {
     /// Which leadership owns the slot now.
     generation: u64,
-    /// The result, published once by the leader that finishes.
-    result: watch::Sender<Option<T>>,
+    /// The result, published once by the leader that finishes; made by the first waiter.
+    result: Option<watch::Sender<Option<T>>>,
     /// Waiters in arrival order, each able to take over the lead.
     successors: VecDeque<oneshot::Sender<u64>>,
 }
 
 struct Shared<T> {
-    slots: Mutex<HashMap<String, Slot<T>>>,
+    slots: Mutex<Slots<T>>,
     generations: AtomicU64,
 }
 
 impl<T> Shared<T> {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot<T>>> {
+    fn lock(&self) -> MutexGuard<'_, Slots<T>> {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -78,7 +84,7 @@ pub enum Waited<T> {
 /// over to one waiter (or, with none left, removes its entry).
 pub struct Leader<T> {
     shared: Arc<Shared<T>>,
-    key: String,
+    key: Arc<str>,
     generation: u64,
     done: bool,
 }
@@ -86,7 +92,7 @@ pub struct Leader<T> {
 /// A caller waiting for a leader's result.
 pub struct Follower<T> {
     shared: Arc<Shared<T>>,
-    key: String,
+    key: Arc<str>,
     result: watch::Receiver<Option<T>>,
     promotion: oneshot::Receiver<u64>,
 }
@@ -100,17 +106,14 @@ impl<T: Clone> SingleFlight<T> {
             slot.successors.retain(|s| !s.is_closed());
             let (promote, promotion) = oneshot::channel();
             slot.successors.push_back(promote);
-            return Join::Follower(Follower {
-                shared: self.shared.clone(),
-                key: key.to_string(),
-                result: slot.result.subscribe(),
-                promotion,
-            });
+            let result = slot.result.get_or_insert_with(|| watch::channel(None).0).subscribe();
+            let key = Arc::from(key);
+            return Join::Follower(Follower { shared: self.shared.clone(), key, result, promotion });
         }
         let generation = self.shared.generations.fetch_add(1, Ordering::Relaxed);
-        let (result, _) = watch::channel(None);
-        slots.insert(key.to_string(), Slot { generation, result, successors: VecDeque::new() });
-        Join::Leader(Leader { shared: self.shared.clone(), key: key.to_string(), generation, done: false })
+        let key: Arc<str> = Arc::from(key);
+        slots.insert(key.clone(), Slot { generation, result: None, successors: VecDeque::new() });
+        Join::Leader(Leader { shared: self.shared.clone(), key, generation, done: false })
     }
 
     /// Keys with work in flight.
@@ -129,13 +132,14 @@ impl<T: Clone> Leader<T> {
     pub fn finish(mut self, result: &T) {
         self.done = true;
         let mut slots = self.shared.lock();
-        if slots.get(&self.key).is_some_and(|s| s.generation == self.generation)
-            && let Some(slot) = slots.remove(&self.key)
+        if let Entry::Occupied(entry) = slots.entry(self.key.clone())
+            && entry.get().generation == self.generation
             // Waiters subscribe under this lock, and the slot is gone: with no receiver now,
             // nobody can ever read the result, so it is not copied (the usual lone call).
-            && slot.result.receiver_count() > 0
+            && let Some(sender) = entry.remove().result
+            && sender.receiver_count() > 0
         {
-            slot.result.send_replace(Some(result.clone()));
+            sender.send_replace(Some(result.clone()));
         }
     }
 }

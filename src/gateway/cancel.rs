@@ -27,7 +27,7 @@ type Entries = Vec<(u64, Arc<Signal>)>;
 /// The registry; one per gateway.
 #[derive(Default)]
 pub struct InFlightCalls {
-    calls: Mutex<HashMap<Key, Entries>>,
+    calls: Mutex<HashMap<Key, Entries, foldhash::fast::RandomState>>,
     serial: AtomicU64,
 }
 

@@ -30,10 +30,13 @@ pub struct ServerTools {
     pub tools: Vec<Value>,
 }
 
+/// Tools by exposed name, probed once per call (foldhash: the names are the operator's).
+type ByName = HashMap<Arc<str>, Arc<ToolRecord>, foldhash::fast::RandomState>;
+
 /// One immutable version of the catalogue.
 #[derive(Debug)]
 pub struct Snapshot {
-    by_name: HashMap<Arc<str>, Arc<ToolRecord>>,
+    by_name: ByName,
     /// The `tools/list` result (`{"tools":[…]}`), serialised once per snapshot.
     list_result: Bytes,
 }
@@ -42,7 +45,7 @@ const EMPTY_LIST: &str = r#"{"tools":[]}"#;
 
 impl Snapshot {
     fn empty() -> Self {
-        Self { by_name: HashMap::new(), list_result: Bytes::from_static(EMPTY_LIST.as_bytes()) }
+        Self { by_name: ByName::default(), list_result: Bytes::from_static(EMPTY_LIST.as_bytes()) }
     }
 
     /// The `tools/list` result of this snapshot: shared bytes, a JSON object.
@@ -127,7 +130,7 @@ impl Catalog {
                 }
             }
         }
-        let mut by_name: HashMap<Arc<str>, Arc<ToolRecord>> = HashMap::new();
+        let mut by_name = ByName::default();
         for (name, copies) in &owners {
             let routed = self.routes.get(*name);
             if copies.len() > 1 {
