@@ -183,7 +183,10 @@ impl Gateway {
         let meta = params.get("_meta");
         let deadline = caller_deadline(ctx.deadline, meta);
         let args_hash = canonical_hash(&arguments);
-        let key = format!("{}\u{0}{args_hash}", tool.name);
+        let mut key = String::with_capacity(tool.name.len() + 1 + args_hash.len());
+        key.push_str(&tool.name);
+        key.push('\0');
+        key.push_str(&args_hash);
         let mut unanswered =
             Unanswered { gateway: self, ctx, started, tool: tool.clone(), args_hash, armed: true };
 

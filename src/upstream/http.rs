@@ -57,7 +57,7 @@ use std::{
 
 use http::{
     Method, StatusCode, Uri,
-    header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER},
+    header::{ACCEPT, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER},
 };
 use serde_json::Value;
 use tower::Service;
@@ -144,6 +144,19 @@ struct Inner {
     next_id: AtomicU64,
 }
 
+/// The `Host` header hyper-util writes when a request has none (the host, and the port unless
+/// it is the scheme's default), made once per server instead of formatted on every request.
+fn host_header(url: &Uri) -> Option<HeaderValue> {
+    let host = url.host()?;
+    let secure = matches!(url.scheme_str(), Some("https" | "wss"));
+    match url.port_u16() {
+        Some(port) if !(port == 443 && secure || port == 80 && !secure) => {
+            HeaderValue::from_str(&format!("{host}:{port}")).ok()
+        }
+        _ => HeaderValue::from_str(host).ok(),
+    }
+}
+
 impl HttpTransport {
     pub fn new(settings: HttpSettings) -> Result<Self, UpstreamError> {
         let tls = super::tls::client_config()
@@ -151,11 +164,17 @@ impl HttpTransport {
         let client = HttpClient::new(settings.connect_timeout, &tls);
         let url = Uri::try_from(settings.url.as_str())
             .map_err(|e| UpstreamError::Protocol(format!("MCP endpoint {}: {e}", settings.url)))?;
+        let mut headers = settings.headers;
+        if let Some(host) = host_header(&url)
+            && !headers.contains_key(HOST)
+        {
+            headers.insert(HOST, host);
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 url,
-                headers: settings.headers,
+                headers,
                 max_response_bytes: settings.max_response_bytes,
                 era: RwLock::new(Learned::default()),
                 probe: tokio::sync::Mutex::new(()),
@@ -888,4 +907,30 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
         cause = next;
     }
     cause.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_header_is_what_hyper_util_would_write() {
+        let host = |url: &str| host_header(&Uri::try_from(url).expect("URL")).expect("a host");
+        assert_eq!(host("http://127.0.0.1:9000/mcp"), "127.0.0.1:9000");
+        assert_eq!(host("http://mcp.internal/mcp"), "mcp.internal");
+        assert_eq!(
+            host("http://mcp.internal:80/mcp"),
+            "mcp.internal",
+            "the scheme's default port is left out"
+        );
+        assert_eq!(host("https://mcp.internal:443/mcp"), "mcp.internal");
+        assert_eq!(host("https://mcp.internal:80/mcp"), "mcp.internal:80");
+        assert_eq!(host("http://mcp.internal:443/mcp"), "mcp.internal:443");
+        assert_eq!(host("http://[::1]:8080/mcp"), "[::1]:8080");
+        assert_eq!(
+            host("http://user:secret@mcp.internal:9000/mcp"),
+            "mcp.internal:9000",
+            "never the credentials"
+        );
+    }
 }
