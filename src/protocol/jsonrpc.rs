@@ -159,7 +159,16 @@ impl Response {
                 envelope.extend_from_slice(head);
                 Ok(vec![Bytes::from(envelope), tail.clone(), Bytes::from_static(b"}")])
             }
-            _ => Ok(vec![Bytes::from(serde_json::to_vec(self)?)]),
+            body => {
+                // Sized for the whole answer up front: growing it copied the result twice.
+                let capacity = match body {
+                    Ok(Payload::Raw(raw)) => raw.get().len() + 64,
+                    _ => 256,
+                };
+                let mut answer = Vec::with_capacity(capacity);
+                serde_json::to_writer(&mut answer, self)?;
+                Ok(vec![Bytes::from(answer)])
+            }
         }
     }
 
