@@ -17,6 +17,6 @@ need_oha() {
 build_gateway_and_forwarder() {
   echo "==> building mcp-gateway and the forwarder (release)"
   cargo build --release --locked --quiet --bin mcp-gateway --example forwarder
-  BIN=target/release/mcp-gateway
-  FWD=target/release/examples/forwarder
+  BIN=${CARGO_TARGET_DIR:-target}/release/mcp-gateway
+  FWD=${CARGO_TARGET_DIR:-target}/release/examples/forwarder
 }
