@@ -236,7 +236,7 @@ mod tests {
         let at = body.len();
         body.extend_from_slice(&[0xc3, 0x28]); // a broken two-byte sequence inside a string
         body.extend_from_slice(br#""}}"#);
-        let error = decode(&body).err().expect("not UTF-8");
+        let Err(error) = decode(&body) else { panic!("not UTF-8") };
         assert_eq!(error.category, Category::ParseError);
         assert!(error.detail.contains(&format!("byte {at}")), "{}", error.detail);
         assert!(decode("{\"jsonrpc\":\"2.0\",\"id\":\"caf\u{e9}\",\"method\":\"ping\"}".as_bytes()).is_ok());
