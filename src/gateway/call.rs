@@ -98,7 +98,7 @@ struct Unanswered<'a> {
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let (tool, hash) = (Some(&self.tool), Some(self.args_hash.as_str()));
+            let (tool, hash) = (Some(&self.tool), Some(std::mem::take(&mut self.args_hash)));
             let outcome = if self.ctx.cancelled.load(Ordering::Relaxed) { CANCELLED } else { DISCONNECTED };
             self.gateway.record(self.ctx, self.started, tool, outcome, 0, hash);
         }
@@ -212,7 +212,8 @@ impl Gateway {
         }
         let result = result.map(|raw| self.fit_budget(&tool, raw));
         unanswered.armed = false;
-        self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(&unanswered.args_hash));
+        let args_hash = std::mem::take(&mut unanswered.args_hash);
+        self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(args_hash));
         result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
     }
 
@@ -461,9 +462,9 @@ impl Gateway {
         ctx: &CallContext,
         started: Instant,
         tool: Option<&Arc<ToolRecord>>,
-        outcome: &str,
+        outcome: &'static str,
         attempts: u32,
-        args_hash: Option<&str>,
+        args_hash: Option<String>,
     ) {
         let elapsed = started.elapsed();
         let (tool_name, server, transport) = match tool {
@@ -478,19 +479,54 @@ impl Gateway {
                 .observe(elapsed.as_secs_f64());
         }
         crate::telemetry::otel::record_call(outcome, attempts, server, transport);
-        let trace_id = crate::telemetry::otel::log_trace_id();
+        // The log line is formatted after the answer has left (telemetry::after_answer).
+        if !tracing::enabled!(target: "mcp_gateway::call", tracing::Level::INFO) {
+            return;
+        }
+        let line = CallLine {
+            request_id: ctx.request_id.clone(),
+            trace_id: crate::telemetry::otel::log_trace_id(),
+            jsonrpc_id: ctx.jsonrpc_id.clone(),
+            tool: tool.cloned(),
+            outcome,
+            latency_us: elapsed.as_micros() as u64,
+            attempts,
+            args_hash,
+        };
+        crate::telemetry::after_answer::defer(move || line.log());
+    }
+}
+
+/// The fields of a call's log line, taken when the call ends and written after its answer.
+struct CallLine {
+    request_id: Arc<str>,
+    trace_id: Option<String>,
+    jsonrpc_id: Value,
+    tool: Option<Arc<ToolRecord>>,
+    outcome: &'static str,
+    latency_us: u64,
+    attempts: u32,
+    args_hash: Option<String>,
+}
+
+impl CallLine {
+    fn log(&self) {
+        let (tool, server, transport) = match &self.tool {
+            Some(t) => (t.name.as_ref(), t.server.as_ref(), t.transport.as_str()),
+            None => (UNRESOLVED, "", ""),
+        };
         tracing::info!(
             target: "mcp_gateway::call",
-            request_id = &*ctx.request_id,
-            trace_id = trace_id.as_deref(),
-            jsonrpc_id = %ctx.jsonrpc_id,
-            tool = tool_name,
+            request_id = &*self.request_id,
+            trace_id = self.trace_id.as_deref(),
+            jsonrpc_id = %self.jsonrpc_id,
+            tool,
             server,
             transport,
-            outcome,
-            latency_us = elapsed.as_micros() as u64,
-            attempts,
-            args_hash = args_hash.unwrap_or(""),
+            outcome = self.outcome,
+            latency_us = self.latency_us,
+            attempts = self.attempts,
+            args_hash = self.args_hash.as_deref().unwrap_or(""),
             "tools/call"
         );
     }

@@ -139,7 +139,10 @@ pub async fn serve(
         grace_secs = grace.as_secs(),
         "shutting down: draining in-flight requests"
     );
-    match tokio::time::timeout(grace, &mut server).await {
+    let drained = tokio::time::timeout(grace, &mut server).await;
+    // The last calls' log lines are written after their answers: let them out.
+    crate::telemetry::after_answer::drain(10_000).await;
+    match drained {
         Ok(result) => {
             tracing::info!("drained; bye");
             result
