@@ -16,6 +16,13 @@ ENV CARGO_PROFILE_RELEASE_STRIP=symbols \
     CARGO_PROFILE_RELEASE_DEBUG=0 \
     CARGO_TERM_COLOR=never
 
+# Profile-guided optimisation with the committed profile (bench/pgo.sh records it from the
+# gateway under its typical load; README "Performance"): the hot path laid out together,
+# fewer cache misses per call. Functions changed since the profile was taken are compiled
+# without it. It applies to every crate, so it is set before the dependency layer too.
+COPY pgo ./pgo
+ENV RUSTFLAGS="-Cprofile-use=/src/pgo/mcp-gateway.profdata -Cllvm-args=-no-pgo-warn-mismatch"
+
 # Dependency layer: build every dependency against a stub crate, so a change under src/
 # rebuilds only this crate. The stub's own artifacts and fingerprints are removed, so the
 # real sources are always compiled (their copied mtimes may be older than the stub's).

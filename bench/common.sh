@@ -18,9 +18,29 @@ need_oha() {
   [ -x "$OHA" ] || { echo "==> installing oha (once, ~10 min)"; cargo install oha --locked --root "$TOOLS"; }
 }
 
+# The gateway is built as it ships: with the profile of bench/pgo.sh when pgo/ has one
+# (BENCH_NO_PGO=1: without), in its own target directory so the two builds do not undo each
+# other. The forwarder is built plainly: it stands for a bare hyper forwarder as anyone would
+# build it.
 build_gateway_and_forwarder() {
-  echo "==> building mcp-gateway and the forwarder (release)"
-  cargo build --release --locked --quiet --bin mcp-gateway --example forwarder
-  BIN=${CARGO_TARGET_DIR:-target}/release/mcp-gateway
-  FWD=${CARGO_TARGET_DIR:-target}/release/examples/forwarder
+  local target=${CARGO_TARGET_DIR:-target}
+  echo "==> building the forwarder (release)"
+  cargo build --release --locked --quiet --example forwarder
+  FWD=$target/release/examples/forwarder
+  if [ -f pgo/mcp-gateway.profdata ] && [ -z "${BENCH_NO_PGO:-}" ]; then
+    echo "==> building mcp-gateway (release, with pgo/mcp-gateway.profdata)"
+    CARGO_TARGET_DIR="$target/pgo-use" RUSTFLAGS="$(pgo_rustflags)" \
+      cargo build --release --locked --quiet --bin mcp-gateway
+    BIN=$target/pgo-use/release/mcp-gateway
+  else
+    echo "==> building mcp-gateway (release)"
+    cargo build --release --locked --quiet --bin mcp-gateway
+    BIN=$target/release/mcp-gateway
+  fi
+}
+
+# The flags of a profile-guided build (functions changed since the profile was taken are
+# compiled without it, silently).
+pgo_rustflags() {
+  echo "-Cprofile-use=$PWD/pgo/mcp-gateway.profdata -Cllvm-args=-no-pgo-warn-mismatch"
 }

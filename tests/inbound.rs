@@ -362,6 +362,16 @@ fn shutdown_drains_in_flight_calls() {
     assert!(status.success(), "gateway exit status {status}");
     let text = call.join().unwrap().expect("the in-flight call got an answer");
     assert!(text.contains("Naruto"), "{text}");
+    // Its log line, written after the answer left, is not lost with the process.
+    // (The process has exited: its last lines may still be on their way through the pipe.)
+    let logged = |output: &str| {
+        output.lines().any(|l| l.contains("\"tool\":\"manga_search\"") && l.contains("\"outcome\":\"success\""))
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !logged(&proc.output()) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(logged(&proc.output()), "no log line for the drained call:\n{}", proc.output());
 }
 
 #[test]

@@ -42,6 +42,7 @@ pub mod headers {
         pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(super::PROTOCOL_VERSION);
         pub const SESSION_ID: HeaderName = HeaderName::from_static(super::SESSION_ID);
         pub const METHOD: HeaderName = HeaderName::from_static(super::METHOD);
+        pub const NAME: HeaderName = HeaderName::from_static(super::NAME);
     }
 }
 

@@ -285,7 +285,7 @@ impl Inner {
                     .typed_header(headers::names::METHOD, HeaderValue::from_static(method));
                 if let Some(tool) = tool {
                     // The spec's value encoding, sentinel-looking names included.
-                    builder = builder.header(headers::NAME, param_headers::encode(tool));
+                    builder = builder.header(headers::names::NAME, param_headers::encode(tool));
                 }
                 for (name, value) in params {
                     builder = builder.header(format!("{}{name}", param_headers::PREFIX), value);

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Profile-guided optimisation: records which code a gateway under its typical load runs, and
+# writes the merged profile to pgo/mcp-gateway.profdata, which release builds use
+# (bench/common.sh, the Dockerfile: `-Cprofile-use`). The latency a call adds at a steady
+# rate is mostly the gateway's code and data coming back into the caches after an idle
+# gap (issue 10); the profile lets LLVM lay the hot path out together and inline along it.
+#
+# The training load (through the demo server, like the overhead benchmark): tools/call from
+# session-era and 2026-07-28 callers, invalid arguments, unknown tools, tools/list, ping.
+# Re-run it after a large change to the per-call path; a stale profile still applies to the
+# functions that did not change (LLVM skips the ones whose shape changed).
+# Usage: bash bench/pgo.sh   (needs llvm-profdata matching rustc's LLVM major or older
+# readable by it: Debian's llvm-19 is installed when missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/common.sh
+need_oha
+
+PROFDATA=$(command -v llvm-profdata-19 || true)
+if [ -z "$PROFDATA" ]; then
+  echo "==> installing llvm-19 (llvm-profdata)"
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends llvm-19 > /dev/null
+  PROFDATA=$(command -v llvm-profdata-19)
+fi
+
+GEN_TARGET="${CARGO_TARGET_DIR:-target}/pgo-generate"
+RAW="$WORK/raw"
+echo "==> building an instrumented gateway (release, ~10 min)"
+CARGO_TARGET_DIR="$GEN_TARGET" RUSTFLAGS="-Cprofile-generate=$WORK/unused" \
+  cargo build --release --locked --quiet --bin mcp-gateway
+GEN_BIN="$GEN_TARGET/release/mcp-gateway"
+
+UP=$(free_port); GW=$(free_port)
+# The upstream is not instrumented data: only the gateway's process writes to $RAW.
+DEMO="${CARGO_TARGET_DIR:-target}/release/mcp-gateway"
+[ -x "$DEMO" ] || DEMO="$GEN_BIN"
+LLVM_PROFILE_FILE=/dev/null "$DEMO" demo-server --listen "127.0.0.1:$UP" > /dev/null 2>&1 & PIDS+=($!)
+printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
+LLVM_PROFILE_FILE="$RAW/gateway-%p.profraw" "$GEN_BIN" serve --config "$WORK/gateway.toml" --listen "127.0.0.1:$GW" \
+  > /dev/null 2>&1 & GW_PID=$!
+for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$GW/readyz" && break; sleep 0.1; done
+
+python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+def write(name, make, n=50000):
+    with open(f"{work}/{name}.lines", "w") as f:
+        for i in range(n):
+            f.write(json.dumps(make(i), separators=(",", ":")) + "\n")
+call = lambda i, args: {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "price_lookup", "arguments": args}}
+write("legacy", lambda i: call(i, {"manga_id": "MNG-00000001", "nonce": i}))
+write("modern", lambda i: {**call(i, {"manga_id": "MNG-00000002", "nonce": i}),
+      "params": {"name": "price_lookup", "arguments": {"manga_id": "MNG-00000002", "nonce": i},
+                 "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+write("invalid", lambda i: call(i, {"manga_id": 42}), 2000)
+write("unknown", lambda i: {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}}, 2000)
+write("list", lambda i: {"jsonrpc": "2.0", "id": i, "method": "tools/list"}, 2000)
+PY
+load() { # lines calls extra-oha-args...
+  local lines=$1 n=$2; shift 2
+  echo "==> training: $n × $lines"
+  "$OHA" --no-tui -n "$n" -c 8 -m POST -T application/json -A 'application/json, text/event-stream' \
+    -Z "$WORK/$lines.lines" --output-format quiet "$@" "http://127.0.0.1:$GW/mcp"
+}
+load legacy 30000 -H 'MCP-Protocol-Version: 2025-06-18'
+load modern 10000 -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: price_lookup'
+load invalid 1000
+load unknown 500
+load list 500
+load legacy 2000 -q 500   # a paced load too: calls arriving one by one, as at a steady rate
+
+kill -TERM "$GW_PID"; wait "$GW_PID" || true
+mkdir -p pgo
+"$PROFDATA" merge --sparse -o pgo/mcp-gateway.profdata "$RAW"
+echo "==> wrote pgo/mcp-gateway.profdata ($(du -h pgo/mcp-gateway.profdata | cut -f1))"
