@@ -365,7 +365,9 @@ fn shutdown_drains_in_flight_calls() {
     // Its log line, written after the answer left, is not lost with the process.
     // (The process has exited: its last lines may still be on their way through the pipe.)
     let logged = |output: &str| {
-        output.lines().any(|l| l.contains("\"tool\":\"manga_search\"") && l.contains("\"outcome\":\"success\""))
+        output
+            .lines()
+            .any(|l| l.contains("\"tool\":\"manga_search\"") && l.contains("\"outcome\":\"success\""))
     };
     let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !logged(&proc.output()) && std::time::Instant::now() < until {

@@ -48,8 +48,8 @@ pub fn decode(body: &[u8]) -> Result<Inbound, GatewayError> {
     if let Some(message) = single_request(text) {
         return Ok(Inbound::Single(Ok(message)));
     }
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| GatewayError::new(Category::ParseError, e.to_string()))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| GatewayError::new(Category::ParseError, e.to_string()))?;
     match value {
         Value::Array(items) if items.is_empty() => Ok(Inbound::Single(Err(Box::new(Rejected {
             id: Value::Null,
