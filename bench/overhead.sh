@@ -4,8 +4,8 @@
 #   forwarder   through a bare hyper forwarder (examples/forwarder.rs: pooled client, no parsing),
 #   gateway     through mcp-gateway, default configuration,
 #   full        through mcp-gateway with every feature on: Redis registry tier, result cache,
-#               breaker state shared through Redis (and $BENCH_FULL_EXTRA_TOML appended: the
-#               hook for tracing export once it exists),
+#               breaker state shared through Redis, OpenTelemetry tracing as in `traced`
+#               (and $BENCH_FULL_EXTRA_TOML appended to its configuration),
 #   tools10k    through mcp-gateway whose catalogue holds 10,006 tools (demo --extra-tools 10000),
 #   traced      through mcp-gateway, default configuration, with OpenTelemetry on (every call
 #               sampled; spans batch-exported over OTLP/HTTP to tests/peers/otlp_receiver.py,
@@ -46,7 +46,6 @@ server "$UP10K" > "$WORK/tools10k.toml"
 { printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$RP"
   server "$UP"; printf '%s\n' "${BENCH_FULL_EXTRA_TOML:-}"; } > "$WORK/full.toml"
 "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GW" > /dev/null 2>&1 & GW_PID=$!; PIDS+=($GW_PID)
-"$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & PIDS+=($!)
 "$BIN" serve --config "$WORK/tools10k.toml" --listen "127.0.0.1:$GWK" > /dev/null 2>&1 & PIDS+=($!)
 # Tracing on: the OTLP receiver of the tests (scripts/install-test-deps.sh installs its venv).
 OTELPY=tests/peers/.venv-otel/bin/python
@@ -54,6 +53,7 @@ OTELPY=tests/peers/.venv-otel/bin/python
 "$OTELPY" -u tests/peers/otlp_receiver.py "$OTLP" --count > "$WORK/otlp.log" 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$OTLP/_count"
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & PIDS+=($!)
+OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & PIDS+=($!)
 TARGETS=(direct forwarder gateway full tools10k traced)
 if [ "${BENCH_SKIP_PROXY:-0}" != 1 ]; then
   sed "s/port = 8081/port = $PX/; s#http://127.0.0.1:9100/mcp#http://127.0.0.1:$UP/mcp#" bench/competitor-config.toml > "$WORK/proxy.toml"
@@ -154,7 +154,7 @@ print(f"\n`tools/list` at 10,006 tools ({int(list_bytes) / 1e6:.1f} MB body, 50 
 print(f"\nGateway resident memory (default configuration): {idle / 1024:.1f} MiB idle, {loaded / 1024:.1f} MiB at 256 concurrent connections.")
 print(f"Release binary: {int(bin_bytes) / 2**20:.1f} MiB as built (line tables for profiling), {int(stripped) / 2**20:.1f} MiB stripped.")
 print("\n`gateway` = default configuration (schema validation, breaker, budgeted retry, concurrency limit, attempt timeout, metrics, one JSON log line per call, stdout to /dev/null); "
-      "`full` = plus Redis registry tier, a 60 s result cache and breaker state shared through Redis; `tools10k` = default configuration over a 10,006-tool catalogue. "
+      "`full` = plus Redis registry tier, a 60 s result cache, breaker state shared through Redis and OpenTelemetry tracing as in `traced`; `tools10k` = default configuration over a 10,006-tool catalogue. "
       "Every request has distinct arguments (a `nonce`), so no call is served from the cache or from in-flight sharing.")
-print(f"`traced` = `gateway` with OpenTelemetry on (every call sampled: one server and one client span per call, batch-exported as OTLP/HTTP protobuf to a local receiver, which decoded {os.environ.get('SPANS', '?')} spans).")
+print(f"`traced` = `gateway` with OpenTelemetry on (every call sampled: one server and one client span per call, batch-exported as OTLP/HTTP protobuf to a local receiver, which decoded {os.environ.get('SPANS', '?')} spans from `traced` and `full`).")
 PY

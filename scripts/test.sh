@@ -11,6 +11,8 @@ cargo fmt --all -- --check
 echo "==> cargo clippy -D warnings"
 cargo clippy --locked --all-targets -- -D warnings
 bash scripts/validate-deploy.sh
+echo "==> the optimisation profile release builds use"
+bash scripts/check-pgo-profile.sh
 echo "==> cargo test"
 cargo test --locked --lib --bins --tests --examples -- --test-threads "${TEST_THREADS:-2}"
 # The benches once each, as tests (criterion's test mode; its CLI refuses libtest's flags).
