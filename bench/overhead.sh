@@ -142,13 +142,13 @@ cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d:
 load_avg = open("/proc/loadavg").read().split()[:3]
 print(f"Measured {subprocess.run(['date','-u','+%Y-%m-%d %H:%M'],capture_output=True,text=True).stdout.strip()} UTC on {platform.machine()}, {cpu}, {subprocess.run(['nproc'],capture_output=True,text=True).stdout.strip()} cores, load average {' '.join(load_avg)} at the end; "
       f"oha {duration} s per run, {rounds} interleaved rounds (ranges are min–max over rounds); fixed rate: 1,000 calls/s over 8 connections with latency correction; max rate: 16 connections. Upstream: the demo server (Rust), tool `price_lookup`.\n")
-print("| path | p50 @1k/s (µs) | p99 @1k/s (µs) | added p50 vs direct | added p99 vs direct | added p50 vs forwarder | max rate (calls/s) | vs direct | vs forwarder | HTTP 200 |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| path | p50 @1k/s (µs) | p99 @1k/s (µs) | added p50 vs direct | added p99 vs direct | added p50 vs forwarder | added p99 vs forwarder | max rate (calls/s) | vs direct | vs forwarder | HTTP 200 |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for n in names:
     add = lambda key, base: "—" if n == base else span(n, "fixed", key, base)
     rate = med(n, "max", "rps")
     ok = min(runs[(n, m, r)]["ok"] for m in ("fixed", "max") for r in range(1, rounds + 1))
-    print(f"| {n} | {span(n,'fixed','p50')} | {span(n,'fixed','p99')} | {add('p50','direct')} | {add('p99','direct')} | {add('p50','forwarder')} | {rate:.0f} | {rate / med('direct','max','rps'):.2f}× | {rate / med('forwarder','max','rps'):.2f}× | {ok:.0%} |")
+    print(f"| {n} | {span(n,'fixed','p50')} | {span(n,'fixed','p99')} | {add('p50','direct')} | {add('p99','direct')} | {add('p50','forwarder')} | {add('p99','forwarder')} | {rate:.0f} | {rate / med('direct','max','rps'):.2f}× | {rate / med('forwarder','max','rps'):.2f}× | {ok:.0%} |")
 lst = load(f"{work}/list10k.json")
 print(f"\n`tools/list` at 10,006 tools ({int(list_bytes) / 1e6:.1f} MB body, 50 lists/s over 4 connections): p50 {lst['p50'] / 1000:.2f} ms, p99 {lst['p99'] / 1000:.2f} ms.")
 print(f"\nGateway resident memory (default configuration): {idle / 1024:.1f} MiB idle, {loaded / 1024:.1f} MiB at 256 concurrent connections.")
