@@ -6,7 +6,8 @@
 # gap (issue 10); the profile lets LLVM lay the hot path out together and inline along it.
 #
 # The training load (through the demo server, like the overhead benchmark): tools/call from
-# session-era and 2026-07-28 callers, invalid arguments, unknown tools, tools/list, ping.
+# session-era and 2026-07-28 callers, invalid arguments, unknown tools, tools/list, and a
+# paced load.
 # Re-run it after a large change to the per-call path; a stale profile still applies to the
 # functions that did not change (LLVM skips the ones whose shape changed).
 # Usage: bash bench/pgo.sh   (needs llvm-profdata matching rustc's LLVM major or older
@@ -26,8 +27,12 @@ fi
 
 GEN_TARGET="${CARGO_TARGET_DIR:-target}/pgo-generate"
 RAW="$WORK/raw"
-echo "==> building an instrumented gateway (release, ~10 min)"
-CARGO_TARGET_DIR="$GEN_TARGET" RUSTFLAGS="-Cprofile-generate=$WORK/unused" \
+echo "==> building an instrumented gateway (release, ~10 min the first time)"
+# A fixed default path (the runs set LLVM_PROFILE_FILE), so RUSTFLAGS stay the same from run
+# to run and cargo rebuilds only what changed; build scripts run during the build write there.
+mkdir -p "$GEN_TARGET"
+BUILD_PROFILES="$(cd "$GEN_TARGET" && pwd)/build-profiles"
+CARGO_TARGET_DIR="$GEN_TARGET" RUSTFLAGS="-Cprofile-generate=$BUILD_PROFILES" \
   cargo build --release --locked --quiet --bin mcp-gateway
 GEN_BIN="$GEN_TARGET/release/mcp-gateway"
 
@@ -48,11 +53,11 @@ def write(name, make, n=50000):
     with open(f"{work}/{name}.lines", "w") as f:
         for i in range(n):
             f.write(json.dumps(make(i), separators=(",", ":")) + "\n")
-call = lambda i, args: {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "price_lookup", "arguments": args}}
+def call(i, args, **extra):
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "price_lookup", "arguments": args, **extra}}
 write("legacy", lambda i: call(i, {"manga_id": "MNG-00000001", "nonce": i}))
-write("modern", lambda i: {**call(i, {"manga_id": "MNG-00000002", "nonce": i}),
-      "params": {"name": "price_lookup", "arguments": {"manga_id": "MNG-00000002", "nonce": i},
-                 "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+write("modern", lambda i: call(i, {"manga_id": "MNG-00000002", "nonce": i},
+                               _meta={"io.modelcontextprotocol/protocolVersion": "2026-07-28"}))
 write("invalid", lambda i: call(i, {"manga_id": 42}), 2000)
 write("unknown", lambda i: {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}}, 2000)
 write("list", lambda i: {"jsonrpc": "2.0", "id": i, "method": "tools/list"}, 2000)

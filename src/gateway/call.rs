@@ -467,10 +467,7 @@ impl Gateway {
         args_hash: Option<String>,
     ) {
         let elapsed = started.elapsed();
-        let (tool_name, server, transport) = match tool {
-            Some(t) => (t.name.as_ref(), t.server.as_ref(), t.transport.as_str()),
-            None => (UNRESOLVED, "", ""),
-        };
+        let (tool_name, server, transport) = labels(tool);
         self.metrics.tool_calls.with_label_values(&[tool_name, server, outcome]).inc();
         if tool.is_some() {
             self.metrics
@@ -497,6 +494,14 @@ impl Gateway {
     }
 }
 
+/// A call's tool, server and transport as its metrics and log line name them.
+fn labels(tool: Option<&Arc<ToolRecord>>) -> (&str, &str, &'static str) {
+    match tool {
+        Some(t) => (t.name.as_ref(), t.server.as_ref(), t.transport.as_str()),
+        None => (UNRESOLVED, "", ""),
+    }
+}
+
 /// The fields of a call's log line, taken when the call ends and written after its answer.
 struct CallLine {
     request_id: Arc<str>,
@@ -511,10 +516,7 @@ struct CallLine {
 
 impl CallLine {
     fn log(&self) {
-        let (tool, server, transport) = match &self.tool {
-            Some(t) => (t.name.as_ref(), t.server.as_ref(), t.transport.as_str()),
-            None => (UNRESOLVED, "", ""),
-        };
+        let (tool, server, transport) = labels(self.tool.as_ref());
         tracing::info!(
             target: "mcp_gateway::call",
             request_id = &*self.request_id,

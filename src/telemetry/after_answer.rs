@@ -44,7 +44,7 @@ impl Drop for Pending {
 }
 
 /// How much deferred work has not run yet.
-pub fn pending() -> usize {
+fn pending() -> usize {
     PENDING.load(Ordering::Acquire)
 }
 
