@@ -11,14 +11,15 @@
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
 mod lenient;
+mod resilience;
+
+pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::resilience::settings::{BreakerSettings, RetrySettings};
 
 /// The environment variable prefix for overrides.
 pub const ENV_PREFIX: &str = "MCP_GATEWAY_";

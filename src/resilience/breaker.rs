@@ -26,11 +26,11 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge};
 use serde_json::{Value, json};
 use tower::{Layer, Service};
 
-use super::{
-    classify::{Attribution, Outcome},
-    settings::BreakerSettings,
+use super::classify::{Attribution, Outcome};
+use crate::{
+    config::BreakerSettings,
+    upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest},
 };
-use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
 /// The three states (the gauge value in brackets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

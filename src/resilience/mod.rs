@@ -12,7 +12,6 @@ pub mod deadline;
 pub mod fallback;
 pub mod limit;
 pub mod retry;
-pub mod settings;
 pub mod shared;
 pub mod timeout;
 pub mod truncate;

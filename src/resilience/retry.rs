@@ -24,7 +24,8 @@ use tower::{
     retry::budget::{Budget, TpsBudget},
 };
 
-use super::{classify::Outcome, settings::RetrySettings};
+use super::classify::Outcome;
+use crate::config::RetrySettings;
 use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
 /// Builds [`Retry`]; clones share one budget.

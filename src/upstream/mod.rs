@@ -3,7 +3,7 @@
 //! A transport turns one MCP request into one JSON-RPC response from the upstream server, or
 //! an [`UpstreamError`] saying why there is none. It knows nothing of retries, breakers or
 //! metrics: those are layers around it (the resilience layers). Whether a reply is a success
-//! is decided by the outcome classifier (resilience::classify), not here.
+//! is decided by the outcome classifier of the resilience layers, not here.
 
 pub mod channel;
 pub mod connection;
