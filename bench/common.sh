@@ -14,6 +14,24 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# Waits until URL answers at all (30 s at most).
+wait_http() { for _ in $(seq 300); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "not up: $1" >&2; exit 1; }
+
+# CPU time a process has used (user + system, in clock ticks); 0 for no process.
+cpu_ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
+
+# write_calls FILE COUNT: COUNT lines, each a tools/call of the demo server's price_lookup with
+# distinct arguments (a `nonce`), so neither the cache nor in-flight sharing answers any of them.
+write_calls() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        f.write('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"price_lookup",'
+                '"arguments":{"manga_id":"MNG-00000001","nonce":%d}}}\n' % (i, i))
+PY
+}
+
 need_oha() {
   [ -x "$OHA" ] || { echo "==> installing oha (once, ~10 min)"; cargo install oha --locked --root "$TOOLS"; }
 }

@@ -23,13 +23,7 @@ build_gateway_and_forwarder
 UP=$(free_port)
 "$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
 printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
-python3 - "$WORK/calls.lines" <<'PY'
-import sys
-with open(sys.argv[1], "w") as f:
-    for i in range(20000):
-        f.write('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"price_lookup",'
-                '"arguments":{"manga_id":"MNG-00000001","nonce":%d}}}\n' % (i, i))
-PY
+write_calls "$WORK/calls.lines" 20000
 
 # count NAME COMMAND...: prints the instructions per call of COMMAND, which listens on the
 # address given where its arguments say @LISTEN@.

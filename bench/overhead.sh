@@ -30,15 +30,14 @@ fi
 command -v redis-server > /dev/null || { echo "redis-server is needed for the full-feature row" >&2; exit 1; }
 build_gateway_and_forwarder
 
-wait_http() { for _ in $(seq 300); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "not up: $1" >&2; exit 1; }
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 
 UP=$(free_port); UP10K=$(free_port); FW=$(free_port); GW=$(free_port); GWF=$(free_port); GWK=$(free_port); PX=$(free_port); RP=$(free_port); GWT=$(free_port); OTLP=$(free_port)
-"$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
-"$BIN" demo-server --listen "127.0.0.1:$UP10K" --extra-tools 10000 > "$WORK/upstream10k.log" 2>&1 & PIDS+=($!)
+"$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & UP_PID=$!; PIDS+=($!)
+"$BIN" demo-server --listen "127.0.0.1:$UP10K" --extra-tools 10000 > "$WORK/upstream10k.log" 2>&1 & UP10K_PID=$!; PIDS+=($!)
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$UP/_stats"; wait_http "http://127.0.0.1:$UP10K/_stats"
-"$FWD" "127.0.0.1:$FW" "http://127.0.0.1:$UP/mcp" > "$WORK/forwarder.log" 2>&1 & PIDS+=($!)
+"$FWD" "127.0.0.1:$FW" "http://127.0.0.1:$UP/mcp" > "$WORK/forwarder.log" 2>&1 & FW_PID=$!; PIDS+=($!)
 
 server() { printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$1"; }
 server "$UP" > "$WORK/default.toml"
@@ -46,18 +45,18 @@ server "$UP10K" > "$WORK/tools10k.toml"
 { printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$RP"
   server "$UP"; printf '%s\n' "${BENCH_FULL_EXTRA_TOML:-}"; } > "$WORK/full.toml"
 "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GW" > /dev/null 2>&1 & GW_PID=$!; PIDS+=($GW_PID)
-"$BIN" serve --config "$WORK/tools10k.toml" --listen "127.0.0.1:$GWK" > /dev/null 2>&1 & PIDS+=($!)
+"$BIN" serve --config "$WORK/tools10k.toml" --listen "127.0.0.1:$GWK" > /dev/null 2>&1 & GWK_PID=$!; PIDS+=($!)
 # Tracing on: the OTLP receiver of the tests (scripts/install-test-deps.sh installs its venv).
 OTELPY=tests/peers/.venv-otel/bin/python
 [ -x "$OTELPY" ] || bash scripts/install-test-deps.sh
 "$OTELPY" -u tests/peers/otlp_receiver.py "$OTLP" --count > "$WORK/otlp.log" 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$OTLP/_count"
-OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & PIDS+=($!)
-OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & PIDS+=($!)
+OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & GWT_PID=$!; PIDS+=($!)
+OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & GWF_PID=$!; PIDS+=($!)
 TARGETS=(direct forwarder gateway full tools10k traced)
 if [ "${BENCH_SKIP_PROXY:-0}" != 1 ]; then
   sed "s/port = 8081/port = $PX/; s#http://127.0.0.1:9100/mcp#http://127.0.0.1:$UP/mcp#" bench/competitor-config.toml > "$WORK/proxy.toml"
-  "$PROXY" --config "$WORK/proxy.toml" > "$WORK/proxy.log" 2>&1 & PIDS+=($!)
+  "$PROXY" --config "$WORK/proxy.toml" > "$WORK/proxy.log" 2>&1 & PX_PID=$!; PIDS+=($!)
   for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PX/" -X POST && break; sleep 0.1; done
   TARGETS+=(mcp-proxy)
 fi
@@ -87,6 +86,10 @@ with open(out, "w") as f:
 body price_lookup plain; body b/price_lookup proxied
 url_of() { case $1 in direct) echo "http://127.0.0.1:$UP/mcp";; forwarder) echo "http://127.0.0.1:$FW/mcp";; gateway) echo "http://127.0.0.1:$GW/mcp";;
   full) echo "http://127.0.0.1:$GWF/mcp";; tools10k) echo "http://127.0.0.1:$GWK/mcp";; traced) echo "http://127.0.0.1:$GWT/mcp";; mcp-proxy) echo "http://127.0.0.1:$PX/";; esac; }
+# The processes a target's calls run through: the path itself (none for direct) and its upstream.
+pid_of() { case $1 in direct) echo "";; forwarder) echo "$FW_PID";; gateway) echo "$GW_PID";; full) echo "$GWF_PID";;
+  tools10k) echo "$GWK_PID";; traced) echo "$GWT_PID";; mcp-proxy) echo "$PX_PID";; esac; }
+upstream_pid_of() { [ "$1" = tools10k ] && echo "$UP10K_PID" || echo "$UP_PID"; }
 lines_of() { [ "$1" = mcp-proxy ] && echo proxied || echo plain; }
 check() { # every target must really answer the tool call
   local out; out=$(curl -s -X POST "$(url_of "$1")" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
@@ -101,7 +104,15 @@ run() { # target mode(fixed|max) round
   if [ "$2" = fixed ]; then args+=(-c 8 -q 1000 --latency-correction); else args+=(-c 16); fi
   [ "$1" = mcp-proxy ] && args+=(-H "Mcp-Session-Id: $SID")
   echo "==> round $3: $1 ($2 rate, ${DURATION}s)"
-  "$OHA" "${args[@]}" "$(url_of "$1")"
+  # CPU time of the path, its upstream and oha over the run: where the calls' CPU went.
+  local path_pid up_pid path0 up0
+  path_pid=$(pid_of "$1"); up_pid=$(upstream_pid_of "$1")
+  path0=$(cpu_ticks "$path_pid"); up0=$(cpu_ticks "$up_pid")
+  python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[2:], check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%f" % (r.ru_utime + r.ru_stime))' "$WORK/$1-$2-$3.oha-cpu" "$OHA" "${args[@]}" "$(url_of "$1")"
+  echo "$(( $(cpu_ticks "$path_pid") - path0 )) $(( $(cpu_ticks "$up_pid") - up0 )) $(cat "$WORK/$1-$2-$3.oha-cpu")" > "$WORK/$1-$2-$3.cpu"
 }
 for round in $(seq "$ROUNDS"); do
   for mode in fixed max; do for t in "${TARGETS[@]}"; do run "$t" $mode "$round"; done; done
@@ -131,7 +142,11 @@ def load(path):
     codes = d.get("statusCodeDistribution", {})
     total = sum(codes.values()) or 1
     p = d["latencyPercentiles"]
-    return {"p50": p["p50"] * 1e6, "p99": p["p99"] * 1e6, "rps": d["summary"]["requestsPerSec"], "ok": codes.get("200", 0) / total}
+    # CPU per call (µs) of the path's process, its upstream and oha over the run.
+    tick = 1e6 / os.sysconf("SC_CLK_TCK")
+    path_ticks, up_ticks, oha_s = open(path[:-len(".json")] + ".cpu").read().split()
+    cpu = {"cpu_path": int(path_ticks) * tick / total, "cpu_up": int(up_ticks) * tick / total, "cpu_oha": float(oha_s) * 1e6 / total}
+    return {"p50": p["p50"] * 1e6, "p99": p["p99"] * 1e6, "rps": d["summary"]["requestsPerSec"], "ok": codes.get("200", 0) / total, **cpu}
 runs = {(n, m, r): load(f"{work}/{n}-{m}-{r}.json") for n in names for m in ("fixed", "max") for r in range(1, rounds + 1)}
 def med(n, m, key): return statistics.median(runs[(n, m, r)][key] for r in range(1, rounds + 1))
 def span(n, m, key, base=None):
@@ -149,7 +164,15 @@ for n in names:
     rate = med(n, "max", "rps")
     ok = min(runs[(n, m, r)]["ok"] for m in ("fixed", "max") for r in range(1, rounds + 1))
     print(f"| {n} | {span(n,'fixed','p50')} | {span(n,'fixed','p99')} | {add('p50','direct')} | {add('p99','direct')} | {add('p50','forwarder')} | {add('p99','forwarder')} | {rate:.0f} | {rate / med('direct','max','rps'):.2f}× | {rate / med('forwarder','max','rps'):.2f}× | {ok:.0%} |")
-lst = load(f"{work}/list10k.json")
+print("\nAt maximum rate the three processes share the 2 cores, so the rate follows the CPU each call costs them all. "
+      "CPU per call at maximum rate (µs, user + system, median over rounds; the path's own process, its upstream, oha):\n")
+print("| path | path's process | upstream | oha | total | path's process vs forwarder's |")
+print("|---|---:|---:|---:|---:|---:|")
+for n in names:
+    c = {k: med(n, "max", k) for k in ("cpu_path", "cpu_up", "cpu_oha")}
+    vs = "—" if n in ("direct", "forwarder") else f"{c['cpu_path'] - med('forwarder', 'max', 'cpu_path'):+.1f}"
+    print(f"| {n} | {c['cpu_path']:.1f} | {c['cpu_up']:.1f} | {c['cpu_oha']:.1f} | {sum(c.values()):.1f} | {vs} |")
+d = json.load(open(f"{work}/list10k.json")); lst = {"p50": d["latencyPercentiles"]["p50"] * 1e6, "p99": d["latencyPercentiles"]["p99"] * 1e6}
 print(f"\n`tools/list` at 10,006 tools ({int(list_bytes) / 1e6:.1f} MB body, 50 lists/s over 4 connections): p50 {lst['p50'] / 1000:.2f} ms, p99 {lst['p99'] / 1000:.2f} ms.")
 print(f"\nGateway resident memory (default configuration): {idle / 1024:.1f} MiB idle, {loaded / 1024:.1f} MiB at 256 concurrent connections.")
 print(f"Release binary: {int(bin_bytes) / 2**20:.1f} MiB as built (line tables for profiling), {int(stripped) / 2**20:.1f} MiB stripped.")
