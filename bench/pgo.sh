@@ -44,7 +44,7 @@ LLVM_PROFILE_FILE=/dev/null "$DEMO" demo-server --listen "127.0.0.1:$UP" > /dev/
 printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
 LLVM_PROFILE_FILE="$RAW/gateway-%p.profraw" "$GEN_BIN" serve --config "$WORK/gateway.toml" --listen "127.0.0.1:$GW" \
   > /dev/null 2>&1 & GW_PID=$!
-for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$GW/readyz" && break; sleep 0.1; done
+wait_http "http://127.0.0.1:$GW/readyz"
 
 python3 - "$WORK" <<'PY'
 import json, sys

@@ -11,6 +11,8 @@ cargo fmt --all -- --check
 echo "==> cargo clippy -D warnings"
 cargo clippy --locked --all-targets -- -D warnings
 bash scripts/validate-deploy.sh
+echo "==> the benchmark scripts parse (they need a quiet machine, so the test command runs none)"
+for script in bench/*.sh; do bash -n "$script"; done
 echo "==> the optimisation profile release builds use"
 bash scripts/check-pgo-profile.sh
 echo "==> cargo test"
