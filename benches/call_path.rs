@@ -28,7 +28,10 @@ fn registry(extra: usize) -> Registry {
         })
     }));
     let catalog = Arc::new(Catalog::new(BTreeMap::new()));
-    catalog.rebuild(&[ServerTools { server: "demo".into(), transport: TransportKind::Http, tools }], &[]);
+    catalog.rebuild(
+        &[ServerTools { server: "demo".into(), transport: TransportKind::Http, tools: tools.into() }],
+        &[],
+    );
     Registry::new(catalog, None)
 }
 

@@ -30,8 +30,11 @@ use tower::ServiceExt;
 use super::{Gateway, Upstream};
 use crate::{
     protocol::mcp::Era,
-    registry::{catalog::ServerTools, entry::RegistryEntry},
-    upstream::{UpstreamError, UpstreamReply, UpstreamRequest},
+    registry::{
+        catalog::{Changes, ServerTools},
+        entry::RegistryEntry,
+    },
+    upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
 };
 
 /// Upper bound on `tools/list` pages, against a server that paginates forever.
@@ -52,15 +55,6 @@ pub struct Listing {
 
 /// Reads every page of a server's `tools/list`.
 pub async fn list_tools(upstream: &Upstream) -> Result<Listing, UpstreamError> {
-    #[derive(Deserialize)]
-    struct Page {
-        #[serde(default)]
-        tools: Vec<Value>,
-        #[serde(rename = "nextCursor", default)]
-        next_cursor: Option<String>,
-        #[serde(rename = "ttlMs", default)]
-        ttl_ms: Option<u64>,
-    }
     let mut listing = Listing { tools: Vec::new(), ttl: None };
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -69,9 +63,8 @@ pub async fn list_tools(upstream: &Upstream) -> Result<Listing, UpstreamError> {
             params.insert("cursor".into(), json!(c));
         }
         let reply = upstream.service.clone().oneshot(UpstreamRequest::new("tools/list", params)).await?;
-        let page: Page = match reply {
-            UpstreamReply::Result(raw) => serde_json::from_str(raw.get())
-                .map_err(|e| UpstreamError::Protocol(format!("tools/list result: {e}")))?,
+        let page = match reply {
+            UpstreamReply::Result(raw) => parse_page(raw).await?,
             UpstreamReply::Error(e) => {
                 return Err(UpstreamError::Protocol(format!("tools/list failed: {} {}", e.code, e.message)));
             }
@@ -89,10 +82,40 @@ pub async fn list_tools(upstream: &Upstream) -> Result<Listing, UpstreamError> {
     Err(UpstreamError::Protocol(format!("tools/list has more than {MAX_PAGES} pages")))
 }
 
+/// One page of a `tools/list` result.
+#[derive(Deserialize)]
+struct Page {
+    #[serde(default)]
+    tools: Vec<Value>,
+    #[serde(rename = "nextCursor", default)]
+    next_cursor: Option<String>,
+    #[serde(rename = "ttlMs", default)]
+    ttl_ms: Option<u64>,
+}
+
+/// Pages from this size up are parsed on tokio's blocking pool: a page of thousands of tools
+/// (2.1 MB for the demo's 10,006) takes milliseconds, which on the runtime's thread every
+/// call in flight would wait out.
+const LARGE_PAGE_BYTES: usize = 256 * 1024;
+
+async fn parse_page(raw: RawResult) -> Result<Page, UpstreamError> {
+    let large = raw.get().len() >= LARGE_PAGE_BYTES;
+    let parse = move || {
+        serde_json::from_str::<Page>(raw.get())
+            .map_err(|e| UpstreamError::Protocol(format!("tools/list result: {e}")))
+    };
+    if !large {
+        return parse();
+    }
+    tokio::task::spawn_blocking(parse)
+        .await
+        .unwrap_or_else(|e| Err(UpstreamError::Protocol(format!("tools/list result not parsed: {e}"))))
+}
+
 /// Keeps the last known good tool list of every server between refreshes.
 pub struct Refresher {
     gateway: Arc<Gateway>,
-    known: BTreeMap<String, Vec<Value>>,
+    known: BTreeMap<String, Arc<Vec<Value>>>,
     failures: HashMap<String, u32>,
     ttl_hints: HashMap<String, Duration>,
     loaded: bool,
@@ -100,8 +123,11 @@ pub struct Refresher {
 
 impl Refresher {
     pub fn new(gateway: Arc<Gateway>) -> Self {
-        let known =
-            gateway.upstreams.iter().map(|(name, u)| (name.clone(), u.config.tools.clone())).collect();
+        let known = gateway
+            .upstreams
+            .iter()
+            .map(|(name, u)| (name.clone(), Arc::new(u.config.tools.clone())))
+            .collect();
         Self { gateway, known, failures: HashMap::new(), ttl_hints: HashMap::new(), loaded: false }
     }
 
@@ -122,7 +148,11 @@ impl Refresher {
                     let mut tools = listing.tools;
                     tools.retain(|t| !statics.iter().any(|s| s.get("name") == t.get("name")));
                     tools.extend(statics.iter().cloned());
-                    self.known.insert(name.clone(), tools);
+                    // The list it replaces is released on the blocking pool: freeing thousands of
+                    // definitions is milliseconds the runtime's thread need not spend.
+                    if let Some(replaced) = self.known.insert(name.clone(), Arc::new(tools)) {
+                        tokio::task::spawn_blocking(move || drop(replaced));
+                    }
                     self.failures.remove(&name);
                     match listing.ttl {
                         Some(ttl) => self.ttl_hints.insert(name.clone(), ttl),
@@ -155,7 +185,7 @@ impl Refresher {
             .registry_refresh_duration
             .with_label_values(&["all"])
             .observe(started.elapsed().as_secs_f64());
-        self.rebuild(started);
+        self.rebuild(started).await;
     }
 
     /// The registry's active tools, or `None` when the scan failed (keep what we have).
@@ -181,9 +211,8 @@ impl Refresher {
         }
     }
 
-    fn rebuild(&mut self, started: Instant) {
+    async fn rebuild(&mut self, started: Instant) {
         let gateway = &self.gateway;
-        let before = gateway.catalog().snapshot();
         let servers: Vec<ServerTools> = self
             .known
             .iter()
@@ -197,28 +226,9 @@ impl Refresher {
             })
             .collect();
         let registry = gateway.registry_entries.read().map(|e| e.clone()).unwrap_or_default();
-        let after = gateway.catalog().rebuild(&servers, &registry);
-        let old: HashMap<_, _> = before.tools().into_iter().map(|t| (t.name.clone(), t)).collect();
-        let (mut added, mut changed) = (0u64, 0u64);
-        for tool in after.tools() {
-            match old.get(&tool.name) {
-                None => added += 1,
-                Some(previous) if previous.definition_hash != tool.definition_hash => {
-                    changed += 1;
-                    tracing::warn!(
-                        tool = %tool.name,
-                        server = %tool.server,
-                        before = %previous.definition_hash,
-                        after = %tool.definition_hash,
-                        schema_before = %previous.schema_hash,
-                        schema_after = %tool.schema_hash,
-                        "tool definition changed"
-                    );
-                }
-                Some(_) => {}
-            }
-        }
-        let removed = old.keys().filter(|name| gateway.catalog().get(name).is_none()).count() as u64;
+        let (server_count, registry_count) = (servers.len(), registry.len());
+        let (after, Changes { added, removed, changed }) =
+            gateway.catalog().rebuild_off_runtime(servers, registry).await;
         let changes = &gateway.metrics.registry_tool_changes;
         if self.loaded {
             changes.with_label_values(&["added"]).inc_by(added);
@@ -229,8 +239,8 @@ impl Refresher {
         gateway.metrics.registry_tools.set(after.len() as i64);
         tracing::info!(
             tools = after.len(),
-            servers = servers.len(),
-            registry_tools = registry.len(),
+            servers = server_count,
+            registry_tools = registry_count,
             added,
             removed,
             changed,
@@ -249,7 +259,7 @@ impl Refresher {
                     entries.retain(|e| e.tool_name != name);
                     entries.extend(entry);
                 }
-                self.rebuild(Instant::now());
+                self.rebuild(Instant::now()).await;
             }
             Err(e) => {
                 tracing::warn!(tool = name, error = %e, "invalidated tool could not be reloaded; refresh will retry")

@@ -7,6 +7,11 @@
 //!
 //! The `tools/list` result is serialised once per snapshot into shared bytes: a request
 //! clones a reference to them (no copy, no serialisation), whatever the catalogue's size.
+//!
+//! A build is CPU work proportional to the catalogue (every definition hashed and copied, the
+//! list serialised): with 10,006 tools about 200 ms. The refresher runs it on tokio's
+//! blocking pool ([`Catalog::rebuild_off_runtime`]); on the runtime's thread it stalled every
+//! call in flight for that long at each refresh (measured: p99 161 ms at 200 calls/s).
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
@@ -27,7 +32,17 @@ use crate::{config::TransportKind, validation::SchemaCache};
 pub struct ServerTools {
     pub server: String,
     pub transport: TransportKind,
-    pub tools: Vec<Value>,
+    /// Shared: the refresher keeps each server's last list and lends it to every build.
+    pub tools: Arc<Vec<Value>>,
+}
+
+/// How a rebuild changed the catalogue, by exposed name.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Changes {
+    pub added: u64,
+    pub removed: u64,
+    /// Same name, another definition hash (each is logged).
+    pub changed: u64,
 }
 
 /// Tools by exposed name, probed once per call (foldhash: the names are the operator's).
@@ -77,6 +92,9 @@ pub struct Catalog {
     /// Tool name → server that owns the bare name (from configuration).
     routes: BTreeMap<String, String>,
     logged_conflicts: Mutex<HashSet<String>>,
+    /// Tests: a signal the next build waits for.
+    #[cfg(test)]
+    test_gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
 impl Catalog {
@@ -86,6 +104,8 @@ impl Catalog {
             schemas: SchemaCache::default(),
             routes,
             logged_conflicts: Mutex::new(HashSet::new()),
+            #[cfg(test)]
+            test_gate: Mutex::new(None),
         }
     }
 
@@ -115,12 +135,39 @@ impl Catalog {
         snapshot
     }
 
+    /// [`Self::rebuild`] on tokio's blocking pool, with what changed against the snapshot it
+    /// replaces: the runtime's thread keeps serving calls meanwhile, and the old snapshot is
+    /// compared and released there too. A build that panicked leaves the current snapshot in
+    /// place (and is logged).
+    pub async fn rebuild_off_runtime(
+        self: &Arc<Self>,
+        servers: Vec<ServerTools>,
+        registry: Vec<RegistryEntry>,
+    ) -> (Arc<Snapshot>, Changes) {
+        let catalog = self.clone();
+        let rebuilt = tokio::task::spawn_blocking(move || {
+            let before = catalog.snapshot();
+            let after = catalog.rebuild(&servers, &registry);
+            let changes = changes(&before, &after);
+            (after, changes)
+        });
+        match rebuilt.await {
+            Ok(rebuilt) => rebuilt,
+            Err(e) => {
+                tracing::error!(error = %e, "catalogue rebuild failed; the previous catalogue stays");
+                (self.snapshot(), Changes::default())
+            }
+        }
+    }
+
     fn build(&self, servers: &[ServerTools], registry: &[RegistryEntry]) -> Snapshot {
+        #[cfg(test)]
+        tests::wait_at_gate(self);
         // tool name → servers offering it, in server order.
         let mut owners: BTreeMap<&str, Vec<(&ServerTools, &Value)>> = BTreeMap::new();
         for server in servers {
             let mut seen = HashSet::new();
-            for tool in &server.tools {
+            for tool in server.tools.iter() {
                 let Some(name) = tool.get("name").and_then(Value::as_str) else {
                     tracing::warn!(server = %server.server, "tool without a name ignored");
                     continue;
@@ -169,7 +216,7 @@ impl Catalog {
     /// The record of a registry entry (its schema compiled through the shared cache).
     pub fn record_for_entry(&self, entry: &RegistryEntry) -> ToolRecord {
         let transport = TransportKind::parse(&entry.server.transport).unwrap_or(TransportKind::Http);
-        let server = ServerTools { server: entry.server.name.clone(), transport, tools: Vec::new() };
+        let server = ServerTools { server: entry.server.name.clone(), transport, tools: Arc::default() };
         let mut record = self.record(&entry.tool_name, &entry.tool_name, &server, &entry.tool_definition());
         record.origin = Some(Arc::new(ServerRef::clone(&entry.server)));
         record
@@ -220,6 +267,31 @@ impl Catalog {
     }
 }
 
+/// What `after` changed against `before`; every changed definition is logged (in name order).
+fn changes(before: &Snapshot, after: &Snapshot) -> Changes {
+    let mut changes = Changes::default();
+    for tool in after.tools() {
+        match before.by_name.get(&tool.name) {
+            None => changes.added += 1,
+            Some(previous) if previous.definition_hash != tool.definition_hash => {
+                changes.changed += 1;
+                tracing::warn!(
+                    tool = %tool.name,
+                    server = %tool.server,
+                    before = %previous.definition_hash,
+                    after = %tool.definition_hash,
+                    schema_before = %previous.schema_hash,
+                    schema_after = %tool.schema_hash,
+                    "tool definition changed"
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    changes.removed = before.by_name.keys().filter(|name| !after.by_name.contains_key(*name)).count() as u64;
+    changes
+}
+
 /// `server__tool`, restricted to `[a-zA-Z0-9_-]` and at most 64 characters (a hash suffix
 /// keeps shortened names distinct).
 pub fn namespaced(server: &str, tool: &str) -> String {
@@ -236,14 +308,51 @@ pub fn namespaced(server: &str, tool: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::mpsc;
+
     use super::*;
     use serde_json::json;
+
+    /// A build of a catalogue with a gate waits for its signal first.
+    pub(super) fn wait_at_gate(catalog: &Catalog) {
+        let gate = catalog.test_gate.lock().ok().and_then(|mut g| g.take());
+        if let Some(gate) = gate {
+            // Only a guard against a hang: the signal comes from the runtime's thread, so it
+            // never arrives while this build holds that thread.
+            gate.recv_timeout(std::time::Duration::from_secs(30))
+                .expect("the build held the runtime's thread: the task that signals it never ran");
+        }
+    }
+
+    #[test]
+    fn a_rebuild_leaves_the_runtime_free_for_calls() {
+        // A current-thread runtime, as the gateway's default: the build must not run on it.
+        // The build waits until a task on the runtime has run; were it on the runtime's
+        // thread, that task could never run and the build would fail its guard.
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let catalog = Arc::new(Catalog::new(BTreeMap::new()));
+        let (signal, gate) = mpsc::channel();
+        *catalog.test_gate.lock().unwrap() = Some(gate);
+        let (snapshot, changes) = runtime.block_on(async {
+            let rebuilding = catalog.rebuild_off_runtime(vec![server("a", &["search"])], Vec::new());
+            let call_in_flight = async move {
+                tokio::task::yield_now().await;
+                signal.send(()).unwrap();
+            };
+            tokio::join!(rebuilding, call_in_flight).0
+        });
+        assert_eq!(snapshot.len(), 1);
+        assert!(catalog.get("search").is_some(), "the new snapshot is swapped in");
+        assert_eq!(changes, Changes { added: 1, removed: 0, changed: 0 });
+    }
 
     fn server(name: &str, tools: &[&str]) -> ServerTools {
         ServerTools {
             server: name.into(),
             transport: TransportKind::Http,
-            tools: tools.iter().map(|t| json!({"name": t, "inputSchema": {"type": "object"}})).collect(),
+            tools: Arc::new(
+                tools.iter().map(|t| json!({"name": t, "inputSchema": {"type": "object"}})).collect(),
+            ),
         }
     }
 
@@ -260,6 +369,21 @@ mod tests {
         routed.rebuild(&[server("a", &["search"]), server("b", &["search"])], &[]);
         assert_eq!(&*routed.get("search").unwrap().server, "b");
         assert!(routed.get("a__search").is_some());
+    }
+
+    #[test]
+    fn a_rebuild_counts_what_it_added_removed_and_changed() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let catalog = Arc::new(Catalog::new(BTreeMap::new()));
+        let mut edited = server("a", &["keep", "edit", "drop"]);
+        runtime.block_on(catalog.rebuild_off_runtime(vec![edited.clone()], Vec::new()));
+        let mut tools = (*edited.tools).clone();
+        tools.retain(|t| t["name"] != "drop");
+        tools[1]["description"] = json!("now says more");
+        tools.push(json!({"name": "new", "inputSchema": {"type": "object"}}));
+        edited.tools = Arc::new(tools);
+        let (_, changes) = runtime.block_on(catalog.rebuild_off_runtime(vec![edited], Vec::new()));
+        assert_eq!(changes, Changes { added: 1, removed: 1, changed: 1 });
     }
 
     #[test]
