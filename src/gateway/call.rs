@@ -309,7 +309,7 @@ impl Gateway {
         {
             return;
         }
-        self.results.store(key.to_string(), raw.clone());
+        self.results.store(key, raw.clone());
     }
 
     /// Sends the call through the server's stack and maps the answer.

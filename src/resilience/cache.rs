@@ -31,16 +31,18 @@ pub struct ResultCache {
     max_entries: usize,
 }
 
+/// Keys are tool + a SHA-256 of the arguments: no caller can aim them at one bucket, so the
+/// fast hasher is safe here (SipHash cost more than the rest of a cache probe).
 struct Store {
-    entries: HashMap<String, Entry>,
-    order: VecDeque<(String, u64)>,
+    entries: HashMap<Arc<str>, Entry, foldhash::fast::RandomState>,
+    order: VecDeque<(Arc<str>, u64)>,
     seq: u64,
 }
 
 impl ResultCache {
     pub fn new(max_entries: usize) -> Self {
         Self {
-            inner: Mutex::new(Store { entries: HashMap::new(), order: VecDeque::new(), seq: 0 }),
+            inner: Mutex::new(Store { entries: HashMap::default(), order: VecDeque::new(), seq: 0 }),
             max_entries: max_entries.max(1),
         }
     }
@@ -70,8 +72,9 @@ impl ResultCache {
         Some((copy(&shared), age))
     }
 
-    pub fn store(&self, key: String, value: Box<RawValue>) {
+    pub fn store(&self, key: &str, value: Box<RawValue>) {
         let value: Arc<RawValue> = Arc::from(value);
+        let key: Arc<str> = Arc::from(key);
         let mut store = self.lock();
         store.seq += 1;
         let seq = store.seq;
@@ -79,14 +82,14 @@ impl ResultCache {
         store.entries.insert(key, Entry { value, stored: Instant::now(), seq });
         while store.entries.len() > self.max_entries {
             let Some((old, old_seq)) = store.order.pop_front() else { break };
-            if store.entries.get(&old).is_some_and(|e| e.seq == old_seq) {
-                store.entries.remove(&old);
+            if store.entries.get(&*old).is_some_and(|e| e.seq == old_seq) {
+                store.entries.remove(&*old);
             }
         }
         // Keep the order queue from growing with superseded entries.
         if store.order.len() > self.max_entries * 2 {
             let Store { entries, order, .. } = &mut *store;
-            order.retain(|(k, s)| entries.get(k).is_some_and(|e| e.seq == *s));
+            order.retain(|(k, s)| entries.get(&**k).is_some_and(|e| e.seq == *s));
         }
     }
 
@@ -115,12 +118,12 @@ mod tests {
     #[test]
     fn fresh_stale_and_bounded() {
         let cache = ResultCache::new(2);
-        cache.store("a".into(), raw("1"));
+        cache.store("a", raw("1"));
         assert!(cache.fresh("a", Duration::from_secs(1)).is_some());
         assert!(cache.fresh("a", Duration::ZERO).is_none());
         assert!(cache.stale("a", Duration::from_secs(1)).is_some());
-        cache.store("b".into(), raw("2"));
-        cache.store("c".into(), raw("3"));
+        cache.store("b", raw("2"));
+        cache.store("c", raw("3"));
         assert_eq!(cache.len(), 2);
         assert!(cache.fresh("a", Duration::from_secs(1)).is_none(), "oldest evicted");
     }

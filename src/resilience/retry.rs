@@ -28,11 +28,13 @@ use super::classify::Outcome;
 use crate::config::RetrySettings;
 use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
 
-/// Builds [`Retry`]; clones share one budget.
+/// Builds [`Retry`]; clones share one budget (the state is one `Arc`: a call clones it once).
 #[derive(Clone)]
-pub struct RetryLayer {
-    settings: Arc<RetrySettings>,
-    budget: Arc<TpsBudget>,
+pub struct RetryLayer(Arc<Shared>);
+
+struct Shared {
+    settings: RetrySettings,
+    budget: TpsBudget,
     server: Arc<str>,
     retries: IntCounterVec,
 }
@@ -44,7 +46,7 @@ impl RetryLayer {
             settings.budget_min_per_sec,
             settings.budget_ratio,
         );
-        Self { settings: Arc::new(settings), budget: Arc::new(budget), server, retries }
+        Self(Arc::new(Shared { settings, budget, server, retries }))
     }
 }
 
@@ -63,7 +65,7 @@ pub struct Retry<S> {
     layer: RetryLayer,
 }
 
-impl RetryLayer {
+impl Shared {
     /// The wait before retry number `retry` (0-based), or `None` if no retry may happen.
     fn plan(&self, request: &UpstreamRequest, outcome: Outcome, retry: u32) -> Option<Duration> {
         if !outcome.is_retryable() {
@@ -118,14 +120,20 @@ where
     }
 
     fn call(&mut self, request: UpstreamRequest) -> Self::Future {
-        let inner = self.inner.clone();
-        let layer = self.layer.clone();
+        // The service made ready for this call goes with it; a clone stays for the next call
+        // (one clone of the stack per call, not one per attempt).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let layer = self.layer.0.clone();
         Box::pin(async move {
             layer.budget.deposit();
             let tools_call = request.method == "tools/call";
             let mut retry = 0;
             loop {
-                let result = inner.clone().oneshot(request.clone()).await;
+                let result = match inner.ready().await {
+                    Ok(ready) => ready.call(request.clone()).await,
+                    Err(error) => Err(error),
+                };
                 let outcome = Outcome::of(&result, tools_call);
                 let Some(wait) = layer.plan(&request, outcome, retry) else {
                     return result;
@@ -148,12 +156,13 @@ mod tests {
     use super::*;
     use prometheus::Opts;
 
-    fn layer(settings: RetrySettings) -> RetryLayer {
+    fn layer(settings: RetrySettings) -> Arc<Shared> {
         RetryLayer::new(
             settings,
             "s".into(),
             IntCounterVec::new(Opts::new("r", "r"), &["server", "result"]).unwrap(),
         )
+        .0
     }
 
     fn request(safe: bool) -> UpstreamRequest {

@@ -121,10 +121,12 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
         return sessions::unknown_session();
     }
     let info = RequestInfo::from_headers(headers, request_id);
+    // The dispatch futures are boxed where they are awaited: inline, the largest of them would
+    // set the size of this request's future, which is copied whole at every level above it.
     match inbound {
         Inbound::Single(Ok(message)) if sessions::wants_back_channel(&message) => {
             let caller = message.clone();
-            match dispatch::entry(gateway, Ok(message), &info, Notifications::default()).await {
+            match Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await {
                 // Only an initialize that succeeded opens a session.
                 Some(answer) if answer.body.is_ok() => {
                     sessions::with_session_id(answer_response(&answer), &gateway.sessions.create(&caller))
@@ -144,7 +146,7 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
             for_event_stream_reader(gateway, message, info, session).await
         }
         Inbound::Single(entry) => {
-            match dispatch::entry(gateway, entry, &info, Notifications::default()).await {
+            match Box::pin(dispatch::entry(gateway, entry, &info, Notifications::default())).await {
                 // The modern revision answers its own protocol errors with HTTP 400.
                 Some(answer) if answer.is_protocol_refusal() => {
                     let mut response = answer_response(&answer);
@@ -185,7 +187,7 @@ async fn for_event_stream_reader(
     let session = session.filter(|_| message.method == "tools/call" && message.id.is_some());
     if token.is_none() && log_level.is_none() && session.is_none() {
         return answer_for_event_stream_reader(
-            dispatch::entry(gateway, Ok(message), &info, Notifications::default()).await,
+            Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await,
         );
     }
     let (sink, mut received) = crate::gateway::call::progress_channel();

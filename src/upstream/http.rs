@@ -300,17 +300,20 @@ impl Inner {
         builder
     }
 
+    /// The rare paths (a relayed call, a probe, the post after a refusal) are boxed where they
+    /// are awaited: inlined, their state would make every call's future (copied whole into
+    /// its box) twice as large.
     async fn call(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
         if let Some(relay) = &request.relay
             && request.method == "tools/call"
-            && let Some(result) = self.relay_call(&request, relay).await
+            && let Some(result) = Box::pin(self.relay_call(&request, relay)).await
         {
             return result;
         }
         let learned = self.learned();
         let (spoken, generation) = match learned.spoken {
             Some(spoken) => (spoken, learned.generation),
-            None => match self.probe(learned.generation).await {
+            None => match Box::pin(self.probe(learned.generation)).await {
                 Ok(probed) => probed,
                 Err(ProbeError::Failed(error)) => return Err(error),
                 Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
@@ -319,17 +322,28 @@ impl Inner {
         match self.post(&request, &spoken).await? {
             Exchange::Reply(reply) => Ok(reply),
             Exchange::Refused(error) => {
-                tracing::info!(url = %self.url, era = era_label(&spoken), reason = %error, "upstream refused the remembered era; probing again");
-                let spoken = match self.probe(generation).await {
-                    Ok((spoken, _)) => spoken,
-                    Err(ProbeError::Failed(error)) => return Err(error),
-                    Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
-                };
-                match self.post(&request, &spoken).await? {
-                    Exchange::Reply(reply) => Ok(reply),
-                    Exchange::Refused(error) => Err(error),
-                }
+                Box::pin(self.after_refusal(&request, &spoken, generation, error)).await
             }
+        }
+    }
+
+    /// The server refused the remembered era: probe again and post once more.
+    async fn after_refusal(
+        &self,
+        request: &UpstreamRequest,
+        spoken: &Spoken,
+        generation: u64,
+        error: UpstreamError,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        tracing::info!(url = %self.url, era = era_label(spoken), reason = %error, "upstream refused the remembered era; probing again");
+        let spoken = match self.probe(generation).await {
+            Ok((spoken, _)) => spoken,
+            Err(ProbeError::Failed(error)) => return Err(error),
+            Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
+        };
+        match self.post(request, &spoken).await? {
+            Exchange::Reply(reply) => Ok(reply),
+            Exchange::Refused(error) => Err(error),
         }
     }
 
@@ -717,6 +731,18 @@ async fn read_answer(
         }
         return decode_reply(&body);
     }
+    // Boxed: the stream's state would double the size of every call's future, JSON or not.
+    Box::pin(read_answer_stream(response, id, limit, resume, relay)).await
+}
+
+/// [`read_answer`] for an event stream.
+async fn read_answer_stream(
+    response: Response,
+    id: u64,
+    limit: usize,
+    resume: Option<Resume<'_>>,
+    relay: Option<&ProgressRelay>,
+) -> Result<UpstreamReply, UpstreamError> {
     let mut response = response;
     let mut position = StreamPosition::default();
     let mut reconnects = 0;
