@@ -7,7 +7,8 @@
 # The demo MCP server runs natively; the gateway (default configuration, JSON log line per
 # call) and then the bare forwarder (examples/forwarder.rs) run under callgrind. Each gets
 # 500 warm-up calls, then its counters are zeroed, CALLS calls are counted (oha, 4
-# connections), and the counters are dumped. The result: instructions per call for both, the
+# connections), and the counters are dumped. The result: instructions per call for both (the
+# gateway for a JSON caller and for one accepting event streams), the
 # gateway's own (the difference), and the gateway's 40 costliest functions (self cost) in
 # bench/instructions.md.
 # Usage: bash bench/instructions.sh [calls]   (needs valgrind: apt-get install valgrind)
@@ -25,10 +26,10 @@ UP=$(free_port)
 printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
 write_calls "$WORK/calls.lines" 20000
 
-# count NAME COMMAND...: prints the instructions per call of COMMAND, which listens on the
-# address given where its arguments say @LISTEN@.
+# count NAME ACCEPT COMMAND...: prints the instructions per call of COMMAND, which listens on
+# the address given where its arguments say @LISTEN@; the calls carry `Accept: ACCEPT`.
 count() {
-  local name=$1; shift
+  local name=$1 accept=$2; shift 2
   local port; port=$(free_port)
   local args=("${@//@LISTEN@/127.0.0.1:$port}")
   local out="$WORK/callgrind.$name"
@@ -39,9 +40,9 @@ count() {
     curl -s -o /dev/null -X POST -H 'content-type: application/json' -d "$ping" "http://127.0.0.1:$port/mcp" && break
     sleep 0.2
   done
-  "$OHA" --no-tui -n 500 -c 4 -m POST -T application/json -Z "$WORK/calls.lines" --output-format quiet "http://127.0.0.1:$port/mcp"
+  "$OHA" --no-tui -n 500 -c 4 -m POST -T application/json -A "$accept" -Z "$WORK/calls.lines" --output-format quiet "http://127.0.0.1:$port/mcp"
   callgrind_control -z "$pid" > /dev/null
-  "$OHA" --no-tui -n "$CALLS" -c 4 -m POST -T application/json -Z "$WORK/calls.lines" --output-format json \
+  "$OHA" --no-tui -n "$CALLS" -c 4 -m POST -T application/json -A "$accept" -Z "$WORK/calls.lines" --output-format json \
     -o "$WORK/$name.json" "http://127.0.0.1:$port/mcp"
   callgrind_control -d "$pid" > /dev/null
   sleep 0.5
@@ -63,20 +64,27 @@ print(round(total / int(sys.argv[2])))
 PY
 }
 
-echo "==> gateway under callgrind ($CALLS counted calls)"
-GW_IR=$(count gateway "$BIN" serve --config "$WORK/gateway.toml" --listen @LISTEN@)
+# A caller that accepts only JSON (the store's orchestrator), then one that also accepts event
+# streams, as the SDK clients and bench/overhead.sh do: the gateway then offers it progress and
+# log entries, which costs a channel per call.
+echo "==> gateway under callgrind ($CALLS counted calls, JSON caller)"
+GW_IR=$(count gateway 'application/json' "$BIN" serve --config "$WORK/gateway.toml" --listen @LISTEN@)
+echo "==> gateway under callgrind ($CALLS counted calls, caller accepting event streams)"
+SSE_IR=$(count gateway-sse 'application/json, text/event-stream' "$BIN" serve --config "$WORK/gateway.toml" --listen @LISTEN@)
 echo "==> forwarder under callgrind ($CALLS counted calls)"
-FW_IR=$(count forwarder "$FWD" @LISTEN@ "http://127.0.0.1:$UP/mcp")
-python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" <<'PY' | tee bench/instructions.md
+FW_IR=$(count forwarder 'application/json' "$FWD" @LISTEN@ "http://127.0.0.1:$UP/mcp")
+python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" <<'PY' | tee bench/instructions.md
 import re, sys
-path, calls, gw, fw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+path, calls, gw, fw, sse = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 print("# Instructions per call (callgrind)\n")
 print(f"`bash bench/instructions.sh {calls}`: one `tools/call` of the demo server's `price_lookup`, "
       "counted over the calls after 500 warm-up calls.\n")
 print("| path | instructions per call |\n|---|---:|")
 print(f"| bare forwarder | {fw:,} |\n| gateway, default configuration | {gw:,} |")
-print(f"| the gateway's own (difference) | {gw - fw:,} |\n")
-print("The gateway's costliest functions (self cost per call; valgrind runs SHA-256 without the "
+print(f"| the gateway's own (difference) | {gw - fw:,} |")
+print(f"| gateway, caller accepting event streams (`Accept: application/json, text/event-stream`) | {sse:,} |")
+print(f"| the gateway's own for that caller | {sse - fw:,} |\n")
+print("The gateway's costliest functions (JSON caller, self cost per call; valgrind runs SHA-256 without the "
       "CPU's SHA extensions, so `sha2` weighs more here than natively):\n")
 print("| instructions per call | function |\n|---:|---|")
 rows = 0
