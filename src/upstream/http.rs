@@ -737,13 +737,12 @@ async fn read_answer(
 
 /// [`read_answer`] for an event stream.
 async fn read_answer_stream(
-    response: Response,
+    mut response: Response,
     id: u64,
     limit: usize,
     resume: Option<Resume<'_>>,
     relay: Option<&ProgressRelay>,
 ) -> Result<UpstreamReply, UpstreamError> {
-    let mut response = response;
     let mut position = StreamPosition::default();
     let mut reconnects = 0;
     loop {
