@@ -10,7 +10,8 @@
 # connections), and the counters are dumped. The result: instructions per call for both (the
 # gateway for a JSON caller and for one accepting event streams), the
 # gateway's own (the difference), and the gateway's 40 costliest functions (self cost) in
-# bench/instructions.md.
+# bench/instructions.md. The forwarder is counted a second time with --read-json (it parses the
+# request and the answer whole): what reading JSON alone costs any JSON-RPC-aware intermediary.
 # Usage: bash bench/instructions.sh [calls]   (needs valgrind: apt-get install valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,14 +74,19 @@ echo "==> gateway under callgrind ($CALLS counted calls, caller accepting event 
 SSE_IR=$(count gateway-sse 'application/json, text/event-stream' "$BIN" serve --config "$WORK/gateway.toml" --listen @LISTEN@)
 echo "==> forwarder under callgrind ($CALLS counted calls)"
 FW_IR=$(count forwarder 'application/json' "$FWD" @LISTEN@ "http://127.0.0.1:$UP/mcp")
-python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" <<'PY' | tee bench/instructions.md
+echo "==> forwarder reading JSON under callgrind ($CALLS counted calls)"
+JFW_IR=$(count json-forwarder 'application/json' "$FWD" @LISTEN@ "http://127.0.0.1:$UP/mcp" --read-json)
+python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" "$JFW_IR" <<'PY' | tee bench/instructions.md
 import re, sys
-path, calls, gw, fw, sse = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+path, calls, gw, fw, sse, jfw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 print("# Instructions per call (callgrind)\n")
 print(f"`bash bench/instructions.sh {calls}`: one `tools/call` of the demo server's `price_lookup`, "
       "counted over the calls after 500 warm-up calls.\n")
 print("| path | instructions per call |\n|---|---:|")
-print(f"| bare forwarder | {fw:,} |\n| gateway, default configuration | {gw:,} |")
+print(f"| bare forwarder | {fw:,} |")
+print(f"| forwarder reading JSON (`--read-json`: request and answer parsed whole) | {jfw:,} |")
+print(f"| reading JSON alone (difference) | {jfw - fw:,} |")
+print(f"| gateway, default configuration | {gw:,} |")
 print(f"| the gateway's own (difference) | {gw - fw:,} |")
 print(f"| gateway, caller accepting event streams (`Accept: application/json, text/event-stream`) | {sse:,} |")
 print(f"| the gateway's own for that caller | {sse - fw:,} |\n")

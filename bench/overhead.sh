@@ -2,6 +2,8 @@
 # Overhead benchmark: the same trivial tool call (demo server `price_lookup`) sent
 #   direct      straight to the upstream (the demo MCP server, a trivial Rust upstream),
 #   forwarder   through a bare hyper forwarder (examples/forwarder.rs: pooled client, no parsing),
+#   json-forwarder  the same forwarder with --read-json: it also parses the request and the
+#               answer whole, the least any JSON-RPC-aware intermediary does (the floor under a gateway),
 #   gateway     through mcp-gateway, default configuration,
 #   full        through mcp-gateway with every feature on: Redis registry tier, result cache,
 #               breaker state shared through Redis, OpenTelemetry tracing as in `traced`
@@ -32,12 +34,13 @@ build_gateway_and_forwarder
 
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 
-UP=$(free_port); UP10K=$(free_port); FW=$(free_port); GW=$(free_port); GWF=$(free_port); GWK=$(free_port); PX=$(free_port); RP=$(free_port); GWT=$(free_port); OTLP=$(free_port)
+UP=$(free_port); UP10K=$(free_port); FW=$(free_port); FWJ=$(free_port); GW=$(free_port); GWF=$(free_port); GWK=$(free_port); PX=$(free_port); RP=$(free_port); GWT=$(free_port); OTLP=$(free_port)
 "$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & UP_PID=$!; PIDS+=($!)
 "$BIN" demo-server --listen "127.0.0.1:$UP10K" --extra-tools 10000 > "$WORK/upstream10k.log" 2>&1 & UP10K_PID=$!; PIDS+=($!)
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$UP/_stats"; wait_http "http://127.0.0.1:$UP10K/_stats"
 "$FWD" "127.0.0.1:$FW" "http://127.0.0.1:$UP/mcp" > "$WORK/forwarder.log" 2>&1 & FW_PID=$!; PIDS+=($!)
+"$FWD" "127.0.0.1:$FWJ" "http://127.0.0.1:$UP/mcp" --read-json > "$WORK/json-forwarder.log" 2>&1 & FWJ_PID=$!; PIDS+=($!)
 
 server() { printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$1"; }
 server "$UP" > "$WORK/default.toml"
@@ -53,7 +56,7 @@ OTELPY=tests/peers/.venv-otel/bin/python
 wait_http "http://127.0.0.1:$OTLP/_count"
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & GWT_PID=$!; PIDS+=($!)
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & GWF_PID=$!; PIDS+=($!)
-TARGETS=(direct forwarder gateway full tools10k traced)
+TARGETS=(direct forwarder json-forwarder gateway full tools10k traced)
 if [ "${BENCH_SKIP_PROXY:-0}" != 1 ]; then
   sed "s/port = 8081/port = $PX/; s#http://127.0.0.1:9100/mcp#http://127.0.0.1:$UP/mcp#" bench/competitor-config.toml > "$WORK/proxy.toml"
   "$PROXY" --config "$WORK/proxy.toml" > "$WORK/proxy.log" 2>&1 & PX_PID=$!; PIDS+=($!)
@@ -84,10 +87,10 @@ with open(out, "w") as f:
   head -n 1 "$WORK/$2.lines" > "$WORK/$2.json"
 }
 body price_lookup plain; body b/price_lookup proxied
-url_of() { case $1 in direct) echo "http://127.0.0.1:$UP/mcp";; forwarder) echo "http://127.0.0.1:$FW/mcp";; gateway) echo "http://127.0.0.1:$GW/mcp";;
+url_of() { case $1 in direct) echo "http://127.0.0.1:$UP/mcp";; forwarder) echo "http://127.0.0.1:$FW/mcp";; json-forwarder) echo "http://127.0.0.1:$FWJ/mcp";; gateway) echo "http://127.0.0.1:$GW/mcp";;
   full) echo "http://127.0.0.1:$GWF/mcp";; tools10k) echo "http://127.0.0.1:$GWK/mcp";; traced) echo "http://127.0.0.1:$GWT/mcp";; mcp-proxy) echo "http://127.0.0.1:$PX/";; esac; }
 # The processes a target's calls run through: the path itself (none for direct) and its upstream.
-pid_of() { case $1 in direct) echo "";; forwarder) echo "$FW_PID";; gateway) echo "$GW_PID";; full) echo "$GWF_PID";;
+pid_of() { case $1 in direct) echo "";; forwarder) echo "$FW_PID";; json-forwarder) echo "$FWJ_PID";; gateway) echo "$GW_PID";; full) echo "$GWF_PID";;
   tools10k) echo "$GWK_PID";; traced) echo "$GWT_PID";; mcp-proxy) echo "$PX_PID";; esac; }
 upstream_pid_of() { [ "$1" = tools10k ] && echo "$UP10K_PID" || echo "$UP_PID"; }
 lines_of() { [ "$1" = mcp-proxy ] && echo proxied || echo plain; }
@@ -157,27 +160,28 @@ cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d:
 load_avg = open("/proc/loadavg").read().split()[:3]
 print(f"Measured {subprocess.run(['date','-u','+%Y-%m-%d %H:%M'],capture_output=True,text=True).stdout.strip()} UTC on {platform.machine()}, {cpu}, {subprocess.run(['nproc'],capture_output=True,text=True).stdout.strip()} cores, load average {' '.join(load_avg)} at the end; "
       f"oha {duration} s per run, {rounds} interleaved rounds (ranges are min–max over rounds); fixed rate: 1,000 calls/s over 8 connections with latency correction; max rate: 16 connections. Upstream: the demo server (Rust), tool `price_lookup`.\n")
-print("| path | p50 @1k/s (µs) | p99 @1k/s (µs) | added p50 vs direct | added p99 vs direct | added p50 vs forwarder | added p99 vs forwarder | max rate (calls/s) | vs direct | vs forwarder | HTTP 200 |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| path | p50 @1k/s (µs) | p99 @1k/s (µs) | added p50 vs direct | added p99 vs direct | added p50 vs forwarder | added p99 vs forwarder | max rate (calls/s) | vs direct | vs forwarder | vs json-forwarder | HTTP 200 |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for n in names:
     add = lambda key, base: "—" if n == base else span(n, "fixed", key, base)
     rate = med(n, "max", "rps")
     ok = min(runs[(n, m, r)]["ok"] for m in ("fixed", "max") for r in range(1, rounds + 1))
-    print(f"| {n} | {span(n,'fixed','p50')} | {span(n,'fixed','p99')} | {add('p50','direct')} | {add('p99','direct')} | {add('p50','forwarder')} | {add('p99','forwarder')} | {rate:.0f} | {rate / med('direct','max','rps'):.2f}× | {rate / med('forwarder','max','rps'):.2f}× | {ok:.0%} |")
+    print(f"| {n} | {span(n,'fixed','p50')} | {span(n,'fixed','p99')} | {add('p50','direct')} | {add('p99','direct')} | {add('p50','forwarder')} | {add('p99','forwarder')} | {rate:.0f} | {rate / med('direct','max','rps'):.2f}× | {rate / med('forwarder','max','rps'):.2f}× | {rate / med('json-forwarder','max','rps'):.2f}× | {ok:.0%} |")
 print("\nAt maximum rate the three processes share the 2 cores, so the rate follows the CPU each call costs them all. "
       "CPU per call at maximum rate (µs, user + system, median over rounds; the path's own process, its upstream, oha):\n")
-print("| path | path's process | upstream | oha | total | path's process vs forwarder's |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| path | path's process | upstream | oha | total | path's process vs forwarder's | vs json-forwarder's |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for n in names:
     c = {k: med(n, "max", k) for k in ("cpu_path", "cpu_up", "cpu_oha")}
-    vs = "—" if n in ("direct", "forwarder") else f"{c['cpu_path'] - med('forwarder', 'max', 'cpu_path'):+.1f}"
-    print(f"| {n} | {c['cpu_path']:.1f} | {c['cpu_up']:.1f} | {c['cpu_oha']:.1f} | {sum(c.values()):.1f} | {vs} |")
+    vs = lambda base: "—" if n in ("direct", base) else f"{c['cpu_path'] - med(base, 'max', 'cpu_path'):+.1f}"
+    print(f"| {n} | {c['cpu_path']:.1f} | {c['cpu_up']:.1f} | {c['cpu_oha']:.1f} | {sum(c.values()):.1f} | {vs('forwarder')} | {vs('json-forwarder')} |")
 d = json.load(open(f"{work}/list10k.json")); lst = {"p50": d["latencyPercentiles"]["p50"] * 1e6, "p99": d["latencyPercentiles"]["p99"] * 1e6}
 print(f"\n`tools/list` at 10,006 tools ({int(list_bytes) / 1e6:.1f} MB body, 50 lists/s over 4 connections): p50 {lst['p50'] / 1000:.2f} ms, p99 {lst['p99'] / 1000:.2f} ms.")
 print(f"\nGateway resident memory (default configuration): {idle / 1024:.1f} MiB idle, {loaded / 1024:.1f} MiB at 256 concurrent connections.")
 print(f"Release binary: {int(bin_bytes) / 2**20:.1f} MiB as built (line tables for profiling), {int(stripped) / 2**20:.1f} MiB stripped.")
 print("\n`gateway` = default configuration (schema validation, breaker, budgeted retry, concurrency limit, attempt timeout, metrics, one JSON log line per call, stdout to /dev/null); "
       "`full` = plus Redis registry tier, a 60 s result cache, breaker state shared through Redis and OpenTelemetry tracing as in `traced`; `tools10k` = default configuration over a 10,006-tool catalogue. "
-      "Every request has distinct arguments (a `nonce`), so no call is served from the cache or from in-flight sharing.")
+      "Every request has distinct arguments (a `nonce`), so no call is served from the cache or from in-flight sharing. "
+      "`json-forwarder` = the bare forwarder that also reads the request and the answer whole and parses both (`--read-json`): the least any JSON-RPC-aware intermediary does per call, so no MCP gateway can pass its maximum rate.")
 print(f"`traced` = `gateway` with OpenTelemetry on (every call sampled: one server and one client span per call, batch-exported as OTLP/HTTP protobuf to a local receiver, which decoded {os.environ.get('SPANS', '?')} spans from `traced` and `full`).")
 PY
