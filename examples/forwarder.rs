@@ -132,12 +132,13 @@ async fn forward_reading_json(
     }
 }
 
-/// The request parsed whole, if it is a JSON-RPC request with a method (and a tool name when
-/// it has params).
+/// The request parsed whole, if it is a JSON-RPC request with a method, and a `tools/call`
+/// names its tool.
 fn read_call(body: &[u8]) -> Option<Call<'_>> {
+    let names_its_tool = |call: &Call| call.params.as_ref().is_some_and(|p| p.name.is_some());
     serde_json::from_slice::<Call>(body)
         .ok()
-        .filter(|call| !call.method.is_empty() && call.params.as_ref().is_none_or(|p| p.name.is_some()))
+        .filter(|call| !call.method.is_empty() && (call.method != "tools/call" || names_its_tool(call)))
 }
 
 /// Whether `answer`, parsed whole, is one JSON value carrying the call's id.
@@ -214,6 +215,13 @@ mod tests {
         );
         assert!(read_call(b"not json").is_none());
         assert!(read_call(br#"{"jsonrpc":"2.0","id":1,"params":{"name":"x"}}"#).is_none(), "no method");
+        assert!(
+            read_call(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#).is_none(),
+            "no tool"
+        );
+        assert!(
+            read_call(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c"}}"#).is_some()
+        );
     }
 
     #[test]
