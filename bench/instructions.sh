@@ -7,11 +7,11 @@
 # The demo MCP server runs natively; the gateway (default configuration, JSON log line per
 # call) and then the bare forwarder (examples/forwarder.rs) run under callgrind. Each gets
 # 500 warm-up calls, then its counters are zeroed, CALLS calls are counted (oha, 4
-# connections), and the counters are dumped. The result: instructions per call for both (the
-# gateway for a JSON caller and for one accepting event streams), the
-# gateway's own (the difference), and the gateway's 40 costliest functions (self cost) in
-# bench/instructions.md. The forwarder is counted a second time with --read-json (it parses the
-# request and the answer whole): what reading JSON alone costs any JSON-RPC-aware intermediary.
+# connections), and the counters are dumped. The result: instructions per call for each (the
+# gateway for a JSON caller and for one accepting event streams), the gateway's own (the
+# difference), and the gateway's 40 costliest functions (self cost) in bench/instructions.md.
+# The forwarder is counted a second time with --read-json (it parses the request and the
+# answer whole): what reading JSON alone costs any JSON-RPC-aware intermediary.
 # Usage: bash bench/instructions.sh [calls]   (needs valgrind: apt-get install valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -182,6 +182,6 @@ print(f"Release binary: {int(bin_bytes) / 2**20:.1f} MiB as built (line tables f
 print("\n`gateway` = default configuration (schema validation, breaker, budgeted retry, concurrency limit, attempt timeout, metrics, one JSON log line per call, stdout to /dev/null); "
       "`full` = plus Redis registry tier, a 60 s result cache, breaker state shared through Redis and OpenTelemetry tracing as in `traced`; `tools10k` = default configuration over a 10,006-tool catalogue. "
       "Every request has distinct arguments (a `nonce`), so no call is served from the cache or from in-flight sharing. "
-      "`json-forwarder` = the bare forwarder that also reads the request and the answer whole and parses both (`--read-json`): the least any JSON-RPC-aware intermediary does per call, so no MCP gateway can pass its maximum rate.")
+      "`json-forwarder` = the bare forwarder that also reads the request and the answer whole and parses both (`--read-json`): the least any JSON-RPC-aware intermediary does per call, and nothing more: the floor under a gateway's own cost.")
 print(f"`traced` = `gateway` with OpenTelemetry on (every call sampled: one server and one client span per call, batch-exported as OTLP/HTTP protobuf to a local receiver, which decoded {os.environ.get('SPANS', '?')} spans from `traced` and `full`).")
 PY

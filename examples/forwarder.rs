@@ -8,8 +8,8 @@
 //! more: read the request whole and parse it (to learn the method and the tool it names),
 //! forward the same bytes, read the answer whole and parse it (to check it is one JSON-RPC
 //! response, for the request's id, before passing it on). No validation, no resilience, no
-//! metrics, no log line. It measures what reading JSON alone costs a forwarder, i.e. the
-//! floor under any MCP gateway's maximum rate (issue 10).
+//! metrics, no log line. It measures what reading JSON alone costs a forwarder: the floor
+//! under an MCP gateway's own cost (issue 10).
 
 use std::{borrow::Cow, convert::Infallible, net::SocketAddr};
 
