@@ -189,6 +189,7 @@ fn call_future_stays_small(gateway: &Gateway) {
         deadline: None,
         notifications: Default::default(),
         cancelled: Default::default(),
+        caller: Default::default(),
     };
     let size = std::mem::size_of_val(&gateway.call_tool(None, &ctx));
     println!("the tools/call future: {size} bytes");

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod error;
 pub mod export;
 pub mod gateway;
+pub mod identity;
 pub mod protocol;
 pub mod redis_link;
 pub mod registry;

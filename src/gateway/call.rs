@@ -48,6 +48,8 @@ pub struct CallContext {
     pub notifications: Notifications,
     /// Set when the caller cancelled the call (`notifications/cancelled`) before dropping it.
     pub cancelled: Arc<AtomicBool>,
+    /// Who is calling.
+    pub caller: Arc<crate::identity::Caller>,
 }
 
 /// What a caller receives besides the answer (both `None`: nothing).

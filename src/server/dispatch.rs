@@ -48,12 +48,15 @@ pub struct RequestInfo {
     pub accepts_sse: bool,
     /// The caller's trace context and request ids, for spans and upstreams.
     pub trace: otel::Inbound,
+    /// Who is calling (anonymous unless the listener identifies callers).
+    pub caller: Arc<crate::identity::Caller>,
 }
 
 impl RequestInfo {
-    pub fn from_headers(headers: &HeaderMap, request_id: &str) -> Self {
+    pub fn from_headers(headers: &HeaderMap, request_id: &str, caller: Arc<crate::identity::Caller>) -> Self {
         let request_id: Arc<str> = request_id.into();
         Self {
+            caller,
             trace: otel::Inbound::from_headers(headers, request_id.clone()),
             request_id,
             method_header: headers
@@ -168,6 +171,7 @@ async fn message_answer(
                 deadline: info.deadline,
                 notifications,
                 cancelled: cancelled.clone(),
+                caller: info.caller.clone(),
             };
             let registration = gateway.cancellable.register(info.session.clone(), &id, cancelled);
             // The call's state (every layer's future) is boxed once here: the futures around it

@@ -50,13 +50,32 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Takes the whole request: the headers are moved out of it (axum's `HeaderMap` extractor
 /// would copy them on every call).
 pub async fn post(State(gateway): State<Arc<Gateway>>, request: axum::extract::Request) -> Response {
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0);
+    post_from(gateway, peer, request).await
+}
+
+/// `POST /mcp` from a known TCP peer (the connection's own service calls this directly).
+pub async fn post_from(
+    gateway: Arc<Gateway>,
+    peer: Option<std::net::SocketAddr>,
+    request: axum::extract::Request,
+) -> Response {
     let (parts, body) = request.into_parts();
     let request_id = request_id(&parts.headers);
-    let response = handle(&gateway, &parts.headers, body, &request_id).await;
+    let response = handle(&gateway, &parts.headers, body, &request_id, peer).await;
     with_request_id(response, &request_id)
 }
 
-async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request_id: &str) -> Response {
+async fn handle(
+    gateway: &Arc<Gateway>,
+    headers: &HeaderMap,
+    body: Body,
+    request_id: &str,
+    peer: Option<std::net::SocketAddr>,
+) -> Response {
     if gateway.config.listen.ip().is_loopback()
         && let Some(host) = headers.get(header::HOST)
         && !host_allowed(host, &gateway.config.allowed_origins)
@@ -120,7 +139,8 @@ async fn handle(gateway: &Arc<Gateway>, headers: &HeaderMap, body: Body, request
     if unknown_session && !matches!(&inbound, Inbound::Single(Ok(m)) if m.method == "initialize") {
         return sessions::unknown_session();
     }
-    let info = RequestInfo::from_headers(headers, request_id);
+    let caller = Arc::new(crate::identity::Caller::anonymous(peer));
+    let info = RequestInfo::from_headers(headers, request_id, caller);
     // The dispatch futures are boxed where they are awaited: inline, the largest of them would
     // set the size of this request's future, which is copied whole at every level above it.
     match inbound {

@@ -93,7 +93,8 @@ impl tower::Service<axum::extract::Request> for McpFirst {
     fn call(&mut self, mut request: axum::extract::Request) -> Self::Future {
         if request.method() == axum::http::Method::POST && request.uri().path() == "/mcp" {
             let gateway = self.gateway.clone();
-            return Box::pin(async move { Ok(mcp::post(axum::extract::State(gateway), request).await) });
+            let peer = Some(self.peer);
+            return Box::pin(async move { Ok(mcp::post_from(gateway, peer, request).await) });
         }
         request.extensions_mut().insert(axum::extract::ConnectInfo(self.peer));
         let routes = self.routes.clone();
