@@ -10,9 +10,13 @@
 //! The variables of the command line itself (`MCP_GATEWAY_CONFIG`, `MCP_GATEWAY_LOG_FORMAT`,
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
+mod audit;
 mod lenient;
+mod quotas;
 mod resilience;
 
+pub use audit::{AuditConfig, AuditSinkKind};
+pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -92,6 +96,10 @@ pub struct Config {
     /// of these by key): a DynamoDB item can pick among them, never supply a command, its
     /// arguments or its environment. Configured `[servers.NAME]` need no entry here.
     pub stdio_commands: BTreeMap<String, StdioCommand>,
+    /// Call quotas per (caller, tool) and per (caller, server), shared through `redis_url`.
+    pub quotas: QuotasConfig,
+    /// The audit trail: one JSON line per `tools/call` decision.
+    pub audit: AuditConfig,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -197,6 +205,8 @@ impl Default for Config {
             registry: RegistryConfig::default(),
             cache: CacheConfig::default(),
             stdio_commands: BTreeMap::new(),
+            quotas: QuotasConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -594,6 +604,8 @@ impl Config {
         if self.max_body_bytes == 0 {
             bail!("max_body_bytes must be positive");
         }
+        self.quotas.validate()?;
+        self.audit.validate()?;
         Ok(())
     }
 }

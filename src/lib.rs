@@ -8,6 +8,7 @@
 //! [`resilience`] → [`resilience::classify`] names the outcome → [`telemetry`] records it →
 //! [`error`] maps gateway-made failures to JSON-RPC errors in one place.
 
+pub mod audit;
 pub mod config;
 pub mod demo;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod export;
 pub mod gateway;
 pub mod identity;
 pub mod protocol;
+pub mod quota;
 pub mod redis_link;
 pub mod registry;
 pub mod resilience;

@@ -404,6 +404,10 @@ async fn serve(
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let served = server::serve(listener, gateway.clone(), shutdown, grace).await;
     close_sessions(&gateway).await;
+    // The calls have drained and their audit lines are queued: write them out.
+    if let Some(audit) = &gateway.audit {
+        audit.close(Duration::from_secs(5));
+    }
     // After the drain: the spans of drained calls are finished and go out now.
     if let Some(otel) = otel {
         otel.shutdown().await;

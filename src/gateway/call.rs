@@ -1,6 +1,8 @@
-//! One `tools/call`: resolve → validate and default → (read-only: cache, join an identical
-//! call in flight) → forward through the server's stack → on failure, a configured fallback
-//! → cut to the size budget → answer. Every exit records one metric sample and one log line.
+//! One `tools/call`: resolve → validate and default → quotas (a refused call ends here,
+//! before any breaker or upstream) → (read-only: cache, join an identical call in flight) →
+//! forward through the server's stack → on failure, a configured fallback → cut to the size
+//! budget → answer. Every exit records one metric sample, one log line and (when the audit
+//! trail is on) one audit line.
 //!
 //! Progress and log entries: when the inbound side can deliver them to its caller it puts
 //! sinks in the [`CallContext`] ([`Notifications`], [`progress_channel`]); only a call that
@@ -23,6 +25,7 @@ use tower::ServiceExt;
 
 use super::Gateway;
 use crate::{
+    audit::{AuditEntry, Decision},
     error::{Category, GatewayError},
     protocol::{mcp, param_headers},
     registry::{ToolRecord, record::canonical_hash},
@@ -94,6 +97,7 @@ struct Unanswered<'a> {
     started: Instant,
     tool: Arc<ToolRecord>,
     args_hash: String,
+    decision: Decision,
     armed: bool,
 }
 
@@ -102,8 +106,22 @@ impl Drop for Unanswered<'_> {
         if self.armed {
             let (tool, hash) = (Some(&self.tool), Some(std::mem::take(&mut self.args_hash)));
             let outcome = if self.ctx.cancelled.load(Ordering::Relaxed) { CANCELLED } else { DISCONNECTED };
-            self.gateway.record(self.ctx, self.started, tool, outcome, 0, hash);
+            let decided = Decided { decision: self.decision.clone(), requested: None };
+            self.gateway.record(self.ctx, self.started, tool, outcome, 0, hash, decided);
         }
+    }
+}
+
+/// What the audit line of a call says besides its outcome: the gateway's decision, and the
+/// name asked for when no tool resolved.
+struct Decided {
+    decision: Decision,
+    requested: Option<Arc<str>>,
+}
+
+impl Decided {
+    fn no_policy() -> Self {
+        Self { decision: Decision::no_policy(), requested: None }
     }
 }
 
@@ -189,8 +207,38 @@ impl Gateway {
         key.push_str(&tool.name);
         key.push('\0');
         key.push_str(&args_hash);
-        let mut unanswered =
-            Unanswered { gateway: self, ctx, started, tool: tool.clone(), args_hash, armed: true };
+        // Tool policy decides here (wired in with identity); without a policy every call is
+        // allowed by `no_policy`.
+        let decision = Decision::no_policy();
+        let mut unanswered = Unanswered {
+            gateway: self,
+            ctx,
+            started,
+            tool: tool.clone(),
+            args_hash,
+            decision: decision.clone(),
+            armed: true,
+        };
+        // Quotas: a refused call never reaches the resilience stack. The permit holds the
+        // call's concurrency slots until the call ends (or its future is dropped).
+        let _quota_permit = match &self.quotas {
+            Some(quotas) => {
+                match quotas.check(ctx.caller.subject_or_anonymous(), &tool.name, &tool.server).await {
+                    Ok(permit) => Some(permit),
+                    Err(denial) => {
+                        unanswered.armed = false;
+                        let hash = std::mem::take(&mut unanswered.args_hash);
+                        let decided =
+                            Decided { decision: Decision::denied_by_quota(&denial.quota), requested: None };
+                        let err =
+                            denial.to_error().with_tool(tool.name.clone()).with_server(tool.server.clone());
+                        self.record(ctx, started, Some(&tool), err.category.as_str(), 0, Some(hash), decided);
+                        return Err(err);
+                    }
+                }
+            }
+            None => None,
+        };
 
         // The arguments are kept (copied) only when an alternative tool may need them.
         let kept = self.tool_settings(&tool.name).fallback_tool.is_some().then(|| arguments.clone());
@@ -215,7 +263,8 @@ impl Gateway {
         let result = result.map(|raw| self.fit_budget(&tool, raw));
         unanswered.armed = false;
         let args_hash = std::mem::take(&mut unanswered.args_hash);
-        self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(args_hash));
+        let decided = Decided { decision, requested: None };
+        self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(args_hash), decided);
         result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
     }
 
@@ -455,10 +504,12 @@ impl Gateway {
             Some(t) => err.with_tool(t.name.clone()).with_server(t.server.clone()),
             None => err,
         };
-        self.record(ctx, started, tool, err.category.as_str(), 0, None);
+        let decided = Decided { requested: err.tool.clone(), ..Decided::no_policy() };
+        self.record(ctx, started, tool, err.category.as_str(), 0, None, decided);
         err
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
         ctx: &CallContext,
@@ -467,8 +518,31 @@ impl Gateway {
         outcome: &'static str,
         attempts: u32,
         args_hash: Option<String>,
+        decided: Decided,
     ) {
         let elapsed = started.elapsed();
+        let latency_us = elapsed.as_micros() as u64;
+        let call_lines = tracing::enabled!(target: "mcp_gateway::call", tracing::Level::INFO);
+        let trace_id =
+            if call_lines || self.audit.is_some() { crate::telemetry::otel::log_trace_id() } else { None };
+        if let Some(audit) = &self.audit {
+            let entry = AuditEntry {
+                at: std::time::SystemTime::now(),
+                request_id: ctx.request_id.clone(),
+                trace_id: trace_id.clone(),
+                subject: ctx.caller.subject.clone(),
+                tool: tool.map(|t| t.name.clone()).or(decided.requested),
+                server: tool.map(|t| t.server.clone()),
+                decision: decided.decision,
+                outcome,
+                args_sha256: args_hash.clone(),
+                latency_us,
+            };
+            let audit = audit.clone();
+            crate::telemetry::after_answer::defer(move || {
+                audit.write(&entry);
+            });
+        }
         let (tool_name, server, transport) = labels(tool);
         self.metrics.tool_calls.with_label_values(&[tool_name, server, outcome]).inc();
         if tool.is_some() {
@@ -479,16 +553,16 @@ impl Gateway {
         }
         crate::telemetry::otel::record_call(outcome, attempts, server, transport);
         // The log line is formatted after the answer has left (telemetry::after_answer).
-        if !tracing::enabled!(target: "mcp_gateway::call", tracing::Level::INFO) {
+        if !call_lines {
             return;
         }
         let line = CallLine {
             request_id: ctx.request_id.clone(),
-            trace_id: crate::telemetry::otel::log_trace_id(),
+            trace_id,
             jsonrpc_id: ctx.jsonrpc_id.clone(),
             tool: tool.cloned(),
             outcome,
-            latency_us: elapsed.as_micros() as u64,
+            latency_us,
             attempts,
             args_hash,
         };

@@ -184,6 +184,10 @@ pub struct Gateway {
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
     shared_breakers: Option<Arc<SharedBreakers>>,
+    /// Call quotas (`None` without `[[quotas.rules]]`: calls pay nothing for them).
+    pub quotas: Option<Arc<crate::quota::Quotas>>,
+    /// The audit trail (`None` with `audit.sink = "off"`).
+    pub audit: Option<Arc<crate::audit::Audit>>,
 }
 
 impl Gateway {
@@ -206,6 +210,15 @@ impl Gateway {
             .filter_map(|(tool, settings)| Some((tool.clone(), settings.server.clone()?)))
             .collect();
         let dynamic = dynamic_registry(&config, &metrics).await?;
+        let quotas = crate::quota::Quotas::new(
+            &config.quotas,
+            crate::redis_link::RedisLink::from_config(&config)?,
+            &metrics,
+        );
+        let audit = crate::audit::Audit::start(&config.audit);
+        if let Some(audit) = &audit {
+            metrics.watch_audit_drops(audit.dropped_lines());
+        }
         let registry = Registry::new(Arc::new(Catalog::new(routes)), dynamic);
         let gateway = Arc::new(Self {
             registry,
@@ -223,6 +236,8 @@ impl Gateway {
             in_flight: SingleFlight::default(),
             default_tool: ToolConfig::default(),
             shared_breakers,
+            quotas,
+            audit,
             config,
         });
         gateway.refresh_on_recovery();

@@ -152,7 +152,7 @@ fn string(line: &mut Vec<u8>, value: &str) {
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffff` in UTC (the `Z` follows), as tracing-subscriber prints it.
 /// Digits are written directly: `write!` through `fmt` cost more than the rest of the line.
-fn timestamp(line: &mut Vec<u8>, now: SystemTime) {
+pub(crate) fn timestamp(line: &mut Vec<u8>, now: SystemTime) {
     let since_epoch = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = since_epoch.as_secs();
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);

@@ -16,6 +16,11 @@
 //! slot of its 128 000-line buffer up front (about 4 MiB resident before the first line), and it
 //! wakes its worker per line. This buffer grows with the backlog, up to the same bound, and a
 //! large one is released once written, so an idle gateway holds no log buffer.
+//!
+//! The audit trail ([`crate::audit`]) uses the same writer with a byte bound
+//! ([`writer_bounded`]) and [`LossyWriter::push_line`], which tells each line that gets in how
+//! many were lost since the previous one (queue full, or the sink failing a write), so a gap is
+//! visible in the output itself.
 
 use std::{
     io::Write,
@@ -42,6 +47,8 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     capacity: usize,
+    /// Most bytes queued (`usize::MAX`: bounded by lines only).
+    max_bytes: usize,
     dropped: AtomicU64,
 }
 
@@ -52,11 +59,31 @@ struct State {
     /// How many lines `bytes` holds.
     lines: usize,
     closed: bool,
+    /// Lines lost since the last line queued through [`LossyWriter::push_line`].
+    unreported: u64,
 }
 
 impl Shared {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `len` more bytes may be queued now (counts the line as lost when not).
+    fn admits(&self, state: &mut State, len: usize) -> bool {
+        let fits = !state.closed
+            && state.lines < self.capacity
+            && state.bytes.len().saturating_add(len) <= self.max_bytes;
+        if !fits {
+            state.unreported += 1;
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        fits
+    }
+
+    /// Counts `lines` lost after they were queued (the sink failed to take them).
+    fn lost(&self, lines: u64) {
+        self.state().unreported += lines;
+        self.dropped.fetch_add(lines, Ordering::Relaxed);
     }
 }
 
@@ -82,15 +109,27 @@ impl DroppedLines {
 
 /// A writer to `out` keeping at most `capacity` lines waiting.
 pub fn writer<W: Write + Send + 'static>(out: W, capacity: usize) -> (LossyWriter, DroppedLines, Guard) {
+    writer_bounded(out, "log-writer", capacity, usize::MAX)
+}
+
+/// A writer to `out` (its thread named `name`) keeping at most `max_lines` lines and
+/// `max_bytes` bytes waiting.
+pub fn writer_bounded<W: Write + Send + 'static>(
+    out: W,
+    name: &str,
+    max_lines: usize,
+    max_bytes: usize,
+) -> (LossyWriter, DroppedLines, Guard) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
         wake: Condvar::new(),
-        capacity: capacity.max(1),
+        capacity: max_lines.max(1),
+        max_bytes: max_bytes.max(1),
         dropped: AtomicU64::new(0),
     });
     let drain = shared.clone();
     let thread = std::thread::Builder::new()
-        .name("log-writer".into())
+        .name(name.into())
         .stack_size(64 * 1024)
         .spawn(move || run(&drain, out))
         .ok();
@@ -112,9 +151,10 @@ fn run<W: Write>(shared: &Shared, mut out: W) {
             pause = (pause * 2).min(IDLE_INTERVAL);
         } else {
             pause = BATCH_INTERVAL;
-            // A failing stdout loses lines; it must not stop the writer.
-            let _ = out.write_all(&batch);
-            let _ = out.flush();
+            // A failing sink loses lines (counted); it must not stop the writer.
+            if out.write_all(&batch).and_then(|()| out.flush()).is_err() {
+                shared.lost(batch.iter().filter(|&&b| b == b'\n').count() as u64);
+            }
             batch.clear();
             if batch.capacity() > KEPT_BUFFER_BYTES {
                 batch = Vec::new();
@@ -144,12 +184,30 @@ impl Drop for Guard {
 /// One event's writer: queues what it is given as one line.
 pub struct Line<'a>(&'a Shared);
 
+impl LossyWriter {
+    /// Queues one line: `body`, then whatever `end` appends, told how many lines were lost
+    /// since the previous line queued here (`end` must finish the line, newline included, in
+    /// at most [`END_RESERVE`] bytes). Returns whether the line was queued.
+    pub fn push_line(&self, body: &[u8], end: impl FnOnce(&mut Vec<u8>, u64)) -> bool {
+        let mut state = self.0.state();
+        if !self.0.admits(&mut state, body.len() + END_RESERVE) {
+            return false;
+        }
+        let lost = std::mem::take(&mut state.unreported);
+        state.bytes.extend_from_slice(body);
+        end(&mut state.bytes, lost);
+        state.lines += 1;
+        true
+    }
+}
+
+/// Room kept for the end [`LossyWriter::push_line`] appends.
+pub const END_RESERVE: usize = 48;
+
 impl Write for Line<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut state = self.0.state();
-        if state.closed || state.lines >= self.0.capacity {
-            drop(state);
-            self.0.dropped.fetch_add(1, Ordering::Relaxed);
+        if !self.0.admits(&mut state, buf.len()) {
             return Ok(buf.len());
         }
         state.bytes.extend_from_slice(buf);

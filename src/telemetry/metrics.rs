@@ -97,6 +97,21 @@ pub struct Metrics {
     /// `mcp_gateway_upstream_dropped_messages_total{server,reason}` (`unknown_id` / `invalid`
     /// / `progress_overflow`): messages from a persistent connection that were dropped
     pub upstream_dropped_messages: IntCounterVec,
+    /// `mcp_gateway_quota_rejections_total{quota,limit}` (`rate` / `concurrency`): calls
+    /// refused by a quota (never sent upstream)
+    pub quota_rejections: IntCounterVec,
+    /// `mcp_gateway_quota_local_decisions_total{quota}`: quota decisions this instance made
+    /// alone (no Redis configured, or Redis away)
+    pub quota_local_decisions: IntCounterVec,
+    /// `mcp_gateway_quota_redis_decisions_total{quota}`: quota decisions made in Redis
+    pub quota_redis_decisions: IntCounterVec,
+    /// `mcp_gateway_quota_redis_available`: 1 while quota decisions go to Redis, 0 while they
+    /// are local (and when no Redis is configured)
+    pub quota_redis_available: IntGauge,
+    /// `mcp_gateway_audit_lines_dropped_total`: audit lines lost (queue full or sink failing;
+    /// synced from the audit sink at each scrape)
+    pub audit_lines_dropped: prometheus::IntCounter,
+    audit_dropped_source: std::sync::Arc<std::sync::OnceLock<super::lossy::DroppedLines>>,
     /// Tools (`tool\0server`) and servers whose series exist already.
     initialised: std::sync::Arc<Mutex<HashSet<String>>>,
 }
@@ -143,7 +158,7 @@ const UPSTREAM_STATUSES: &[&str] = &[
 const BREAKER_TARGETS: &[&str] = &["open", "half_open", "closed"];
 const REGISTRY_TIERS: &[&str] = &["memory", "redis", "dynamodb"];
 const LOOKUP_RESULTS: &[&str] = &["hit", "miss", "negative", "error", "stale"];
-const SHARED_STATE_OPERATIONS: &[&str] = &["connect", "publish", "poll", "subscribe"];
+const SHARED_STATE_OPERATIONS: &[&str] = &["connect", "publish", "poll", "subscribe", "quota"];
 const REJECTION_REASONS: &[&str] = &[
     "forbidden_origin",
     "forbidden_host",
@@ -367,6 +382,39 @@ impl Metrics {
                 "messages from persistent upstreams dropped: answers to no call, invalid JSON-RPC, progress overflow",
                 &["server", "reason"],
             ),
+            quota_rejections: counters(
+                &r,
+                "mcp_gateway_quota_rejections_total",
+                "calls refused by a quota, by quota name and limit (rate or concurrency)",
+                &["quota", "limit"],
+            ),
+            quota_local_decisions: counters(
+                &r,
+                "mcp_gateway_quota_local_decisions_total",
+                "quota decisions made by this instance alone (no Redis configured, or Redis away)",
+                &["quota"],
+            ),
+            quota_redis_decisions: counters(
+                &r,
+                "mcp_gateway_quota_redis_decisions_total",
+                "quota decisions made in Redis, shared by the fleet",
+                &["quota"],
+            ),
+            quota_redis_available: gauge(
+                &r,
+                "mcp_gateway_quota_redis_available",
+                "1 while quota decisions go to Redis, 0 while they are made locally",
+            ),
+            audit_lines_dropped: {
+                let counter = prometheus::IntCounter::new(
+                    "mcp_gateway_audit_lines_dropped_total",
+                    "audit lines lost because the audit sink did not keep up or failed",
+                )
+                .expect("valid metric");
+                r.register(Box::new(counter.clone())).expect("metric names are unique");
+                counter
+            },
+            audit_dropped_source: Default::default(),
             registry: r,
             initialised: Default::default(),
         };
@@ -441,6 +489,11 @@ impl Metrics {
         }
     }
 
+    /// Reports the audit sink's lost lines as `mcp_gateway_audit_lines_dropped_total`.
+    pub fn watch_audit_drops(&self, dropped: super::lossy::DroppedLines) {
+        let _ = self.audit_dropped_source.set(dropped);
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> Vec<u8> {
         {
@@ -449,6 +502,12 @@ impl Metrics {
             let seen = self.log_lines_dropped.get();
             if dropped > seen {
                 self.log_lines_dropped.inc_by(dropped - seen);
+            }
+            if let Some(source) = self.audit_dropped_source.get() {
+                let (dropped, seen) = (source.get(), self.audit_lines_dropped.get());
+                if dropped > seen {
+                    self.audit_lines_dropped.inc_by(dropped - seen);
+                }
             }
         }
         let mut out = Vec::with_capacity(16 * 1024);

@@ -187,6 +187,11 @@ impl Demo {
 /// A `redis-server` on a free loopback port.
 pub fn redis_server() -> (Proc, u16) {
     let port = free_port();
+    (redis_server_on(port), port)
+}
+
+/// A `redis-server` on `port` (so that a test can kill it and start it again on the same one).
+pub fn redis_server_on(port: u16) -> Proc {
     let mut command = Command::new("redis-server");
     command.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
     let proc = Proc::spawn("redis-server", command);
@@ -195,7 +200,7 @@ pub fn redis_server() -> (Proc, u16) {
         "redis-server (apt-get install redis-server; scripts/install-test-deps.sh does)",
         Duration::from_secs(10),
     );
-    (proc, port)
+    proc
 }
 
 /// The gateway under test.

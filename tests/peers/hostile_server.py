@@ -13,6 +13,9 @@ The HTTP mode is chosen by the request path (every POST to it behaves the same w
   /huge-400         HTTP 400 with a 50 MB body
   /refuse-<code>    HTTP 400 with a JSON-RPC error of <code> (e.g. -32020, -32022)
   /echo-headers     a tools/call result whose structuredContent lists the Mcp-* headers seen
+  /hold             a tools/call answered only once POST /_open is received (every other
+                    method at once); /_hits counts "hold_current" and "hold_peak" (calls held
+                    at once now, and at most)
   /2015-03-31/functions/big-fn/invocations
                     the Lambda Invoke API: a 2 MB answer
   /2015-03-31/functions/<other>/invocations
@@ -33,6 +36,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MB = 1024 * 1024
 HITS = {}
 LOCK = threading.Lock()
+GATE = threading.Condition(LOCK)
+OPEN = [False]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -69,6 +74,12 @@ class Handler(BaseHTTPRequestHandler):
             request = json.loads(raw or b"{}")
         except ValueError:
             request = {}
+        if path == "/_open":
+            with GATE:
+                OPEN[0] = True
+                GATE.notify_all()
+            self.send_json(200, {"open": True})
+            return
         rid = request.get("id")
         probe = isinstance(request, dict) and request.get("method") == "server/discover"
         with LOCK:
@@ -79,11 +90,38 @@ class Handler(BaseHTTPRequestHandler):
                 result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
                 self.send_json(200, {"jsonrpc": "2.0", "id": rid, "result": result})
                 return
+            self.method = request.get("method") if isinstance(request, dict) else None
             self.answer(path, rid)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the gateway hung up: what it should do with most of these
 
+    def hold(self, rid):
+        with GATE:
+            HITS["hold_current"] = HITS.get("hold_current", 0) + 1
+            HITS["hold_peak"] = max(HITS.get("hold_peak", 0), HITS["hold_current"])
+            while not OPEN[0]:
+                GATE.wait()
+            HITS["hold_current"] -= 1
+        result = {"content": [{"type": "text", "text": "released"}]}
+        self.send_json(200, {"jsonrpc": "2.0", "id": rid, "result": result})
+
     def answer(self, path, rid):
+        if path == "/hold":
+            # A session-era server without sessions: the handshake, then held calls.
+            if self.method == "tools/call":
+                self.hold(rid)
+            elif self.method == "initialize":
+                result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                          "serverInfo": {"name": "hold", "version": "1"}}
+                self.send_json(200, {"jsonrpc": "2.0", "id": rid, "result": result})
+            elif rid is None:
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self.send_json(200, {"jsonrpc": "2.0", "id": rid,
+                                     "error": {"code": -32601, "message": "method not found"}})
+            return
         if path == "/2015-03-31/functions/big-fn/invocations":
             # A function answering 2 MB (within Lambda's own 6 MB limit).
             text = "A" * (2 * MB)
