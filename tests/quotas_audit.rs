@@ -205,7 +205,7 @@ fn a_concurrency_quota_holds_across_two_gateways() {
         assert!(answer.get("result").is_some(), "{answer}");
     }
     assert_eq!(hostile_hits(addr, "hold_peak"), 2, "the server never saw more than two at once");
-    assert_eq!(hostile_hits(addr, "/hold"), 2, "refused calls never reached it");
+    assert_eq!(hostile_hits(addr, "hold_calls"), 2, "refused calls never reached it");
     // The slots were given back: calls go through again.
     wait_for("a slot free again", || a.call("hold_call", json!({})).get("result").is_some());
     assert_eq!(counter(&a, "mcp_gateway_quota_local_decisions_total", "slow-slots"), 0.0);

@@ -14,8 +14,8 @@ The HTTP mode is chosen by the request path (every POST to it behaves the same w
   /refuse-<code>    HTTP 400 with a JSON-RPC error of <code> (e.g. -32020, -32022)
   /echo-headers     a tools/call result whose structuredContent lists the Mcp-* headers seen
   /hold             a tools/call answered only once POST /_open is received (every other
-                    method at once); /_hits counts "hold_current" and "hold_peak" (calls held
-                    at once now, and at most)
+                    method at once); /_hits counts "hold_calls", "hold_current" and
+                    "hold_peak" (calls received, held at once now, and at most)
   /2015-03-31/functions/big-fn/invocations
                     the Lambda Invoke API: a 2 MB answer
   /2015-03-31/functions/<other>/invocations
@@ -97,6 +97,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def hold(self, rid):
         with GATE:
+            HITS["hold_calls"] = HITS.get("hold_calls", 0) + 1
             HITS["hold_current"] = HITS.get("hold_current", 0) + 1
             HITS["hold_peak"] = max(HITS.get("hold_peak", 0), HITS["hold_current"])
             while not OPEN[0]:
