@@ -4,9 +4,11 @@
 //!
 //! The data path of one call, module by module:
 //! [`server`] decodes JSON-RPC → [`registry`] resolves the tool → [`validation`] checks and
-//! defaults the arguments → [`upstream`] forwards through the per-server tower stack built by
-//! [`resilience`] → [`resilience::classify`] names the outcome → [`telemetry`] records it →
-//! [`error`] maps gateway-made failures to JSON-RPC errors in one place.
+//! defaults the arguments → [`quota`] checks the caller's quotas → [`upstream`] forwards
+//! through the per-server tower stack built by [`resilience`] → [`resilience::classify`] names
+//! the outcome → [`telemetry`] records it →
+//! [`error`] maps gateway-made failures to JSON-RPC errors in one place; [`audit`] writes one
+//! line per call decision.
 
 pub mod audit;
 pub mod config;

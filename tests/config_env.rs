@@ -122,6 +122,21 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("aws.endpoint_url"), "http://127.0.0.1:9001", json!("http://127.0.0.1:9001")),
         (s("cache.max_entries"), "123", json!(123)),
         (s("cache.stale_max_age_ms"), "60000", json!(60000)),
+        (
+            s("quotas.rules"),
+            r#"[{name = "per-tool", match_tool = "price_*", rate = 5, window_secs = 60}]"#,
+            json!([{
+                "name": "per-tool", "scope": "tool", "match_tool": "price_*", "match_server": null,
+                "subjects": [], "rate": 5, "window_secs": 60, "burst": null, "max_concurrent": 0
+            }]),
+        ),
+        (s("quotas.redis_timeout_ms"), "75", json!(75)),
+        (s("quotas.redis_retry_ms"), "1500", json!(1500)),
+        (s("quotas.lease_ms"), "90000", json!(90000)),
+        (s("quotas.local_max_keys"), "5000", json!(5000)),
+        (s("audit.sink"), "stdout", json!("stdout")),
+        (s("audit.file"), "/var/log/mcp-gateway/audit.jsonl", json!("/var/log/mcp-gateway/audit.jsonl")),
+        (s("audit.queue_bytes"), "65536", json!(65536)),
     ];
     raw.into_iter().map(|(k, v, e)| (k, (v, e))).collect()
 }
