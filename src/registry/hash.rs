@@ -5,14 +5,19 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// Short hex SHA-256 of canonical JSON (serde_json sorts object keys, so equal values hash
-/// equally whatever their key order on the wire).
+/// Short hex SHA-256 of canonical JSON: compact, object keys sorted, so equal values hash
+/// equally whatever their key order on the wire.
+///
+/// The keys are sorted here rather than left to serde_json's map: a dependency
+/// (cedar-policy-core) turns on serde_json's `preserve_order`, which keeps objects in wire order.
+/// The text is byte for byte what serde_json wrote with sorted maps, so hashes are unchanged.
 ///
 /// This runs on every call (the log line's `args_hash`, the cache key): the JSON is hashed in
 /// one piece (writing it into the hasher fragment by fragment cost more than the buffer) and
 /// the hex is built from a table.
 pub fn canonical_hash(value: &Value) -> String {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    let mut bytes = Vec::with_capacity(128);
+    write_canonical(&mut bytes, value);
     let digest = Sha256::digest(&bytes);
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(16);
@@ -21,6 +26,39 @@ pub fn canonical_hash(value: &Value) -> String {
         hex.push(char::from(HEX[usize::from(b & 0xf)]));
     }
     hex
+}
+
+/// Compact JSON with every object's keys in sorted order.
+fn write_canonical(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
+                write_canonical(out, item);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(out, item);
+            }
+            out.push(b']');
+        }
+        scalar => {
+            let _ = serde_json::to_writer(&mut *out, scalar);
+        }
+    }
 }
 
 /// Hash of what an LLM sees of a tool.
@@ -45,5 +83,10 @@ mod tests {
         assert_ne!(canonical_hash(&a), canonical_hash(&json!({})));
         // The first 8 bytes of SHA-256 of `{}`'s canonical text, in lower-case hex.
         assert_eq!(canonical_hash(&json!({})), "44136fa355b3678a");
+        // Nested objects inside arrays too, and the text is serde_json's compact form.
+        let c: Value = serde_json::from_str(r#"[{"z":1,"a":[{"y":"\u00e9","b":null}]}]"#).unwrap();
+        let mut text = Vec::new();
+        write_canonical(&mut text, &c);
+        assert_eq!(String::from_utf8(text).unwrap(), r#"[{"a":[{"b":null,"y":"é"}],"z":1}]"#);
     }
 }
