@@ -5,14 +5,17 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// Short hex SHA-256 of canonical JSON (serde_json sorts object keys, so equal values hash
-/// equally whatever their key order on the wire).
+/// Short hex SHA-256 of canonical JSON: object keys sorted at every depth, so equal values
+/// hash equally whatever their key order on the wire. Sorted here rather than left to
+/// serde_json's map: a dependency (cedar-policy) turns on its `preserve_order` feature for the
+/// whole build, and then its maps keep the caller's order. The bytes are those serde_json
+/// writes for a sorted map, so hashes are the same as they always were.
 ///
-/// This runs on every call (the log line's `args_hash`, the cache key): the JSON is hashed in
-/// one piece (writing it into the hasher fragment by fragment cost more than the buffer) and
-/// the hex is built from a table.
+/// This runs on every call (the log line's `args_hash`, the cache key): the JSON is written
+/// into one buffer and hashed in one piece, and the hex is built from a table.
 pub fn canonical_hash(value: &Value) -> String {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    let mut bytes = Vec::with_capacity(128);
+    write_canonical(value, &mut bytes);
     let digest = Sha256::digest(&bytes);
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(16);
@@ -21,6 +24,39 @@ pub fn canonical_hash(value: &Value) -> String {
         hex.push(char::from(HEX[usize::from(b & 0xf)]));
     }
     hex
+}
+
+/// Compact JSON with every object's keys in sorted order.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
+                write_canonical(item, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => {
+            let _ = serde_json::to_writer(&mut *out, scalar);
+        }
+    }
 }
 
 /// Hash of what an LLM sees of a tool.
@@ -36,6 +72,16 @@ pub fn definition_hash(definition: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn key_order_does_not_change_the_hash_and_the_bytes_are_sorted_compact_json() {
+        let a: Value = serde_json::from_str(r#"{"b":{"y":1,"x":[{"d":1,"c":"\u00e9"}]},"a":null}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":null,"b":{"x":[{"c":"é","d":1}],"y":1}}"#).unwrap();
+        assert_eq!(canonical_hash(&a), canonical_hash(&b));
+        let mut bytes = Vec::new();
+        write_canonical(&a, &mut bytes);
+        assert_eq!(String::from_utf8(bytes).unwrap(), r#"{"a":null,"b":{"x":[{"c":"é","d":1}],"y":1}}"#);
+    }
 
     #[test]
     fn hashes_ignore_key_order() {
