@@ -237,7 +237,10 @@ fn a_sessionless_callers_cancel_on_its_own_connection_still_works() {
     let (status, _, body) = b.join().unwrap();
     assert_eq!(status, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(answer["result"]["structuredContent"]["manga_id"], "MNG-00000002", "B's call was not cancelled: {answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["manga_id"], "MNG-00000002",
+        "B's call was not cancelled: {answer}"
+    );
     wait_for("the server to answer B", || demo.stats()["answered"] == 1);
     assert_eq!(cancelled_samples(&gw), 1.0);
 }

@@ -344,7 +344,8 @@ fn a_call_without_context_starts_a_trace_that_the_log_line_and_the_upstream_shar
 
     // An invented method names no span: every unknown method's span has one bounded name.
     let invented = "33333333333333333333333333333333";
-    let (status, _) = gateway.rpc(&json!({"jsonrpc": "2.0", "id": 5, "method": "x/invented-by-the-caller-7f3a",
+    let (status, _) = gateway
+        .rpc(&json!({"jsonrpc": "2.0", "id": 5, "method": "x/invented-by-the-caller-7f3a",
         "params": {"_meta": {"traceparent": traceparent(invented, PARENT)}}}));
     assert_eq!(status, 200);
     let (server, _) = receiver.wait_trace(invented, 0);

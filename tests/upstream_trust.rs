@@ -42,8 +42,14 @@ fn only_rebuilt(stream: &str, token: &Value, call_id: &Value) -> (Vec<f64>, Vec<
     assert_eq!(&answer["id"], call_id, "the last event answers the call: {stream}");
     assert_eq!(answer["result"]["content"][0]["text"], "forged nothing", "{stream}");
     assert!(!stream.contains("evil"), "no forged tools/list result reached the caller: {stream}");
-    assert!(!stream.contains("elicitation/create"), "no request reached a caller that did not declare it: {stream}");
-    assert!(!stream.contains("victim-7") && !stream.contains("forged-ask") && !stream.contains("srv-ask"), "{stream}");
+    assert!(
+        !stream.contains("elicitation/create"),
+        "no request reached a caller that did not declare it: {stream}"
+    );
+    assert!(
+        !stream.contains("victim-7") && !stream.contains("forged-ask") && !stream.contains("srv-ask"),
+        "{stream}"
+    );
     let (mut progress, mut logs) = (Vec::new(), Vec::new());
     for event in notifications {
         assert_eq!(keys(event), ["jsonrpc", "method", "params"], "a notification, nothing more: {event}");
@@ -52,7 +58,9 @@ fn only_rebuilt(stream: &str, token: &Value, call_id: &Value) -> (Vec<f64>, Vec<
             Some("notifications/progress") => {
                 assert_eq!(&params["progressToken"], token, "the caller's own token: {event}");
                 assert!(
-                    keys(params).iter().all(|k| ["progressToken", "progress", "total", "message"].contains(k)),
+                    keys(params)
+                        .iter()
+                        .all(|k| ["progressToken", "progress", "total", "message"].contains(k)),
                     "{event}"
                 );
                 progress.push(params["progress"].as_f64().unwrap());
@@ -133,8 +141,8 @@ fn a_back_channel_caller_gets_only_requests_the_relay_made_for_what_it_declared(
     assert_eq!(status, 200, "{body}");
     let session = headers["mcp-session-id"].to_str().unwrap().to_string();
     let (id, token) = (json!("call-2"), json!("t-2"));
-    let (status, _, stream) = gateway
-        .post_raw(forge_call(&id, &token), &[("accept", BOTH), ("mcp-session-id", session.as_str())]);
+    let (status, _, stream) =
+        gateway.post_raw(forge_call(&id, &token), &[("accept", BOTH), ("mcp-session-id", session.as_str())]);
     assert_eq!(status, 200, "{stream}");
     let (progress, _) = only_rebuilt(&stream, &token, &id);
     assert_eq!(progress, [1.0, 2.0, 3.0], "{stream}");

@@ -65,7 +65,8 @@ pub struct Notifications {
 pub const PROGRESS_BUFFER: usize = 32;
 
 /// A call's progress sink and the inbound side's receiving end.
-pub fn progress_channel() -> (ProgressSink, tokio::sync::mpsc::Receiver<crate::upstream::to_caller::ToCaller>) {
+pub fn progress_channel() -> (ProgressSink, tokio::sync::mpsc::Receiver<crate::upstream::to_caller::ToCaller>)
+{
     tokio::sync::mpsc::channel(PROGRESS_BUFFER)
 }
 
@@ -586,7 +587,8 @@ fn caller_deadline(header: Option<Instant>, meta: Option<&Value>) -> Option<Inst
 fn forwarded_meta(meta: Option<&Value>) -> Map<String, Value> {
     let mut forwarded = meta.and_then(mcp::forwardable_meta).unwrap_or_default();
     forwarded.retain(|k, _| {
-        !k.starts_with("io.mcp-gateway/") && !matches!(k.as_str(), "progressToken" | "traceparent" | "tracestate")
+        !k.starts_with("io.mcp-gateway/")
+            && !matches!(k.as_str(), "progressToken" | "traceparent" | "tracestate")
     });
     forwarded
 }
@@ -685,7 +687,8 @@ mod tests {
         assert!(alice != bob && alice != plain && bob != plain);
         assert_ne!(result_key("t", "h", None, Some("alice")), result_key("t", "h", None, Some("bob")));
         assert_ne!(result_key("t", "h", None, Some("alice")), plain);
-        let forwarded = forwarded_meta(Some(&json!({"user_key": "u", "traceparent": "x", "progressToken": 1})));
+        let forwarded =
+            forwarded_meta(Some(&json!({"user_key": "u", "traceparent": "x", "progressToken": 1})));
         assert_eq!(Value::Object(forwarded), json!({"user_key": "u"}));
     }
 

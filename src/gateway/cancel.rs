@@ -195,6 +195,9 @@ mod tests {
         assert_eq!(Scope::of(None, &anonymous(1)), Scope::Connection(peer(1), None));
         // Two anonymous connections never share a scope, even with the same id of their own.
         assert_ne!(Scope::of(Some(&theirs), &anonymous(1)), Scope::of(Some(&theirs), &anonymous(2)));
-        assert_ne!(Scope::of(None, &alice), Scope::of(None, &Caller { subject: Some("bob".into()), ..anonymous(1) }));
+        assert_ne!(
+            Scope::of(None, &alice),
+            Scope::of(None, &Caller { subject: Some("bob".into()), ..anonymous(1) })
+        );
     }
 }

@@ -446,7 +446,9 @@ mod tests {
             let relay = relay.clone();
             async move { relay.ask("sampling/createMessage", Some(json!({"x": 1})), None).await }
         });
-        let Some(ToCaller::Request(sent)) = rx.recv().await else { panic!("the request is written for the caller") };
+        let Some(ToCaller::Request(sent)) = rx.recv().await else {
+            panic!("the request is written for the caller")
+        };
         assert_eq!(sent.to_message()["params"], json!({"x": 1}));
         let id = sent.id().to_string();
         assert!(!caller.answer("mcpgw-relay-unknown", json!({})));

@@ -135,7 +135,12 @@ mod tests {
             json!({"jsonrpc": "2.0", "method": "notifications/progress",
                 "params": {"progressToken": "mine", "progress": 2, "total": 4, "message": "half"}})
         );
-        for bad in [json!({"progress": "2"}), json!({"progress": 1, "total": "x"}), json!({"progress": 1, "message": 5}), json!({})] {
+        for bad in [
+            json!({"progress": "2"}),
+            json!({"progress": 1, "total": "x"}),
+            json!({"progress": 1, "message": 5}),
+            json!({}),
+        ] {
             assert_eq!(ProgressUpdate::from_params(&params(bad.clone())), None, "{bad}");
         }
     }
@@ -150,7 +155,11 @@ mod tests {
             json!({"jsonrpc": "2.0", "method": "notifications/message",
                 "params": {"level": "info", "logger": "db", "data": {"x": 1}}})
         );
-        for bad in [json!({"level": "loud", "data": 1}), json!({"level": "info"}), json!({"level": "info", "logger": 1, "data": 1})] {
+        for bad in [
+            json!({"level": "loud", "data": 1}),
+            json!({"level": "info"}),
+            json!({"level": "info", "logger": 1, "data": 1}),
+        ] {
             assert_eq!(LogEntry::from_params(&params(bad.clone())), None, "{bad}");
         }
     }
