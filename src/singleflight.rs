@@ -16,7 +16,9 @@
 //!
 //! A lone call (the usual case) costs one map insert and one remove: the result channel is
 //! made only when a first waiter arrives, and the map hashes with foldhash rather than SipHash
-//! (its keys are the gateway's own, from a SHA-256 of the arguments or a registry name).
+//! (its keys are the gateway's own: SHA-256s of the arguments and, when present, of the
+//! forwarded `_meta` and the caller's subject, see `gateway::call::result_key`; or a registry
+//! name).
 
 use std::{
     collections::{HashMap, VecDeque, hash_map::Entry},

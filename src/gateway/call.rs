@@ -68,7 +68,8 @@ pub struct Notifications {
 pub const PROGRESS_BUFFER: usize = 32;
 
 /// A call's progress sink and the inbound side's receiving end.
-pub fn progress_channel() -> (ProgressSink, tokio::sync::mpsc::Receiver<serde_json::Map<String, Value>>) {
+pub fn progress_channel() -> (ProgressSink, tokio::sync::mpsc::Receiver<crate::upstream::to_caller::ToCaller>)
+{
     tokio::sync::mpsc::channel(PROGRESS_BUFFER)
 }
 
@@ -203,10 +204,7 @@ impl Gateway {
         let meta = params.get("_meta");
         let deadline = caller_deadline(ctx.deadline, meta);
         let args_hash = canonical_hash(&arguments);
-        let mut key = String::with_capacity(tool.name.len() + 1 + args_hash.len());
-        key.push_str(&tool.name);
-        key.push('\0');
-        key.push_str(&args_hash);
+        let key = result_key(&tool.name, &args_hash, meta, ctx.caller.subject.as_deref());
         // Tool policy decides here (wired in with identity); without a policy every call is
         // allowed by `no_policy`.
         let decision = Decision::no_policy();
@@ -551,7 +549,7 @@ impl Gateway {
                 .with_label_values(&[tool_name, server])
                 .observe(elapsed.as_secs_f64());
         }
-        crate::telemetry::otel::record_call(outcome, attempts, server, transport);
+        crate::telemetry::otel::record_call(outcome, attempts, tool_name, server, transport);
         // The log line is formatted after the answer has left (telemetry::after_answer).
         if !call_lines {
             return;
@@ -656,9 +654,40 @@ fn caller_deadline(header: Option<Instant>, meta: Option<&Value>) -> Option<Inst
     }
 }
 
+/// The caller's `_meta` as forwarded upstream: without the keys the protocol reserves, the
+/// gateway's own (`io.mcp-gateway/…`), the progress token (the transport sets the gateway's own
+/// when the call relays progress) and the trace context (each attempt stamps its own, from the
+/// caller's: `otel::stamp_meta`). Everything else goes to the server as the caller sent it.
+fn forwarded_meta(meta: Option<&Value>) -> Map<String, Value> {
+    let mut forwarded = meta.and_then(mcp::forwardable_meta).unwrap_or_default();
+    forwarded.retain(|k, _| {
+        !k.starts_with("io.mcp-gateway/")
+            && !matches!(k.as_str(), "progressToken" | "traceparent" | "tracestate")
+    });
+    forwarded
+}
+
+/// The key under which a read-only call's result is cached and shared with identical calls in
+/// flight: the tool, its canonical arguments, and — when there are any — the forwarded `_meta`
+/// and the caller's identified subject. What reaches the server is exactly tool + arguments +
+/// forwarded `_meta`, and per-user context may ride in `_meta` (a user key, a tenant), so two
+/// calls that differ there are two upstream calls; with identity configured two subjects never
+/// share a result either. Calls without either keep the plain key (and its sharing).
+fn result_key(tool: &str, args_hash: &str, meta: Option<&Value>, subject: Option<&str>) -> String {
+    let mut key = String::with_capacity(tool.len() + 2 + 2 * args_hash.len());
+    key.push_str(tool);
+    key.push('\0');
+    key.push_str(args_hash);
+    let forwarded = if meta.is_some() { forwarded_meta(meta) } else { Map::new() };
+    if subject.is_some() || !forwarded.is_empty() {
+        key.push('\0');
+        key.push_str(&canonical_hash(&json!([subject, forwarded])));
+    }
+    key
+}
+
 /// The upstream `tools/call`: the upstream's own tool name, the checked arguments, the
-/// caller's non-reserved `_meta` (trace ids; not its progress token, which means nothing
-/// upstream: the transport sets the gateway's own when the call relays progress), and for tools
+/// caller's forwarded `_meta` ([`forwarded_meta`]), and for tools
 /// that are neither read-only nor idempotent an idempotency key derived from the operation.
 fn upstream_request(
     tool: &ToolRecord,
@@ -667,8 +696,7 @@ fn upstream_request(
     deadline: Option<Instant>,
     honours_keys: bool,
 ) -> UpstreamRequest {
-    let mut forwarded = meta.and_then(mcp::forwardable_meta).unwrap_or_default();
-    forwarded.retain(|k, _| !k.starts_with("io.mcp-gateway/") && k != "progressToken");
+    let mut forwarded = forwarded_meta(meta);
     let naturally_safe = tool.read_only || tool.idempotent;
     if !naturally_safe {
         let caller_key = meta.and_then(|m| m.get(META_IDEMPOTENCY_KEY)).cloned().unwrap_or(Value::Null);
@@ -718,6 +746,24 @@ mod tests {
 
     fn key(request: &UpstreamRequest) -> Option<&Value> {
         request.params.get("_meta").and_then(|m| m.get(META_IDEMPOTENCY_KEY))
+    }
+
+    #[test]
+    fn result_keys_differ_by_forwarded_meta_and_subject_but_not_by_trace_context() {
+        let plain = result_key("t", "h", None, None);
+        assert_eq!(plain, "t\0h", "calls without _meta or identity keep the plain key");
+        let trace = json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "tracestate": "k=v", "progressToken": 5, "io.mcp-gateway/timeoutMs": 100,
+            "io.modelcontextprotocol/protocolVersion": "x"});
+        assert_eq!(result_key("t", "h", Some(&trace), None), plain, "nothing forwarded, nothing keyed");
+        let alice = result_key("t", "h", Some(&json!({"user_key": "alice"})), None);
+        let bob = result_key("t", "h", Some(&json!({"user_key": "bob"})), None);
+        assert!(alice != bob && alice != plain && bob != plain);
+        assert_ne!(result_key("t", "h", None, Some("alice")), result_key("t", "h", None, Some("bob")));
+        assert_ne!(result_key("t", "h", None, Some("alice")), plain);
+        let forwarded =
+            forwarded_meta(Some(&json!({"user_key": "u", "traceparent": "x", "progressToken": 1})));
+        assert_eq!(Value::Object(forwarded), json!({"user_key": "u"}));
     }
 
     #[test]

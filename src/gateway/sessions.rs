@@ -16,8 +16,8 @@
 //! - A request carrying an unknown or expired id of the gateway's own (prefix `mcpgw-`) gets
 //!   `404` (the client initializes again, as the transport spec asks; an `initialize` still
 //!   carrying the old id is served, not refused). An id the gateway never
-//!   issued in any form is not a session of ours: it keeps scoping the caller's request ids
-//!   for cancellation, exactly as before sessions existed.
+//!   issued in any form is not a session of ours: it only narrows the cancellation scope of
+//!   the caller's request ids (its subject or connection, see [`super::cancel`]).
 //! - A POSTed JSON-RPC *response* (an `id`, a `result` or `error`, no `method`) from a known
 //!   session is routed to the relayed request with that id and answered `202`. An id no
 //!   request of that session waits under (unknown, answered already, given up, or another

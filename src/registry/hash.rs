@@ -5,19 +5,17 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// Short hex SHA-256 of canonical JSON: compact, object keys sorted, so equal values hash
-/// equally whatever their key order on the wire.
+/// Short hex SHA-256 of canonical JSON: object keys sorted at every depth, so equal values
+/// hash equally whatever their key order on the wire. Sorted here rather than left to
+/// serde_json's map: a dependency (cedar-policy) turns on its `preserve_order` feature for the
+/// whole build, and then its maps keep the caller's order. The bytes are those serde_json
+/// writes for a sorted map, so hashes are the same as they always were.
 ///
-/// The keys are sorted here rather than left to serde_json's map: a dependency
-/// (cedar-policy-core) turns on serde_json's `preserve_order`, which keeps objects in wire order.
-/// The text is byte for byte what serde_json wrote with sorted maps, so hashes are unchanged.
-///
-/// This runs on every call (the log line's `args_hash`, the cache key): the JSON is hashed in
-/// one piece (writing it into the hasher fragment by fragment cost more than the buffer) and
-/// the hex is built from a table.
+/// This runs on every call (the log line's `args_hash`, the cache key): the JSON is written
+/// into one buffer and hashed in one piece, and the hex is built from a table.
 pub fn canonical_hash(value: &Value) -> String {
     let mut bytes = Vec::with_capacity(128);
-    write_canonical(&mut bytes, value);
+    write_canonical(value, &mut bytes);
     let digest = Sha256::digest(&bytes);
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(16);
@@ -29,7 +27,7 @@ pub fn canonical_hash(value: &Value) -> String {
 }
 
 /// Compact JSON with every object's keys in sorted order.
-fn write_canonical(out: &mut Vec<u8>, value: &Value) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -41,7 +39,7 @@ fn write_canonical(out: &mut Vec<u8>, value: &Value) {
                 }
                 let _ = serde_json::to_writer(&mut *out, key);
                 out.push(b':');
-                write_canonical(out, item);
+                write_canonical(item, out);
             }
             out.push(b'}');
         }
@@ -51,7 +49,7 @@ fn write_canonical(out: &mut Vec<u8>, value: &Value) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_canonical(out, item);
+                write_canonical(item, out);
             }
             out.push(b']');
         }
@@ -76,6 +74,16 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn key_order_does_not_change_the_hash_and_the_bytes_are_sorted_compact_json() {
+        let a: Value = serde_json::from_str(r#"{"b":{"y":1,"x":[{"d":1,"c":"\u00e9"}]},"a":null}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":null,"b":{"x":[{"c":"é","d":1}],"y":1}}"#).unwrap();
+        assert_eq!(canonical_hash(&a), canonical_hash(&b));
+        let mut bytes = Vec::new();
+        write_canonical(&a, &mut bytes);
+        assert_eq!(String::from_utf8(bytes).unwrap(), r#"{"a":null,"b":{"x":[{"c":"é","d":1}],"y":1}}"#);
+    }
+
+    #[test]
     fn hashes_ignore_key_order() {
         let a: Value = serde_json::from_str(r#"{"type":"object","properties":{"a":{},"b":{}}}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"properties":{"b":{},"a":{}},"type":"object"}"#).unwrap();
@@ -83,10 +91,5 @@ mod tests {
         assert_ne!(canonical_hash(&a), canonical_hash(&json!({})));
         // The first 8 bytes of SHA-256 of `{}`'s canonical text, in lower-case hex.
         assert_eq!(canonical_hash(&json!({})), "44136fa355b3678a");
-        // Nested objects inside arrays too, and the text is serde_json's compact form.
-        let c: Value = serde_json::from_str(r#"[{"z":1,"a":[{"y":"\u00e9","b":null}]}]"#).unwrap();
-        let mut text = Vec::new();
-        write_canonical(&mut text, &c);
-        assert_eq!(String::from_utf8(text).unwrap(), r#"[{"a":[{"b":null,"y":"é"}],"z":1}]"#);
     }
 }

@@ -1,5 +1,7 @@
 //! Read-only tool results: a bounded cache (fresh hits within a TTL, last good results kept
-//! for stale fallbacks). Keys are tool + canonical arguments. Never used for tools that are
+//! for stale fallbacks). Keys are tool + canonical arguments + the caller's forwarded `_meta`
+//! and identified subject when there are any (`gateway::call::result_key`: per-user context
+//! in `_meta` is never answered with another caller's result). Never used for tools that are
 //! not read-only. Identical read-only calls running at the same time share one upstream call
 //! through [`crate::singleflight`].
 //!
@@ -31,7 +33,7 @@ pub struct ResultCache {
     max_entries: usize,
 }
 
-/// Keys are tool + a SHA-256 of the arguments: no caller can aim them at one bucket, so the
+/// Keys are tool + SHA-256s of the arguments (and of `_meta` and subject): no caller can aim them at one bucket, so the
 /// fast hasher is safe here (SipHash cost more than the rest of a cache probe).
 struct Store {
     entries: HashMap<Arc<str>, Entry, foldhash::fast::RandomState>,

@@ -1,8 +1,9 @@
 //! Method dispatch for one decoded JSON-RPC message. Notifications get no answer; every
 //! request gets exactly one.
 //!
-//! A `tools/call` is registered by the caller's id (and `Mcp-Session-Id`) while it runs, so a
-//! `notifications/cancelled` naming it drops it ([`super::cancel`]). The cancelled request is
+//! A `tools/call` is registered by the caller's id and whose it is (the caller's session of
+//! ours, else its subject, else its TCP connection: [`crate::gateway::cancel::Scope`]) while it
+//! runs, so a `notifications/cancelled` from the same caller naming it drops it. The cancelled request is
 //! then answered with the `cancelled` error (-32800) where an answer is owed: HTTP requires
 //! one for a JSON POST and a batch entry. An event-stream answer simply ends without a
 //! response (see [`super::mcp`]), as the MCP cancellation rules ask of a receiver.
@@ -18,6 +19,7 @@ use crate::{
     gateway::{
         Gateway,
         call::{CallContext, Notifications},
+        cancel::Scope,
         capabilities,
     },
     protocol::{
@@ -42,7 +44,8 @@ pub struct RequestInfo {
     pub method_header: Option<String>,
     /// From `X-Request-Timeout-Ms`: when the caller stops waiting.
     pub deadline: Option<std::time::Instant>,
-    /// The caller's `Mcp-Session-Id`, scoping its request ids for cancellation.
+    /// The caller's `Mcp-Session-Id`, one part of the scope of its request ids for
+    /// cancellation ([`crate::gateway::cancel::Scope`]).
     pub session: Option<Arc<str>>,
     /// Whether `Accept` names `text/event-stream` (the caller can receive a streamed answer).
     pub accepts_sse: bool,
@@ -122,10 +125,7 @@ pub async fn entry(
             // One span per message, parented on the caller's context; the upstream attempts
             // it makes see that context (and the request ids) through the scope.
             let inbound = info.trace.for_message(message.params.as_ref());
-            let tool = (message.method == "tools/call")
-                .then(|| message.params.as_ref().and_then(|p| p.get("name")).and_then(Value::as_str))
-                .flatten();
-            let span = otel::message_span(&message.method, message.id.as_ref(), tool, &inbound);
+            let span = otel::message_span(&message.method, message.id.as_ref(), &inbound);
             let answer = otel::scoped(inbound, message_answer(gateway, message, info, notifications))
                 .instrument(span.clone())
                 .await;
@@ -173,7 +173,8 @@ async fn message_answer(
                 cancelled: cancelled.clone(),
                 caller: info.caller.clone(),
             };
-            let registration = gateway.cancellable.register(info.session.clone(), &id, cancelled);
+            let scope = Scope::of(info.session.as_ref(), &info.caller);
+            let registration = gateway.cancellable.register(scope, &id, cancelled);
             // The call's state (every layer's future) is boxed once here: the futures around it
             // (this one, the span, axum's handler box) stay small and cheap to move.
             let answer = tokio::select! {
@@ -255,7 +256,9 @@ fn cancel(gateway: &Gateway, params: Option<&Value>, info: &RequestInfo) {
     if !matches!(request_id, Value::String(_) | Value::Number(_)) {
         return;
     }
-    let found = gateway.cancellable.cancel(info.session.clone(), request_id);
+    // Only the sender's own calls: see `gateway::cancel` for how the gateway knows whose a
+    // call is.
+    let found = gateway.cancellable.cancel(Scope::of(info.session.as_ref(), &info.caller), request_id);
     let reason: String = params
         .and_then(|p| p.get("reason"))
         .and_then(Value::as_str)

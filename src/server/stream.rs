@@ -14,10 +14,11 @@
 //! protocol requires progress to increase with each notification.
 //!
 //! Upstream log entries (`notifications/message`) come through the same channel, so they keep
-//! their order relative to progress; the two are told apart by `progressToken`, which every
-//! relayed progress notification has and no log entry does. Server→client requests relayed
-//! to a back-channel caller (`upstream::relay`) come through it too, as whole JSON-RPC
-//! messages (with a `jsonrpc` key), and are written as they are.
+//! their order relative to progress, and so do server→client requests relayed to a
+//! back-channel caller (`upstream::relay`). Every item is typed ([`ToCaller`]) and written from
+//! its validated fields: progress under the caller's own token, log entries as `level`,
+//! `logger`, `data`, and requests only as the relay made them. Nothing an upstream sent is
+//! written as it came (see `upstream::to_caller` for why).
 
 use std::{convert::Infallible, future::Future, pin::Pin};
 
@@ -26,13 +27,14 @@ use axum::{
     http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::mpsc::Receiver;
 
 use super::dispatch::is_cancelled;
 use crate::{
     error::{Category, GatewayError},
     protocol::jsonrpc,
+    upstream::to_caller::ToCaller,
 };
 
 /// The call running inside a streamed answer.
@@ -49,11 +51,11 @@ impl Drop for Running {
 
 struct State {
     call: Option<Running>,
-    progress: Receiver<Map<String, Value>>,
+    progress: Receiver<ToCaller>,
     caller_token: Option<Value>,
     last: Option<f64>,
     /// A notification received before the stream was committed, written first.
-    first: Option<Map<String, Value>>,
+    first: Option<ToCaller>,
     /// Whether the call ended; its answer is written after the progress still buffered.
     finished: bool,
     answer: Option<jsonrpc::Response>,
@@ -63,9 +65,9 @@ struct State {
 /// (progress under `caller_token`, and log entries), starting with `first`.
 pub fn response(
     call: Call,
-    progress: Receiver<Map<String, Value>>,
+    progress: Receiver<ToCaller>,
     caller_token: Option<Value>,
-    first: Option<Map<String, Value>>,
+    first: Option<ToCaller>,
 ) -> Response {
     let state = State {
         call: Some(Running(tokio::spawn(call))),
@@ -128,27 +130,21 @@ impl State {
         }
     }
 
-    /// The event for one received notification's params (`None`: dropped).
-    fn progress_event(&mut self, mut params: Map<String, Value>) -> Option<Bytes> {
-        // A whole JSON-RPC message (a server→client request relayed by upstream::relay): as is.
-        if params.contains_key("jsonrpc") {
-            return Some(event_bytes(&params));
+    /// The event for one item of the call's channel (`None`: dropped).
+    fn progress_event(&mut self, item: ToCaller) -> Option<Bytes> {
+        match item {
+            ToCaller::Request(request) => Some(event_bytes(&request.to_message())),
+            ToCaller::Log(entry) => Some(event_bytes(&entry.to_notification())),
+            ToCaller::Progress(update) => {
+                let token = self.caller_token.as_ref()?;
+                let progress = update.progress();
+                if self.last.is_some_and(|last| progress <= last) {
+                    return None;
+                }
+                self.last = Some(progress);
+                Some(event_bytes(&update.to_notification(token)))
+            }
         }
-        if !params.contains_key("progressToken") {
-            let notification =
-                serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message", "params": params});
-            return Some(event_bytes(&notification));
-        }
-        let token = self.caller_token.clone()?;
-        let progress = params.get("progress").and_then(Value::as_f64)?;
-        if self.last.is_some_and(|last| progress <= last) {
-            return None;
-        }
-        self.last = Some(progress);
-        params.insert("progressToken".into(), token);
-        let notification =
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
-        Some(event_bytes(&notification))
     }
 }
 
@@ -183,8 +179,14 @@ mod tests {
         String::from_utf8(bytes.to_vec()).expect("utf-8")
     }
 
-    fn params(value: Value) -> Map<String, Value> {
-        value.as_object().cloned().expect("an object")
+    fn progress(value: Value) -> ToCaller {
+        let params = value.as_object().cloned().expect("an object");
+        ToCaller::Progress(crate::upstream::to_caller::ProgressUpdate::from_params(&params).expect("valid"))
+    }
+
+    fn log(value: Value) -> ToCaller {
+        let params = value.as_object().cloned().expect("an object");
+        ToCaller::Log(crate::upstream::to_caller::LogEntry::from_params(&params).expect("valid"))
     }
 
     #[tokio::test]
@@ -192,9 +194,9 @@ mod tests {
         let (sink, received) = crate::gateway::call::progress_channel();
         let call: Call = Box::pin(async move {
             for p in [1, 2, 1, 3] {
-                let _ = sink.send(params(json!({"progressToken": "mcp-gateway-1", "progress": p}))).await;
+                let _ = sink.send(progress(json!({"progressToken": "mcp-gateway-1", "progress": p}))).await;
             }
-            let _ = sink.send(params(json!({"level": "info", "data": "x"}))).await;
+            let _ = sink.send(log(json!({"level": "info", "data": "x"}))).await;
             Some(jsonrpc::Response::result_value(json!(9), &json!({"ok": true})))
         });
         let text = body_text(response(call, received, Some(json!("mine")), None)).await;
@@ -220,7 +222,7 @@ mod tests {
     async fn a_cancelled_call_ends_the_stream_without_a_response() {
         let (sink, received) = crate::gateway::call::progress_channel();
         let call: Call = Box::pin(async move {
-            let _ = sink.send(params(json!({"progressToken": "g", "progress": 1}))).await;
+            let _ = sink.send(progress(json!({"progressToken": "g", "progress": 1}))).await;
             let err = crate::error::GatewayError::new(crate::error::Category::Cancelled, "cancelled");
             Some(jsonrpc::Response::error(json!(1), &err))
         });

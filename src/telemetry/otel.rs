@@ -188,18 +188,34 @@ fn with_inbound<T>(f: impl FnOnce(&Inbound) -> T) -> Option<T> {
     INBOUND.try_with(f).ok()
 }
 
+/// What a message's span is named and its `mcp.method.name`: one of the methods the gateway
+/// serves, else [`UNKNOWN_METHOD_SPAN`]. Span names are what tracing backends group and index
+/// by, so they come from this fixed set, never from what a caller wrote.
+pub fn span_method(method: &str) -> &'static str {
+    const SERVED: [&str; 8] = [
+        "tools/call",
+        "tools/list",
+        "initialize",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "logging/setLevel",
+        "server/discover",
+        "ping",
+    ];
+    SERVED.into_iter().find(|m| *m == method).unwrap_or(UNKNOWN_METHOD_SPAN)
+}
+
+/// The span name of every message whose method the gateway does not serve.
+pub const UNKNOWN_METHOD_SPAN: &str = "mcp.unknown_method";
+
 /// The span of one inbound message (`Span::none()` when tracing is off), parented on the
-/// caller's context. `tool` is the caller's tool name of a `tools/call` (shown cut to 64).
-pub fn message_span(method: &str, id: Option<&Value>, tool: Option<&str>, inbound: &Inbound) -> Span {
+/// caller's context. Named by [`span_method`]; a `tools/call` gets its tool in the name and as
+/// `gen_ai.tool.name` only once the tool resolved ([`record_call`]).
+pub fn message_span(method: &str, id: Option<&Value>, inbound: &Inbound) -> Span {
     if !enabled() {
         return Span::none();
     }
-    let method = bounded(method);
-    let tool = tool.map(bounded);
-    let name = match tool {
-        Some(tool) => format!("{method} {tool}"),
-        None => method.to_string(),
-    };
+    let method = span_method(method);
     let id = id.map(|id| match id {
         Value::String(s) => bounded(s).to_string(),
         other => bounded(&other.to_string()).to_string(),
@@ -207,13 +223,11 @@ pub fn message_span(method: &str, id: Option<&Value>, tool: Option<&str>, inboun
     let span = tracing::info_span!(
         target: SPAN_TARGET,
         "mcp.server",
-        otel.name = name,
+        otel.name = method,
         otel.kind = "server",
         mcp.method.name = method,
         rpc.system.name = "jsonrpc",
         jsonrpc.request.id = id,
-        gen_ai.tool.name = tool,
-        gen_ai.operation.name = tool.map(|_| "execute_tool"),
         mcp_gateway.request_id = inbound.request_id.as_deref(),
     );
     if let Some(cx) = inbound.remote_context() {
@@ -224,17 +238,19 @@ pub fn message_span(method: &str, id: Option<&Value>, tool: Option<&str>, inboun
 
 /// Notes on the current message span how a `tools/call` ended (called where the call's log
 /// line is written, so both always agree).
-pub fn record_call(outcome: &str, attempts: u32, server: &str, transport: &str) {
+/// `tool` is the resolved tool's catalogue name (ignored when `server` is empty: the tool did
+/// not resolve, and a caller-invented name appears neither in the span name nor as an attribute).
+pub fn record_call(outcome: &str, attempts: u32, tool: &str, server: &str, transport: &str) {
     if !enabled() {
         return;
     }
     let span = Span::current();
-    if server.is_empty() {
-        // An unresolved (caller-invented) tool name stays out of the span name, which
-        // backends group by: the name is `tools/call`, the attribute keeps what was asked.
-        // (The bridge starts the OTel span eagerly and ignores later `otel.name` records.)
-        span.context().span().update_name("tools/call");
-    } else {
+    if !server.is_empty() {
+        // A catalogue name: the set is the operator's, not the caller's. (The bridge starts
+        // the OTel span eagerly and ignores later `otel.name` records, hence `update_name`.)
+        span.context().span().update_name(format!("tools/call {}", bounded(tool)));
+        span.set_attribute("gen_ai.tool.name", bounded(tool).to_string());
+        span.set_attribute("gen_ai.operation.name", "execute_tool");
         span.set_attribute("mcp_gateway.server", server.to_string());
         span.set_attribute("mcp_gateway.transport", transport.to_string());
     }
@@ -393,6 +409,16 @@ mod tests {
         let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
         assert!(!wanted(env(&[endpoint, ("OTEL_SDK_DISABLED", "true")])));
         assert!(!wanted(env(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")])));
+    }
+
+    #[test]
+    fn span_names_come_from_a_fixed_set() {
+        for served in ["tools/call", "tools/list", "initialize", "ping", "notifications/cancelled"] {
+            assert_eq!(span_method(served), served);
+        }
+        for invented in ["tools/cal", "x".repeat(10_000).as_str(), "resources/list", "", "TOOLS/CALL"] {
+            assert_eq!(span_method(invented), UNKNOWN_METHOD_SPAN, "{invented:.20}");
+        }
     }
 
     #[test]

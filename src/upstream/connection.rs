@@ -35,7 +35,9 @@
 //! Requests the server sends the gateway are answered at once so it never waits: `ping` with
 //! `{}`, anything else (`roots/list`, `sampling/createMessage`, `elicitation/create`) with
 //! `-32601`. `notifications/progress` carrying a call's progress token (the gateway's own,
-//! set only when the call asked for progress) go to [`UpstreamRequest::progress`].
+//! set only when the call asked for progress) go to [`UpstreamRequest::progress`], rebuilt
+//! from their validated fields ([`super::to_caller::ProgressUpdate`]): nothing else in their
+//! params reaches the caller.
 //!
 //! Memory is bounded: the connector bounds each message (`max_response_bytes`), and the calls
 //! in flight on one connection are bounded by the server's `max_concurrency` layer above.
@@ -913,9 +915,13 @@ impl Live {
         let sink = params.get("progressToken").and_then(Value::as_u64).and_then(|token| {
             self.pending.lock().ok().and_then(|p| p.calls.get(&token).and_then(|c| c.progress.clone()))
         });
+        // Only the validated fields go on, never the upstream's params as they came.
+        let Some(update) = super::to_caller::ProgressUpdate::from_params(&params) else {
+            return self.drop_message("invalid");
+        };
         match sink {
             Some(sink) => {
-                if sink.try_send(params).is_err() {
+                if sink.try_send(super::to_caller::ToCaller::Progress(update)).is_err() {
                     self.drop_message("progress_overflow");
                 }
             }
@@ -1046,9 +1052,10 @@ mod tests {
         request.progress = Some(sink);
         let reply = connection.call(request).await.unwrap();
         assert!(matches!(reply, UpstreamReply::Result(_)));
-        let update = progress.try_recv().expect("the progress notification");
-        assert_eq!(update["progress"], 1);
-        assert!(update["progressToken"].is_u64(), "{update:?}");
+        let Ok(super::super::to_caller::ToCaller::Progress(update)) = progress.try_recv() else {
+            panic!("the progress notification")
+        };
+        assert_eq!(update.progress(), 1.0);
         assert!(progress.try_recv().is_err(), "another call's token reached this call");
         assert_eq!(metrics.dropped.with_label_values(&["p", "unknown_id"]).get(), 1);
         assert_eq!(connection.state(), ConnectionState::Ready);

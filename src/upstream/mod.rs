@@ -16,6 +16,7 @@ pub mod progress;
 pub mod relay;
 pub mod stdio;
 pub mod tls;
+pub mod to_caller;
 pub mod websocket;
 
 use std::{
@@ -54,8 +55,8 @@ pub struct UpstreamRequest {
     /// Whether any attempt may have reached the server (set by the attempt layer; an attempt
     /// that provably never left leaves it as it was). Decides whether a fallback may run.
     pub maybe_delivered: Arc<AtomicBool>,
-    /// Where the upstream's `notifications/progress` for this request go (their `params`, the
-    /// gateway's own `progressToken` still in them), when the caller asked for progress and can
+    /// Where the upstream's `notifications/progress` for this request go (their validated
+    /// fields, [`to_caller::ProgressUpdate`]), when the caller asked for progress and can
     /// receive it. `None`: the transport asks for no progress and drops any that comes.
     pub progress: Option<ProgressSink>,
     /// Where the upstream's `notifications/message` (log entries) for this request go, at or
@@ -68,10 +69,11 @@ pub struct UpstreamRequest {
     pub outbound: outbound::Outbound,
 }
 
-/// The receiving end of a call's progress notifications. Bounded and lossy on purpose: a
-/// transport uses `try_send`, so an upstream that floods progress cannot grow memory or slow
+/// The sending end of a call's notification channel (progress, log entries and relayed
+/// requests, each rebuilt from validated fields: [`to_caller`]). Bounded and lossy on purpose:
+/// a transport uses `try_send`, so an upstream that floods progress cannot grow memory or slow
 /// the answer; progress is advisory, the result is not.
-pub type ProgressSink = tokio::sync::mpsc::Sender<serde_json::Map<String, Value>>;
+pub type ProgressSink = tokio::sync::mpsc::Sender<to_caller::ToCaller>;
 
 impl UpstreamRequest {
     /// A gateway-internal request (e.g. `tools/list`): always safe to repeat.

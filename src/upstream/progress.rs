@@ -1,6 +1,7 @@
 //! Notification relay on the upstream side: the gateway's own `progressToken` (and, for log
 //! entries, the modern era's per-request log level) on an outgoing request, and the upstream's
-//! `notifications/progress` and `notifications/message` for it handed to the call's sinks.
+//! `notifications/progress` and `notifications/message` for it handed to the call's sinks,
+//! rebuilt from their validated fields ([`super::to_caller`]).
 //!
 //! The token is the gateway's, never the caller's: a caller's token means nothing to the
 //! upstream (two callers may both use `1`), and the inbound side maps the gateway's token back
@@ -15,7 +16,10 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{ProgressSink, UpstreamRequest};
+use super::{
+    ProgressSink, UpstreamRequest,
+    to_caller::{LogEntry, ProgressUpdate, ToCaller},
+};
 use crate::protocol::mcp::{Era, MetaPatch};
 
 /// The modern era's per-request log opt-in.
@@ -79,7 +83,9 @@ impl ProgressRelay {
 
     /// Hands `data` (one received JSON-RPC message) to a sink when it is a
     /// `notifications/progress` carrying this request's token, or a `notifications/message` at
-    /// or above the subscribed level. Never waits: a full sink drops it (both are advisory).
+    /// or above the subscribed level — rebuilt from their validated fields only
+    /// ([`super::to_caller`]): nothing else the upstream put in them goes on. Never waits: a full
+    /// sink drops it (both are advisory).
     pub fn offer(&self, data: &str) {
         if !data.contains("notifications/") {
             return;
@@ -92,17 +98,17 @@ impl ProgressRelay {
             "notifications/progress" => {
                 if let Some((token, sink)) = &self.progress
                     && params.get("progressToken").and_then(Value::as_str) == Some(token.as_str())
+                    && let Some(update) = ProgressUpdate::from_params(&params)
                 {
-                    let _ = sink.try_send(params);
+                    let _ = sink.try_send(ToCaller::Progress(update));
                 }
             }
             "notifications/message" => {
-                let rank = params.get("level").and_then(Value::as_str).and_then(log_rank);
                 if let Some((min, sink)) = &self.logs
-                    && rank.is_some_and(|r| r >= *min)
-                    && !params.contains_key("progressToken")
+                    && let Some(entry) = LogEntry::from_params(&params)
+                    && log_rank(entry.level()).is_some_and(|r| r >= *min)
                 {
-                    let _ = sink.try_send(params);
+                    let _ = sink.try_send(ToCaller::Log(entry));
                 }
             }
             _ => {}
@@ -161,11 +167,12 @@ mod tests {
             "params": {"progressToken": "mcp-gateway-7", "progress": 1}});
         let other = json!({"jsonrpc": "2.0", "method": "notifications/progress",
             "params": {"progressToken": "mcp-gateway-8", "progress": 1}});
-        let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}});
+        let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}});
         for m in [&other, &log, &ours, &ours, &ours] {
             relay.offer(&m.to_string());
         }
-        assert_eq!(rx.try_recv().expect("ours")["progress"], 1);
+        let Ok(ToCaller::Progress(update)) = rx.try_recv() else { panic!("ours") };
+        assert_eq!(update.progress(), 1.0);
         assert!(rx.try_recv().is_ok());
         assert!(rx.try_recv().is_err(), "a full sink drops, it does not wait");
     }
@@ -185,7 +192,12 @@ mod tests {
             let m = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "data": level}});
             relay.offer(&m.to_string());
         }
-        let got: Vec<Value> = std::iter::from_fn(|| rx.try_recv().ok()).map(|p| p["level"].clone()).collect();
-        assert_eq!(got, [json!("warning"), json!("error")]);
+        let got: Vec<&str> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|item| match item {
+                ToCaller::Log(entry) => entry.level(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(got, ["warning", "error"]);
     }
 }

@@ -11,7 +11,9 @@
 //!
 //! Choices:
 //! - Only methods the caller declared a capability for are relayed ([`CallerSession::allows`]);
-//!   anything else is answered upstream with `-32601` without bothering the caller.
+//!   anything else is answered upstream with `-32601` without bothering the caller. [`Relay::ask`]
+//!   checks it again itself, and a [`RelayedRequest`] (the only kind of request that can reach a
+//!   caller's stream, see [`super::to_caller`]) can be made nowhere else.
 //! - Waiting for the caller is bounded by the call's deadline (the caller's `X-Request-Timeout-Ms`
 //!   or `_meta` timeout, else the server's `deadline_ms`), NOT by the attempt timeout
 //!   (`timeout_ms` measures the server; its clock stops while the caller is being asked, so a
@@ -36,7 +38,7 @@ use reqwest::header::HeaderValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use super::{ProgressSink, UpstreamError};
+use super::{ProgressSink, UpstreamError, to_caller::ToCaller};
 
 /// Most server→client requests one call may relay to its caller.
 pub const MAX_RELAYED_PER_CALL: u32 = 16;
@@ -55,6 +57,45 @@ pub fn mint_id(kind: &str) -> String {
     }
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!("{ID_PREFIX}{kind}-{hex}")
+}
+
+/// The methods a server may ask a caller through the relay (`None`: not relayable).
+fn relayable(method: &str) -> Option<&'static str> {
+    ["sampling/createMessage", "elicitation/create", "roots/list"].into_iter().find(|m| *m == method)
+}
+
+/// A server→client request on its way to the caller: only [`Relay::ask`] makes one (its
+/// fields are private to this module), with a fresh id the gateway minted and a method the
+/// caller's session declared the capability for. The upstream's own id never reaches the
+/// caller; its `params` are what the caller is asked.
+#[derive(Debug)]
+pub struct RelayedRequest {
+    id: String,
+    method: &'static str,
+    params: Option<Value>,
+}
+
+impl RelayedRequest {
+    /// The gateway-minted id the caller answers under.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn method(&self) -> &'static str {
+        self.method
+    }
+
+    /// The whole JSON-RPC request for the caller's event stream.
+    pub fn to_message(&self) -> Value {
+        let mut message = Map::new();
+        message.insert("jsonrpc".into(), json!("2.0"));
+        message.insert("id".into(), json!(self.id));
+        message.insert("method".into(), json!(self.method));
+        if let Some(params) = &self.params {
+            message.insert("params".into(), params.clone());
+        }
+        Value::Object(message)
+    }
 }
 
 /// An upstream session-era session opened for one caller session (a DEDICATED one: it states
@@ -107,10 +148,10 @@ impl CallerSession {
 
     /// Whether the caller declared the capability `method` needs.
     pub fn allows(&self, method: &str) -> bool {
-        let capability = match method {
-            "sampling/createMessage" => "sampling",
-            "elicitation/create" => "elicitation",
-            "roots/list" => "roots",
+        let capability = match relayable(method) {
+            Some("sampling/createMessage") => "sampling",
+            Some("elicitation/create") => "elicitation",
+            Some("roots/list") => "roots",
             _ => return false,
         };
         self.capabilities.get(capability).is_some_and(|c| !c.is_null())
@@ -172,8 +213,8 @@ impl CallerSession {
 #[derive(Clone)]
 pub struct Relay {
     pub caller: Arc<CallerSession>,
-    /// The call's notification channel; its inbound end writes JSON-RPC messages (those with a
-    /// `jsonrpc` key) on the caller's event stream as they are.
+    /// The call's notification channel; its inbound end writes each [`RelayedRequest`] on the
+    /// caller's event stream.
     pub outbox: ProgressSink,
     pub state: Arc<RelayState>,
     /// `mcp_gateway_relayed_requests_total{method,outcome}`, when counted.
@@ -315,6 +356,14 @@ impl Relay {
         deadline: Option<Instant>,
     ) -> Result<(&'static str, Value), UpstreamError> {
         let silent = || UpstreamError::CallerDidNotAnswer(method.chars().take(64).collect());
+        // Checked here too, not only by `local_answer`: a request reaches a caller's stream
+        // only for a session that declared the capability it needs.
+        let Some(relayable) = relayable(method).filter(|_| self.caller.allows(method)) else {
+            return Err(UpstreamError::Protocol(format!(
+                "the client did not declare the capability {} needs",
+                method.chars().take(64).collect::<String>()
+            )));
+        };
         if self.caller.is_closed() {
             return Err(silent());
         }
@@ -326,13 +375,7 @@ impl Relay {
         let mut pending = Pending { relay: self, method, id: id.clone(), answered: false };
         self.state.relayed.fetch_add(1, Ordering::Relaxed);
         self.state.set_waiting(Some(method));
-        let mut message = Map::new();
-        message.insert("jsonrpc".into(), json!("2.0"));
-        message.insert("id".into(), json!(id));
-        message.insert("method".into(), json!(method));
-        if let Some(params) = params {
-            message.insert("params".into(), params);
-        }
+        let message = ToCaller::Request(RelayedRequest { id, method: relayable, params });
         let exchange = async {
             self.outbox.send(message).await.ok()?;
             rx.await.ok()
@@ -383,6 +426,18 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_request_for_an_undeclared_capability_never_reaches_the_caller() {
+        let caller = Arc::new(CallerSession::new(json!({"sampling": {}}), json!({}), "2025-06-18"));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let relay = Relay::new(caller, tx);
+        for method in ["elicitation/create", "roots/list", "tools/list", "notifications/message"] {
+            assert!(relay.ask(method, None, None).await.is_err(), "{method}");
+        }
+        assert!(rx.try_recv().is_err(), "nothing was written for the caller");
+        assert!(!relay.relayed());
+    }
+
+    #[tokio::test]
     async fn an_answer_reaches_the_waiting_request_once_and_only_by_its_id() {
         let caller = Arc::new(CallerSession::new(json!({"sampling": {}}), json!({}), "2025-06-18"));
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);
@@ -391,8 +446,11 @@ mod tests {
             let relay = relay.clone();
             async move { relay.ask("sampling/createMessage", Some(json!({"x": 1})), None).await }
         });
-        let sent = rx.recv().await.expect("the request is written for the caller");
-        let id = sent["id"].as_str().unwrap().to_string();
+        let Some(ToCaller::Request(sent)) = rx.recv().await else {
+            panic!("the request is written for the caller")
+        };
+        assert_eq!(sent.to_message()["params"], json!({"x": 1}));
+        let id = sent.id().to_string();
         assert!(!caller.answer("mcpgw-relay-unknown", json!({})));
         assert!(caller.answer(&id, json!({"jsonrpc": "2.0", "id": id, "result": {"ok": true}})));
         assert!(!caller.answer(&id, json!({})), "answered once");

@@ -439,6 +439,16 @@ pub fn hostile_server(args: &[&str]) -> (Proc, SocketAddr) {
     (proc, addr)
 }
 
+/// `tests/peers/forging_server.py` over HTTP (stdlib only): a server whose notifications try to
+/// forge messages on the caller's event stream; returns the process and its address.
+pub fn forging_server() -> (Proc, SocketAddr) {
+    let mut command = Command::new("python3");
+    command.arg("-u").arg(peers_dir().join("forging_server.py")).arg("http");
+    let mut proc = Proc::spawn("forging_server.py", command);
+    let addr = listen_addr(&mut proc);
+    (proc, addr)
+}
+
 /// POSTs the hostile server received, by path.
 pub fn hostile_hits(addr: SocketAddr, path: &str) -> u64 {
     let hits: Value = reqwest::blocking::get(format!("http://{addr}/_hits")).unwrap().json().unwrap();
