@@ -10,9 +10,11 @@
 //! The variables of the command line itself (`MCP_GATEWAY_CONFIG`, `MCP_GATEWAY_LOG_FORMAT`,
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
+mod catalogue;
 mod lenient;
 mod resilience;
 
+pub use catalogue::CatalogueConfig;
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -92,6 +94,9 @@ pub struct Config {
     /// of these by key): a DynamoDB item can pick among them, never supply a command, its
     /// arguments or its environment. Configured `[servers.NAME]` need no entry here.
     pub stdio_commands: BTreeMap<String, StdioCommand>,
+    /// What an upstream may do to the catalogue: refresh bounds, definition pinning, metric
+    /// label bounds (`[catalogue]`).
+    pub catalogue: CatalogueConfig,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -197,6 +202,7 @@ impl Default for Config {
             registry: RegistryConfig::default(),
             cache: CacheConfig::default(),
             stdio_commands: BTreeMap::new(),
+            catalogue: CatalogueConfig::default(),
         }
     }
 }
@@ -594,6 +600,7 @@ impl Config {
         if self.max_body_bytes == 0 {
             bail!("max_body_bytes must be positive");
         }
+        self.catalogue.validate()?;
         Ok(())
     }
 }
