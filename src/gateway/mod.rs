@@ -238,6 +238,12 @@ impl Gateway {
             config,
         });
         gateway.refresh_on_recovery();
+        for upstream in gateway.upstreams.values() {
+            upstream.start_health_prober(
+                gateway.shared_breakers.clone(),
+                gateway.metrics.breaker_health_probes.clone(),
+            );
+        }
         Ok(gateway)
     }
 
@@ -326,6 +332,7 @@ impl Gateway {
         if let Some(shared) = &self.shared_breakers {
             shared.register(&built.breaker);
         }
+        built.start_health_prober(self.shared_breakers.clone(), self.metrics.breaker_health_probes.clone());
         let upstream = Arc::new(built);
         let replaced = map.insert(origin.name.clone(), (origin.clone(), upstream.clone())).is_some();
         if replaced {

@@ -13,6 +13,12 @@
 //! waiting count as nothing at all — a shed or abandoned probe frees its slot, it never closes
 //! or re-opens the circuit.
 //!
+//! With `probe_interval_ms` (the default, 1 s) callers' calls are never the probes: while open
+//! every call is refused, and [`super::health_probe`] sends the server a cheap request on that
+//! fixed interval; its first success closes the breaker. Recovery then takes at most about one
+//! interval however long the outage was (a doubling open period made it grow with the outage),
+//! and no caller's call is risked on a server that may still be down.
+//!
 //! With shared state ([`super::shared`]) a trip from closed is published to the fleet, a
 //! probe needs a fleet-wide claim, and a failed probe re-opens this instance only.
 
@@ -86,6 +92,8 @@ struct Inner {
     wants_probe: bool,
     /// When the breaker last left closed (wall clock, for `/capabilities`); `None` while closed.
     left_closed_at: Option<SystemTime>,
+    /// A peer's health probe succeeded: this instance's prober probes at once, unclaimed.
+    peer_recovered: bool,
 }
 
 /// Metric handles of one server's breaker.
@@ -123,6 +131,8 @@ pub struct Breaker {
     metrics: BreakerMetrics,
     /// Receives transitions for the shared store; `None` without sharing.
     notify: Mutex<Option<TransitionSender>>,
+    /// Wakes the health prober: the breaker opened, or a peer recovered the server.
+    wake_prober: tokio::sync::Notify,
 }
 
 /// Whether a call may go ahead.
@@ -154,9 +164,11 @@ impl Breaker {
                 probe_granted: false,
                 wants_probe: false,
                 left_closed_at: None,
+                peer_recovered: false,
             }),
             metrics,
             notify: Mutex::new(None),
+            wake_prober: tokio::sync::Notify::new(),
         }
     }
 
@@ -192,6 +204,12 @@ impl Breaker {
         }
         match inner.state {
             State::Closed => Admission::Allowed { probe: false },
+            // The health prober, not a caller's call, finds out whether the server is back.
+            State::Open { until } if self.settings.probe_interval().is_some() => {
+                self.metrics.rejected.inc();
+                let interval = Duration::from_millis(self.settings.probe_interval_ms);
+                Admission::Rejected { retry_after: until.saturating_duration_since(now).max(interval) }
+            }
             State::Open { until } if until > now => {
                 self.metrics.rejected.inc();
                 Admission::Rejected { retry_after: until - now }
@@ -298,7 +316,52 @@ impl Breaker {
         inner.consecutive = 0;
         inner.probe_granted = false;
         inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());
+        self.wake_prober.notify_one();
         until
+    }
+
+    /// Whether the health prober should probe now (open, not forced open, probing on).
+    pub fn needs_health_probe(&self) -> bool {
+        let inner = self.lock();
+        self.settings.probe_interval().is_some()
+            && !inner.forced_open
+            && matches!(inner.state, State::Open { .. })
+    }
+
+    /// Waits until the breaker opens or a peer recovers the server (or returns at once if
+    /// either happened since the last wait).
+    pub async fn prober_woken(&self) {
+        self.wake_prober.notified().await;
+    }
+
+    /// Whether a peer's health probe succeeded since the last call (and forgets it).
+    pub fn take_peer_recovered(&self) -> bool {
+        std::mem::take(&mut self.lock().peer_recovered)
+    }
+
+    /// Whether probes need a fleet-wide claim now.
+    pub fn claims_needed(&self) -> bool {
+        self.lock().claims_needed
+    }
+
+    /// The outcome of a health probe: a success closes the breaker (and tells the fleet), a
+    /// failure keeps it open for another interval.
+    pub fn record_health_probe(&self, reached: bool) {
+        let mut inner = self.lock();
+        if inner.forced_open || !matches!(inner.state, State::Open { .. }) {
+            return;
+        }
+        if reached {
+            tracing::info!(server = %self.server, "health probe answered: circuit breaker closes");
+            inner.backoff = Duration::from_millis(self.settings.open_base_ms);
+            inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());
+            self.close(&mut inner);
+            drop(inner);
+            self.publish(Transition::Recovered);
+        } else {
+            let interval = Duration::from_millis(self.settings.probe_interval_ms);
+            inner.state = State::Open { until: Instant::now() + interval };
+        }
     }
 
     fn close(&self, inner: &mut Inner) {
@@ -373,6 +436,7 @@ impl Breaker {
                 self.transition(&mut inner, State::Open { until });
                 inner.consecutive = 0;
                 inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());
+                self.wake_prober.notify_one();
             }
             State::Open { until: ours } if ours < until => inner.state = State::Open { until },
             _ => {}
@@ -384,6 +448,14 @@ impl Breaker {
     pub fn apply_fleet_recovered(&self) {
         let mut inner = self.lock();
         if inner.forced_open {
+            return;
+        }
+        if self.settings.probe_interval().is_some() {
+            // This instance's own health probe confirms it (its path may differ), unclaimed.
+            if let State::Open { .. } = inner.state {
+                inner.peer_recovered = true;
+                self.wake_prober.notify_one();
+            }
             return;
         }
         if let State::Open { .. } = inner.state {

@@ -73,6 +73,9 @@ pub struct Metrics {
     pub breaker_transitions: IntCounterVec,
     /// `mcp_gateway_breaker_rejected_total{server}` (calls refused while open)
     pub breaker_rejected: IntCounterVec,
+    /// `mcp_gateway_breaker_health_probes_total{server,result}` (`success` / `failure` /
+    /// `peer`: a peer held the fleet's claim for the interval)
+    pub breaker_health_probes: IntCounterVec,
     /// `mcp_gateway_retries_total{server,result}` (`taken` / `denied_by_budget`)
     pub retries: IntCounterVec,
     /// `mcp_gateway_cancellations_total{server,reason}` (`deadline` / `disconnect`)
@@ -338,6 +341,12 @@ impl Metrics {
                 "calls refused because the circuit was open",
                 &["server"],
             ),
+            breaker_health_probes: counters(
+                &r,
+                "mcp_gateway_breaker_health_probes_total",
+                "health probes of servers whose circuit is open, by result",
+                &["server", "result"],
+            ),
             retries: counters(
                 &r,
                 "mcp_gateway_retries_total",
@@ -566,6 +575,9 @@ impl Metrics {
                 self.breaker_transitions.with_label_values(&[server, to]);
             }
             self.breaker_rejected.with_label_values(&[server]);
+            for result in ["success", "failure", "peer"] {
+                self.breaker_health_probes.with_label_values(&[server, result]);
+            }
             self.load_shed.with_label_values(&[server]);
             for result in ["taken", "denied_by_budget"] {
                 self.retries.with_label_values(&[server, result]);

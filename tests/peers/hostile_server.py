@@ -32,10 +32,12 @@ MCP modes (modern-era servers answering server/discover, ping, tools/list and to
 A `server/discover` probe to /echo-headers or /refuse-<code> gets a modern server's result (those
 modes stand for modern servers); every other mode answers it as it answers everything.
 GET /_hits returns {path: POSTs received} (probes counted apart, as "<path> server/discover").
-GET /_methods returns {path: {method: count}} of the MCP modes; GET /_log their requests in order.
+GET /_methods returns {path: {method: count}} of the MCP modes; GET /_log their requests in order
+(path, method, tool, status, t: this process's monotonic clock in seconds).
 """
 
 import json
+import os
 import socket
 import struct
 import sys
@@ -144,11 +146,12 @@ class Handler(BaseHTTPRequestHandler):
             per_path = METHODS.setdefault(path, {})
             per_path[method] = per_path.get(method, 0) + 1
             down = path == "/flaky" and STATE["down"]
-            entry = {"path": path, "method": method, "tool": tool, "status": 503 if down else 200}
+            entry = {"path": path, "method": method, "tool": tool, "status": 503 if down else 200,
+                     "t": time.monotonic()}
             LOG.append(entry)
             if LOG_FILE:
                 with open(LOG_FILE, "a") as f:
-                    f.write(json.dumps(dict(entry, pid=__import__("os").getpid())) + "\n")
+                    f.write(json.dumps(dict(entry, pid=os.getpid())) + "\n")
         if down:
             self.send_json(503, {"error": "down"})
             return
