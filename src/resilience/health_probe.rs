@@ -1,5 +1,6 @@
 //! The health prober of one server's breaker: while the breaker is open, a cheap request that
-//! runs no tool, on a fixed interval (`breaker.probe_interval_ms`, default 1 s).
+//! runs no tool, on a fixed interval (`breaker.probe_interval_ms`, default 1 s, each wait up to
+//! a quarter longer at random).
 //!
 //! Why: with callers' calls as the probes, the open period doubled on every failed probe, so
 //! recovery time grew with the outage (an upstream away for 7 s was used again 7.3 s after it
@@ -57,8 +58,12 @@ impl Prober {
                 let _ = tokio::time::timeout(Duration::from_secs(60), breaker.prober_woken()).await;
                 continue;
             }
+            // Up to a quarter longer at random: with shared breakers the claim's holder would
+            // otherwise win every interval (it ticks just after its own claim expires), and an
+            // instance whose own path is broken could keep the others from ever probing.
+            let wait = self.interval.mul_f64(1.0 + 0.25 * fastrand::f64());
             let peer_recovered = tokio::select! {
-                _ = tokio::time::sleep(self.interval) => breaker.take_peer_recovered(),
+                _ = tokio::time::sleep(wait) => breaker.take_peer_recovered(),
                 _ = breaker.prober_woken() => breaker.take_peer_recovered(),
             };
             if !breaker.needs_health_probe() {
