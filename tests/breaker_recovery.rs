@@ -76,11 +76,8 @@ fn a_server_back_after_an_outage_is_used_again_without_risking_a_callers_call() 
 
     // What the upstream saw: before its restart, only the calls that succeeded; after it, a
     // probe first, and every tools/call it received succeeded.
-    let seen: Vec<Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let seen: Vec<Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let restarted: Vec<&Value> = seen.iter().filter(|e| e["pid"] != first_pid).collect();
     assert!(!restarted.is_empty(), "{seen:?}");
     assert_eq!(restarted[0]["method"], "server/discover", "the probe comes first: {restarted:?}");
@@ -116,7 +113,10 @@ fn with_shared_breakers_one_gateway_of_the_fleet_probes_per_interval() {
     let open = |gw: &Gateway| gw.metrics().contains("mcp_gateway_breaker_state{server=\"flaky\"} 1");
     wait_for("B to follow A's trip", || open(&b));
     let down_probes = || {
-        hostile_log(addr).into_iter().filter(|e| e["status"] == 503 && e["method"] == "server/discover").count()
+        hostile_log(addr)
+            .into_iter()
+            .filter(|e| e["status"] == 503 && e["method"] == "server/discover")
+            .count()
     };
     wait_for("a dozen probes while down", || {
         for gw in [&a, &b] {
@@ -149,8 +149,7 @@ fn with_shared_breakers_one_gateway_of_the_fleet_probes_per_interval() {
         "{} probes over {intervals:.1} intervals: {probes:?}",
         probes.len()
     );
-    let peer = |gw: &Gateway| {
-        metric(&gw.metrics(), "mcp_gateway_breaker_health_probes_total", &["result=\"peer\""])
-    };
+    let peer =
+        |gw: &Gateway| metric(&gw.metrics(), "mcp_gateway_breaker_health_probes_total", &["result=\"peer\""]);
     assert!(peer(&a) + peer(&b) >= 1.0, "no interval was left to a peer");
 }

@@ -122,6 +122,11 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("aws.endpoint_url"), "http://127.0.0.1:9001", json!("http://127.0.0.1:9001")),
         (s("cache.max_entries"), "123", json!(123)),
         (s("cache.stale_max_age_ms"), "60000", json!(60000)),
+        (s("defaults.breaker.probe_interval_ms"), "250", json!(250)),
+        (s("catalogue.min_refresh_interval_ms"), "5000", json!(5000)),
+        (s("catalogue.pin_tool_definitions"), "true", json!(true)),
+        (s("catalogue.pin_file"), "/var/lib/mcp-gateway/pins.json", json!("/var/lib/mcp-gateway/pins.json")),
+        (s("catalogue.max_tool_label_values"), "500", json!(500)),
     ];
     raw.into_iter().map(|(k, v, e)| (k, (v, e))).collect()
 }

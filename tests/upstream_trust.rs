@@ -63,8 +63,7 @@ fn tools_over_the_label_cap_are_counted_as_other() {
     let tools = distinct_label_values(&metrics, "mcp_gateway_tool_calls_total", "tool");
     assert!(!tools.contains("price_lookup"), "{tools:?}");
     assert!(tools.len() <= 3, "two tools and `other`: {tools:?}");
-    let other =
-        metric(&metrics, "mcp_gateway_tool_calls_total", &["tool=\"other\"", "outcome=\"success\""]);
+    let other = metric(&metrics, "mcp_gateway_tool_calls_total", &["tool=\"other\"", "outcome=\"success\""]);
     assert_eq!(other, 1.0, "{metrics}");
     assert_eq!(metric(&metrics, "mcp_gateway_metric_tool_label_values", &[]), 2.0);
 }
@@ -176,7 +175,9 @@ fn a_changed_definition_is_not_served_until_approved() {
     assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
     let answer: Value = serde_json::from_slice(&approved.stdout).unwrap();
     assert_eq!(answer["approved"][0]["tool"], "lookup", "{answer}");
-    wait_for("the approved definition to be served", || description(&gateway, "lookup").contains("evil.example"));
+    wait_for("the approved definition to be served", || {
+        description(&gateway, "lookup").contains("evil.example")
+    });
     assert_eq!(metric(&gateway.metrics(), "mcp_gateway_tool_definitions_pending", &[]), 0.0);
     assert_eq!(hostile_methods(addr, "/rugpull", "tools/list"), 2);
     // Nothing left to approve.

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CatalogueConfig {
-    /// Shortest wait a server's `ttlMs` hint (or its failure backoff) may ask for before that
+    /// Shortest wait a server's `ttlMs` hint may ask for before that
     /// server's `tools/list` is read again, in milliseconds. A hint refreshes its own server
     /// only; the other servers and the DynamoDB scan keep `refresh_interval_secs`.
     pub min_refresh_interval_ms: u64,

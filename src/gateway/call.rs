@@ -264,7 +264,10 @@ impl Gateway {
         loop {
             match role {
                 Join::Leader(leader) => {
-                    self.metrics.result_cache.with_label_values(&[self.metrics.tool_label(&tool.name), "miss"]).inc();
+                    self.metrics
+                        .result_cache
+                        .with_label_values(&[self.metrics.tool_label(&tool.name), "miss"])
+                        .inc();
                     let (result, ending) =
                         self.forward(tool, arguments, meta, deadline, notifications.clone()).await;
                     self.remember(tool, key, ttl, &result, ending.outcome);
@@ -282,7 +285,10 @@ impl Gateway {
                     drop(waiting);
                     match waited {
                         Waited::Done(shared) => {
-                            self.metrics.result_cache.with_label_values(&[self.metrics.tool_label(&tool.name), "shared"]).inc();
+                            self.metrics
+                                .result_cache
+                                .with_label_values(&[self.metrics.tool_label(&tool.name), "shared"])
+                                .inc();
                             let outcome = if shared.is_ok() { "shared" } else { "shared_failure" };
                             return (shared, Ending::unsent(outcome));
                         }

@@ -152,8 +152,13 @@ impl Refresher {
 
     /// Refreshes every discovering server and the registry concurrently, then rebuilds.
     pub async fn refresh_all(&mut self) {
-        let discovering: Vec<String> =
-            self.gateway.upstreams.values().filter(|u| u.config.discover).map(|u| u.name.to_string()).collect();
+        let discovering: Vec<String> = self
+            .gateway
+            .upstreams
+            .values()
+            .filter(|u| u.config.discover)
+            .map(|u| u.name.to_string())
+            .collect();
         self.refresh(&discovering, true).await;
     }
 
@@ -164,9 +169,7 @@ impl Refresher {
         let gateway = self.gateway.clone();
         let selected: Vec<&Arc<Upstream>> = names.iter().filter_map(|n| gateway.upstreams.get(n)).collect();
         let servers = join_all(selected.iter().map(|u| async move { (*u, list_tools(u).await) }));
-        let scanning = async {
-            if scan { self.scan_registry().await } else { None }
-        };
+        let scanning = async { if scan { self.scan_registry().await } else { None } };
         let (results, registry) = tokio::join!(servers, scanning);
         let mut changed = !self.loaded;
         for (upstream, result) in results {
@@ -291,7 +294,8 @@ impl Refresher {
             gateway.metrics.tool_definitions_pinned.set(pins.pinned_count() as i64);
         }
         let tools = after.tools();
-        let departed = gateway.metrics.retain_tools(tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())));
+        let departed =
+            gateway.metrics.retain_tools(tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())));
         if departed > 0 {
             tracing::debug!(departed, "metric series of tools that left the catalogue removed");
         }
@@ -331,7 +335,8 @@ impl Refresher {
     fn server_wait(&self, server: &str) -> Duration {
         let interval = self.gateway.refresh_interval();
         let floor = Duration::from_millis(self.gateway.config.catalogue.min_refresh_interval_ms);
-        let hinted = self.ttl_hints.get(server).map_or(interval, |ttl| (*ttl).clamp(floor.min(interval), interval));
+        let hinted =
+            self.ttl_hints.get(server).map_or(interval, |ttl| (*ttl).clamp(floor.min(interval), interval));
         let wait = jittered(hinted);
         match self.failures.get(server) {
             Some(&failures) => {
@@ -464,7 +469,8 @@ async fn pinned(gateway: &Gateway, pins: Arc<PinStore>, servers: Vec<ServerTools
             fallback
                 .into_iter()
                 .map(|mut server| {
-                    server.tools = Arc::new(fallback_statics.get(&server.server).cloned().unwrap_or_default());
+                    server.tools =
+                        Arc::new(fallback_statics.get(&server.server).cloned().unwrap_or_default());
                     server
                 })
                 .collect()

@@ -17,9 +17,9 @@ use crate::{
         breaker::{Breaker, BreakerLayer, BreakerMetrics},
         deadline::DeadlineLayer,
         health_probe::{ProbeMethod, Prober},
-        shared::SharedBreakers,
         limit::ConcurrencyLimitLayer,
         retry::RetryLayer,
+        shared::SharedBreakers,
         timeout::AttemptTimeoutLayer,
     },
     telemetry::{metered::MeteredLayer, metrics::Metrics, traced::TracedLayer},
@@ -93,7 +93,9 @@ where
     T::Future: Send + 'static,
 {
     BoxCloneSyncService::new(
-        ServiceBuilder::new().layer(AttemptTimeoutLayer::new(server.timeout(&config.defaults))).service(transport),
+        ServiceBuilder::new()
+            .layer(AttemptTimeoutLayer::new(server.timeout(&config.defaults)))
+            .service(transport),
     )
 }
 

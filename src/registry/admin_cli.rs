@@ -161,7 +161,12 @@ pub fn summary(entry: &RegistryEntry) -> Value {
 
 /// `registry approve`: asks a running gateway (`base`, e.g. `http://127.0.0.1:8080`) to approve
 /// pending definition changes; returns its answer, or fails with it.
-pub async fn approve(base: &str, tool: Option<&str>, server: Option<&str>, all: bool) -> anyhow::Result<Value> {
+pub async fn approve(
+    base: &str,
+    tool: Option<&str>,
+    server: Option<&str>,
+    all: bool,
+) -> anyhow::Result<Value> {
     let url = format!("{}/admin/registry/approve", base.trim_end_matches('/'));
     let mut body = json!({});
     if let Some(tool) = tool {
@@ -176,7 +181,8 @@ pub async fn approve(base: &str, tool: Option<&str>, server: Option<&str>, all: 
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
     let response = client.post(&url).json(&body).send().await.with_context(|| format!("POST {url}"))?;
     let status = response.status();
-    let answer: Value = response.json().await.with_context(|| format!("{url} answered HTTP {status} without JSON"))?;
+    let answer: Value =
+        response.json().await.with_context(|| format!("{url} answered HTTP {status} without JSON"))?;
     if !status.is_success() {
         bail!("{url} answered HTTP {status}: {answer}");
     }

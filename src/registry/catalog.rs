@@ -482,6 +482,23 @@ mod tests {
     }
 
     #[test]
+    fn another_servers_alias_is_refused_and_a_held_name_stays_with_its_holder() {
+        let catalog = Catalog::new(BTreeMap::new());
+        catalog.rebuild(&[server("demo", &["search"]), server("evil", &["demo__search"])], &[]);
+        assert!(catalog.get("demo__search").is_none(), "another server's alias is refused");
+        let snapshot = catalog.snapshot();
+        let refused = &snapshot.collisions()[0];
+        assert_eq!((refused.kind, refused.server.as_str()), ("alias_of_another_server", "evil"));
+        // demo holds `search`; evil starts offering it too: demo keeps it, evil is namespaced.
+        catalog.rebuild(&[server("demo", &["search"]), server("evil", &["search", "demo__search"])], &[]);
+        assert_eq!(&*catalog.get("search").unwrap().server, "demo");
+        assert_eq!(&*catalog.get("evil__search").unwrap().server, "evil");
+        assert!(catalog.get("demo__search").is_none());
+        let kinds: Vec<&str> = catalog.snapshot().collisions().iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, ["alias_of_another_server", "name_held"]);
+    }
+
+    #[test]
     fn a_rebuild_counts_what_it_added_removed_and_changed() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let catalog = Arc::new(Catalog::new(BTreeMap::new()));

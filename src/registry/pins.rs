@@ -86,8 +86,8 @@ impl PinStore {
         if let Some(path) = &file
             && path.exists()
         {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("reading pin file {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading pin file {}", path.display()))?;
             let parsed: PinFile = serde_json::from_str(&text)
                 .with_context(|| format!("pin file {} is not {{\"pins\": [...]}}", path.display()))?;
             for pin in parsed.pins {
@@ -116,8 +116,12 @@ impl PinStore {
             let hash = definition_hash(tool);
             match state.pins.get(&key) {
                 None => {
-                    let pin =
-                        Pin { server: key.0.clone(), tool: key.1.clone(), hash, definition: Some(tool.clone()) };
+                    let pin = Pin {
+                        server: key.0.clone(),
+                        tool: key.1.clone(),
+                        hash,
+                        definition: Some(tool.clone()),
+                    };
                     tracing::info!(server, tool = name, hash = %pin.hash, "tool definition pinned at first sight");
                     state.pins.insert(key, pin);
                     pinned_now = true;
@@ -221,8 +225,12 @@ impl PinStore {
             if let Some(pending) = state.pending.remove(&key) {
                 tracing::warn!(server = %key.0, tool = %key.1, hash = %pending.hash, "tool definition change approved");
                 approved.push(json!({"server": key.0, "tool": key.1, "hash": pending.hash}));
-                let pin =
-                    Pin { server: key.0.clone(), tool: key.1.clone(), hash: pending.hash, definition: Some(pending.definition) };
+                let pin = Pin {
+                    server: key.0.clone(),
+                    tool: key.1.clone(),
+                    hash: pending.hash,
+                    definition: Some(pending.definition),
+                };
                 state.pins.insert(key, pin);
             }
         }
@@ -261,7 +269,9 @@ mod tests {
         assert_eq!(pins.resolve("s", &[tool("v2")]), vec![tool("v1")], "the approved one stays");
         assert_eq!(pins.pending_count(), 1);
         assert!(matches!(pins.approve(Some("other"), None, false), Approval::NothingPending));
-        assert!(matches!(pins.approve(Some("s__lookup"), None, false), Approval::Approved(ref a) if a.len() == 1));
+        assert!(
+            matches!(pins.approve(Some("s__lookup"), None, false), Approval::Approved(ref a) if a.len() == 1)
+        );
         assert_eq!(pins.resolve("s", &[tool("v2")]), vec![tool("v2")]);
         assert_eq!(pins.pending_count(), 0);
     }
@@ -273,7 +283,11 @@ mod tests {
         let pins = PinStore::load(Some(path.clone())).unwrap();
         pins.resolve("s", &[tool("v1")]);
         let restarted = PinStore::load(Some(path.clone())).unwrap();
-        assert_eq!(restarted.resolve("s", &[tool("v2")]), vec![tool("v1")], "the file's pin is not re-trusted");
+        assert_eq!(
+            restarted.resolve("s", &[tool("v2")]),
+            vec![tool("v1")],
+            "the file's pin is not re-trusted"
+        );
         let hash_only = json!({"pins": [{"server": "s", "tool": "lookup", "hash": "0000"}]});
         std::fs::write(&path, hash_only.to_string()).unwrap();
         let by_hand = PinStore::load(Some(path.clone())).unwrap();

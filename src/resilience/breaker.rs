@@ -627,9 +627,44 @@ mod tests {
 
     const DOWN: Outcome = Outcome::ServerError { reached_server: false };
 
+    /// Settings without health probes: callers' calls are the probes.
+    fn callers_probe() -> BreakerSettings {
+        BreakerSettings { probe_interval_ms: 0, ..Default::default() }
+    }
+
+    #[test]
+    fn with_health_probes_no_caller_probes_and_a_probe_answer_closes() {
+        let b = breaker(BreakerSettings {
+            consecutive_failures: 1,
+            open_base_ms: 1,
+            probe_interval_ms: 50,
+            ..Default::default()
+        });
+        let (sender, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        b.set_notifier(sender);
+        b.record(DOWN, false);
+        assert!(matches!(heard.try_recv(), Ok((_, Transition::Tripped { .. }))));
+        std::thread::sleep(Duration::from_millis(10));
+        // Past the open period, callers are still refused: only the prober probes.
+        assert!(matches!(b.admit(), Admission::Rejected { .. }));
+        assert!(b.needs_health_probe());
+        b.record_health_probe(false);
+        assert!(matches!(b.admit(), Admission::Rejected { .. }), "a failed probe keeps it open");
+        b.record_health_probe(true);
+        assert_eq!(b.state(), State::Closed);
+        assert!(matches!(heard.try_recv(), Ok((_, Transition::Recovered))));
+        assert!(matches!(b.admit(), Admission::Allowed { probe: false }));
+        // A peer's recovery asks this instance's prober for its own probe; forced open is not probed.
+        b.record(DOWN, false);
+        b.apply_fleet_recovered();
+        assert!(b.take_peer_recovered());
+        b.force_open();
+        assert!(!b.needs_health_probe());
+    }
+
     #[test]
     fn consecutive_hard_failures_trip_and_a_probe_closes() {
-        let b = breaker(BreakerSettings { consecutive_failures: 3, open_base_ms: 50, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 3, open_base_ms: 50, ..callers_probe() });
         for _ in 0..2 {
             assert!(matches!(b.admit(), Admission::Allowed { probe: false }));
             b.record(DOWN, false);
@@ -648,7 +683,7 @@ mod tests {
 
     #[test]
     fn health_keeps_when_the_breaker_left_closed_until_it_closes() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 1, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 1, ..callers_probe() });
         assert!(b.health().since.is_none());
         let before = SystemTime::now();
         b.record(DOWN, false);
@@ -668,7 +703,7 @@ mod tests {
 
     #[test]
     fn failed_probes_reopen_with_a_longer_backoff() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 40, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 40, ..callers_probe() });
         b.record(DOWN, false);
         std::thread::sleep(Duration::from_millis(60));
         assert!(matches!(b.admit(), Admission::Allowed { probe: true }));
@@ -679,7 +714,7 @@ mod tests {
 
     #[test]
     fn tool_errors_client_errors_and_rate_limits_do_not_trip_consecutively() {
-        let b = breaker(BreakerSettings { consecutive_failures: 2, min_calls: 1000, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 2, min_calls: 1000, ..callers_probe() });
         for outcome in [
             Outcome::ToolError,
             Outcome::ClientError,
@@ -699,7 +734,7 @@ mod tests {
             consecutive_failures: 100,
             min_calls: 10,
             failure_rate: 0.5,
-            ..Default::default()
+            ..callers_probe()
         });
         for i in 0..9 {
             b.record(if i % 2 == 0 { DOWN } else { Outcome::Success }, false);
@@ -711,7 +746,7 @@ mod tests {
 
     #[test]
     fn forced_open_stays_open_until_closed() {
-        let b = breaker(BreakerSettings { open_base_ms: 1, open_max_ms: 1, ..Default::default() });
+        let b = breaker(BreakerSettings { open_base_ms: 1, open_max_ms: 1, ..callers_probe() });
         b.force_open();
         std::thread::sleep(Duration::from_millis(5));
         assert!(matches!(b.admit(), Admission::Rejected { .. }));
@@ -721,7 +756,7 @@ mod tests {
 
     #[test]
     fn shed_and_abandoned_calls_neither_count_nor_reset() {
-        let b = breaker(BreakerSettings { consecutive_failures: 3, min_calls: 1000, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 3, min_calls: 1000, ..callers_probe() });
         for _ in 0..2 {
             b.record(DOWN, false);
             // Between failures, calls the gateway shed or the caller gave up on.
@@ -739,7 +774,7 @@ mod tests {
 
     #[test]
     fn a_shed_or_abandoned_probe_frees_its_slot_and_decides_nothing() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..callers_probe() });
         b.record(DOWN, false);
         std::thread::sleep(Duration::from_millis(40));
         for outcome in [Outcome::Refused, Outcome::Abandoned] {
@@ -754,7 +789,7 @@ mod tests {
 
     #[test]
     fn only_trips_from_closed_and_successful_probes_are_told_to_the_fleet() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..callers_probe() });
         let (sender, mut heard) = tokio::sync::mpsc::unbounded_channel();
         b.set_notifier(sender);
         b.record(DOWN, false);
@@ -771,7 +806,7 @@ mod tests {
 
     #[test]
     fn with_fleet_claims_a_probe_waits_for_its_grant() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..callers_probe() });
         b.set_claims_needed(true);
         b.record(DOWN, false);
         assert!(!b.take_probe_wish(), "no wish while the open period runs");
@@ -787,7 +822,7 @@ mod tests {
 
     #[test]
     fn a_peer_trip_opens_and_a_peer_recovery_brings_a_probe_forward() {
-        let b = breaker(BreakerSettings { open_base_ms: 60_000, ..Default::default() });
+        let b = breaker(BreakerSettings { open_base_ms: 60_000, ..callers_probe() });
         b.apply_fleet_open(Instant::now() + Duration::from_secs(60));
         assert!(matches!(b.admit(), Admission::Rejected { .. }));
         b.apply_fleet_recovered();

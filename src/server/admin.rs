@@ -200,7 +200,8 @@ pub async fn registry_approve(
     let request: ApproveRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {
-            let error = format!("body must be {{\"tool\": NAME, \"server\"?: NAME}} or {{\"all\": true}}: {e}");
+            let error =
+                format!("body must be {{\"tool\": NAME, \"server\"?: NAME}} or {{\"all\": true}}: {e}");
             return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
         }
     };

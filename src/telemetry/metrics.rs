@@ -518,8 +518,11 @@ impl Metrics {
             labels.admitted.remove(tool);
             self.remove_tool_series(tool, server);
         }
-        let mut fresh: Vec<(&str, &str)> =
-            current.iter().filter(|(tool, _)| !labels.admitted.contains_key(**tool)).map(|(t, s)| (*t, *s)).collect();
+        let mut fresh: Vec<(&str, &str)> = current
+            .iter()
+            .filter(|(tool, _)| !labels.admitted.contains_key(**tool))
+            .map(|(t, s)| (*t, *s))
+            .collect();
         fresh.sort_unstable();
         for (tool, server) in fresh {
             if labels.admitted.len() >= labels.cap {

@@ -727,10 +727,12 @@ pub fn private_ca(dir: &Scratch) {
 /// every MCP-mode request to `log` as a JSON line.
 pub fn hostile_server_on(port: u16, log: &str) -> Proc {
     let mut command = Command::new("python3");
-    command
-        .arg("-u")
-        .arg(peers_dir().join("hostile_server.py"))
-        .args(["--port", &port.to_string(), "--log", log]);
+    command.arg("-u").arg(peers_dir().join("hostile_server.py")).args([
+        "--port",
+        &port.to_string(),
+        "--log",
+        log,
+    ]);
     let mut proc = Proc::spawn("hostile_server.py", command);
     listen_addr(&mut proc);
     proc
