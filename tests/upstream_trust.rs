@@ -118,11 +118,14 @@ fn a_server_cannot_take_another_servers_name_or_its_alias() {
         1.0,
         "{metrics}"
     );
-    let output = gateway.proc.output();
-    assert!(
-        output.lines().any(|l| l.contains("tool name refused") && l.contains("demo__manga_search")),
-        "{output}"
-    );
+    // The log line is written behind the answers; wait for it to arrive.
+    wait_for("the refusal's log line", || {
+        gateway
+            .proc
+            .output()
+            .lines()
+            .any(|l| l.contains("tool name refused") && l.contains("demo__manga_search"))
+    });
 }
 
 /// The description of `tool` in the gateway's `tools/list`.
@@ -164,8 +167,7 @@ fn a_changed_definition_is_not_served_until_approved() {
     let (_, pins) = get_json(&gateway, "/admin/registry/pins");
     assert_eq!(pins["pending"][0]["tool"], "lookup", "{pins}");
     assert_eq!(pins["pending"][0]["serving"], "approved", "{pins}");
-    let output = gateway.proc.output();
-    assert!(output.contains("not served until approved"), "{output}");
+    wait_for("the pending change's log line", || gateway.proc.output().contains("not served until approved"));
 
     // Approved with the CLI: the new definition is served, without listing the server again.
     let approved = std::process::Command::new(BIN)
