@@ -4,7 +4,7 @@
 import yaml, sys
 ALL = ["McpToolErrorRatioHigh","McpUnresolvedToolCallsHigh","McpInboundRejectedHigh","McpToolLatencyP99High","McpBreakerNotClosed",
 "McpFallbackRatioHigh","McpLoadShedding","McpUpstreamRateLimited","McpRegistryRefreshFailing",
-"McpRegistryTierErrors","McpSharedStateRedisErrors","McpGatewayNoTools","McpGatewayScrapeDown","McpGatewayMetricsAbsent"]
+"McpRegistryTierErrors","McpSharedStateRedisErrors","McpToolDefinitionPending","McpToolNameRefused","McpGatewayNoTools","McpGatewayScrapeDown","McpGatewayMetricsAbsent"]
 ANN = {
  "McpToolErrorRatioHigh": "more than 5% of the tool calls to {s} fail (any error category, circuit_open included)",
  "McpUnresolvedToolCallsHigh": "more than 5% of tool calls name no known tool (the model and the registry disagree)",
@@ -17,6 +17,8 @@ ANN = {
  "McpRegistryRefreshFailing": "tools/list of {s} has failed for 10 minutes; its tools are served from the last known list",
  "McpRegistryTierErrors": "more than 10% of registry lookups in {t} fail",
  "McpSharedStateRedisErrors": "Redis (shared breakers, registry invalidations) has been failing for 5 minutes",
+ "McpToolDefinitionPending": "a tool definition changed upstream and waits for approval (mcp-gateway registry approve)",
+ "McpToolNameRefused": "a server offered another server's tool name and was refused",
  "McpGatewayNoTools": "a gateway has had no tools to offer for 5 minutes",
  "McpGatewayScrapeDown": "a collector cannot scrape its gateway's metrics listener",
  "McpGatewayMetricsAbsent": "no mcp-gateway scrape target reports metrics",
@@ -221,6 +223,19 @@ tests.append({"name": "one Redis blip", "interval": "1m", "input_series": series
 
 # 12. No tools
 series = gateway_wide(exclude=("tools",)) + healthy("catalog")
+# Catalogue trust: a pending definition change and a refused name warn; a name kept by its
+# holder (the newcomer namespaced) does not.
+series = healthy("catalog") + gateway_wide()
+series += [s("mcp_gateway_tool_definitions_pending", "0x10 1x10 0x40", instance="127.0.0.1:9464"),
+           s("mcp_gateway_tool_name_collisions", "0x30 1x30", instance="127.0.0.1:9464", kind="alias_of_another_server"),
+           s("mcp_gateway_tool_name_collisions", "1x60", instance="127.0.0.1:9464", kind="name_held")]
+tests.append({"name": "a pending definition change and a refused tool name", "interval": "1m", "input_series": series, "alert_rule_test": [
+    {"eval_time": "5m", "alertname": "McpToolDefinitionPending", "exp_alerts": []},
+    {"eval_time": "5m", "alertname": "McpToolNameRefused", "exp_alerts": []},
+    {"eval_time": "15m", "alertname": "McpToolDefinitionPending", "exp_alerts": [alert("McpToolDefinitionPending", instance="127.0.0.1:9464")]},
+    {"eval_time": "25m", "alertname": "McpToolDefinitionPending", "exp_alerts": []},
+    {"eval_time": "40m", "alertname": "McpToolNameRefused", "exp_alerts": [alert("McpToolNameRefused", instance="127.0.0.1:9464")]}]})
+
 series.append(s("mcp_gateway_registry_tools", "0 6x9 0x50", instance="127.0.0.1:9464", aws_ecs_task_id="abc"))
 tests.append({"name": "a gateway loses every tool", "interval": "1m", "input_series": series, "alert_rule_test": [
     {"eval_time": "12m", "alertname": "McpGatewayNoTools", "exp_alerts": []},

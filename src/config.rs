@@ -11,12 +11,14 @@
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
 mod audit;
+mod catalogue;
 mod lenient;
 mod quotas;
 mod resilience;
 
 pub use audit::{AuditConfig, AuditSinkKind};
 pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
+pub use catalogue::CatalogueConfig;
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -100,6 +102,9 @@ pub struct Config {
     pub quotas: QuotasConfig,
     /// The audit trail: one JSON line per `tools/call` decision.
     pub audit: AuditConfig,
+    /// What an upstream may do to the catalogue: refresh bounds, definition pinning, metric
+    /// label bounds (`[catalogue]`).
+    pub catalogue: CatalogueConfig,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -207,6 +212,7 @@ impl Default for Config {
             stdio_commands: BTreeMap::new(),
             quotas: QuotasConfig::default(),
             audit: AuditConfig::default(),
+            catalogue: CatalogueConfig::default(),
         }
     }
 }
@@ -606,6 +612,7 @@ impl Config {
         }
         self.quotas.validate()?;
         self.audit.validate()?;
+        self.catalogue.validate()?;
         Ok(())
     }
 }

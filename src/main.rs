@@ -155,6 +155,22 @@ enum RegistryAction {
     List,
     /// Delete a tool.
     Delete { name: String },
+    /// Approve pending tool definition changes on a running gateway
+    /// (`catalogue.pin_tool_definitions`): POST /admin/registry/approve. Needs no DynamoDB.
+    Approve {
+        /// The tool: its name on its server, or its namespaced `server__tool` name.
+        #[arg(required_unless_present = "all")]
+        tool: Option<String>,
+        /// Approve every pending change.
+        #[arg(long, conflicts_with = "tool")]
+        all: bool,
+        /// Only the change of this server (when several servers changed a tool of that name).
+        #[arg(long)]
+        server: Option<String>,
+        /// The gateway's base URL [default: http://<listen from the configuration>].
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Import every tool of a {"tools": [...]} file (e.g. config/manga-tools.json) onto one server.
     Import {
         file: PathBuf,
@@ -184,6 +200,14 @@ async fn registry_command(
     use mcp_gateway::registry::{admin_cli, entry::ServerRef};
     use std::io::Write;
     let config = Config::load(config.as_deref(), std::env::vars())?;
+    if let RegistryAction::Approve { tool, all, server, url } = action {
+        let base = url.unwrap_or_else(|| {
+            server::probe::default_url(config.listen).trim_end_matches("/healthz").to_string()
+        });
+        let answer = admin_cli::approve(&base, tool.as_deref(), server.as_deref(), all).await?;
+        let _ = writeln!(std::io::stdout().lock(), "{answer}");
+        return Ok(());
+    }
     let client = admin_cli::RegistryClient::from_config(&config, table.as_deref()).await?;
     let mut out = std::io::stdout().lock();
     let table = client.dynamo.table().to_string();
@@ -214,6 +238,7 @@ async fn registry_command(
             }
             let _ = writeln!(out, "deleted {name}");
         }
+        RegistryAction::Approve { .. } => unreachable!("answered above, without DynamoDB"),
         RegistryAction::Import { file, server, transport, url, function, qualifier, command } => {
             let server = ServerRef { name: server, transport, url, function, qualifier, command };
             let count = admin_cli::import(&client, &file, server).await?;

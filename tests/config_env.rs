@@ -137,6 +137,11 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("audit.sink"), "stdout", json!("stdout")),
         (s("audit.file"), "/var/log/mcp-gateway/audit.jsonl", json!("/var/log/mcp-gateway/audit.jsonl")),
         (s("audit.queue_bytes"), "65536", json!(65536)),
+        (s("defaults.breaker.probe_interval_ms"), "250", json!(250)),
+        (s("catalogue.min_refresh_interval_ms"), "5000", json!(5000)),
+        (s("catalogue.pin_tool_definitions"), "true", json!(true)),
+        (s("catalogue.pin_file"), "/var/lib/mcp-gateway/pins.json", json!("/var/lib/mcp-gateway/pins.json")),
+        (s("catalogue.max_tool_label_values"), "500", json!(500)),
     ];
     raw.into_iter().map(|(k, v, e)| (k, (v, e))).collect()
 }

@@ -60,11 +60,19 @@ pub struct BreakerSettings {
     pub min_calls: u32,
     /// Sliding window length, in seconds.
     pub window_secs: u64,
-    /// First open period; doubles on each failed probe (jittered ±20%), up to `open_max_ms`.
+    /// First open period; doubles on each failed probe (jittered ±20%), up to `open_max_ms`
+    /// (with health probes, `probe_interval_ms`, the open period only spreads a trip to the fleet).
     pub open_base_ms: u64,
     pub open_max_ms: u64,
-    /// Concurrent probes allowed while half-open.
+    /// Concurrent probes allowed while half-open (callers' calls; `probe_interval_ms = 0` only).
     pub half_open_probes: u32,
+    /// While open, the gateway itself probes the server on this fixed interval with a cheap
+    /// request that runs no tool (`server/discover` for a modern server, `ping` for a
+    /// session-era or persistent one, `tools/list` for Lambda); the first success closes the
+    /// breaker, and no caller's call is risked on a server that may be down. With shared
+    /// breakers one gateway of the fleet probes per interval. 0: no health probe — after the
+    /// open period (doubling per failed probe) callers' calls are the probes.
+    pub probe_interval_ms: u64,
 }
 
 impl Default for BreakerSettings {
@@ -78,6 +86,7 @@ impl Default for BreakerSettings {
             open_base_ms: 1_000,
             open_max_ms: 30_000,
             half_open_probes: 1,
+            probe_interval_ms: 1_000,
         }
     }
 }
@@ -99,6 +108,11 @@ impl RetrySettings {
 }
 
 impl BreakerSettings {
+    /// The health probe's interval while open, when the gateway probes (not callers' calls).
+    pub fn probe_interval(&self) -> Option<Duration> {
+        (self.enabled && self.probe_interval_ms > 0).then(|| Duration::from_millis(self.probe_interval_ms))
+    }
+
     pub fn validate(&self, server: &str) -> anyhow::Result<()> {
         if !(0.0..=1.0).contains(&self.failure_rate) || self.failure_rate == 0.0 {
             bail!("server {server}: breaker.failure_rate must be within (0, 1]");
@@ -107,6 +121,9 @@ impl BreakerSettings {
             bail!(
                 "server {server}: breaker.consecutive_failures, half_open_probes and window_secs must be positive"
             );
+        }
+        if (1..50).contains(&self.probe_interval_ms) {
+            bail!("server {server}: breaker.probe_interval_ms must be 0 (off) or at least 50");
         }
         Ok(())
     }

@@ -254,7 +254,7 @@ impl Gateway {
             && let Some((fallback, kind)) =
                 self.fallback(&tool, &key, kept.as_ref(), meta, deadline, err, ending.maybe_delivered).await
         {
-            self.metrics.fallbacks.with_label_values(&[&tool.name, kind]).inc();
+            self.metrics.fallbacks.with_label_values(&[self.metrics.tool_label(&tool.name), kind]).inc();
             result = Ok(fallback);
             ending.outcome = if kind == "stale" { "fallback_stale" } else { "fallback_alternative" };
         }
@@ -304,14 +304,17 @@ impl Gateway {
         if !ttl.is_zero()
             && let Some(hit) = self.results.fresh(key, ttl)
         {
-            self.metrics.result_cache.with_label_values(&[&tool.name, "hit"]).inc();
+            self.metrics.result_cache.with_label_values(&[self.metrics.tool_label(&tool.name), "hit"]).inc();
             return (Ok(hit), Ending::unsent("cache_hit"));
         }
         let mut role = self.in_flight.join(key);
         loop {
             match role {
                 Join::Leader(leader) => {
-                    self.metrics.result_cache.with_label_values(&[&tool.name, "miss"]).inc();
+                    self.metrics
+                        .result_cache
+                        .with_label_values(&[self.metrics.tool_label(&tool.name), "miss"])
+                        .inc();
                     let (result, ending) =
                         self.forward(tool, arguments, meta, deadline, notifications.clone()).await;
                     self.remember(tool, key, ttl, &result, ending.outcome);
@@ -329,7 +332,10 @@ impl Gateway {
                     drop(waiting);
                     match waited {
                         Waited::Done(shared) => {
-                            self.metrics.result_cache.with_label_values(&[&tool.name, "shared"]).inc();
+                            self.metrics
+                                .result_cache
+                                .with_label_values(&[self.metrics.tool_label(&tool.name), "shared"])
+                                .inc();
                             let outcome = if shared.is_ok() { "shared" } else { "shared_failure" };
                             return (shared, Ending::unsent(outcome));
                         }
@@ -483,7 +489,7 @@ impl Gateway {
             self.tool_settings(&tool.name).max_result_bytes.unwrap_or(self.config.defaults.max_result_bytes);
         match truncate::truncate(&raw, budget) {
             Some(cut) => {
-                self.metrics.truncations.with_label_values(&[&tool.name]).inc();
+                self.metrics.truncations.with_label_values(&[self.metrics.tool_label(&tool.name)]).inc();
                 cut
             }
             None => raw,
@@ -542,6 +548,7 @@ impl Gateway {
             });
         }
         let (tool_name, server, transport) = labels(tool);
+        let tool_name = if tool.is_some() { self.metrics.tool_label(tool_name) } else { tool_name };
         self.metrics.tool_calls.with_label_values(&[tool_name, server, outcome]).inc();
         if tool.is_some() {
             self.metrics

@@ -31,6 +31,7 @@ use crate::{
         dynamic::DynamicRegistry,
         dynamodb::DynamoStore,
         entry::{RegistryEntry, ServerRef},
+        pins::PinStore,
         redis_tier::RedisStore,
     },
     resilience::{
@@ -172,6 +173,8 @@ pub struct Gateway {
     pub refresh_now: Notify,
     /// Refreshes at once (an operator's `POST /admin/registry/refresh`; not rate-limited).
     pub refresh_forced: Notify,
+    /// Rebuilds the catalogue from the lists already known (an approval of a pinned definition).
+    pub rebuild_now: Notify,
     /// Read-only results: cache and stale fallbacks.
     pub results: ResultCache,
     /// Identical read-only calls in flight.
@@ -188,12 +191,15 @@ pub struct Gateway {
     pub quotas: Option<Arc<crate::quota::Quotas>>,
     /// The audit trail (`None` with `audit.sink = "off"`).
     pub audit: Option<Arc<crate::audit::Audit>>,
+    /// Approved tool definitions (`catalogue.pin_tool_definitions`).
+    pub pins: Option<Arc<PinStore>>,
 }
 
 impl Gateway {
     /// Builds the gateway from configuration: one service stack per server, an empty catalogue.
     pub async fn new(config: Config) -> anyhow::Result<Arc<Self>> {
         let metrics = Metrics::new();
+        metrics.set_tool_label_cap(config.catalogue.max_tool_label_values);
         let upstreams = upstreams::build_all(&config, &metrics).await?;
         let shared_breakers = match crate::redis_link::RedisLink::from_config(&config)? {
             Some(link) if config.shared_breakers => {
@@ -219,6 +225,10 @@ impl Gateway {
         if let Some(audit) = &audit {
             metrics.watch_audit_drops(audit.dropped_lines());
         }
+        let pins = match config.catalogue.pin_tool_definitions {
+            true => Some(Arc::new(PinStore::load(config.catalogue.pin_file.clone())?)),
+            false => None,
+        };
         let registry = Registry::new(Arc::new(Catalog::new(routes)), dynamic);
         let gateway = Arc::new(Self {
             registry,
@@ -232,15 +242,23 @@ impl Gateway {
             readiness: Readiness::default(),
             refresh_now: Notify::new(),
             refresh_forced: Notify::new(),
+            rebuild_now: Notify::new(),
             results: ResultCache::new(config.cache.max_entries),
             in_flight: SingleFlight::default(),
             default_tool: ToolConfig::default(),
             shared_breakers,
             quotas,
             audit,
+            pins,
             config,
         });
         gateway.refresh_on_recovery();
+        for upstream in gateway.upstreams.values() {
+            upstream.start_health_prober(
+                gateway.shared_breakers.clone(),
+                gateway.metrics.breaker_health_probes.clone(),
+            );
+        }
         Ok(gateway)
     }
 
@@ -329,6 +347,7 @@ impl Gateway {
         if let Some(shared) = &self.shared_breakers {
             shared.register(&built.breaker);
         }
+        built.start_health_prober(self.shared_breakers.clone(), self.metrics.breaker_health_probes.clone());
         let upstream = Arc::new(built);
         let replaced = map.insert(origin.name.clone(), (origin.clone(), upstream.clone())).is_some();
         if replaced {

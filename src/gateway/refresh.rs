@@ -4,9 +4,14 @@
 //!
 //! A server whose refresh fails keeps its last known good tools (or its static ones), is
 //! reported by `/readyz`, and is retried with a short backoff instead of waiting a whole
-//! interval; a failed registry scan never replaces a good catalogue. A `ttlMs` freshness
-//! hint in a server's `tools/list` shortens its wait. A Redis invalidation reloads one tool
-//! at once.
+//! interval; a failed registry scan never replaces a good catalogue. A Redis invalidation
+//! reloads one tool at once.
+//!
+//! Each server has its own due time. A `ttlMs` freshness hint in a server's `tools/list`
+//! shortens that server's wait only, and never below `catalogue.min_refresh_interval_ms`
+//! (default 30 s): an upstream answering `ttlMs: 1` once drove a full refresh of every server
+//! plus a DynamoDB Scan about every second. The registry scan and the other servers keep
+//! `refresh_interval_secs`; a listing identical to the previous one rebuilds nothing.
 //!
 //! A call for an unknown tool may wake the loop early, but a full refresh (DynamoDB Scan and
 //! `tools/list` to every server) is expensive and a model can invent names at any rate: at
@@ -31,8 +36,9 @@ use super::{Gateway, Upstream};
 use crate::{
     protocol::mcp::Era,
     registry::{
-        catalog::{Changes, ServerTools},
+        catalog::{COLLISION_KINDS, Changes, ServerTools},
         entry::RegistryEntry,
+        pins::PinStore,
     },
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
 };
@@ -71,7 +77,8 @@ pub async fn list_tools(upstream: &Upstream) -> Result<Listing, UpstreamError> {
         };
         listing.tools.extend(page.tools);
         if let Some(ms) = page.ttl_ms {
-            let ttl = Duration::from_millis(ms.max(1_000));
+            // Bounded where it is used ([`Refresher::server_wait`]).
+            let ttl = Duration::from_millis(ms);
             listing.ttl = Some(listing.ttl.map_or(ttl, |t| t.min(ttl)));
         }
         match page.next_cursor {
@@ -118,6 +125,10 @@ pub struct Refresher {
     known: BTreeMap<String, Arc<Vec<Value>>>,
     failures: HashMap<String, u32>,
     ttl_hints: HashMap<String, Duration>,
+    /// When each discovering server's `tools/list` is read next.
+    server_due: HashMap<String, tokio::time::Instant>,
+    /// When the DynamoDB registry is scanned next.
+    registry_due: tokio::time::Instant,
     loaded: bool,
 }
 
@@ -128,17 +139,39 @@ impl Refresher {
             .iter()
             .map(|(name, u)| (name.clone(), Arc::new(u.config.tools.clone())))
             .collect();
-        Self { gateway, known, failures: HashMap::new(), ttl_hints: HashMap::new(), loaded: false }
+        Self {
+            gateway,
+            known,
+            failures: HashMap::new(),
+            ttl_hints: HashMap::new(),
+            server_due: HashMap::new(),
+            registry_due: tokio::time::Instant::now(),
+            loaded: false,
+        }
     }
 
     /// Refreshes every discovering server and the registry concurrently, then rebuilds.
     pub async fn refresh_all(&mut self) {
+        let discovering: Vec<String> = self
+            .gateway
+            .upstreams
+            .values()
+            .filter(|u| u.config.discover)
+            .map(|u| u.name.to_string())
+            .collect();
+        self.refresh(&discovering, true).await;
+    }
+
+    /// Refreshes the named servers (and the registry when `scan`) concurrently, then rebuilds
+    /// if anything changed. Each refreshed server gets its next due time.
+    async fn refresh(&mut self, names: &[String], scan: bool) {
         let started = Instant::now();
         let gateway = self.gateway.clone();
-        let discovering: Vec<&Arc<Upstream>> =
-            gateway.upstreams.values().filter(|u| u.config.discover).collect();
-        let servers = join_all(discovering.iter().map(|u| async move { (*u, list_tools(u).await) }));
-        let (results, registry) = tokio::join!(servers, self.scan_registry());
+        let selected: Vec<&Arc<Upstream>> = names.iter().filter_map(|n| gateway.upstreams.get(n)).collect();
+        let servers = join_all(selected.iter().map(|u| async move { (*u, list_tools(u).await) }));
+        let scanning = async { if scan { self.scan_registry().await } else { None } };
+        let (results, registry) = tokio::join!(servers, scanning);
+        let mut changed = !self.loaded;
         for (upstream, result) in results {
             let name = upstream.name.to_string();
             match result {
@@ -148,10 +181,13 @@ impl Refresher {
                     let mut tools = listing.tools;
                     tools.retain(|t| !statics.iter().any(|s| s.get("name") == t.get("name")));
                     tools.extend(statics.iter().cloned());
-                    // The list it replaces is released on the blocking pool: freeing thousands of
-                    // definitions is milliseconds the runtime's thread need not spend.
-                    if let Some(replaced) = self.known.insert(name.clone(), Arc::new(tools)) {
-                        tokio::task::spawn_blocking(move || drop(replaced));
+                    if self.known.get(&name).is_none_or(|known| **known != tools) {
+                        changed = true;
+                        // The list it replaces is released on the blocking pool: freeing thousands
+                        // of definitions is milliseconds the runtime's thread need not spend.
+                        if let Some(replaced) = self.known.insert(name.clone(), Arc::new(tools)) {
+                            tokio::task::spawn_blocking(move || drop(replaced));
+                        }
                     }
                     self.failures.remove(&name);
                     match listing.ttl {
@@ -174,18 +210,27 @@ impl Refresher {
                     gateway.metrics.upstream_era.with_label_values(&[&name, label]).set(value);
                 }
             }
+            let due = tokio::time::Instant::now() + self.server_wait(&name);
+            self.server_due.insert(name, due);
+        }
+        if scan {
+            self.registry_due = tokio::time::Instant::now() + jittered(gateway.refresh_interval());
         }
         if let Some(entries) = registry
             && let Ok(mut current) = gateway.registry_entries.write()
         {
+            changed = true;
             *current = entries;
         }
+        let source = if scan { "all" } else { "server" };
         gateway
             .metrics
             .registry_refresh_duration
-            .with_label_values(&["all"])
+            .with_label_values(&[source])
             .observe(started.elapsed().as_secs_f64());
-        self.rebuild(started).await;
+        if changed {
+            self.rebuild(started).await;
+        }
     }
 
     /// The registry's active tools, or `None` when the scan failed (keep what we have).
@@ -213,7 +258,7 @@ impl Refresher {
 
     async fn rebuild(&mut self, started: Instant) {
         let gateway = &self.gateway;
-        let servers: Vec<ServerTools> = self
+        let mut servers: Vec<ServerTools> = self
             .known
             .iter()
             .filter_map(|(name, tools)| {
@@ -225,6 +270,9 @@ impl Refresher {
                 })
             })
             .collect();
+        if let Some(pins) = gateway.pins.clone() {
+            servers = pinned(gateway, pins, servers).await;
+        }
         let registry = gateway.registry_entries.read().map(|e| e.clone()).unwrap_or_default();
         let (server_count, registry_count) = (servers.len(), registry.len());
         let (after, Changes { added, removed, changed }) =
@@ -237,6 +285,20 @@ impl Refresher {
         changes.with_label_values(&["changed"]).inc_by(changed);
         self.loaded = true;
         gateway.metrics.registry_tools.set(after.len() as i64);
+        for kind in COLLISION_KINDS {
+            let count = after.collisions().iter().filter(|c| c.kind == *kind).count();
+            gateway.metrics.tool_name_collisions.with_label_values(&[kind]).set(count as i64);
+        }
+        if let Some(pins) = &gateway.pins {
+            gateway.metrics.tool_definitions_pending.set(pins.pending_count() as i64);
+            gateway.metrics.tool_definitions_pinned.set(pins.pinned_count() as i64);
+        }
+        let tools = after.tools();
+        let departed =
+            gateway.metrics.retain_tools(tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())));
+        if departed > 0 {
+            tracing::debug!(departed, "metric series of tools that left the catalogue removed");
+        }
         tracing::info!(
             tools = after.len(),
             servers = server_count,
@@ -267,19 +329,32 @@ impl Refresher {
         }
     }
 
-    /// How long to wait before the next refresh: a jittered interval (shortened by servers'
-    /// `ttlMs` hints), or a short backoff while a server is failing.
-    fn next_wait(&self) -> Duration {
+    /// How long `server` waits before its next `tools/list`: the jittered refresh interval,
+    /// shortened by its own `ttlMs` hint (never below `catalogue.min_refresh_interval_ms`), or
+    /// a short backoff while it is failing.
+    fn server_wait(&self, server: &str) -> Duration {
         let interval = self.gateway.refresh_interval();
-        let hinted = self.ttl_hints.values().copied().min().map_or(interval, |ttl| ttl.min(interval));
-        let jittered = hinted.mul_f64(0.9 + 0.2 * fastrand::f64());
-        match self.failures.values().max() {
+        let floor = Duration::from_millis(self.gateway.config.catalogue.min_refresh_interval_ms);
+        let hinted =
+            self.ttl_hints.get(server).map_or(interval, |ttl| (*ttl).clamp(floor.min(interval), interval));
+        let wait = jittered(hinted);
+        match self.failures.get(server) {
             Some(&failures) => {
                 let backoff = MIN_RETRY.saturating_mul(1 << failures.saturating_sub(1).min(8));
-                backoff.min(jittered)
+                backoff.min(wait)
             }
-            None => jittered,
+            None => wait,
         }
+    }
+
+    /// The servers whose refresh is due at `now`.
+    fn due_servers(&self, now: tokio::time::Instant) -> Vec<String> {
+        self.server_due.iter().filter(|(_, due)| **due <= now).map(|(name, _)| name.clone()).collect()
+    }
+
+    /// The earliest due time of any server or of the registry scan.
+    fn next_due(&self) -> tokio::time::Instant {
+        self.server_due.values().copied().fold(self.registry_due, std::cmp::min)
     }
 
     /// Runs forever: the first refresh marks the gateway ready.
@@ -289,11 +364,24 @@ impl Refresher {
         self.gateway.readiness.mark_loaded();
         let mut last = Instant::now();
         let mut last_woken: Option<Instant> = None;
-        let mut next = tokio::time::Instant::now() + self.next_wait();
         loop {
+            let next = self.next_due();
             tokio::select! {
-                _ = tokio::time::sleep_until(next) => {}
+                _ = tokio::time::sleep_until(next) => {
+                    let now = tokio::time::Instant::now();
+                    let due = self.due_servers(now);
+                    let scan = self.registry_due <= now;
+                    self.refresh(&due, scan).await;
+                    if scan {
+                        last = Instant::now();
+                    }
+                    continue;
+                }
                 _ = self.gateway.refresh_forced.notified() => {}
+                _ = self.gateway.rebuild_now.notified() => {
+                    self.rebuild(Instant::now()).await;
+                    continue;
+                }
                 _ = self.gateway.refresh_now.notified() => {
                     let wakes = &self.gateway.metrics.registry_miss_wakes;
                     if last.elapsed() < MIN_WAKE_INTERVAL
@@ -312,7 +400,6 @@ impl Refresher {
             }
             self.refresh_all().await;
             last = Instant::now();
-            next = tokio::time::Instant::now() + self.next_wait();
         }
     }
 
@@ -343,5 +430,50 @@ impl Refresher {
             }
         });
         receiver
+    }
+}
+
+/// `wait` ±10%.
+fn jittered(wait: Duration) -> Duration {
+    wait.mul_f64(0.9 + 0.2 * fastrand::f64())
+}
+
+/// The servers' tools as pinning serves them (on tokio's blocking pool: every discovered
+/// definition is hashed). Configured (static) tools are the operator's and are not pinned.
+async fn pinned(gateway: &Gateway, pins: Arc<PinStore>, servers: Vec<ServerTools>) -> Vec<ServerTools> {
+    let statics: HashMap<String, Vec<Value>> = servers
+        .iter()
+        .filter_map(|s| Some((s.server.clone(), gateway.upstreams.get(&s.server)?.config.tools.clone())))
+        .collect();
+    let fallback = servers.clone();
+    let fallback_statics = statics.clone();
+    let resolved = tokio::task::spawn_blocking(move || {
+        servers
+            .into_iter()
+            .map(|mut server| {
+                let configured = statics.get(&server.server).map(Vec::as_slice).unwrap_or_default();
+                let is_static = |t: &Value| configured.iter().any(|s| s.get("name") == t.get("name"));
+                let (fixed, discovered): (Vec<Value>, Vec<Value>) =
+                    server.tools.iter().cloned().partition(|t| is_static(t));
+                let mut tools = pins.resolve(&server.server, &discovered);
+                tools.extend(fixed);
+                server.tools = Arc::new(tools);
+                server
+            })
+            .collect()
+    });
+    match resolved.await {
+        Ok(servers) => servers,
+        Err(e) => {
+            tracing::error!(error = %e, "pinning failed; serving the static tools only");
+            fallback
+                .into_iter()
+                .map(|mut server| {
+                    server.tools =
+                        Arc::new(fallback_statics.get(&server.server).cloned().unwrap_or_default());
+                    server
+                })
+                .collect()
+        }
     }
 }

@@ -12,11 +12,14 @@ use tower::{Service, ServiceBuilder, util::BoxCloneSyncService};
 
 use crate::{
     config::{Config, ServerConfig, TransportKind},
+    protocol::mcp::{self, Era},
     resilience::{
         breaker::{Breaker, BreakerLayer, BreakerMetrics},
         deadline::DeadlineLayer,
+        health_probe::{ProbeMethod, Prober},
         limit::ConcurrencyLimitLayer,
         retry::RetryLayer,
+        shared::SharedBreakers,
         timeout::AttemptTimeoutLayer,
     },
     telemetry::{metered::MeteredLayer, metrics::Metrics, traced::TracedLayer},
@@ -45,6 +48,55 @@ pub struct Upstream {
     pub connection: Option<Connection>,
     pub breaker: Arc<Breaker>,
     pub config: ServerConfig,
+    /// The transport behind the attempt timeout only: the breaker's health probes.
+    pub probe: UpstreamService,
+}
+
+impl Upstream {
+    /// Starts the health prober of this server's breaker (`breaker.probe_interval_ms`; none
+    /// when it is 0 or the breaker is disabled).
+    pub fn start_health_prober(
+        &self,
+        shared: Option<Arc<SharedBreakers>>,
+        probes: prometheus::IntCounterVec,
+    ) {
+        let Some(interval) = self.breaker.settings().probe_interval() else { return };
+        let (transport, http) = (self.transport, self.http.clone());
+        let method: ProbeMethod = Box::new(move || match transport {
+            TransportKind::Lambda => "tools/list",
+            TransportKind::Http => match http.as_ref().and_then(HttpTransport::era) {
+                Some(Era::Legacy) => "ping",
+                _ => mcp::DISCOVER,
+            },
+            TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio => "ping",
+        });
+        let prober = Prober {
+            breaker: Arc::downgrade(&self.breaker),
+            service: self.probe.clone(),
+            method,
+            interval,
+            shared,
+            probes,
+        };
+        tokio::spawn(prober.run());
+    }
+}
+
+/// The transport behind the attempt timeout only (health probes).
+fn probe_stack<T>(server: &ServerConfig, config: &Config, transport: T) -> UpstreamService
+where
+    T: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    T::Future: Send + 'static,
+{
+    BoxCloneSyncService::new(
+        ServiceBuilder::new()
+            .layer(AttemptTimeoutLayer::new(server.timeout(&config.defaults)))
+            .service(transport),
+    )
 }
 
 /// Wraps a transport in the resilience layers configured for `server`.
@@ -123,7 +175,7 @@ pub fn build(
         },
     ));
     let mut connection = None;
-    let (service, http) = match server.transport {
+    let (service, http, probe) = match server.transport {
         TransportKind::Http => {
             let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
             let transport = HttpTransport::new(HttpSettings {
@@ -133,7 +185,8 @@ pub fn build(
                 max_response_bytes: server.max_response_bytes(&config.defaults),
             })
             .map_err(|e| anyhow!("server {name}: {e}"))?;
-            (stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport))
+            let probe = probe_stack(server, config, transport.clone());
+            (stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport), probe)
         }
         TransportKind::Lambda => {
             let client = lambda_client.cloned().ok_or_else(|| anyhow!("lambda client missing"))?;
@@ -145,7 +198,8 @@ pub fn build(
                 server.qualifier.clone(),
                 server.max_response_bytes(&config.defaults),
             );
-            (stack(name, server, config, metrics, &breaker, transport), None)
+            let probe = probe_stack(server, config, transport.clone());
+            (stack(name, server, config, metrics, &breaker, transport), None, probe)
         }
         kind @ (TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio) => {
             let defaults = &config.defaults;
@@ -166,7 +220,8 @@ pub fn build(
                 },
             );
             connection = Some(started.clone());
-            (stack(name, server, config, metrics, &breaker, started), None)
+            let probe = probe_stack(server, config, started.clone());
+            (stack(name, server, config, metrics, &breaker, started), None, probe)
         }
     };
     Ok(Upstream {
@@ -177,6 +232,7 @@ pub fn build(
         connection,
         breaker,
         config: server.clone(),
+        probe,
     })
 }
 

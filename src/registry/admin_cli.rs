@@ -158,3 +158,33 @@ pub fn summary(entry: &RegistryEntry) -> Value {
         "schema_hash": entry.schema_hash(),
     })
 }
+
+/// `registry approve`: asks a running gateway (`base`, e.g. `http://127.0.0.1:8080`) to approve
+/// pending definition changes; returns its answer, or fails with it.
+pub async fn approve(
+    base: &str,
+    tool: Option<&str>,
+    server: Option<&str>,
+    all: bool,
+) -> anyhow::Result<Value> {
+    let url = format!("{}/admin/registry/approve", base.trim_end_matches('/'));
+    let mut body = json!({});
+    if let Some(tool) = tool {
+        body["tool"] = json!(tool);
+    }
+    if let Some(server) = server {
+        body["server"] = json!(server);
+    }
+    if all {
+        body["all"] = json!(true);
+    }
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    let response = client.post(&url).json(&body).send().await.with_context(|| format!("POST {url}"))?;
+    let status = response.status();
+    let answer: Value =
+        response.json().await.with_context(|| format!("{url} answered HTTP {status} without JSON"))?;
+    if !status.is_success() {
+        bail!("{url} answered HTTP {status}: {answer}");
+    }
+    Ok(answer)
+}

@@ -2,8 +2,13 @@
 //!
 //! Built whole from each server's tool list and swapped atomically, so a lookup is a read
 //! lock and a hash probe. Name conflicts resolve deterministically: a route in configuration
-//! (`[tools.NAME] server = …`) wins and keeps the bare name; otherwise every copy is exposed
-//! as `server__tool`, still matching `^[a-zA-Z0-9_-]{1,64}$`. Each conflict is logged once.
+//! (`[tools.NAME] server = …`) wins and keeps the bare name; otherwise a server that held the
+//! bare name in the previous catalogue keeps it and the newcomer is exposed as
+//! `newcomer__tool`; with no holder every copy is exposed as `server__tool`, still matching
+//! `^[a-zA-Z0-9_-]{1,64}$`. A tool name of the form `other__…`, where `other` is another
+//! server, is that server's namespaced alias: it is refused, whoever offers it. Every
+//! collision is kept in the snapshot ([`Snapshot::collisions`]: `GET /admin/registry/collisions`,
+//! `mcp_gateway_tool_name_collisions{kind}`) and logged once.
 //!
 //! The `tools/list` result is serialised once per snapshot into shared bytes: a request
 //! clones a reference to them (no copy, no serialisation), whatever the catalogue's size.
@@ -45,6 +50,28 @@ pub struct Changes {
     pub changed: u64,
 }
 
+/// A tool name a server offered and did not get as it asked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Collision {
+    /// The name the server offered.
+    pub name: String,
+    /// The server that offered it.
+    pub server: String,
+    /// The server the name belongs to (the alias's server, the holder, the route's server).
+    pub owner: Option<String>,
+    /// [`Collision::kind`] values: `alias_of_another_server` (refused), `name_held` (the
+    /// holder kept the bare name, the newcomer is namespaced), `routed` (configuration routes
+    /// the name elsewhere, this copy is namespaced), `shared_name` (no holder: every copy
+    /// namespaced), `namespaced_clash` (the namespaced name was taken: refused).
+    pub kind: &'static str,
+    /// The name it is exposed under, if any.
+    pub exposed: Option<String>,
+}
+
+/// Every [`Collision::kind`], for zero metric series.
+pub const COLLISION_KINDS: &[&str] =
+    &["alias_of_another_server", "name_held", "routed", "shared_name", "namespaced_clash"];
+
 /// Tools by exposed name, probed once per call (foldhash: the names are the operator's).
 type ByName = HashMap<Arc<str>, Arc<ToolRecord>, foldhash::fast::RandomState>;
 
@@ -54,13 +81,24 @@ pub struct Snapshot {
     by_name: ByName,
     /// The `tools/list` result (`{"tools":[…]}`), serialised once per snapshot.
     list_result: Bytes,
+    /// Names offered and not granted as asked, by name then server.
+    collisions: Vec<Collision>,
 }
 
 const EMPTY_LIST: &str = r#"{"tools":[]}"#;
 
 impl Snapshot {
     fn empty() -> Self {
-        Self { by_name: ByName::default(), list_result: Bytes::from_static(EMPTY_LIST.as_bytes()) }
+        Self {
+            by_name: ByName::default(),
+            list_result: Bytes::from_static(EMPTY_LIST.as_bytes()),
+            collisions: Vec::new(),
+        }
+    }
+
+    /// Names servers offered and did not get as they asked (see [`Collision`]).
+    pub fn collisions(&self) -> &[Collision] {
+        &self.collisions
     }
 
     /// The `tools/list` result of this snapshot: shared bytes, a JSON object.
@@ -177,26 +215,81 @@ impl Catalog {
                 }
             }
         }
+        let previous = self.snapshot();
+        let server_prefixes: Vec<(String, &str)> = servers
+            .iter()
+            .map(|s| s.server.as_str())
+            .chain(registry.iter().map(|e| e.server.name.as_str()))
+            .map(|server| (format!("{}__", clean(server)), server))
+            .collect();
+        let mut collisions = Vec::new();
         let mut by_name = ByName::default();
         for (name, copies) in &owners {
-            let routed = self.routes.get(*name);
-            if copies.len() > 1 {
-                self.log_conflict(name, copies, routed);
-            }
+            // Another server's namespaced alias is that server's, whoever offers it.
+            let mut granted: Vec<(&ServerTools, &Value)> = Vec::with_capacity(copies.len());
             for (server, tool) in copies {
-                let exposed = if copies.len() == 1 || routed.is_some_and(|r| *r == server.server) {
-                    name.to_string()
-                } else {
-                    namespaced(&server.server, name)
-                };
+                let alias_of = server_prefixes
+                    .iter()
+                    .find(|(prefix, owner)| name.starts_with(prefix.as_str()) && *owner != server.server)
+                    .map(|(_, owner)| owner.to_string());
+                match alias_of {
+                    Some(owner) => collisions.push(Collision {
+                        name: name.to_string(),
+                        server: server.server.clone(),
+                        owner: Some(owner),
+                        kind: "alias_of_another_server",
+                        exposed: None,
+                    }),
+                    None => granted.push((server, tool)),
+                }
+            }
+            if granted.is_empty() {
+                continue;
+            }
+            let routed = self.routes.get(*name);
+            // Without a route, a server that held the bare name keeps it.
+            let holder = match routed {
+                Some(owner) => Some(owner.clone()),
+                None if granted.len() > 1 => previous
+                    .by_name
+                    .get(*name)
+                    .filter(|held| held.origin.is_none() && &*held.upstream_name == *name)
+                    .filter(|held| granted.iter().any(|(s, _)| *s.server == *held.server))
+                    .map(|held| held.server.to_string()),
+                None => None,
+            };
+            for (server, tool) in &granted {
+                let bare = granted.len() == 1 || holder.as_deref() == Some(server.server.as_str());
+                let exposed = if bare { name.to_string() } else { namespaced(&server.server, name) };
                 if by_name.contains_key(exposed.as_str()) {
-                    tracing::warn!(tool = %exposed, server = %server.server, "namespaced name collides; tool skipped");
+                    collisions.push(Collision {
+                        name: name.to_string(),
+                        server: server.server.clone(),
+                        owner: by_name.get(exposed.as_str()).map(|t| t.server.to_string()),
+                        kind: "namespaced_clash",
+                        exposed: None,
+                    });
                     continue;
+                }
+                if !bare {
+                    let kind = match (routed, &holder) {
+                        (Some(_), _) => "routed",
+                        (None, Some(_)) => "name_held",
+                        (None, None) => "shared_name",
+                    };
+                    collisions.push(Collision {
+                        name: name.to_string(),
+                        server: server.server.clone(),
+                        owner: holder.clone(),
+                        kind,
+                        exposed: Some(exposed.clone()),
+                    });
                 }
                 let record = self.record(&exposed, name, server, tool);
                 by_name.insert(record.name.clone(), Arc::new(record));
             }
         }
+        self.log_collisions(&collisions);
         for entry in registry {
             if by_name.contains_key(entry.tool_name.as_str()) {
                 continue;
@@ -210,7 +303,7 @@ impl Catalog {
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
             .map(Bytes::from)
             .unwrap_or_else(|_| Bytes::from_static(EMPTY_LIST.as_bytes()));
-        Snapshot { by_name, list_result }
+        Snapshot { by_name, list_result, collisions }
     }
 
     /// The record of a registry entry (its schema compiled through the shared cache).
@@ -247,23 +340,38 @@ impl Catalog {
         }
     }
 
-    fn log_conflict(&self, name: &str, copies: &[(&ServerTools, &Value)], routed: Option<&String>) {
+    /// Logs each collision once (per name, server and kind) while it lasts.
+    fn log_collisions(&self, collisions: &[Collision]) {
         let Ok(mut logged) = self.logged_conflicts.lock() else {
             return;
         };
-        if logged.insert(name.to_string()) {
-            let servers: Vec<&str> = copies.iter().map(|(s, _)| s.server.as_str()).collect();
-            match routed {
-                Some(owner) => {
-                    tracing::warn!(tool = name, ?servers, owner = %owner, "tool name served by several servers; configuration route wins, others namespaced")
-                }
-                None => tracing::warn!(
-                    tool = name,
-                    ?servers,
-                    "tool name served by several servers; all exposed as server__tool"
+        let current: HashSet<String> =
+            collisions.iter().map(|c| format!("{}\0{}\0{}", c.name, c.server, c.kind)).collect();
+        for collision in collisions {
+            let key = format!("{}\0{}\0{}", collision.name, collision.server, collision.kind);
+            if !logged.insert(key) {
+                continue;
+            }
+            match collision.kind {
+                "alias_of_another_server" | "namespaced_clash" => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    owner = ?collision.owner,
+                    kind = collision.kind,
+                    "tool name refused: it belongs to another server"
+                ),
+                _ => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    owner = ?collision.owner,
+                    exposed = ?collision.exposed,
+                    kind = collision.kind,
+                    "tool name served by several servers; this copy is namespaced"
                 ),
             }
         }
+        // A collision that ended is logged again if it comes back.
+        logged.retain(|key| current.contains(key));
     }
 }
 
@@ -292,12 +400,14 @@ fn changes(before: &Snapshot, after: &Snapshot) -> Changes {
     changes
 }
 
+/// A name restricted to `[a-zA-Z0-9_-]` (others become `_`).
+fn clean(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+}
+
 /// `server__tool`, restricted to `[a-zA-Z0-9_-]` and at most 64 characters (a hash suffix
 /// keeps shortened names distinct).
 pub fn namespaced(server: &str, tool: &str) -> String {
-    let clean = |s: &str| -> String {
-        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
-    };
     let full = format!("{}__{}", clean(server), clean(tool));
     if full.len() <= 64 {
         return full;
@@ -369,6 +479,23 @@ mod tests {
         routed.rebuild(&[server("a", &["search"]), server("b", &["search"])], &[]);
         assert_eq!(&*routed.get("search").unwrap().server, "b");
         assert!(routed.get("a__search").is_some());
+    }
+
+    #[test]
+    fn another_servers_alias_is_refused_and_a_held_name_stays_with_its_holder() {
+        let catalog = Catalog::new(BTreeMap::new());
+        catalog.rebuild(&[server("demo", &["search"]), server("evil", &["demo__search"])], &[]);
+        assert!(catalog.get("demo__search").is_none(), "another server's alias is refused");
+        let snapshot = catalog.snapshot();
+        let refused = &snapshot.collisions()[0];
+        assert_eq!((refused.kind, refused.server.as_str()), ("alias_of_another_server", "evil"));
+        // demo holds `search`; evil starts offering it too: demo keeps it, evil is namespaced.
+        catalog.rebuild(&[server("demo", &["search"]), server("evil", &["search", "demo__search"])], &[]);
+        assert_eq!(&*catalog.get("search").unwrap().server, "demo");
+        assert_eq!(&*catalog.get("evil__search").unwrap().server, "evil");
+        assert!(catalog.get("demo__search").is_none());
+        let kinds: Vec<&str> = catalog.snapshot().collisions().iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, ["alias_of_another_server", "name_held"]);
     }
 
     #[test]

@@ -13,6 +13,12 @@
 //! waiting count as nothing at all — a shed or abandoned probe frees its slot, it never closes
 //! or re-opens the circuit.
 //!
+//! With `probe_interval_ms` (the default, 1 s) callers' calls are never the probes: while open
+//! every call is refused, and [`super::health_probe`] sends the server a cheap request on that
+//! fixed interval; its first success closes the breaker. Recovery then takes at most about one
+//! interval however long the outage was (a doubling open period made it grow with the outage),
+//! and no caller's call is risked on a server that may still be down.
+//!
 //! With shared state ([`super::shared`]) a trip from closed is published to the fleet, a
 //! probe needs a fleet-wide claim, and a failed probe re-opens this instance only.
 
@@ -86,6 +92,8 @@ struct Inner {
     wants_probe: bool,
     /// When the breaker last left closed (wall clock, for `/capabilities`); `None` while closed.
     left_closed_at: Option<SystemTime>,
+    /// A peer's health probe succeeded: this instance's prober probes at once, unclaimed.
+    peer_recovered: bool,
 }
 
 /// Metric handles of one server's breaker.
@@ -123,6 +131,8 @@ pub struct Breaker {
     metrics: BreakerMetrics,
     /// Receives transitions for the shared store; `None` without sharing.
     notify: Mutex<Option<TransitionSender>>,
+    /// Wakes the health prober: the breaker opened, or a peer recovered the server.
+    wake_prober: tokio::sync::Notify,
 }
 
 /// Whether a call may go ahead.
@@ -154,9 +164,11 @@ impl Breaker {
                 probe_granted: false,
                 wants_probe: false,
                 left_closed_at: None,
+                peer_recovered: false,
             }),
             metrics,
             notify: Mutex::new(None),
+            wake_prober: tokio::sync::Notify::new(),
         }
     }
 
@@ -192,6 +204,12 @@ impl Breaker {
         }
         match inner.state {
             State::Closed => Admission::Allowed { probe: false },
+            // The health prober, not a caller's call, finds out whether the server is back.
+            State::Open { until } if self.settings.probe_interval().is_some() => {
+                self.metrics.rejected.inc();
+                let interval = Duration::from_millis(self.settings.probe_interval_ms);
+                Admission::Rejected { retry_after: until.saturating_duration_since(now).max(interval) }
+            }
             State::Open { until } if until > now => {
                 self.metrics.rejected.inc();
                 Admission::Rejected { retry_after: until - now }
@@ -298,7 +316,52 @@ impl Breaker {
         inner.consecutive = 0;
         inner.probe_granted = false;
         inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());
+        self.wake_prober.notify_one();
         until
+    }
+
+    /// Whether the health prober should probe now (open, not forced open, probing on).
+    pub fn needs_health_probe(&self) -> bool {
+        let inner = self.lock();
+        self.settings.probe_interval().is_some()
+            && !inner.forced_open
+            && matches!(inner.state, State::Open { .. })
+    }
+
+    /// Waits until the breaker opens or a peer recovers the server (or returns at once if
+    /// either happened since the last wait).
+    pub async fn prober_woken(&self) {
+        self.wake_prober.notified().await;
+    }
+
+    /// Whether a peer's health probe succeeded since the last call (and forgets it).
+    pub fn take_peer_recovered(&self) -> bool {
+        std::mem::take(&mut self.lock().peer_recovered)
+    }
+
+    /// Whether probes need a fleet-wide claim now.
+    pub fn claims_needed(&self) -> bool {
+        self.lock().claims_needed
+    }
+
+    /// The outcome of a health probe: a success closes the breaker (and tells the fleet), a
+    /// failure keeps it open for another interval.
+    pub fn record_health_probe(&self, reached: bool) {
+        let mut inner = self.lock();
+        if inner.forced_open || !matches!(inner.state, State::Open { .. }) {
+            return;
+        }
+        if reached {
+            tracing::info!(server = %self.server, "health probe answered: circuit breaker closes");
+            inner.backoff = Duration::from_millis(self.settings.open_base_ms);
+            inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());
+            self.close(&mut inner);
+            drop(inner);
+            self.publish(Transition::Recovered);
+        } else {
+            let interval = Duration::from_millis(self.settings.probe_interval_ms);
+            inner.state = State::Open { until: Instant::now() + interval };
+        }
     }
 
     fn close(&self, inner: &mut Inner) {
@@ -373,6 +436,7 @@ impl Breaker {
                 self.transition(&mut inner, State::Open { until });
                 inner.consecutive = 0;
                 inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());
+                self.wake_prober.notify_one();
             }
             State::Open { until: ours } if ours < until => inner.state = State::Open { until },
             _ => {}
@@ -384,6 +448,14 @@ impl Breaker {
     pub fn apply_fleet_recovered(&self) {
         let mut inner = self.lock();
         if inner.forced_open {
+            return;
+        }
+        if self.settings.probe_interval().is_some() {
+            // This instance's own health probe confirms it (its path may differ), unclaimed.
+            if let State::Open { .. } = inner.state {
+                inner.peer_recovered = true;
+                self.wake_prober.notify_one();
+            }
             return;
         }
         if let State::Open { .. } = inner.state {
@@ -555,9 +627,44 @@ mod tests {
 
     const DOWN: Outcome = Outcome::ServerError { reached_server: false };
 
+    /// Settings without health probes: callers' calls are the probes.
+    fn callers_probe() -> BreakerSettings {
+        BreakerSettings { probe_interval_ms: 0, ..Default::default() }
+    }
+
+    #[test]
+    fn with_health_probes_no_caller_probes_and_a_probe_answer_closes() {
+        let b = breaker(BreakerSettings {
+            consecutive_failures: 1,
+            open_base_ms: 1,
+            probe_interval_ms: 50,
+            ..Default::default()
+        });
+        let (sender, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        b.set_notifier(sender);
+        b.record(DOWN, false);
+        assert!(matches!(heard.try_recv(), Ok((_, Transition::Tripped { .. }))));
+        std::thread::sleep(Duration::from_millis(10));
+        // Past the open period, callers are still refused: only the prober probes.
+        assert!(matches!(b.admit(), Admission::Rejected { .. }));
+        assert!(b.needs_health_probe());
+        b.record_health_probe(false);
+        assert!(matches!(b.admit(), Admission::Rejected { .. }), "a failed probe keeps it open");
+        b.record_health_probe(true);
+        assert_eq!(b.state(), State::Closed);
+        assert!(matches!(heard.try_recv(), Ok((_, Transition::Recovered))));
+        assert!(matches!(b.admit(), Admission::Allowed { probe: false }));
+        // A peer's recovery asks this instance's prober for its own probe; forced open is not probed.
+        b.record(DOWN, false);
+        b.apply_fleet_recovered();
+        assert!(b.take_peer_recovered());
+        b.force_open();
+        assert!(!b.needs_health_probe());
+    }
+
     #[test]
     fn consecutive_hard_failures_trip_and_a_probe_closes() {
-        let b = breaker(BreakerSettings { consecutive_failures: 3, open_base_ms: 50, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 3, open_base_ms: 50, ..callers_probe() });
         for _ in 0..2 {
             assert!(matches!(b.admit(), Admission::Allowed { probe: false }));
             b.record(DOWN, false);
@@ -576,7 +683,7 @@ mod tests {
 
     #[test]
     fn health_keeps_when_the_breaker_left_closed_until_it_closes() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 1, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 1, ..callers_probe() });
         assert!(b.health().since.is_none());
         let before = SystemTime::now();
         b.record(DOWN, false);
@@ -596,7 +703,7 @@ mod tests {
 
     #[test]
     fn failed_probes_reopen_with_a_longer_backoff() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 40, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 40, ..callers_probe() });
         b.record(DOWN, false);
         std::thread::sleep(Duration::from_millis(60));
         assert!(matches!(b.admit(), Admission::Allowed { probe: true }));
@@ -607,7 +714,7 @@ mod tests {
 
     #[test]
     fn tool_errors_client_errors_and_rate_limits_do_not_trip_consecutively() {
-        let b = breaker(BreakerSettings { consecutive_failures: 2, min_calls: 1000, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 2, min_calls: 1000, ..callers_probe() });
         for outcome in [
             Outcome::ToolError,
             Outcome::ClientError,
@@ -627,7 +734,7 @@ mod tests {
             consecutive_failures: 100,
             min_calls: 10,
             failure_rate: 0.5,
-            ..Default::default()
+            ..callers_probe()
         });
         for i in 0..9 {
             b.record(if i % 2 == 0 { DOWN } else { Outcome::Success }, false);
@@ -639,7 +746,7 @@ mod tests {
 
     #[test]
     fn forced_open_stays_open_until_closed() {
-        let b = breaker(BreakerSettings { open_base_ms: 1, open_max_ms: 1, ..Default::default() });
+        let b = breaker(BreakerSettings { open_base_ms: 1, open_max_ms: 1, ..callers_probe() });
         b.force_open();
         std::thread::sleep(Duration::from_millis(5));
         assert!(matches!(b.admit(), Admission::Rejected { .. }));
@@ -649,7 +756,7 @@ mod tests {
 
     #[test]
     fn shed_and_abandoned_calls_neither_count_nor_reset() {
-        let b = breaker(BreakerSettings { consecutive_failures: 3, min_calls: 1000, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 3, min_calls: 1000, ..callers_probe() });
         for _ in 0..2 {
             b.record(DOWN, false);
             // Between failures, calls the gateway shed or the caller gave up on.
@@ -667,7 +774,7 @@ mod tests {
 
     #[test]
     fn a_shed_or_abandoned_probe_frees_its_slot_and_decides_nothing() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..callers_probe() });
         b.record(DOWN, false);
         std::thread::sleep(Duration::from_millis(40));
         for outcome in [Outcome::Refused, Outcome::Abandoned] {
@@ -682,7 +789,7 @@ mod tests {
 
     #[test]
     fn only_trips_from_closed_and_successful_probes_are_told_to_the_fleet() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..callers_probe() });
         let (sender, mut heard) = tokio::sync::mpsc::unbounded_channel();
         b.set_notifier(sender);
         b.record(DOWN, false);
@@ -699,7 +806,7 @@ mod tests {
 
     #[test]
     fn with_fleet_claims_a_probe_waits_for_its_grant() {
-        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..Default::default() });
+        let b = breaker(BreakerSettings { consecutive_failures: 1, open_base_ms: 20, ..callers_probe() });
         b.set_claims_needed(true);
         b.record(DOWN, false);
         assert!(!b.take_probe_wish(), "no wish while the open period runs");
@@ -715,7 +822,7 @@ mod tests {
 
     #[test]
     fn a_peer_trip_opens_and_a_peer_recovery_brings_a_probe_forward() {
-        let b = breaker(BreakerSettings { open_base_ms: 60_000, ..Default::default() });
+        let b = breaker(BreakerSettings { open_base_ms: 60_000, ..callers_probe() });
         b.apply_fleet_open(Instant::now() + Duration::from_secs(60));
         assert!(matches!(b.admit(), Admission::Rejected { .. }));
         b.apply_fleet_recovered();

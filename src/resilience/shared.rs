@@ -13,7 +13,11 @@
 //!   at most one probe per base open period; it does not extend the fleet's open period, so an
 //!   instance whose own path to the server is broken cannot keep a healthy server blocked for
 //!   the others. A successful probe bumps `mcp:{breakers}:recovered:<server>`: every open peer
-//!   then probes (one at a time, through the claim) instead of returning to full traffic at once.
+//!   then probes (one at a time, through the claim) instead of returning to full traffic at once;
+//!   it also deletes the open key. With health probes (`breaker.probe_interval_ms`, the default)
+//!   callers' calls are never probes: one instance per interval wins
+//!   `SET mcp:{breakers}:health:<server> NX PX <interval>` and probes, and after a peer's
+//!   recovery every open instance probes once on its own ([`super::health_probe`]).
 //! - **Operator actions apply to the fleet.** An open by hand sets
 //!   `mcp:{breakers}:forced:<server>`; a close by hand deletes it with the open and probe keys
 //!   and bumps `mcp:{breakers}:reset:<server>`; every instance follows.
@@ -54,6 +58,11 @@ type Breakers = Arc<Mutex<BTreeMap<Arc<str>, Arc<Breaker>>>>;
 pub struct SharedBreakers {
     breakers: Breakers,
     sender: TransitionSender,
+    client: RedisLink,
+    instance: Arc<str>,
+    /// The connection health-probe claims go through (made on first use, dropped on error).
+    claims: tokio::sync::Mutex<Option<RedisConnection>>,
+    errors: IntCounterVec,
 }
 
 impl SharedBreakers {
@@ -62,9 +71,49 @@ impl SharedBreakers {
         let instance: Arc<str> = format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into();
         let (sender, receiver) = mpsc::unbounded_channel();
         let breakers = Breakers::default();
-        let task = Fleet { client, instance, breakers: breakers.clone(), errors, seen: BTreeMap::new() };
+        let task = Fleet {
+            client: client.clone(),
+            instance: instance.clone(),
+            breakers: breakers.clone(),
+            errors: errors.clone(),
+            seen: BTreeMap::new(),
+        };
         tokio::spawn(task.run(receiver));
-        Arc::new(Self { breakers, sender })
+        Arc::new(Self { breakers, sender, client, instance, claims: Default::default(), errors })
+    }
+
+    /// Claims the fleet's health probe of `server` for one `interval`
+    /// (`SET mcp:{breakers}:health:<server> NX PX <interval>`): `true` when this instance
+    /// probes. When Redis cannot answer, this instance probes on its own (as its breaker works
+    /// alone then).
+    pub async fn claim_health_probe(&self, server: &str, interval: std::time::Duration) -> bool {
+        let mut connection = self.claims.lock().await;
+        if connection.is_none() {
+            *connection = connect(&self.client).await;
+        }
+        let Some(con) = connection.as_mut() else {
+            self.errors.with_label_values(&["claim"]).inc();
+            return true;
+        };
+        let claimed: redis::RedisResult<Option<String>> = bounded(
+            redis::cmd("SET")
+                .arg(key("health", server))
+                .arg(self.instance.as_ref())
+                .arg("NX")
+                .arg("PX")
+                .arg(interval.as_millis().max(1) as u64)
+                .query_async(con),
+        )
+        .await;
+        match claimed {
+            Ok(won) => won.is_some(),
+            Err(e) => {
+                tracing::debug!(server, error = %e, "health probe claim failed; probing alone");
+                self.errors.with_label_values(&["claim"]).inc();
+                *connection = None;
+                true
+            }
+        }
     }
 
     /// Shares `breaker` from now on.
@@ -269,7 +318,8 @@ async fn write(
         }
         Transition::Recovered => {
             let mut pipe = redis::pipe();
-            pipe.cmd("DEL").arg(key("probe", server)).ignore();
+            // The open period ends with the recovery (a health probe can succeed within it).
+            pipe.cmd("DEL").arg(key("probe", server)).arg(key("open", server)).ignore();
             pipe.cmd("INCR").arg(key("recovered", server)).ignore();
             bounded(pipe.query_async::<()>(con)).await?;
         }

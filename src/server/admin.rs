@@ -1,6 +1,8 @@
 //! Operator endpoints, answered only to loopback peers (the sidecar's own task):
 //! `GET /admin/breakers`, `POST /admin/breakers/{server}/open`, `POST /admin/breakers/{server}/close`,
-//! `GET /admin/connections`.
+//! `GET /admin/connections`, `GET /admin/registry`, `POST /admin/registry/refresh`,
+//! `GET /admin/registry/drift`, `GET /admin/registry/collisions`, `GET /admin/registry/pins`,
+//! `POST /admin/registry/approve`.
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
 
@@ -138,4 +140,94 @@ pub async fn registry_drift(
         return forbidden();
     }
     Json(gateway.registry_drift(query.server.as_deref()).await).into_response()
+}
+
+/// `GET /admin/registry/collisions`: tool names servers offered and did not get as asked
+/// (refused aliases of another server, names held or routed elsewhere, namespaced copies).
+pub async fn registry_collisions(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return forbidden();
+    }
+    let snapshot = gateway.catalog().snapshot();
+    Json(json!({"collisions": snapshot.collisions()})).into_response()
+}
+
+/// `GET /admin/registry/pins`: definition pinning's state and the changes waiting for approval.
+pub async fn registry_pins(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return forbidden();
+    }
+    let report = match &gateway.pins {
+        Some(pins) => json!({
+            "enabled": true,
+            "pin_file": gateway.config.catalogue.pin_file,
+            "pinned": pins.pinned_count(),
+            "pending": pins.pending(),
+        }),
+        None => json!({"enabled": false, "pending": []}),
+    };
+    Json(report).into_response()
+}
+
+/// What `POST /admin/registry/approve` takes: a tool (its server name or namespaced name),
+/// optionally its server, or `all`.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveRequest {
+    tool: Option<String>,
+    server: Option<String>,
+    #[serde(default)]
+    all: bool,
+}
+
+/// `POST /admin/registry/approve`: approves pending definition changes; the catalogue is
+/// rebuilt from the lists already known (no upstream is asked again).
+pub async fn registry_approve(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    body: axum::body::Bytes,
+) -> Response {
+    use crate::registry::pins::Approval;
+    if !peer.ip().is_loopback() {
+        return forbidden();
+    }
+    let request: ApproveRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            let error =
+                format!("body must be {{\"tool\": NAME, \"server\"?: NAME}} or {{\"all\": true}}: {e}");
+            return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
+        }
+    };
+    if request.tool.is_none() && !request.all {
+        let error = "name a tool (\"tool\") or approve everything (\"all\": true)";
+        return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
+    }
+    let Some(pins) = &gateway.pins else {
+        let error = "definition pinning is off (catalogue.pin_tool_definitions = false): nothing to approve";
+        return (StatusCode::CONFLICT, Json(json!({"error": error}))).into_response();
+    };
+    match pins.approve(request.tool.as_deref(), request.server.as_deref(), request.all) {
+        Approval::Approved(approved) => {
+            gateway.metrics.tool_definitions_pending.set(pins.pending_count() as i64);
+            gateway.rebuild_now.notify_one();
+            Json(json!({"approved": approved, "pending": pins.pending()})).into_response()
+        }
+        Approval::NothingPending => (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": "no pending definition change matches", "pending": pins.pending()})),
+        )
+            .into_response(),
+        Approval::Ambiguous(servers) => (
+            StatusCode::CONFLICT,
+            Json(json!({"error": "several servers have a pending change of this tool: name the server", "servers": servers})),
+        )
+            .into_response(),
+    }
 }

@@ -38,6 +38,9 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/admin/registry", get(admin::registry))
         .route("/admin/registry/refresh", post(admin::registry_refresh))
         .route("/admin/registry/drift", get(admin::registry_drift))
+        .route("/admin/registry/collisions", get(admin::registry_collisions))
+        .route("/admin/registry/pins", get(admin::registry_pins))
+        .route("/admin/registry/approve", post(admin::registry_approve))
         .fallback(not_found)
         .with_state(gateway)
 }

@@ -9,8 +9,17 @@
 //! sets are created at construction; per-tool and per-server ones by [`Metrics::ensure_series`],
 //! which the `/metrics` handlers call with the current catalogue, so tools learned by a refresh
 //! have their series at the next scrape.
+//!
+//! The `tool` label is bounded: at most `catalogue.max_tool_label_values` distinct tools are
+//! admitted (first come, kept while they stay in the catalogue); calls of any other tool are
+//! counted under `tool="other"`. When a tool leaves the catalogue ([`Metrics::retain_tools`])
+//! its series are removed, so an upstream that renames its tools on every list cannot grow the
+//! series without bound. `mcp_gateway_metric_series` reports the count at each scrape.
 
-use std::{collections::HashSet, sync::Mutex};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, RwLock},
+};
 
 use crate::error::Category;
 use prometheus::{
@@ -64,6 +73,9 @@ pub struct Metrics {
     pub breaker_transitions: IntCounterVec,
     /// `mcp_gateway_breaker_rejected_total{server}` (calls refused while open)
     pub breaker_rejected: IntCounterVec,
+    /// `mcp_gateway_breaker_health_probes_total{server,result}` (`success` / `failure` /
+    /// `peer`: a peer held the fleet's claim for the interval)
+    pub breaker_health_probes: IntCounterVec,
     /// `mcp_gateway_retries_total{server,result}` (`taken` / `denied_by_budget`)
     pub retries: IntCounterVec,
     /// `mcp_gateway_cancellations_total{server,reason}` (`deadline` / `disconnect`)
@@ -112,9 +124,36 @@ pub struct Metrics {
     /// synced from the audit sink at each scrape)
     pub audit_lines_dropped: prometheus::IntCounter,
     audit_dropped_source: std::sync::Arc<std::sync::OnceLock<super::lossy::DroppedLines>>,
+    /// `mcp_gateway_tool_name_collisions{kind}`: tool names offered and not granted as asked
+    /// (see [`crate::registry::catalog::Collision`])
+    pub tool_name_collisions: IntGaugeVec,
+    /// `mcp_gateway_tool_definitions_pending`: changed definitions waiting for approval
+    pub tool_definitions_pending: IntGauge,
+    /// `mcp_gateway_tool_definitions_pinned`: approved (pinned) definitions
+    pub tool_definitions_pinned: IntGauge,
+    /// `mcp_gateway_metric_series`: series in the last exposition (histogram buckets count)
+    pub metric_series: IntGauge,
+    /// `mcp_gateway_metric_tool_label_values`: distinct tools admitted as `tool` label values
+    pub tool_label_values: IntGauge,
     /// Tools (`tool\0server`) and servers whose series exist already.
     initialised: std::sync::Arc<Mutex<HashSet<String>>>,
+    /// The tools admitted as label values.
+    tool_labels: Arc<RwLock<ToolLabels>>,
 }
+
+/// The tool label values in use, bounded by a cap.
+#[derive(Debug)]
+struct ToolLabels {
+    /// Admitted tool → the server its series carry.
+    admitted: HashMap<Arc<str>, Arc<str>, foldhash::fast::RandomState>,
+    cap: usize,
+}
+
+/// The `tool` label of every tool over the cap (and of tools not in the catalogue).
+pub const OTHER_TOOL: &str = "other";
+
+/// Default cap on distinct tool label values (`catalogue.max_tool_label_values`).
+const DEFAULT_TOOL_LABEL_CAP: usize = 20_000;
 
 /// `tool_calls` outcomes given a zero series per tool: successes, tool errors, fallbacks and
 /// every error category a call can end in (the alert rules count them all).
@@ -133,6 +172,31 @@ const CALL_ERROR_CATEGORIES: &[Category] = &[
     Category::UpstreamAuth,
     Category::UpstreamRejected,
     Category::UpstreamProtocol,
+    Category::Internal,
+];
+/// Every category, for removing a departed tool's series.
+const ALL_CATEGORIES: &[Category] = &[
+    Category::ParseError,
+    Category::InvalidRequest,
+    Category::MethodNotFound,
+    Category::BadInput,
+    Category::UnknownTool,
+    Category::PayloadTooLarge,
+    Category::UnsupportedProtocolVersion,
+    Category::HeaderMismatch,
+    Category::UpstreamError,
+    Category::UpstreamUnavailable,
+    Category::Timeout,
+    Category::RateLimited,
+    Category::CircuitOpen,
+    Category::Overloaded,
+    Category::UpstreamMisconfigured,
+    Category::UpstreamRejected,
+    Category::UpstreamProtocol,
+    Category::ResponseTooLarge,
+    Category::UpstreamAuth,
+    Category::ForbiddenOrigin,
+    Category::Cancelled,
     Category::Internal,
 ];
 /// Upstream attempt statuses given a zero series per server.
@@ -292,6 +356,12 @@ impl Metrics {
                 "calls refused because the circuit was open",
                 &["server"],
             ),
+            breaker_health_probes: counters(
+                &r,
+                "mcp_gateway_breaker_health_probes_total",
+                "health probes of servers whose circuit is open, by result",
+                &["server", "result"],
+            ),
             retries: counters(
                 &r,
                 "mcp_gateway_retries_total",
@@ -415,13 +485,46 @@ impl Metrics {
                 counter
             },
             audit_dropped_source: Default::default(),
+            tool_name_collisions: gauges(
+                &r,
+                "mcp_gateway_tool_name_collisions",
+                "tool names servers offered and did not get as asked, by kind (alias_of_another_server and namespaced_clash are refused)",
+                &["kind"],
+            ),
+            tool_definitions_pending: gauge(
+                &r,
+                "mcp_gateway_tool_definitions_pending",
+                "changed tool definitions not served until approved (catalogue.pin_tool_definitions)",
+            ),
+            tool_definitions_pinned: gauge(
+                &r,
+                "mcp_gateway_tool_definitions_pinned",
+                "approved tool definitions (catalogue.pin_tool_definitions)",
+            ),
+            metric_series: gauge(
+                &r,
+                "mcp_gateway_metric_series",
+                "series in the last /metrics exposition (each histogram bucket counts)",
+            ),
+            tool_label_values: gauge(
+                &r,
+                "mcp_gateway_metric_tool_label_values",
+                "distinct tools admitted as tool label values (catalogue.max_tool_label_values caps it)",
+            ),
             registry: r,
             initialised: Default::default(),
+            tool_labels: Arc::new(RwLock::new(ToolLabels {
+                admitted: HashMap::default(),
+                cap: DEFAULT_TOOL_LABEL_CAP,
+            })),
         };
         for tier in REGISTRY_TIERS {
             for result in LOOKUP_RESULTS {
                 metrics.registry_lookups.with_label_values(&[tier, result]);
             }
+        }
+        for kind in crate::registry::catalog::COLLISION_KINDS {
+            metrics.tool_name_collisions.with_label_values(&[kind]);
         }
         for operation in SHARED_STATE_OPERATIONS {
             metrics.shared_state_errors.with_label_values(&[operation]);
@@ -432,8 +535,79 @@ impl Metrics {
         metrics
     }
 
+    /// Sets the cap on distinct tool label values (`catalogue.max_tool_label_values`).
+    pub fn set_tool_label_cap(&self, cap: usize) {
+        if let Ok(mut labels) = self.tool_labels.write() {
+            labels.cap = cap.max(1);
+        }
+    }
+
+    /// The `tool` label value of `tool`: its name when admitted, else [`OTHER_TOOL`].
+    pub fn tool_label<'a>(&self, tool: &'a str) -> &'a str {
+        match self.tool_labels.read() {
+            Ok(labels) if labels.admitted.contains_key(tool) => tool,
+            _ => OTHER_TOOL,
+        }
+    }
+
+    /// Makes the catalogue's tools (`(tool, server)`) the admitted label values: tools that left
+    /// it (or moved to another server) lose their series, new ones are admitted while the cap
+    /// allows (in the order given). Returns how many series sets were removed.
+    pub fn retain_tools<'a>(&self, tools: impl IntoIterator<Item = (&'a str, &'a str)>) -> usize {
+        let current: HashMap<&str, &str> = tools.into_iter().collect();
+        let Ok(mut labels) = self.tool_labels.write() else { return 0 };
+        let departed: Vec<(Arc<str>, Arc<str>)> = labels
+            .admitted
+            .iter()
+            .filter(|(tool, server)| current.get(tool.as_ref()) != Some(&server.as_ref()))
+            .map(|(tool, server)| (tool.clone(), server.clone()))
+            .collect();
+        for (tool, server) in &departed {
+            labels.admitted.remove(tool);
+            self.remove_tool_series(tool, server);
+        }
+        let mut fresh: Vec<(&str, &str)> = current
+            .iter()
+            .filter(|(tool, _)| !labels.admitted.contains_key(**tool))
+            .map(|(t, s)| (*t, *s))
+            .collect();
+        fresh.sort_unstable();
+        for (tool, server) in fresh {
+            if labels.admitted.len() >= labels.cap {
+                break;
+            }
+            labels.admitted.insert(tool.into(), server.into());
+        }
+        self.tool_label_values.set(labels.admitted.len() as i64);
+        departed.len()
+    }
+
+    /// Drops every per-tool series of `tool` on `server`.
+    fn remove_tool_series(&self, tool: &str, server: &str) {
+        let outcomes = CALL_OUTCOMES
+            .iter()
+            .copied()
+            .chain(["shared_failure"])
+            .chain(ALL_CATEGORIES.iter().map(|c| c.as_str()));
+        for outcome in outcomes {
+            let _ = self.tool_calls.remove_label_values(&[tool, server, outcome]);
+        }
+        let _ = self.tool_call_duration.remove_label_values(&[tool, server]);
+        for kind in ["stale", "alternative"] {
+            let _ = self.fallbacks.remove_label_values(&[tool, kind]);
+        }
+        for result in ["hit", "miss", "shared"] {
+            let _ = self.result_cache.remove_label_values(&[tool, result]);
+        }
+        let _ = self.truncations.remove_label_values(&[tool]);
+        if let Ok(mut seen) = self.initialised.lock() {
+            seen.remove(&format!("{tool}\0{server}"));
+        }
+    }
+
     /// Creates the zero series of every `(tool, server)` and `(server, transport)` not seen
-    /// before (cheap when nothing is new: one set lookup each).
+    /// before (cheap when nothing is new: one set lookup each). Tools not admitted as label
+    /// values get theirs under [`OTHER_TOOL`].
     pub fn ensure_series<'a>(
         &self,
         tools: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -452,6 +626,9 @@ impl Metrics {
                 self.breaker_transitions.with_label_values(&[server, to]);
             }
             self.breaker_rejected.with_label_values(&[server]);
+            for result in ["success", "failure", "peer"] {
+                self.breaker_health_probes.with_label_values(&[server, result]);
+            }
             self.load_shed.with_label_values(&[server]);
             for result in ["taken", "denied_by_budget"] {
                 self.retries.with_label_values(&[server, result]);
@@ -470,6 +647,7 @@ impl Metrics {
             }
         }
         for (tool, server) in tools {
+            let tool = self.tool_label(tool);
             if !seen.insert(format!("{tool}\0{server}")) {
                 continue;
             }
@@ -510,8 +688,29 @@ impl Metrics {
                 }
             }
         }
+        let mut families = self.registry.gather();
+        let series: usize = families
+            .iter()
+            .flat_map(|family| {
+                let histogram = family.get_field_type() == prometheus::proto::MetricType::HISTOGRAM;
+                family.get_metric().iter().map(move |metric| match histogram {
+                    // Buckets, +Inf, _sum and _count.
+                    true => metric.get_histogram().get_bucket().len() + 3,
+                    false => 1,
+                })
+            })
+            .sum();
+        self.metric_series.set(series as i64);
+        // The gauge is part of this exposition too: patch its sample in what was gathered.
+        if let Some(family) = families.iter_mut().find(|f| f.name() == "mcp_gateway_metric_series")
+            && let Some(metric) = family.mut_metric().first_mut()
+        {
+            let mut gauge = prometheus::proto::Gauge::default();
+            gauge.set_value(series as f64);
+            metric.set_gauge(gauge);
+        }
         let mut out = Vec::with_capacity(16 * 1024);
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        let _ = TextEncoder::new().encode(&families, &mut out);
         out
     }
 }

@@ -735,3 +735,46 @@ pub fn private_ca(dir: &Scratch) {
         &p("server.pem"),
     ]);
 }
+
+// --- Hostile MCP modes (tests/peers/hostile_server.py) --------------------------------------
+
+/// The hostile server on a chosen `port` (so it can be restarted on the same one), appending
+/// every MCP-mode request to `log` as a JSON line.
+pub fn hostile_server_on(port: u16, log: &str) -> Proc {
+    let mut command = Command::new("python3");
+    command.arg("-u").arg(peers_dir().join("hostile_server.py")).args([
+        "--port",
+        &port.to_string(),
+        "--log",
+        log,
+    ]);
+    let mut proc = Proc::spawn("hostile_server.py", command);
+    listen_addr(&mut proc);
+    proc
+}
+
+/// Requests of `method` an MCP mode of the hostile server received on `path`.
+pub fn hostile_methods(addr: SocketAddr, path: &str, method: &str) -> u64 {
+    let seen: Value = reqwest::blocking::get(format!("http://{addr}/_methods")).unwrap().json().unwrap();
+    seen[path][method].as_u64().unwrap_or(0)
+}
+
+/// The hostile server's MCP-mode requests, in order (`path`, `method`, `tool`, `status`).
+pub fn hostile_log(addr: SocketAddr) -> Vec<Value> {
+    let log: Value = reqwest::blocking::get(format!("http://{addr}/_log")).unwrap().json().unwrap();
+    log.as_array().cloned().unwrap_or_default()
+}
+
+/// The distinct values of `label` among the samples of `name`.
+pub fn distinct_label_values(metrics: &str, name: &str, label: &str) -> std::collections::BTreeSet<String> {
+    let needle = format!("{label}=\"");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter_map(|l| {
+            let start = l.find(&needle)? + needle.len();
+            let end = l[start..].find('"')?;
+            Some(l[start..start + end].to_string())
+        })
+        .collect()
+}

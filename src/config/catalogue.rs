@@ -1,0 +1,58 @@
+//! `[catalogue]`: what an upstream may do to the gateway's catalogue and its telemetry.
+//!
+//! An upstream is outside the gateway's trust boundary: it chooses its tool names and
+//! definitions, and its freshness hints (`ttlMs`). These settings bound what that choice can
+//! cost — how often one server's hint may trigger a refresh, how many tool label values the
+//! metrics may carry — and whether a changed tool definition goes live at once or waits for an
+//! operator's approval (definition pinning). See `docs/security-catalogue.md`.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use serde::{Deserialize, Serialize};
+
+/// Catalogue trust settings.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CatalogueConfig {
+    /// Shortest wait a server's `ttlMs` hint may ask for before that
+    /// server's `tools/list` is read again, in milliseconds. A hint refreshes its own server
+    /// only; the other servers and the DynamoDB scan keep `refresh_interval_secs`.
+    pub min_refresh_interval_ms: u64,
+    /// A discovered tool's definition is pinned at first sight (or from `pin_file`); a changed
+    /// definition is not served until approved (`mcp-gateway registry approve`), the approved
+    /// one stays in service meanwhile.
+    pub pin_tool_definitions: bool,
+    /// JSON file of approved definitions (read at start, written on every approval and every
+    /// first-seen tool), so approvals survive a restart. Unset: pins live in memory only.
+    pub pin_file: Option<PathBuf>,
+    /// Most distinct `tool` label values the per-tool metrics may carry; calls of tools beyond
+    /// it are counted under `tool="other"`. Series of tools that left the catalogue are removed.
+    pub max_tool_label_values: usize,
+}
+
+impl Default for CatalogueConfig {
+    fn default() -> Self {
+        Self {
+            min_refresh_interval_ms: 30_000,
+            pin_tool_definitions: false,
+            pin_file: None,
+            max_tool_label_values: 20_000,
+        }
+    }
+}
+
+impl CatalogueConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.min_refresh_interval_ms < 100 {
+            bail!("catalogue.min_refresh_interval_ms must be at least 100");
+        }
+        if self.max_tool_label_values == 0 {
+            bail!("catalogue.max_tool_label_values must be positive");
+        }
+        if self.pin_file.is_some() && !self.pin_tool_definitions {
+            bail!("catalogue.pin_file needs catalogue.pin_tool_definitions = true");
+        }
+        Ok(())
+    }
+}

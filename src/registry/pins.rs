@@ -1,0 +1,298 @@
+//! Definition pinning (`catalogue.pin_tool_definitions`): a discovered tool's definition goes
+//! live once, and a later change to it (the "rug pull": a description that turns into
+//! instructions after the tool was trusted) waits for an operator's approval.
+//!
+//! Trust on first use: a tool seen for the first time is pinned as it is, unless the pin file
+//! already lists it (then the file's hash is the one approved). A definition whose hash
+//! differs from its pin is *pending*: the approved definition keeps being served and called;
+//! when only a hash is known for it (a pin file written by hand), the tool is hidden until
+//! approved. Approvals (`POST /admin/registry/approve`, `mcp-gateway registry approve`) move
+//! a pending definition to the pins. Pins live in memory and, with `catalogue.pin_file`, in a
+//! JSON file (`{"pins": [{"server", "tool", "hash", "definition"}]}`) rewritten on every
+//! change, so approvals survive a restart. Only discovered tools are pinned: configured
+//! (static) tools and DynamoDB registry entries are the operator's own.
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::Mutex,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::record::definition_hash;
+
+/// One approved definition of one server's tool.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Pin {
+    pub server: String,
+    /// The tool's name on its server.
+    pub tool: String,
+    /// [`definition_hash`] of the approved definition.
+    pub hash: String,
+    /// The approved definition as the server sent it; `None` when only its hash is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<Value>,
+}
+
+/// A definition that differs from its pin, waiting for approval.
+#[derive(Debug, Clone)]
+struct Pending {
+    hash: String,
+    definition: Value,
+    /// Seconds since the epoch when this definition was first seen.
+    since: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, Default)]
+struct PinFile {
+    pins: Vec<Pin>,
+}
+
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct State {
+    pins: BTreeMap<Key, Pin>,
+    pending: BTreeMap<Key, Pending>,
+}
+
+/// What an approval did.
+#[derive(Debug)]
+pub enum Approval {
+    /// These `(server, tool, hash)` are now pinned.
+    Approved(Vec<Value>),
+    /// Nothing pending matches.
+    NothingPending,
+    /// The name matches pending changes of several servers: name the server.
+    Ambiguous(Vec<String>),
+}
+
+/// The pins and the pending changes.
+#[derive(Debug)]
+pub struct PinStore {
+    file: Option<PathBuf>,
+    state: Mutex<State>,
+}
+
+impl PinStore {
+    /// Loads the pin file if there is one (a missing file is an empty one; an unreadable one
+    /// is a startup error: serving without the operator's approvals would trust anew).
+    pub fn load(file: Option<PathBuf>) -> anyhow::Result<Self> {
+        let mut state = State::default();
+        if let Some(path) = &file
+            && path.exists()
+        {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading pin file {}", path.display()))?;
+            let parsed: PinFile = serde_json::from_str(&text)
+                .with_context(|| format!("pin file {} is not {{\"pins\": [...]}}", path.display()))?;
+            for pin in parsed.pins {
+                state.pins.insert((pin.server.clone(), pin.tool.clone()), pin);
+            }
+        }
+        Ok(Self { file, state: Mutex::new(state) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The definitions of `server`'s discovered `tools` to serve: each as it is when it matches
+    /// its pin (or is pinned now, at first sight), the approved one while a change is pending,
+    /// none while a change is pending and no approved definition is known.
+    pub fn resolve(&self, server: &str, tools: &[Value]) -> Vec<Value> {
+        let mut state = self.lock();
+        let mut pinned_now = false;
+        let mut served = Vec::with_capacity(tools.len());
+        let mut offered = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else { continue };
+            let key = (server.to_string(), name.to_string());
+            offered.push(key.clone());
+            let hash = definition_hash(tool);
+            match state.pins.get(&key) {
+                None => {
+                    let pin = Pin {
+                        server: key.0.clone(),
+                        tool: key.1.clone(),
+                        hash,
+                        definition: Some(tool.clone()),
+                    };
+                    tracing::info!(server, tool = name, hash = %pin.hash, "tool definition pinned at first sight");
+                    state.pins.insert(key, pin);
+                    pinned_now = true;
+                    served.push(tool.clone());
+                }
+                Some(pin) if pin.hash == hash => {
+                    if pin.definition.is_none() {
+                        // A hash-only pin learns the definition it approves.
+                        if let Some(pin) = state.pins.get_mut(&key) {
+                            pin.definition = Some(tool.clone());
+                            pinned_now = true;
+                        }
+                    }
+                    state.pending.remove(&key);
+                    served.push(tool.clone());
+                }
+                Some(pin) => {
+                    let approved = pin.definition.clone();
+                    let approved_hash = pin.hash.clone();
+                    if state.pending.get(&key).is_none_or(|p| p.hash != hash) {
+                        tracing::warn!(
+                            server,
+                            tool = name,
+                            approved = %approved_hash,
+                            offered = %hash,
+                            served = if approved.is_some() { "approved definition" } else { "nothing (tool hidden)" },
+                            "tool definition changed; not served until approved (mcp-gateway registry approve)"
+                        );
+                        let since = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                        state.pending.insert(key, Pending { hash, definition: tool.clone(), since });
+                    }
+                    served.extend(approved);
+                }
+            }
+        }
+        // A tool the server no longer offers has nothing pending.
+        state.pending.retain(|key, _| key.0 != server || offered.contains(key));
+        if pinned_now {
+            self.save(&state);
+        }
+        served
+    }
+
+    /// Pending changes, by server and tool.
+    pub fn pending(&self) -> Vec<Value> {
+        let state = self.lock();
+        state
+            .pending
+            .iter()
+            .map(|((server, tool), pending)| {
+                let approved = state.pins.get(&(server.clone(), tool.clone()));
+                json!({
+                    "server": server,
+                    "tool": tool,
+                    "approved_hash": approved.map(|p| p.hash.as_str()),
+                    "pending_hash": pending.hash,
+                    "approved_description": approved.and_then(|p| p.definition.as_ref()).and_then(|d| d.get("description")),
+                    "pending_description": pending.definition.get("description"),
+                    "since_epoch_secs": pending.since,
+                    "serving": if approved.is_some_and(|p| p.definition.is_some()) { "approved" } else { "hidden" },
+                })
+            })
+            .collect()
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    pub fn pinned_count(&self) -> usize {
+        self.lock().pins.len()
+    }
+
+    /// Approves pending changes: all of them, or those of `tool` (its name on the server, or
+    /// its namespaced `server__tool` name), optionally only on `server`.
+    pub fn approve(&self, tool: Option<&str>, server: Option<&str>, all: bool) -> Approval {
+        let mut state = self.lock();
+        let matching: Vec<Key> = state
+            .pending
+            .keys()
+            .filter(|(s, t)| {
+                let server_ok = server.is_none_or(|wanted| wanted == s);
+                let tool_ok = all
+                    || tool.is_some_and(|wanted| wanted == t || wanted == super::catalog::namespaced(s, t));
+                server_ok && tool_ok
+            })
+            .cloned()
+            .collect();
+        if matching.is_empty() {
+            return Approval::NothingPending;
+        }
+        if !all && server.is_none() {
+            let mut servers: Vec<String> = matching.iter().map(|(s, _)| s.clone()).collect();
+            servers.dedup();
+            if servers.len() > 1 {
+                return Approval::Ambiguous(servers);
+            }
+        }
+        let mut approved = Vec::new();
+        for key in matching {
+            if let Some(pending) = state.pending.remove(&key) {
+                tracing::warn!(server = %key.0, tool = %key.1, hash = %pending.hash, "tool definition change approved");
+                approved.push(json!({"server": key.0, "tool": key.1, "hash": pending.hash}));
+                let pin = Pin {
+                    server: key.0.clone(),
+                    tool: key.1.clone(),
+                    hash: pending.hash,
+                    definition: Some(pending.definition),
+                };
+                state.pins.insert(key, pin);
+            }
+        }
+        self.save(&state);
+        Approval::Approved(approved)
+    }
+
+    /// Writes the pin file (atomically: a temporary file renamed over it). A failed write is
+    /// logged; the pins in memory still apply.
+    fn save(&self, state: &State) {
+        let Some(path) = &self.file else { return };
+        let file = PinFile { pins: state.pins.values().cloned().collect() };
+        let written = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other).and_then(|bytes| {
+            let temporary = path.with_extension("tmp");
+            std::fs::write(&temporary, bytes)?;
+            std::fs::rename(&temporary, path)
+        });
+        if let Err(e) = written {
+            tracing::error!(file = %path.display(), error = %e, "pin file not written; pins kept in memory");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(description: &str) -> Value {
+        json!({"name": "lookup", "description": description, "inputSchema": {"type": "object"}})
+    }
+
+    #[test]
+    fn a_changed_definition_waits_for_approval_and_the_approved_one_is_served() {
+        let pins = PinStore::load(None).unwrap();
+        assert_eq!(pins.resolve("s", &[tool("v1")]), vec![tool("v1")], "pinned at first sight");
+        assert_eq!(pins.resolve("s", &[tool("v2")]), vec![tool("v1")], "the approved one stays");
+        assert_eq!(pins.pending_count(), 1);
+        assert!(matches!(pins.approve(Some("other"), None, false), Approval::NothingPending));
+        assert!(
+            matches!(pins.approve(Some("s__lookup"), None, false), Approval::Approved(ref a) if a.len() == 1)
+        );
+        assert_eq!(pins.resolve("s", &[tool("v2")]), vec![tool("v2")]);
+        assert_eq!(pins.pending_count(), 0);
+    }
+
+    #[test]
+    fn approvals_survive_a_restart_through_the_pin_file_and_hash_only_pins_hide() {
+        let path = std::env::temp_dir().join(format!("mcp-gateway-pins-{}.json", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let pins = PinStore::load(Some(path.clone())).unwrap();
+        pins.resolve("s", &[tool("v1")]);
+        let restarted = PinStore::load(Some(path.clone())).unwrap();
+        assert_eq!(
+            restarted.resolve("s", &[tool("v2")]),
+            vec![tool("v1")],
+            "the file's pin is not re-trusted"
+        );
+        let hash_only = json!({"pins": [{"server": "s", "tool": "lookup", "hash": "0000"}]});
+        std::fs::write(&path, hash_only.to_string()).unwrap();
+        let by_hand = PinStore::load(Some(path.clone())).unwrap();
+        assert!(by_hand.resolve("s", &[tool("v1")]).is_empty(), "no approved definition known: hidden");
+        assert_eq!(by_hand.pending()[0]["serving"], "hidden");
+        let _ = std::fs::remove_file(&path);
+    }
+}
