@@ -10,9 +10,11 @@
 //! The variables of the command line itself (`MCP_GATEWAY_CONFIG`, `MCP_GATEWAY_LOG_FORMAT`,
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
+mod inbound;
 mod lenient;
 mod resilience;
 
+pub use inbound::InboundLimits;
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -92,6 +94,9 @@ pub struct Config {
     /// of these by key): a DynamoDB item can pick among them, never supply a command, its
     /// arguments or its environment. Configured `[servers.NAME]` need no entry here.
     pub stdio_commands: BTreeMap<String, StdioCommand>,
+    /// Bounds on what inbound callers can make the gateway hold (`[inbound]`, see
+    /// `docs/security-inbound-bounds.md`).
+    pub inbound: InboundLimits,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -197,6 +202,7 @@ impl Default for Config {
             registry: RegistryConfig::default(),
             cache: CacheConfig::default(),
             stdio_commands: BTreeMap::new(),
+            inbound: InboundLimits::default(),
         }
     }
 }
@@ -594,6 +600,7 @@ impl Config {
         if self.max_body_bytes == 0 {
             bail!("max_body_bytes must be positive");
         }
+        self.inbound.validate()?;
         Ok(())
     }
 }
@@ -706,5 +713,60 @@ mod tests {
         assert!(format!("{err:#}").contains("needs `function`"));
         let err = Config::load(None, env(&[("MCP_GATEWAY_LISTEN_PORT", "1")])).unwrap_err();
         assert!(format!("{err:#}").contains("unknown field"));
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Keys near the real ones (and not), values of every TOML shape (and not).
+        fn pair() -> impl Strategy<Value = (String, String)> {
+            let key = prop_oneof![
+                Just("MCP_GATEWAY_MAX_BODY_BYTES".to_string()),
+                Just("MCP_GATEWAY_INBOUND__MAX_BATCH_ITEMS".to_string()),
+                Just("MCP_GATEWAY_SERVERS__A__URL".to_string()),
+                Just("MCP_GATEWAY_SERVERS__A__TRANSPORT".to_string()),
+                Just("MCP_GATEWAY_LISTEN".to_string()),
+                Just("MCP_GATEWAY_DEFAULTS__RETRY__BUDGET_RATIO".to_string()),
+                "MCP_GATEWAY_[A-Z_]{0,12}(__[A-Z_]{0,6}){0,3}",
+                "[ -~]{0,16}",
+            ];
+            let value = prop_oneof![
+                Just("0".to_string()),
+                Just("true".to_string()),
+                Just("[1, 2]".to_string()),
+                Just("{ a = 1 }".to_string()),
+                Just("http://127.0.0.1:1/mcp".to_string()),
+                Just("1979-05-27".to_string()),
+                any::<String>(),
+            ];
+            (key, value)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any environment: a configuration that validates, or an error; never a panic.
+            #[test]
+            fn arbitrary_environments_give_a_config_or_an_error(pairs in prop::collection::vec(pair(), 0..6)) {
+                if let Ok(config) = Config::load(None, pairs) {
+                    prop_assert!(config.validate().is_ok());
+                    prop_assert!(config.inbound.max_batch_items > 0 && config.max_body_bytes > 0);
+                }
+            }
+
+            /// A numeric key: any text is that number or an error, never a panic; a plain
+            /// positive number is taken as it is.
+            #[test]
+            fn a_numeric_key_takes_a_number_or_fails(raw in any::<String>(), number in "[1-9][0-9]{0,5}") {
+                let key = "MCP_GATEWAY_INBOUND__MAX_BATCH_ITEMS".to_string();
+                if let Ok(config) = Config::load(None, vec![(key.clone(), raw)]) {
+                    prop_assert!(config.inbound.max_batch_items > 0);
+                }
+                let config = Config::load(None, vec![(key, number.clone())]);
+                prop_assert_eq!(config.map(|c| c.inbound.max_batch_items).ok(), number.parse::<usize>().ok());
+            }
+        }
     }
 }

@@ -42,7 +42,11 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     capacity: usize,
+    /// Most bytes queued at once (`inbound.log_queue_bytes`): lines are bounded in length only
+    /// by their fields' bound, so a line count alone does not bound memory.
+    max_bytes: usize,
     dropped: AtomicU64,
+    dropped_bytes: AtomicU64,
 }
 
 #[derive(Default)]
@@ -78,15 +82,26 @@ impl DroppedLines {
     pub fn get(&self) -> u64 {
         self.0.dropped.load(Ordering::Relaxed)
     }
+
+    /// Bytes of the lines dropped so far.
+    pub fn bytes(&self) -> u64 {
+        self.0.dropped_bytes.load(Ordering::Relaxed)
+    }
 }
 
-/// A writer to `out` keeping at most `capacity` lines waiting.
-pub fn writer<W: Write + Send + 'static>(out: W, capacity: usize) -> (LossyWriter, DroppedLines, Guard) {
+/// A writer to `out` keeping at most `capacity` lines and `max_bytes` bytes waiting.
+pub fn writer<W: Write + Send + 'static>(
+    out: W,
+    capacity: usize,
+    max_bytes: usize,
+) -> (LossyWriter, DroppedLines, Guard) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
         wake: Condvar::new(),
         capacity: capacity.max(1),
+        max_bytes: max_bytes.max(1),
         dropped: AtomicU64::new(0),
+        dropped_bytes: AtomicU64::new(0),
     });
     let drain = shared.clone();
     let thread = std::thread::Builder::new()
@@ -147,9 +162,11 @@ pub struct Line<'a>(&'a Shared);
 impl Write for Line<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut state = self.0.state();
-        if state.closed || state.lines >= self.0.capacity {
+        if state.closed || state.lines >= self.0.capacity || state.bytes.len() + buf.len() > self.0.max_bytes
+        {
             drop(state);
             self.0.dropped.fetch_add(1, Ordering::Relaxed);
+            self.0.dropped_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
             return Ok(buf.len());
         }
         state.bytes.extend_from_slice(buf);
@@ -190,7 +207,7 @@ mod tests {
     #[test]
     fn lines_are_written_in_order_and_flushed_at_exit() {
         let sink = Sink::default();
-        let (writer, dropped, guard) = super::writer(sink.clone(), 1000);
+        let (writer, dropped, guard) = super::writer(sink.clone(), 1000, usize::MAX);
         for i in 0..100 {
             writer.make_writer().write_all(format!("{i}\n").as_bytes()).unwrap();
         }
@@ -219,12 +236,43 @@ mod tests {
             }
         }
         let gate = Arc::new((Mutex::new(false), Condvar::new()));
-        let (writer, dropped, guard) = super::writer(Stuck(gate.clone()), 10);
+        let (writer, dropped, guard) = super::writer(Stuck(gate.clone()), 10, usize::MAX);
         for _ in 0..1_000 {
             writer.make_writer().write_all(b"line\n").unwrap();
         }
         // At most the queue (10) and one batch held by the stuck writer were kept.
         assert!(dropped.get() >= 1_000 - 20, "{}", dropped.get());
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        drop(guard);
+    }
+
+    #[test]
+    fn the_queue_is_bounded_in_bytes_whatever_the_line_count() {
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        struct Stuck(Arc<(Mutex<bool>, Condvar)>);
+        impl Write for Stuck {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                let (open, cv) = &*self.0;
+                let mut open = open.lock().unwrap();
+                while !*open {
+                    open = cv.wait(open).unwrap();
+                }
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let (writer, dropped, guard) = super::writer(Stuck(gate.clone()), 1_000_000, 64 * 1024);
+        let line = vec![b'x'; 1024];
+        for _ in 0..1_000 {
+            writer.make_writer().write_all(&line).unwrap();
+        }
+        // The queue (64 KiB) and one batch taken by the stuck writer: at most 128 lines kept.
+        assert!(dropped.get() >= 1_000 - 128, "{}", dropped.get());
+        assert_eq!(dropped.bytes(), dropped.get() * 1024);
+        assert!(writer.0.state().bytes.len() <= 64 * 1024);
         *gate.0.lock().unwrap() = true;
         gate.1.notify_all();
         drop(guard);
