@@ -19,8 +19,9 @@
 //! Shutdown: stop accepting, ask every connection to close after its current exchange, and
 //! return once all have (the caller bounds that wait by the grace period).
 //!
-//! The cost per request: two atomic updates and a clock read; per read of the socket while
-//! no request is in flight, two atomic loads.
+//! The cost per request: a few atomic updates, a clock read and one wake-up of the
+//! connection's task when its head starts; per read of the socket while no request is in
+//! flight, two atomic loads.
 
 use std::{
     convert::Infallible,
@@ -197,6 +198,8 @@ struct Activity {
     idle_since_ms: AtomicU64,
     /// Milliseconds since `born` of the first byte of a request head not yet complete.
     head_started_ms: AtomicU64,
+    /// Wakes the connection's timer when a head starts (its clock is shorter than idle's).
+    head_starting: tokio::sync::Notify,
 }
 
 impl Activity {
@@ -206,6 +209,7 @@ impl Activity {
             busy: AtomicU32::new(0),
             idle_since_ms: AtomicU64::new(0),
             head_started_ms: AtomicU64::new(NONE),
+            head_starting: tokio::sync::Notify::new(),
         }
     }
 
@@ -242,6 +246,7 @@ impl Activity {
     fn bytes_read(&self) {
         if self.busy.load(Ordering::Acquire) == 0 && self.head_started_ms.load(Ordering::Acquire) == NONE {
             self.head_started_ms.store(self.now_ms(), Ordering::Release);
+            self.head_starting.notify_one();
         }
     }
 }
@@ -274,6 +279,10 @@ async fn serve_connection(
             _ = stop.wait_for(|stopping| *stopping), if !closing => {
                 conn.as_mut().graceful_shutdown();
                 closing = true;
+            }
+            _ = activity.head_starting.notified() => {
+                let (due, _) = activity.next_bound(&limits);
+                timer.as_mut().reset(due.into());
             }
             _ = timer.as_mut() => {
                 let (due, bound) = activity.next_bound(&limits);
