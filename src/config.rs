@@ -12,6 +12,7 @@
 
 mod audit;
 mod catalogue;
+mod inbound;
 mod lenient;
 mod quotas;
 mod resilience;
@@ -19,6 +20,7 @@ mod resilience;
 pub use audit::{AuditConfig, AuditSinkKind};
 pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
 pub use catalogue::CatalogueConfig;
+pub use inbound::InboundLimits;
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -105,6 +107,9 @@ pub struct Config {
     /// What an upstream may do to the catalogue: refresh bounds, definition pinning, metric
     /// label bounds (`[catalogue]`).
     pub catalogue: CatalogueConfig,
+    /// Bounds on what inbound callers can make the gateway hold (`[inbound]`, see
+    /// `docs/security-inbound-bounds.md`).
+    pub inbound: InboundLimits,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -213,6 +218,7 @@ impl Default for Config {
             quotas: QuotasConfig::default(),
             audit: AuditConfig::default(),
             catalogue: CatalogueConfig::default(),
+            inbound: InboundLimits::default(),
         }
     }
 }
@@ -613,6 +619,7 @@ impl Config {
         self.quotas.validate()?;
         self.audit.validate()?;
         self.catalogue.validate()?;
+        self.inbound.validate()?;
         Ok(())
     }
 }
@@ -725,5 +732,60 @@ mod tests {
         assert!(format!("{err:#}").contains("needs `function`"));
         let err = Config::load(None, env(&[("MCP_GATEWAY_LISTEN_PORT", "1")])).unwrap_err();
         assert!(format!("{err:#}").contains("unknown field"));
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Keys near the real ones (and not), values of every TOML shape (and not).
+        fn pair() -> impl Strategy<Value = (String, String)> {
+            let key = prop_oneof![
+                Just("MCP_GATEWAY_MAX_BODY_BYTES".to_string()),
+                Just("MCP_GATEWAY_INBOUND__MAX_BATCH_ITEMS".to_string()),
+                Just("MCP_GATEWAY_SERVERS__A__URL".to_string()),
+                Just("MCP_GATEWAY_SERVERS__A__TRANSPORT".to_string()),
+                Just("MCP_GATEWAY_LISTEN".to_string()),
+                Just("MCP_GATEWAY_DEFAULTS__RETRY__BUDGET_RATIO".to_string()),
+                "MCP_GATEWAY_[A-Z_]{0,12}(__[A-Z_]{0,6}){0,3}",
+                "[ -~]{0,16}",
+            ];
+            let value = prop_oneof![
+                Just("0".to_string()),
+                Just("true".to_string()),
+                Just("[1, 2]".to_string()),
+                Just("{ a = 1 }".to_string()),
+                Just("http://127.0.0.1:1/mcp".to_string()),
+                Just("1979-05-27".to_string()),
+                any::<String>(),
+            ];
+            (key, value)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any environment: a configuration that validates, or an error; never a panic.
+            #[test]
+            fn arbitrary_environments_give_a_config_or_an_error(pairs in prop::collection::vec(pair(), 0..6)) {
+                if let Ok(config) = Config::load(None, pairs) {
+                    prop_assert!(config.validate().is_ok());
+                    prop_assert!(config.inbound.max_batch_items > 0 && config.max_body_bytes > 0);
+                }
+            }
+
+            /// A numeric key: any text is that number or an error, never a panic; a plain
+            /// positive number is taken as it is.
+            #[test]
+            fn a_numeric_key_takes_a_number_or_fails(raw in any::<String>(), number in "[1-9][0-9]{0,5}") {
+                let key = "MCP_GATEWAY_INBOUND__MAX_BATCH_ITEMS".to_string();
+                if let Ok(config) = Config::load(None, vec![(key.clone(), raw)]) {
+                    prop_assert!(config.inbound.max_batch_items > 0);
+                }
+                let config = Config::load(None, vec![(key, number.clone())]);
+                prop_assert_eq!(config.map(|c| c.inbound.max_batch_items).ok(), number.parse::<usize>().ok());
+            }
+        }
     }
 }

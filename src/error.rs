@@ -227,6 +227,11 @@ impl GatewayError {
         self
     }
 
+    /// Names the configured bound that was hit: `error.data.limit = {"key": …, "value": …}`.
+    pub fn with_limit(self, key: &'static str, value: u64) -> Self {
+        self.with_extra("limit", json!({"key": key, "value": value}))
+    }
+
     /// The JSON-RPC error object, with `error.data` as documented in the README.
     pub fn to_error_object(&self) -> ErrorObject {
         let code = match (self.category, self.upstream_code) {

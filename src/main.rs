@@ -350,6 +350,7 @@ async fn serve(
         &config.log_level,
         matches!(log_format, LogFormat::Json),
         tracer,
+        telemetry::logging::Bounds::from_config(&config.inbound),
     );
     if let Some(e) = otel_error {
         tracing::error!(error = %format!("{e:#}"), "OpenTelemetry tracing is off: its configuration is invalid");

@@ -142,6 +142,17 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("catalogue.pin_tool_definitions"), "true", json!(true)),
         (s("catalogue.pin_file"), "/var/lib/mcp-gateway/pins.json", json!("/var/lib/mcp-gateway/pins.json")),
         (s("catalogue.max_tool_label_values"), "500", json!(500)),
+        (s("inbound.max_batch_items"), "16", json!(16)),
+        (s("inbound.max_batch_answer_bytes"), "1000000", json!(1000000)),
+        (s("inbound.max_sessions"), "32", json!(32)),
+        (s("inbound.max_session_bytes"), "2048", json!(2048)),
+        (s("inbound.max_client_info_chars"), "64", json!(64)),
+        (s("inbound.log_max_field_bytes"), "300", json!(300)),
+        (s("inbound.log_queue_bytes"), "1048576", json!(1048576)),
+        (s("inbound.header_read_timeout_ms"), "2500", json!(2500)),
+        (s("inbound.body_read_timeout_ms"), "7000", json!(7000)),
+        (s("inbound.idle_timeout_ms"), "15000", json!(15000)),
+        (s("inbound.max_connections"), "100", json!(100)),
     ];
     raw.into_iter().map(|(k, v, e)| (k, (v, e))).collect()
 }

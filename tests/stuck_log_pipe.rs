@@ -16,7 +16,10 @@ use serde_json::{Value, json};
 #[test]
 fn the_gateway_keeps_answering_when_its_stdout_pipe_is_full() {
     let path = std::env::temp_dir().join(format!("stuck-log-{}-{}.toml", std::process::id(), free_port()));
-    std::fs::File::create(&path).unwrap().write_all(b"log_level = \"info\"\n").unwrap();
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(b"log_level = \"info\"\n[inbound]\nmax_batch_items = 1000\n")
+        .unwrap();
     let _config = tempfile_path::TempPath(path.clone());
     let mut child = Command::new(BIN)
         .args(["serve", "--config", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])

@@ -235,7 +235,10 @@ impl Gateway {
             upstreams,
             dynamic_upstreams: RwLock::default(),
             cancellable: Default::default(),
-            sessions: Arc::new(sessions::Sessions::counted(metrics.back_channel_sessions.clone())),
+            sessions: Arc::new(
+                sessions::Sessions::counted(metrics.back_channel_sessions.clone())
+                    .with_limits(sessions::Limits::from_config(&config.inbound)),
+            ),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
             metrics,

@@ -9,10 +9,18 @@
 //!   relayed request needs) gets an `Mcp-Session-Id`: a fresh id of 128 random bits prefixed
 //!   `mcpgw-session-`. Any other `initialize` is answered as before, without one, so the
 //!   orchestrator's path neither changes nor slows down.
-//! - The table is bounded: at most [`MAX_SESSIONS`] sessions (creating one more ends the least
-//!   recently used) and an idle session ends after [`IDLE_TTL`] (swept every [`SWEEP_EVERY`]).
-//!   Ending a session (`DELETE /mcp`, eviction, expiry) ends the upstream sessions opened for
-//!   it with `DELETE`.
+//! - The table is bounded: at most `inbound.max_sessions` sessions, and an idle session ends
+//!   after [`IDLE_TTL`] (swept every [`SWEEP_EVERY`]). When the table is full, only expired
+//!   sessions make room: a new `initialize` is refused ([`Refusal::Full`], 503) rather than
+//!   ending another caller's live session and its waiting relayed requests — one caller
+//!   flooding `initialize`s must not push everyone else out. (With no caller identity, a cap
+//!   per caller could not be enforced; this needs none.) Ending a session (`DELETE /mcp`,
+//!   expiry) ends the upstream sessions opened for it with `DELETE`.
+//! - A session keeps only what the gateway uses from the `initialize`: the back-channel
+//!   capabilities declared (`sampling`, `elicitation`, `roots`, with their values) and
+//!   clientInfo's `name` and `version` (cut at `inbound.max_client_info_chars`). When that
+//!   still exceeds `inbound.max_session_bytes` the `initialize` is refused
+//!   ([`Refusal::TooLarge`], 400): a caller cannot park megabytes in the table.
 //! - A request carrying an unknown or expired id of the gateway's own (prefix `mcpgw-`) gets
 //!   `404` (the client initializes again, as the transport spec asks; an `initialize` still
 //!   carrying the old id is served, not refused). An id the gateway never
@@ -38,8 +46,6 @@ use crate::{
     upstream::relay::{CallerSession, ID_PREFIX},
 };
 
-/// Most inbound back-channel sessions kept at once.
-pub const MAX_SESSIONS: usize = 1024;
 /// How long an unused session lives.
 pub const IDLE_TTL: Duration = Duration::from_secs(600);
 /// How often idle sessions are swept.
@@ -55,6 +61,69 @@ pub struct Sessions {
     sweeper: std::sync::OnceLock<()>,
     /// `mcp_gateway_back_channel_sessions`, when counted.
     gauge: Option<prometheus::IntGauge>,
+    limits: Limits,
+}
+
+/// The table's bounds (from `[inbound]`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_sessions: usize,
+    pub max_session_bytes: usize,
+    pub max_client_info_chars: usize,
+}
+
+impl Limits {
+    pub fn from_config(limits: &crate::config::InboundLimits) -> Self {
+        Self {
+            max_sessions: limits.max_sessions,
+            max_session_bytes: limits.max_session_bytes,
+            max_client_info_chars: limits.max_client_info_chars,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::from_config(&crate::config::InboundLimits::default())
+    }
+}
+
+/// Why no session was opened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `max_sessions` live sessions exist.
+    Full { max_sessions: usize },
+    /// What the session would keep is `bytes` long, over `max_session_bytes`.
+    TooLarge { bytes: usize, max_session_bytes: usize },
+}
+
+/// What a session keeps from its `initialize`: the declared back-channel capabilities and a
+/// bounded clientInfo. Its size is the JSON length of both.
+pub fn kept_state(message: &jsonrpc::Message, max_client_info_chars: usize) -> (Value, Value, usize) {
+    let params = message.params.as_ref();
+    let mut capabilities = serde_json::Map::new();
+    if let Some(declared) = params.and_then(|p| p.get("capabilities")).and_then(Value::as_object) {
+        for name in BACK_CHANNEL {
+            if let Some(value) = declared.get(name).filter(|v| !v.is_null()) {
+                capabilities.insert(name.to_string(), value.clone());
+            }
+        }
+    }
+    let mut client_info = serde_json::Map::new();
+    if let Some(info) = params.and_then(|p| p.get("clientInfo")).and_then(Value::as_object) {
+        for name in ["name", "version"] {
+            if let Some(text) = info.get(name).and_then(Value::as_str) {
+                client_info.insert(
+                    name.to_string(),
+                    json!(text.chars().take(max_client_info_chars).collect::<String>()),
+                );
+            }
+        }
+    }
+    let (capabilities, client_info) = (Value::Object(capabilities), Value::Object(client_info));
+    let bytes = serde_json::to_vec(&capabilities).map_or(usize::MAX, |v| v.len())
+        + serde_json::to_vec(&client_info).map_or(usize::MAX, |v| v.len());
+    (capabilities, client_info, bytes)
 }
 
 /// What a request's `Mcp-Session-Id` names.
@@ -84,41 +153,44 @@ impl Sessions {
         Self { gauge: Some(gauge), ..Self::default() }
     }
 
+    /// The table bounded by `limits`.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self { limits, ..self }
+    }
+
     fn counted_now(&self, open: usize) {
         if let Some(gauge) = &self.gauge {
             gauge.set(open as i64);
         }
     }
 
-    /// A new session for the caller of `initialize` (see [`wants_back_channel`]).
-    pub fn create(self: &Arc<Self>, message: &jsonrpc::Message) -> Arc<CallerSession> {
-        let params = message.params.as_ref();
-        let field = |name: &str| params.and_then(|p| p.get(name)).cloned().unwrap_or_else(|| json!({}));
-        let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-        let session = Arc::new(CallerSession::new(
-            field("capabilities"),
-            field("clientInfo"),
-            mcp::negotiate_legacy(requested),
-        ));
-        let evicted = {
-            let Ok(mut table) = self.table.lock() else { return session };
-            let evicted = if table.len() >= MAX_SESSIONS {
-                let oldest = table.values().min_by_key(|s| s.last_used()).map(|s| s.id.clone());
-                oldest.and_then(|id| table.remove(&id))
-            } else {
-                None
-            };
+    /// A new session for the caller of `initialize` (see [`wants_back_channel`]), or why none
+    /// was opened (the table is full of live sessions, or the caller's state is too large).
+    pub fn create(self: &Arc<Self>, message: &jsonrpc::Message) -> Result<Arc<CallerSession>, Refusal> {
+        let limits = self.limits;
+        let (capabilities, client_info, bytes) = kept_state(message, limits.max_client_info_chars);
+        if bytes > limits.max_session_bytes {
+            return Err(Refusal::TooLarge { bytes, max_session_bytes: limits.max_session_bytes });
+        }
+        let requested =
+            message.params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+        let session =
+            Arc::new(CallerSession::new(capabilities, client_info, mcp::negotiate_legacy(requested)));
+        if self.len() >= limits.max_sessions {
+            // Only expired sessions make room.
+            self.sweep(Instant::now());
+        }
+        {
+            let Ok(mut table) = self.table.lock() else { return Err(Refusal::Full { max_sessions: 0 }) };
+            if table.len() >= limits.max_sessions {
+                return Err(Refusal::Full { max_sessions: limits.max_sessions });
+            }
             table.insert(session.id.clone(), session.clone());
             self.counted_now(table.len());
-            evicted
-        };
-        if let Some(evicted) = evicted {
-            tracing::info!(session = %evicted.id, "back-channel session evicted (table full)");
-            evicted.close();
         }
         self.start_sweeper();
         tracing::info!(session = %session.id, "back-channel session opened");
-        session
+        Ok(session)
     }
 
     /// The session a request names.
@@ -243,9 +315,50 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_full_table_refuses_new_sessions_and_keeps_live_ones() {
+        let limits = Limits { max_sessions: 3, max_session_bytes: 1024, max_client_info_chars: 8 };
+        let sessions = Arc::new(Sessions::default().with_limits(limits));
+        let live: Vec<_> =
+            (0..3).map(|_| sessions.create(&initialize(json!({"sampling": {}}))).unwrap()).collect();
+        assert_eq!(
+            sessions.create(&initialize(json!({"roots": {}}))).unwrap_err(),
+            Refusal::Full { max_sessions: 3 }
+        );
+        assert!(live.iter().all(|s| !s.is_closed()), "no live session was evicted");
+        // An expired one makes room.
+        if let Ok(mut last) = live[0].last_used_for_test() {
+            *last = Instant::now() - IDLE_TTL;
+        }
+        let fresh = sessions.create(&initialize(json!({"roots": {}}))).expect("an expired session made room");
+        assert!(live[0].is_closed() && !live[1].is_closed() && !fresh.is_closed());
+        assert_eq!(sessions.len(), 3);
+    }
+
+    #[test]
+    fn a_session_keeps_only_what_it_needs_and_refuses_too_much() {
+        let big = "x".repeat(100_000);
+        let message = jsonrpc::Message {
+            id: Some(json!(1)),
+            method: "initialize".into(),
+            params: Some(json!({
+                "capabilities": {"sampling": {}, "experimental": {"blob": big}},
+                "clientInfo": {"name": big, "version": "1.0", "extra": big},
+            })),
+        };
+        let (capabilities, client_info, bytes) = kept_state(&message, 8);
+        assert_eq!(capabilities, json!({"sampling": {}}));
+        assert_eq!(client_info, json!({"name": "xxxxxxxx", "version": "1.0"}));
+        assert!(bytes < 100, "{bytes}");
+        let sessions = Arc::new(Sessions::default());
+        assert!(sessions.create(&message).is_ok(), "the large parts are not kept");
+        let message = initialize(json!({"sampling": {"blob": big}}));
+        assert!(matches!(sessions.create(&message), Err(Refusal::TooLarge { .. })));
+    }
+
+    #[tokio::test]
     async fn idle_sessions_expire_and_foreign_ids_stay_sessionless() {
         let sessions = Arc::new(Sessions::default());
-        let session = sessions.create(&initialize(json!({"sampling": {}})));
+        let session = sessions.create(&initialize(json!({"sampling": {}}))).unwrap();
         assert_eq!(session.protocol_version, "2025-06-18");
         let mut headers = HeaderMap::new();
         headers.insert(mcp::headers::SESSION_ID, HeaderValue::from_str(&session.id).unwrap());

@@ -44,6 +44,12 @@ pub enum Inbound {
 /// Decodes a POST body. `Err` is a parse error of the whole body (answered with id `null`).
 /// Each entry that is not a valid request becomes an `Err((id, error))` answered on its own.
 pub fn decode(body: &[u8]) -> Result<Inbound, GatewayError> {
+    decode_bounded(body, usize::MAX)
+}
+
+/// [`decode`], refusing a batch of more than `max_batch_items` items whole: one `-32600`
+/// error whose `data` names the limit, and no item decoded into a request (so none runs).
+pub fn decode_bounded(body: &[u8], max_batch_items: usize) -> Result<Inbound, GatewayError> {
     let text = utf8(body)?;
     if let Some(message) = single_request(text) {
         return Ok(Inbound::Single(Ok(message)));
@@ -55,9 +61,21 @@ pub fn decode(body: &[u8]) -> Result<Inbound, GatewayError> {
             id: Value::Null,
             error: GatewayError::new(Category::InvalidRequest, "empty batch"),
         })))),
+        Value::Array(items) if items.len() > max_batch_items => {
+            Err(batch_too_large(items.len(), max_batch_items))
+        }
         Value::Array(items) => Ok(Inbound::Batch(items.into_iter().map(message).collect())),
         other => Ok(Inbound::Single(message(other))),
     }
+}
+
+/// The refusal of a whole batch over the item limit.
+pub fn batch_too_large(items: usize, limit: usize) -> GatewayError {
+    GatewayError::new(
+        Category::InvalidRequest,
+        format!("a batch may hold at most {limit} items; this one holds {items}"),
+    )
+    .with_limit("inbound.max_batch_items", limit as u64)
 }
 
 /// The shape nearly every POST has — one valid request object — decoded straight into a
@@ -362,5 +380,112 @@ mod tests {
         let raw = RawValue::from_string(r#"{"content":[],"isError":true}"#.into()).unwrap();
         let text = serde_json::to_string(&Response::result(json!("a"), raw)).unwrap();
         assert_eq!(text, r#"{"jsonrpc":"2.0","id":"a","result":{"content":[],"isError":true}}"#);
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// A JSON value of bounded depth and size, with the shapes an envelope has.
+        fn json_value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(|n| json!(n)),
+                any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+                "[ -~]{0,12}".prop_map(Value::String),
+                Just(json!("2.0")),
+                Just(json!("tools/call")),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::vec(
+                        (
+                            prop_oneof![
+                                Just("jsonrpc"),
+                                Just("id"),
+                                Just("method"),
+                                Just("params"),
+                                Just("result"),
+                                Just("x")
+                            ],
+                            inner
+                        ),
+                        0..5
+                    )
+                    .prop_map(|pairs| Value::Object(
+                        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+                    )),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Arbitrary bytes: a decision, never a panic; a batch never holds more entries
+            /// than the bound, and an over-long one is one `-32600` error.
+            #[test]
+            fn arbitrary_bytes_decode_or_fail_cleanly(body in prop::collection::vec(any::<u8>(), 0..512), limit in 1usize..8) {
+                match decode_bounded(&body, limit) {
+                    Ok(Inbound::Batch(entries)) => prop_assert!(entries.len() <= limit && !entries.is_empty()),
+                    Ok(Inbound::Single(_)) => {}
+                    Err(e) => prop_assert!(matches!(e.category, Category::ParseError | Category::InvalidRequest)),
+                }
+            }
+
+            /// Arbitrary JSON (single or batch): the decoder agrees with the JSON's shape, each
+            /// entry is decided on its own, and every answer to a rejected entry serialises.
+            #[test]
+            fn arbitrary_envelopes_and_batches(value in json_value(), limit in 1usize..6) {
+                let body = serde_json::to_vec(&value).unwrap();
+                match (decode_bounded(&body, limit), &value) {
+                    (Ok(Inbound::Batch(entries)), Value::Array(items)) => {
+                        prop_assert_eq!(entries.len(), items.len());
+                        prop_assert!(entries.len() <= limit);
+                        for entry in entries {
+                            match entry {
+                                Ok(message) => prop_assert!(matches!(message.id, None | Some(Value::String(_) | Value::Number(_) | Value::Null))),
+                                Err(rejected) => {
+                                    let answer = Response::error(rejected.id.clone(), &rejected.error);
+                                    prop_assert!(serde_json::to_vec(&answer).is_ok());
+                                    prop_assert_eq!(rejected.error.category, Category::InvalidRequest);
+                                }
+                            }
+                        }
+                    }
+                    (Err(e), Value::Array(items)) => {
+                        prop_assert!(items.len() > limit);
+                        prop_assert_eq!(e.to_error_object().code, -32600);
+                        let data = e.to_error_object().data.unwrap();
+                        prop_assert_eq!(&data["limit"]["value"], &json!(limit));
+                    }
+                    (Ok(Inbound::Single(Err(_))), Value::Array(items)) => prop_assert!(items.is_empty()),
+                    (Ok(Inbound::Single(entry)), other) => {
+                        prop_assert!(!other.is_array());
+                        // The shortcut and the general path decide alike.
+                        let general = message(other.clone());
+                        prop_assert_eq!(entry.is_ok(), general.is_ok());
+                        if let (Ok(a), Ok(b)) = (entry, general) {
+                            prop_assert_eq!((a.id, a.method, a.params), (b.id, b.method, b.params));
+                        }
+                    }
+                    (decoded, value) => prop_assert!(false, "{:?} decoded from {}", decoded, value),
+                }
+            }
+
+            /// An upstream's response bytes: a decision, never a panic.
+            #[test]
+            fn upstream_responses_never_panic(body in prop::collection::vec(any::<u8>(), 0..256), value in json_value()) {
+                let _ = serde_json::from_slice::<UpstreamResponse>(&body);
+                let text = serde_json::to_vec(&value).unwrap();
+                // (A derived struct also reads an array, by position.)
+                if let (Ok(response), true) = (serde_json::from_slice::<UpstreamResponse>(&text), value.is_object()) {
+                    prop_assert_eq!(response.id.is_some(), value.get("id").is_some());
+                }
+            }
+        }
     }
 }

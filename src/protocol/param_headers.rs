@@ -162,4 +162,60 @@ mod tests {
         assert_eq!(encode("=?base64?literal?="), "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=");
         assert_eq!(encode("a b"), "a b");
     }
+
+    mod properties {
+        use base64::Engine;
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any argument text encodes to a valid header value that decodes back to it, and
+            /// grows by at most the base64 factor.
+            #[test]
+            fn any_value_round_trips_as_a_valid_header(value in any::<String>()) {
+                let encoded = encode(&value);
+                prop_assert!(axum::http::HeaderValue::from_str(&encoded).is_ok(), "{:?}", encoded);
+                prop_assert!(encoded.len() <= value.len().div_ceil(3) * 4 + "=?base64??=".len());
+                let decoded = match encoded.strip_prefix("=?base64?").and_then(|e| e.strip_suffix("?=")) {
+                    Some(b64) => String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap(),
+                    None => encoded.clone(),
+                };
+                prop_assert_eq!(decoded, value);
+            }
+
+            /// Arbitrary schemas and arguments (names and values chosen by a registry entry or a
+            /// caller): no panic, only token names, no name twice, every value a header value.
+            #[test]
+            fn arbitrary_schemas_and_arguments(
+                names in prop::collection::vec("[ -~]{0,6}", 0..6),
+                values in prop::collection::vec(prop_oneof![any::<String>().prop_map(Value::from), any::<i64>().prop_map(Value::from), any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from), any::<bool>().prop_map(Value::from), Just(Value::Null)], 0..6),
+                nest in any::<bool>(),
+            ) {
+                let mut properties = serde_json::Map::new();
+                let mut arguments = serde_json::Map::new();
+                for (i, name) in names.iter().enumerate() {
+                    properties.insert(format!("p{i}"), json!({"x-mcp-header": name}));
+                    if let Some(value) = values.get(i) {
+                        arguments.insert(format!("p{i}"), value.clone());
+                    }
+                }
+                let (schema, arguments) = if nest {
+                    (json!({"properties": {"inner": {"properties": properties}}}), json!({"inner": arguments}))
+                } else {
+                    (json!({"properties": properties}), Value::Object(arguments))
+                };
+                let headers = for_call(Some(&schema), &arguments);
+                prop_assert!(headers.len() <= names.len());
+                for (i, (name, value)) in headers.iter().enumerate() {
+                    prop_assert!(axum::http::HeaderName::from_bytes(format!("{PREFIX}{name}").as_bytes()).is_ok(), "{:?}", name);
+                    prop_assert!(axum::http::HeaderValue::from_str(value).is_ok());
+                    prop_assert!(!headers[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)));
+                }
+                prop_assert_eq!(declared(&schema), !names.is_empty());
+            }
+        }
+    }
 }

@@ -265,4 +265,66 @@ mod tests {
         let events = d.feed(b"\n\n").unwrap();
         assert_eq!(events[0].data.len(), 1_000_000);
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Bytes that look like event streams often enough to reach every field.
+        fn stream_bytes() -> impl Strategy<Value = Vec<u8>> {
+            let piece = prop_oneof![
+                Just(b"data: ".to_vec()),
+                Just(b"event: x".to_vec()),
+                Just(b"id: 7".to_vec()),
+                Just(b"retry: 10".to_vec()),
+                Just(b":c".to_vec()),
+                Just(b"\n".to_vec()),
+                Just(b"\r".to_vec()),
+                Just(b"\r\n".to_vec()),
+                prop::collection::vec(any::<u8>(), 0..40),
+            ];
+            prop::collection::vec(piece, 0..40).prop_map(|pieces| pieces.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any bytes, cut anywhere: no panic, memory bounded by the limit after every
+            /// chunk, and every event within it.
+            #[test]
+            fn arbitrary_chunks_stay_within_the_limit(bytes in stream_bytes(), cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..8), limit in 1usize..64) {
+                let mut decoder = Decoder::with_limit(limit);
+                let mut at: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
+                at.push(0);
+                at.push(bytes.len());
+                at.sort_unstable();
+                for pair in at.windows(2) {
+                    match decoder.feed(&bytes[pair[0]..pair[1]]) {
+                        Ok(events) => {
+                            prop_assert!(decoder.buffer.len() <= limit + 1, "buffer {}", decoder.buffer.len());
+                            prop_assert!(decoder.data.len() <= limit);
+                            prop_assert!(events.iter().all(|e| e.data.len() <= limit));
+                        }
+                        Err(TooLarge { limit: said }) => {
+                            prop_assert_eq!(said, limit);
+                            break;
+                        }
+                    }
+                }
+            }
+
+            /// How the bytes are split does not change what comes out.
+            #[test]
+            fn splitting_does_not_change_the_events(bytes in stream_bytes(), cut in any::<prop::sample::Index>()) {
+                let whole = Decoder::default().feed(&bytes).unwrap();
+                let cut = cut.index(bytes.len() + 1);
+                let mut decoder = Decoder::default();
+                let mut split = decoder.feed(&bytes[..cut]).unwrap();
+                split.extend(decoder.feed(&bytes[cut..]).unwrap());
+                // A trailing CR waits for its possible LF in both cases alike.
+                prop_assert_eq!(whole, split);
+            }
+        }
+    }
 }

@@ -101,9 +101,11 @@ async fn handle(
     if declared.is_some_and(|len| len > drain_cap) {
         return too_large(gateway, limit);
     }
-    let bytes: Bytes = match read_limited(body, limit, drain_cap).await {
-        Some(bytes) => bytes,
-        None => return too_large(gateway, limit),
+    let read_timeout = gateway.config.inbound.body_read_timeout();
+    let bytes: Bytes = match tokio::time::timeout(read_timeout, read_limited(body, limit, drain_cap)).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return too_large(gateway, limit),
+        Err(_) => return body_too_slow(gateway, read_timeout),
     };
     if let Some(version) = headers.get(mcp::headers::names::PROTOCOL_VERSION) {
         let version = version.to_str().unwrap_or_default();
@@ -126,10 +128,11 @@ async fn handle(
     {
         return sessions::route_response(session, &id, message);
     }
-    let inbound = match jsonrpc::decode(&bytes) {
+    let inbound = match jsonrpc::decode_bounded(&bytes, gateway.config.inbound.max_batch_items) {
         Ok(inbound) => inbound,
         Err(err) => {
-            gateway.metrics.rejections.with_label_values(&["parse_error"]).inc();
+            let reason = if err.category == Category::ParseError { "parse_error" } else { "batch_too_large" };
+            gateway.metrics.rejections.with_label_values(&[reason]).inc();
             return error_response(StatusCode::BAD_REQUEST, &err);
         }
     };
@@ -146,9 +149,10 @@ async fn handle(
             let caller = message.clone();
             match Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await {
                 // Only an initialize that succeeded opens a session.
-                Some(answer) if answer.body.is_ok() => {
-                    sessions::with_session_id(answer_response(&answer), &gateway.sessions.create(&caller))
-                }
+                Some(answer) if answer.body.is_ok() => match gateway.sessions.create(&caller) {
+                    Ok(session) => sessions::with_session_id(answer_response(&answer), &session),
+                    Err(refusal) => sessions::refused(gateway, answer.id.clone(), &refusal),
+                },
                 Some(answer) if answer.is_protocol_refusal() => {
                     let mut response = answer_response(&answer);
                     *response.status_mut() = StatusCode::BAD_REQUEST;
@@ -184,7 +188,11 @@ async fn handle(
             .into_iter()
             .flatten()
             .collect();
-            if answers.is_empty() { StatusCode::ACCEPTED.into_response() } else { json_response(&answers) }
+            if answers.is_empty() {
+                StatusCode::ACCEPTED.into_response()
+            } else {
+                batch_response(gateway, &answers)
+            }
         }
     }
 }
@@ -297,6 +305,20 @@ pub async fn delete(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> 
     }
 }
 
+/// `408` for a body not read within `inbound.body_read_timeout_ms`; the connection is closed
+/// after the answer (what is left of the body is never read).
+fn body_too_slow(gateway: &Gateway, timeout: std::time::Duration) -> Response {
+    gateway.metrics.rejections.with_label_values(&["body_read_timeout"]).inc();
+    let err = GatewayError::new(
+        Category::InvalidRequest,
+        format!("the request body was not received within {} ms", timeout.as_millis()),
+    )
+    .with_limit("inbound.body_read_timeout_ms", timeout.as_millis() as u64);
+    let mut response = error_response(StatusCode::REQUEST_TIMEOUT, &err);
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 fn too_large(gateway: &Gateway, limit: usize) -> Response {
     gateway.metrics.rejections.with_label_values(&["payload_too_large"]).inc();
     let err = GatewayError::new(Category::PayloadTooLarge, format!("the body exceeds {limit} bytes"));
@@ -309,14 +331,31 @@ fn error_response(status: StatusCode, err: &GatewayError) -> Response {
         .into_response()
 }
 
-fn json_response<T: serde::Serialize>(answer: &T) -> Response {
-    match serde_json::to_vec(answer) {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
-        Err(e) => error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &GatewayError::new(Category::Internal, format!("serializing the answer: {e}")),
-        ),
+/// A batch's answers as one JSON array, at most `inbound.max_batch_answer_bytes` of them: an
+/// answer that would pass the bound is replaced by a `-32600` error under its id.
+fn batch_response(gateway: &Gateway, answers: &[jsonrpc::Response]) -> Response {
+    let limit = gateway.config.inbound.max_batch_answer_bytes;
+    let mut body = Vec::with_capacity(256);
+    body.push(b'[');
+    for (index, answer) in answers.iter().enumerate() {
+        if index > 0 {
+            body.push(b',');
+        }
+        let start = body.len();
+        let written = serde_json::to_writer(&mut body, answer);
+        if written.is_err() || body.len() > limit {
+            body.truncate(start);
+            gateway.metrics.rejections.with_label_values(&["batch_answer_too_large"]).inc();
+            let err = GatewayError::new(
+                Category::InvalidRequest,
+                format!("the batch's answers exceed {limit} bytes; send this request alone"),
+            )
+            .with_limit("inbound.max_batch_answer_bytes", limit as u64);
+            let _ = serde_json::to_writer(&mut body, &jsonrpc::Response::error(answer.id.clone(), &err));
+        }
     }
+    body.push(b']');
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// One answer as an HTTP response; a shared result (`tools/list`) goes out without a copy.

@@ -6,6 +6,7 @@ pub mod body;
 pub mod catalogue;
 pub mod dispatch;
 pub mod health;
+pub mod listener;
 pub mod mcp;
 pub mod probe;
 pub mod sessions;
@@ -58,9 +59,29 @@ pub fn metrics_router(gateway: Arc<Gateway>) -> Router {
         .with_state(gateway)
 }
 
-/// Serves [`metrics_router`] on `listener` until the process exits.
+/// Serves [`metrics_router`] on `listener` until the process exits, with the same
+/// connection bounds as the MCP listener (`[inbound]`).
 pub async fn serve_metrics(listener: TcpListener, gateway: Arc<Gateway>) -> std::io::Result<()> {
-    axum::serve(listener, metrics_router(gateway)).await
+    let routes = metrics_router(gateway.clone());
+    let limits = listener::ConnectionLimits::from_config(&gateway.config.inbound);
+    let over_cap = gateway.metrics.rejections.with_label_values(&["connections_over_cap"]);
+    let (_never_stopped, stop) = tokio::sync::watch::channel(false);
+    let service = move |peer| routed(routes.clone(), peer);
+    listener::run(listener, service, limits, Some(over_cap), stop).await
+}
+
+/// A connection's service that sends everything through `routes`.
+fn routed(routes: Router, peer: std::net::SocketAddr) -> listener::Service {
+    Box::new(move |mut request: axum::extract::Request| -> listener::Answer {
+        request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        let routes = routes.clone();
+        Box::pin(async move {
+            match tower::ServiceExt::oneshot(routes, request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        })
+    })
 }
 
 async fn not_found() -> Response {
@@ -75,38 +96,19 @@ async fn not_found() -> Response {
 /// to its handler; everything else through the [`router`], with the peer's address for the
 /// handlers that check it (`/admin`). The router's matching, its per-request extensions and
 /// boxed handler cost more than the rest of the HTTP edge of a call.
-#[derive(Clone)]
-struct McpFirst {
-    gateway: Arc<Gateway>,
-    routes: Router,
-    peer: std::net::SocketAddr,
-}
-
-impl tower::Service<axum::extract::Request> for McpFirst {
-    type Response = Response;
-    type Error = std::convert::Infallible;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Response, std::convert::Infallible>> + Send>,
-    >;
-
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, mut request: axum::extract::Request) -> Self::Future {
+fn mcp_first(gateway: Arc<Gateway>, routes: Router, peer: std::net::SocketAddr) -> listener::Service {
+    let others = routed(routes, peer);
+    Box::new(move |request: axum::extract::Request| -> listener::Answer {
         if request.method() == axum::http::Method::POST && request.uri().path() == "/mcp" {
-            let gateway = self.gateway.clone();
-            let peer = Some(self.peer);
-            return Box::pin(async move { Ok(mcp::post_from(gateway, peer, request).await) });
+            let gateway = gateway.clone();
+            return Box::pin(async move { mcp::post_from(gateway, Some(peer), request).await });
         }
-        request.extensions_mut().insert(axum::extract::ConnectInfo(self.peer));
-        let routes = self.routes.clone();
-        Box::pin(tower::ServiceExt::oneshot(routes, request))
-    }
+        others(request)
+    })
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish
-/// (up to `grace`).
+/// (up to `grace`). Connections are bounded as [`listener`] says (`[inbound]`).
 pub async fn serve(
     listener: TcpListener,
     gateway: Arc<Gateway>,
@@ -116,22 +118,14 @@ pub async fn serve(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let routes = router(gateway.clone());
     let app_gateway = gateway.clone();
-    let app = tower::service_fn(move |incoming: axum::serve::IncomingStream<'_, _>| {
-        let peer: std::net::SocketAddr = *incoming.remote_addr();
-        let service = McpFirst { gateway: app_gateway.clone(), routes: routes.clone(), peer };
-        std::future::ready(Ok::<_, std::convert::Infallible>(service))
-    });
-    let server = axum::serve(
-        axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        }),
-        app,
-    )
-    .with_graceful_shutdown(async move {
+    let service = move |peer| mcp_first(app_gateway.clone(), routes.clone(), peer);
+    let limits = listener::ConnectionLimits::from_config(&gateway.config.inbound);
+    let over_cap = gateway.metrics.rejections.with_label_values(&["connections_over_cap"]);
+    tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
-    })
-    .into_future();
+    });
+    let server = listener::run(listener, service, limits, Some(over_cap), stop_rx.clone());
     tokio::pin!(server);
     let mut stop = stop_rx;
     tokio::select! {

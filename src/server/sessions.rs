@@ -8,9 +8,10 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-pub use crate::gateway::sessions::{Lookup, wants_back_channel};
+pub use crate::gateway::sessions::{Lookup, Refusal, wants_back_channel};
 use crate::{
     error::{Category, GatewayError},
+    gateway::Gateway,
     protocol::{jsonrpc, mcp},
     upstream::relay::CallerSession,
 };
@@ -50,6 +51,37 @@ pub fn unknown_session() -> Response {
     let err = GatewayError::new(Category::InvalidRequest, "unknown or expired session; initialize again")
         .with_extra("reason", json!("unknown_session"));
     refusal(StatusCode::NOT_FOUND, &err)
+}
+
+/// The answer to an `initialize` that opened no session: `503` (`-32005`, retryable) when the
+/// table is full of live sessions, `400` (`-32600`) when what it declared is too large to keep.
+pub fn refused(gateway: &Gateway, id: Value, refusal: &Refusal) -> Response {
+    let (status, reason, err) = match refusal {
+        Refusal::Full { max_sessions } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sessions_full",
+            GatewayError::new(
+                Category::Overloaded,
+                format!("the gateway holds its most back-channel sessions ({max_sessions}); try again later"),
+            )
+            .with_limit("inbound.max_sessions", *max_sessions as u64),
+        ),
+        Refusal::TooLarge { bytes, max_session_bytes } => (
+            StatusCode::BAD_REQUEST,
+            "session_too_large",
+            GatewayError::new(
+                Category::InvalidRequest,
+                format!(
+                    "the declared back-channel capabilities and clientInfo take {bytes} bytes; a session keeps at most {max_session_bytes}"
+                ),
+            )
+            .with_limit("inbound.max_session_bytes", *max_session_bytes as u64),
+        ),
+    };
+    gateway.metrics.rejections.with_label_values(&[reason]).inc();
+    let body = jsonrpc::Response::error(id, &err);
+    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&body).unwrap_or_default())
+        .into_response()
 }
 
 /// Adds the session id to the `initialize` answer.

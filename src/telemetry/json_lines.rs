@@ -18,14 +18,28 @@ use tracing::{
 };
 use tracing_subscriber::{fmt::MakeWriter, layer::Context};
 
+/// The longest field value written whole unless configured otherwise
+/// (`inbound.log_max_field_bytes`).
+pub const DEFAULT_MAX_FIELD_BYTES: usize = 4096;
+
 /// The layer writing one JSON line per event to `writer`.
 pub struct JsonLines<W> {
     writer: W,
+    /// Longest field value written whole: callers choose request ids, JSON-RPC ids and tool
+    /// names, and a line must not carry a megabyte of one into the log queue.
+    max_field_bytes: usize,
 }
 
 impl<W> JsonLines<W> {
     pub fn new(writer: W) -> Self {
-        Self { writer }
+        Self { writer, max_field_bytes: DEFAULT_MAX_FIELD_BYTES }
+    }
+
+    /// Cuts every field value longer than `max` bytes (at a character boundary), marking it
+    /// `…[truncated N bytes]`.
+    pub fn with_max_field_bytes(mut self, max: usize) -> Self {
+        self.max_field_bytes = max.max(1);
+        self
     }
 }
 
@@ -45,7 +59,7 @@ where
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let write = |line: &mut Vec<u8>, scratch: &mut String| {
             line.clear();
-            format_line(line, scratch, event, SystemTime::now());
+            format_line(line, scratch, event, SystemTime::now(), self.max_field_bytes);
             let _ = self.writer.make_writer().write_all(line);
             if line.capacity() > KEPT_BUFFER_BYTES {
                 *line = Vec::new();
@@ -67,14 +81,14 @@ where
 }
 
 /// Formats `event` logged at `now` as one JSON line, newline included.
-fn format_line(line: &mut Vec<u8>, scratch: &mut String, event: &Event<'_>, now: SystemTime) {
+fn format_line(line: &mut Vec<u8>, scratch: &mut String, event: &Event<'_>, now: SystemTime, max: usize) {
     let metadata = event.metadata();
     line.extend_from_slice(b"{\"timestamp\":\"");
     timestamp(line, now);
     line.extend_from_slice(b"\",\"level\":\"");
     line.extend_from_slice(metadata.level().as_str().as_bytes());
     line.push(b'"');
-    event.record(&mut Fields { line, scratch });
+    event.record(&mut Fields { line, scratch, max });
     line.extend_from_slice(b",\"target\":");
     string(line, metadata.target());
     line.extend_from_slice(b"}\n");
@@ -84,6 +98,8 @@ fn format_line(line: &mut Vec<u8>, scratch: &mut String, event: &Event<'_>, now:
 struct Fields<'a> {
     line: &'a mut Vec<u8>,
     scratch: &'a mut String,
+    /// Longest value written whole.
+    max: usize,
 }
 
 impl Fields<'_> {
@@ -103,21 +119,21 @@ impl Fields<'_> {
 impl Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         self.name(field);
-        string(self.line, value);
+        bounded_string(self.line, value, self.max);
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         self.scratch.clear();
         let _ = write!(self.scratch, "{value:?}");
         self.name(field);
-        string(self.line, self.scratch);
+        bounded_string(self.line, self.scratch, self.max);
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.scratch.clear();
         let _ = write!(self.scratch, "{value}");
         self.name(field);
-        string(self.line, self.scratch);
+        bounded_string(self.line, self.scratch, self.max);
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
@@ -135,6 +151,21 @@ impl Visit for Fields<'_> {
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.number(field, value);
     }
+}
+
+/// [`string`] of at most `max` bytes of `value` (cut at a character boundary), followed inside
+/// the string by `…[truncated N bytes]` when something was cut.
+fn bounded_string(line: &mut Vec<u8>, value: &str, max: usize) {
+    if value.len() <= max {
+        return string(line, value);
+    }
+    let mut cut = max;
+    while !value.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    string(line, &value[..cut]);
+    line.pop(); // the closing quote
+    let _ = write!(line, "\u{2026}[truncated {} bytes]\"", value.len() - cut);
 }
 
 /// A JSON string, escaped as serde_json escapes it. Names and most values need no escape:

@@ -1,7 +1,9 @@
 //! Logging: JSON lines on stdout through a non-blocking, *lossy* writer, so a slow or stuck
-//! log pipe never stalls a request: lines go through a bounded buffer (128 000 lines) to a
-//! writer thread, and when the buffer is full new lines are dropped rather than the request
-//! thread waiting. Dropped lines are counted (`mcp_gateway_log_lines_dropped_total`). Call
+//! log pipe never stalls a request: lines go through a bounded buffer (128 000 lines and
+//! `inbound.log_queue_bytes` bytes) to a writer thread, and when the buffer is full new lines are dropped rather than the request
+//! thread waiting. Dropped lines are counted (`mcp_gateway_log_lines_dropped_total`, and their bytes
+//! `mcp_gateway_log_bytes_dropped_total`); JSON field values are cut at
+//! `inbound.log_max_field_bytes`, since callers choose request ids, JSON-RPC ids and names. Call
 //! lines carry an argument *hash*, never the arguments.
 
 use std::sync::OnceLock;
@@ -26,22 +28,47 @@ pub fn dropped_lines() -> u64 {
     DROPPED.get().map_or(0, DroppedLines::get)
 }
 
+/// Bytes of the log lines dropped so far (0 before [`init`]).
+pub fn dropped_bytes() -> u64 {
+    DROPPED.get().map_or(0, DroppedLines::bytes)
+}
+
+/// What a log line and the queue of lines may hold (`inbound.log_max_field_bytes`,
+/// `inbound.log_queue_bytes`).
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub max_field_bytes: usize,
+    pub queue_bytes: usize,
+}
+
+impl Bounds {
+    pub fn from_config(limits: &crate::config::InboundLimits) -> Self {
+        Self { max_field_bytes: limits.log_max_field_bytes, queue_bytes: limits.log_queue_bytes }
+    }
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self::from_config(&crate::config::InboundLimits::default())
+    }
+}
+
 /// Installs the global subscriber. Keep the guard alive until exit: it flushes the writer.
 pub fn init(filter: &str, json: bool) -> Guard {
-    init_with_tracer(filter, json, None)
+    init_with_tracer(filter, json, None, Bounds::default())
 }
 
 /// [`init`], plus the OpenTelemetry layer when tracing is on. That layer sees only the
 /// gateway's own spans (target [`otel::SPAN_TARGET`]), whatever the log level; the log output
 /// never formats them. Off, the subscriber is exactly what [`init`] installs.
-pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>) -> Guard {
-    let (writer, dropped, guard) = lossy::writer(std::io::stdout(), BUFFERED_LINES);
+pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>, bounds: Bounds) -> Guard {
+    let (writer, dropped, guard) = lossy::writer_bounded(std::io::stdout(), "log-writer", BUFFERED_LINES, bounds.queue_bytes);
     let _ = DROPPED.set(dropped);
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let Some(tracer) = tracer else {
         let registry = tracing_subscriber::registry().with(filter);
         if json {
-            registry.with(JsonLines::new(writer)).init();
+            registry.with(JsonLines::new(writer).with_max_field_bytes(bounds.max_field_bytes)).init();
         } else {
             registry.with(fmt::layer().with_writer(writer)).init();
         }
@@ -55,7 +82,9 @@ pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>) 
     };
     let registry = tracing_subscriber::registry().with(otel_layer);
     if json {
-        registry.with(JsonLines::new(writer).with_filter(filter)).init();
+        registry
+            .with(JsonLines::new(writer).with_max_field_bytes(bounds.max_field_bytes).with_filter(filter))
+            .init();
     } else {
         registry.with(fmt::layer().with_writer(writer).with_filter(filter)).init();
     }

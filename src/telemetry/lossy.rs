@@ -47,9 +47,11 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     capacity: usize,
-    /// Most bytes queued (`usize::MAX`: bounded by lines only).
+    /// Most bytes queued at once (`inbound.log_queue_bytes`): lines are bounded in length only
+    /// by their fields' bound, so a line count alone does not bound memory.
     max_bytes: usize,
     dropped: AtomicU64,
+    dropped_bytes: AtomicU64,
 }
 
 #[derive(Default)]
@@ -76,6 +78,7 @@ impl Shared {
         if !fits {
             state.unreported += 1;
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.dropped_bytes.fetch_add(len as u64, Ordering::Relaxed);
         }
         fits
     }
@@ -105,6 +108,11 @@ impl DroppedLines {
     pub fn get(&self) -> u64 {
         self.0.dropped.load(Ordering::Relaxed)
     }
+
+    /// Bytes of the lines dropped so far.
+    pub fn bytes(&self) -> u64 {
+        self.0.dropped_bytes.load(Ordering::Relaxed)
+    }
 }
 
 /// A writer to `out` keeping at most `capacity` lines waiting.
@@ -126,6 +134,7 @@ pub fn writer_bounded<W: Write + Send + 'static>(
         capacity: max_lines.max(1),
         max_bytes: max_bytes.max(1),
         dropped: AtomicU64::new(0),
+        dropped_bytes: AtomicU64::new(0),
     });
     let drain = shared.clone();
     let thread = std::thread::Builder::new()
@@ -283,6 +292,37 @@ mod tests {
         }
         // At most the queue (10) and one batch held by the stuck writer were kept.
         assert!(dropped.get() >= 1_000 - 20, "{}", dropped.get());
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        drop(guard);
+    }
+
+    #[test]
+    fn the_queue_is_bounded_in_bytes_whatever_the_line_count() {
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        struct Stuck(Arc<(Mutex<bool>, Condvar)>);
+        impl Write for Stuck {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                let (open, cv) = &*self.0;
+                let mut open = open.lock().unwrap();
+                while !*open {
+                    open = cv.wait(open).unwrap();
+                }
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let (writer, dropped, guard) = super::writer_bounded(Stuck(gate.clone()), "test", 1_000_000, 64 * 1024);
+        let line = vec![b'x'; 1024];
+        for _ in 0..1_000 {
+            writer.make_writer().write_all(&line).unwrap();
+        }
+        // The queue (64 KiB) and one batch taken by the stuck writer: at most 128 lines kept.
+        assert!(dropped.get() >= 1_000 - 128, "{}", dropped.get());
+        assert_eq!(dropped.bytes(), dropped.get() * 1024);
+        assert!(writer.0.state().bytes.len() <= 64 * 1024);
         *gate.0.lock().unwrap() = true;
         gate.1.notify_all();
         drop(guard);

@@ -49,6 +49,9 @@ pub struct Metrics {
     /// `mcp_gateway_log_lines_dropped_total`: log lines dropped by the lossy writer (synced
     /// from [`super::logging::dropped_lines`] at each scrape)
     pub log_lines_dropped: prometheus::IntCounter,
+    /// `mcp_gateway_log_bytes_dropped_total`: bytes of the log lines dropped by the lossy
+    /// writer (its queue is bounded in bytes, `inbound.log_queue_bytes`; synced at each scrape)
+    pub log_bytes_dropped: prometheus::IntCounter,
     log_sync: std::sync::Arc<std::sync::Mutex<()>>,
     /// `mcp_gateway_in_flight_waiters`: calls waiting for an identical read-only call in flight
     pub in_flight_waiters: IntGauge,
@@ -229,6 +232,12 @@ const REJECTION_REASONS: &[&str] = &[
     "payload_too_large",
     "parse_error",
     "unsupported_protocol_version",
+    "batch_too_large",
+    "batch_answer_too_large",
+    "body_read_timeout",
+    "sessions_full",
+    "session_too_large",
+    "connections_over_cap",
 ];
 
 fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -291,6 +300,15 @@ impl Metrics {
                 let counter = prometheus::IntCounter::new(
                     "mcp_gateway_log_lines_dropped_total",
                     "log lines dropped because stdout did not keep up",
+                )
+                .expect("valid metric");
+                r.register(Box::new(counter.clone())).expect("metric names are unique");
+                counter
+            },
+            log_bytes_dropped: {
+                let counter = prometheus::IntCounter::new(
+                    "mcp_gateway_log_bytes_dropped_total",
+                    "bytes of log lines dropped because stdout did not keep up",
                 )
                 .expect("valid metric");
                 r.register(Box::new(counter.clone())).expect("metric names are unique");
@@ -680,6 +698,11 @@ impl Metrics {
             let seen = self.log_lines_dropped.get();
             if dropped > seen {
                 self.log_lines_dropped.inc_by(dropped - seen);
+            }
+            let dropped = super::logging::dropped_bytes();
+            let seen = self.log_bytes_dropped.get();
+            if dropped > seen {
+                self.log_bytes_dropped.inc_by(dropped - seen);
             }
             if let Some(source) = self.audit_dropped_source.get() {
                 let (dropped, seen) = (source.get(), self.audit_lines_dropped.get());

@@ -163,6 +163,11 @@ impl CallerSession {
         }
     }
 
+    #[cfg(test)]
+    pub fn last_used_for_test(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, Instant>> {
+        self.last_used.lock()
+    }
+
     pub fn last_used(&self) -> Instant {
         self.last_used.lock().map(|l| *l).unwrap_or_else(|_| Instant::now())
     }
