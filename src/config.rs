@@ -10,9 +10,11 @@
 //! The variables of the command line itself (`MCP_GATEWAY_CONFIG`, `MCP_GATEWAY_LOG_FORMAT`,
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
+mod auth;
 mod lenient;
 mod resilience;
 
+pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, AuthMode, PolicyConfig};
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -92,6 +94,10 @@ pub struct Config {
     /// of these by key): a DynamoDB item can pick among them, never supply a command, its
     /// arguments or its environment. Configured `[servers.NAME]` need no entry here.
     pub stdio_commands: BTreeMap<String, StdioCommand>,
+    /// Caller identity: anonymous (default), JWT bearer tokens, or trusted headers.
+    pub auth: AuthConfig,
+    /// Tool policy (Cedar): which caller may list and call which tool.
+    pub policy: PolicyConfig,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -197,6 +203,8 @@ impl Default for Config {
             registry: RegistryConfig::default(),
             cache: CacheConfig::default(),
             stdio_commands: BTreeMap::new(),
+            auth: AuthConfig::default(),
+            policy: PolicyConfig::default(),
         }
     }
 }
@@ -594,6 +602,7 @@ impl Config {
         if self.max_body_bytes == 0 {
             bail!("max_body_bytes must be positive");
         }
+        self.auth.validate(self.listen)?;
         Ok(())
     }
 }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod export;
 pub mod gateway;
 pub mod identity;
+pub mod policy;
 pub mod protocol;
 pub mod redis_link;
 pub mod registry;

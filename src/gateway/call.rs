@@ -178,6 +178,21 @@ impl Gateway {
             .with_tool(truncated(name));
             return Err(self.refuse(ctx, started, None, err));
         };
+        if let Some(policy) = &self.policy {
+            let verdict = policy.decide(&ctx.caller, &tool);
+            let outcome = if verdict.allowed { "allow" } else { "deny" };
+            self.metrics.policy_decisions.with_label_values(&[&verdict.rule, &tool.server, outcome]).inc();
+            if !verdict.allowed {
+                tracing::info!(request_id = %ctx.request_id, tool = %tool.name, server = %tool.server, rule = %verdict.rule, subject = ctx.caller.subject_or_anonymous(), "tool call denied by policy");
+                let err = GatewayError::new(
+                    Category::Forbidden,
+                    format!("the tool policy does not allow this caller to call {}", tool.name),
+                )
+                .with_server(tool.server.clone())
+                .with_extra("rule", Value::String(verdict.rule.to_string()));
+                return Err(self.refuse(ctx, started, Some(&tool), err));
+            }
+        }
         let arguments = match self.checked_arguments(&tool, &mut params) {
             Ok(arguments) => arguments,
             Err(err) => return Err(self.refuse(ctx, started, Some(&tool), err)),

@@ -184,6 +184,10 @@ pub struct Gateway {
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
     shared_breakers: Option<Arc<SharedBreakers>>,
+    /// How the listener establishes callers (`[auth]`).
+    pub authenticator: crate::identity::Authenticator,
+    /// Tool policy (`[policy]`); `None`: every caller may list and call every tool.
+    pub policy: Option<Arc<crate::policy::Policy>>,
 }
 
 impl Gateway {
@@ -206,6 +210,8 @@ impl Gateway {
             .filter_map(|(tool, settings)| Some((tool.clone(), settings.server.clone()?)))
             .collect();
         let dynamic = dynamic_registry(&config, &metrics).await?;
+        let authenticator = crate::identity::Authenticator::from_config(&config.auth).await?;
+        let policy = crate::policy::Policy::start(&config.policy, metrics.policy_reloads.clone())?;
         let registry = Registry::new(Arc::new(Catalog::new(routes)), dynamic);
         let gateway = Arc::new(Self {
             registry,
@@ -223,6 +229,8 @@ impl Gateway {
             in_flight: SingleFlight::default(),
             default_tool: ToolConfig::default(),
             shared_breakers,
+            authenticator,
+            policy,
             config,
         });
         gateway.refresh_on_recovery();
@@ -350,6 +358,11 @@ impl Gateway {
 
     pub fn catalog(&self) -> &Arc<Catalog> {
         self.registry.catalog()
+    }
+
+    /// The tools `caller` may see, when a policy is in force (`None`: all of them).
+    pub fn tool_view(&self, caller: &crate::identity::Caller) -> Option<Arc<crate::policy::ToolView>> {
+        self.policy.as_ref().map(|policy| policy.view(caller, &self.catalog().snapshot()))
     }
 
     /// `/readyz` body: ready once the registry has been loaded, with per-server state.

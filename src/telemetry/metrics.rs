@@ -97,6 +97,14 @@ pub struct Metrics {
     /// `mcp_gateway_upstream_dropped_messages_total{server,reason}` (`unknown_id` / `invalid`
     /// / `progress_overflow`): messages from a persistent connection that were dropped
     pub upstream_dropped_messages: IntCounterVec,
+    /// `mcp_gateway_auth_rejections_total{reason}`: requests answered 401 (`missing_token`,
+    /// `expired`, `wrong_issuer`, `wrong_audience`, `bad_signature`, `unknown_key`, …)
+    pub auth_rejections: IntCounterVec,
+    /// `mcp_gateway_policy_decisions_total{rule,server,outcome}`: `tools/call` decisions by
+    /// the deciding policy's `@id` (`default_deny` when none matched) and `allow`/`deny`
+    pub policy_decisions: IntCounterVec,
+    /// `mcp_gateway_policy_reloads_total{outcome}`: `loaded`, `invalid`, `unreadable`
+    pub policy_reloads: IntCounterVec,
     /// Tools (`tool\0server`) and servers whose series exist already.
     initialised: std::sync::Arc<Mutex<HashSet<String>>>,
 }
@@ -118,6 +126,7 @@ const CALL_ERROR_CATEGORIES: &[Category] = &[
     Category::UpstreamAuth,
     Category::UpstreamRejected,
     Category::UpstreamProtocol,
+    Category::Forbidden,
     Category::Internal,
 ];
 /// Upstream attempt statuses given a zero series per server.
@@ -366,6 +375,24 @@ impl Metrics {
                 "mcp_gateway_upstream_dropped_messages_total",
                 "messages from persistent upstreams dropped: answers to no call, invalid JSON-RPC, progress overflow",
                 &["server", "reason"],
+            ),
+            auth_rejections: counters(
+                &r,
+                "mcp_gateway_auth_rejections_total",
+                "inbound requests refused for their caller identity (HTTP 401), by reason",
+                &["reason"],
+            ),
+            policy_decisions: counters(
+                &r,
+                "mcp_gateway_policy_decisions_total",
+                "tools/call policy decisions by deciding rule, server and outcome",
+                &["rule", "server", "outcome"],
+            ),
+            policy_reloads: counters(
+                &r,
+                "mcp_gateway_policy_reloads_total",
+                "policy file reloads by outcome",
+                &["outcome"],
             ),
             registry: r,
             initialised: Default::default(),
