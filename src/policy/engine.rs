@@ -66,7 +66,8 @@ impl PolicyEngine {
         let mut labels = HashMap::new();
         let mut seen = HashSet::new();
         for policy in set.policies() {
-            let label: Arc<str> = policy.annotation("id").unwrap_or(policy.id().as_ref()).into();
+            let label: Arc<str> =
+                policy.annotation("id").unwrap_or(AsRef::<str>::as_ref(policy.id())).into();
             if !seen.insert(label.clone()) {
                 return Err(format!("two policies share the id {label:?}: each @id must be unique"));
             }
@@ -104,7 +105,7 @@ impl PolicyEngine {
         let rule = response
             .diagnostics()
             .reason()
-            .filter_map(|id| self.labels.get(id.as_ref()))
+            .filter_map(|id| self.labels.get(AsRef::<str>::as_ref(id)))
             .min()
             .cloned()
             .unwrap_or_else(|| DEFAULT_DENY.into());
@@ -122,7 +123,8 @@ pub struct Principal {
 impl Principal {
     pub fn of(caller: &Caller) -> Self {
         let subject = caller.subject_or_anonymous();
-        let uid = uid("Caller", subject).unwrap_or_else(|| EntityUid::from_str(r#"Caller::"anonymous""#).expect("literal"));
+        let principal_uid = uid("Caller", subject)
+            .unwrap_or_else(|| EntityUid::from_str(r#"Caller::"anonymous""#).expect("literal"));
         let strings = |items: &[String]| {
             RestrictedExpression::new_set(items.iter().map(|s| RestrictedExpression::new_string(s.clone())))
         };
@@ -140,10 +142,10 @@ impl Principal {
         let groups: Vec<EntityUid> = caller.groups.iter().filter_map(|g| uid("Group", g)).collect();
         let mut entities: Vec<Entity> =
             groups.iter().map(|g| Entity::new_no_attrs(g.clone(), HashSet::new())).collect();
-        let principal = Entity::new(uid.clone(), attrs, groups.into_iter().collect())
-            .unwrap_or_else(|_| Entity::new_no_attrs(uid.clone(), HashSet::new()));
+        let principal = Entity::new(principal_uid.clone(), attrs, groups.into_iter().collect())
+            .unwrap_or_else(|_| Entity::new_no_attrs(principal_uid.clone(), HashSet::new()));
         entities.push(principal);
-        Self { uid, entities }
+        Self { uid: principal_uid, entities }
     }
 }
 
