@@ -44,7 +44,11 @@ struct Remembered {
 /// Verifies bearer tokens for one listener.
 pub struct JwtVerifier {
     source: KeySource,
-    validation: Validation,
+    /// The accepted algorithms.
+    algorithms: Vec<Algorithm>,
+    /// One validation per accepted algorithm: `jsonwebtoken` checks that every algorithm a
+    /// validation lists belongs to the key's family, so RS256 and ES256 cannot share one.
+    validations: HashMap<Algorithm, Validation>,
     keys: RwLock<Arc<Keys>>,
     /// One key-set read at a time.
     reading: tokio::sync::Mutex<()>,
@@ -71,16 +75,22 @@ impl JwtVerifier {
             config.algorithms.iter().map(|a| a.parse()).collect::<Result<_, _>>().map_err(|e| {
                 anyhow::anyhow!("auth: algorithms {:?}: {e}", config.algorithms)
             })?;
-        let mut validation = Validation::new(algorithms[0]);
-        validation.algorithms = algorithms;
-        validation.leeway = config.leeway_secs;
-        validation.validate_nbf = true;
-        validation.set_issuer(&[config.issuer.clone().unwrap_or_default()]);
-        validation.set_audience(&config.audience);
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        let validations = algorithms
+            .iter()
+            .map(|alg| {
+                let mut validation = Validation::new(*alg);
+                validation.leeway = config.leeway_secs;
+                validation.validate_nbf = true;
+                validation.set_issuer(&[config.issuer.clone().unwrap_or_default()]);
+                validation.set_audience(&config.audience);
+                validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+                (*alg, validation)
+            })
+            .collect();
         let verifier = Self {
             source,
-            validation,
+            algorithms,
+            validations,
             keys: RwLock::new(Arc::new(Keys { by_kid: HashMap::new(), anonymous: Vec::new(), read_at: None })),
             reading: tokio::sync::Mutex::new(()),
             refresh: Duration::from_secs(config.jwks_refresh_secs.max(1)),
@@ -109,11 +119,11 @@ impl JwtVerifier {
         }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| AuthFailure::invalid("malformed", format!("not a JWT: {e}")))?;
-        if !self.validation.algorithms.contains(&header.alg) {
+        let Some(validation) = self.validations.get(&header.alg) else {
             return Err(AuthFailure::invalid("algorithm", format!("algorithm {:?} is not accepted", header.alg)));
-        }
+        };
         let key = self.key_for(header.kid.as_deref(), header.alg).await?;
-        let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &self.validation)
+        let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, validation)
             .map_err(|e| AuthFailure::invalid(failure_reason(e.kind()), e.to_string()))?;
         let exp = data.claims.get("exp").and_then(Value::as_u64);
         let caller = Arc::new(self.caller_of(data.claims, token));
@@ -173,9 +183,9 @@ impl JwtVerifier {
             let Ok(key) = DecodingKey::from_jwk(jwk) else { continue };
             let algorithms: Vec<Algorithm> = match jwk.common.key_algorithm.and_then(|a| a.to_string().parse().ok()) {
                 Some(alg) => vec![alg],
-                None => self.validation.algorithms.clone(),
+                None => self.algorithms.clone(),
             };
-            for alg in algorithms.into_iter().filter(|a| self.validation.algorithms.contains(a)) {
+            for alg in algorithms.into_iter().filter(|a| self.algorithms.contains(a)) {
                 match &jwk.common.key_id {
                     Some(kid) => by_kid.entry(kid.clone()).or_insert_with(Vec::new).push((alg, key.clone())),
                     None => anonymous.push((alg, key.clone())),
