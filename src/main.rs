@@ -489,7 +489,10 @@ async fn tools_export(
 }
 
 /// Every page of `tools/list` from an MCP endpoint, and its degradation summary if any.
-async fn remote_tools(url: &str, token: Option<&str>) -> anyhow::Result<(Vec<serde_json::Value>, Option<serde_json::Value>)> {
+async fn remote_tools(
+    url: &str,
+    token: Option<&str>,
+) -> anyhow::Result<(Vec<serde_json::Value>, Option<serde_json::Value>)> {
     use mcp_gateway::gateway::capabilities::META_KEY;
     // A gateway's base URL means its MCP endpoint.
     let url = match url.split_once("://") {
@@ -514,11 +517,7 @@ async fn remote_tools(url: &str, token: Option<&str>) -> anyhow::Result<(Vec<ser
         if let Some(token) = token {
             post = post.bearer_auth(token);
         }
-        let response = post
-            .json(&request)
-            .send()
-            .await
-            .with_context(|| format!("POST {url}"))?;
+        let response = post.json(&request).send().await.with_context(|| format!("POST {url}"))?;
         let status = response.status();
         let answer: serde_json::Value =
             response.json().await.with_context(|| format!("{url} answered HTTP {status} without JSON"))?;

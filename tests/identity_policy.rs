@@ -74,7 +74,11 @@ struct PolicyFile(PathBuf);
 
 impl PolicyFile {
     fn new(text: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("mcp-gateway-policy-{}-{}.cedar", std::process::id(), common::free_port()));
+        let path = std::env::temp_dir().join(format!(
+            "mcp-gateway-policy-{}-{}.cedar",
+            std::process::id(),
+            common::free_port()
+        ));
         let file = Self(path);
         file.replace(text);
         file
@@ -138,10 +142,15 @@ fn post(gw: &Gateway, token: Option<&str>, message: &Value) -> (u16, reqwest::he
 }
 
 fn list(gw: &Gateway, token: &str) -> Vec<String> {
-    let (status, _, body) = post(gw, Some(token), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let (status, _, body) =
+        post(gw, Some(token), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     assert_eq!(status, 200, "{body}");
-    let mut names: Vec<String> =
-        body["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    let mut names: Vec<String> = body["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
     names.sort();
     names
 }
@@ -191,8 +200,14 @@ fn missing_and_invalid_tokens_get_401_and_never_reach_the_upstream() {
     assert_eq!(prm["bearer_methods_supported"], json!(["header"]));
     assert_eq!(prm["scopes_supported"], json!(["store:browse", "store:buy"]));
 
-    let wrong_audience = oauth.token_with(&[("client_id", "mallory"), ("scope", "store:buy"), ("aud", "another-service")]);
-    let expired = oauth.token_with(&[("client_id", "mallory"), ("scope", "store:buy"), ("aud", "mcp-gateway"), ("expires_in", "-3600")]);
+    let wrong_audience =
+        oauth.token_with(&[("client_id", "mallory"), ("scope", "store:buy"), ("aud", "another-service")]);
+    let expired = oauth.token_with(&[
+        ("client_id", "mallory"),
+        ("scope", "store:buy"),
+        ("aud", "mcp-gateway"),
+        ("expires_in", "-3600"),
+    ]);
     let wrong_issuer = oauth.token_with(&[
         ("client_id", "mallory"),
         ("scope", "store:buy"),
@@ -292,9 +307,21 @@ fn scopes_decide_what_is_listed_exported_and_callable() {
 
     // Decisions are counted by rule, server and outcome — never by subject.
     let metrics = gw.metrics();
-    assert!(metric(&metrics, "mcp_gateway_policy_decisions_total", &["rule=\"default_deny\"", "server=\"store\"", "outcome=\"deny\""]) >= 3.0, "{metrics}");
-    assert!(metric(&metrics, "mcp_gateway_policy_decisions_total", &["rule=\"browse\"", "outcome=\"allow\""]) >= 2.0);
-    assert!(metric(&metrics, "mcp_gateway_policy_decisions_total", &["rule=\"buy\"", "outcome=\"allow\""]) >= 1.0);
+    assert!(
+        metric(
+            &metrics,
+            "mcp_gateway_policy_decisions_total",
+            &["rule=\"default_deny\"", "server=\"store\"", "outcome=\"deny\""]
+        ) >= 3.0,
+        "{metrics}"
+    );
+    assert!(
+        metric(&metrics, "mcp_gateway_policy_decisions_total", &["rule=\"browse\"", "outcome=\"allow\""])
+            >= 2.0
+    );
+    assert!(
+        metric(&metrics, "mcp_gateway_policy_decisions_total", &["rule=\"buy\"", "outcome=\"allow\""]) >= 1.0
+    );
     assert!(!metrics.contains("bob") && !metrics.contains("carol"), "a subject leaked into the metrics");
 }
 
@@ -311,14 +338,15 @@ fn policy_reloads_without_restart_and_a_broken_file_keeps_the_old_policy() {
     policy.replace(&format!(
         "{STORE_POLICY_FOR_TESTS}\n@id(\"browse-cart\")\npermit(principal, action, resource)\nwhen {{ principal.scopes.contains(\"store:browse\") && resource.name like \"add_to_*\" }};\n"
     ));
-    wait_for("the reloaded policy to list add_to_cart", || list(&gw, &browse).contains(&"add_to_cart".to_string()));
+    wait_for("the reloaded policy to list add_to_cart", || {
+        list(&gw, &browse).contains(&"add_to_cart".to_string())
+    });
     let answer = call(&gw, &browse, "add_to_cart", json!({"manga_id": "MNG-00000001"}));
     assert!(answer.get("result").is_some(), "{answer}");
 
     // A broken file: refused with its location, the previous policy stays in force.
     policy.replace("permit(principal, action, resource)\nwhen { principal.scopes.contains(\"x\") \n");
-    let mut proc_lines = || gw.proc.output();
-    wait_for("the invalid policy to be reported", || proc_lines().contains("policy file invalid"));
+    wait_for("the invalid policy to be reported", || gw.proc.output().contains("policy file invalid"));
     let line = gw.proc.output().lines().find(|l| l.contains("policy file invalid")).unwrap().to_string();
     assert!(line.contains("line "), "no location in {line}");
     assert!(line.contains("column "), "no location in {line}");
@@ -349,7 +377,8 @@ fn a_repeated_token_is_not_checked_again_and_an_unknown_key_rereads_the_jwks() {
     // A token naming a kid the set lacks: the set is read again (rate-limited; here 0 s).
     let header = r#"{"alg":"RS256","kid":"rotated-key","typ":"JWT"}"#;
     let forged = format!("{}.{}", b64(header), good_tail(&token));
-    let (status, _, body) = post(&gw, Some(&forged), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let (status, _, body) =
+        post(&gw, Some(&forged), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     assert_eq!(status, 401);
     assert_eq!(body["error"]["data"]["reason"], "unknown_key", "{body}");
     assert_eq!(oauth.jwks_reads(), reads_at_start + 1, "an unknown kid re-reads the key set");
@@ -386,12 +415,18 @@ fn header_identity_is_refused_on_an_open_listener_unless_trusted() {
         .unwrap()
     };
     write("");
-    let output = Command::new(common::BIN).args(["check-config", "--config", path.to_str().unwrap()]).output().unwrap();
+    let output = Command::new(common::BIN)
+        .args(["check-config", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(!output.status.success(), "header mode on 0.0.0.0 without trust was accepted");
     let text = String::from_utf8_lossy(&output.stderr).to_string() + &String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("trust_identity_header"), "{text}");
     write("trust_identity_header = true\n");
-    let output = Command::new(common::BIN).args(["check-config", "--config", path.to_str().unwrap()]).output().unwrap();
+    let output = Command::new(common::BIN)
+        .args(["check-config", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let _ = std::fs::remove_file(&path);
 }
@@ -413,7 +448,8 @@ fn header_identity_on_loopback_feeds_the_policy() {
     let (status, headers, _) = gw.post_raw(message.to_string(), &[]);
     assert_eq!(status, 401, "no subject header");
     assert!(headers.contains_key("www-authenticate"));
-    let (status, _, body) = gw.post_raw(message.to_string(), &[("x-caller-subject", "erin"), ("x-caller-groups", "staff")]);
+    let (status, _, body) =
+        gw.post_raw(message.to_string(), &[("x-caller-subject", "erin"), ("x-caller-groups", "staff")]);
     assert_eq!(status, 200);
     expect_error(&serde_json::from_str(&body).unwrap(), -32008, "forbidden");
     let (status, _, body) =

@@ -126,7 +126,9 @@ impl AuthConfig {
                     bail!("auth: mode = \"jwt\" needs `issuer`");
                 }
                 if self.audience.iter().all(|a| a.trim().is_empty()) {
-                    bail!("auth: mode = \"jwt\" needs `audience` (the value this gateway's tokens carry in `aud`)");
+                    bail!(
+                        "auth: mode = \"jwt\" needs `audience` (the value this gateway's tokens carry in `aud`)"
+                    );
                 }
                 match (&self.jwks_url, &self.jwks_file) {
                     (None, None) => bail!("auth: mode = \"jwt\" needs `jwks_url` or `jwks_file`"),
@@ -152,9 +154,10 @@ impl AuthConfig {
                 if self.subject_header.trim().is_empty() {
                     bail!("auth: mode = \"header\" needs `subject_header`");
                 }
-                for name in [Some(&self.subject_header), self.groups_header.as_ref(), self.scopes_header.as_ref()]
-                    .into_iter()
-                    .flatten()
+                for name in
+                    [Some(&self.subject_header), self.groups_header.as_ref(), self.scopes_header.as_ref()]
+                        .into_iter()
+                        .flatten()
                 {
                     if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                         bail!("auth: {name:?} is not a valid header name");

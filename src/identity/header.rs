@@ -22,7 +22,9 @@ pub struct HeaderIdentity {
 
 impl HeaderIdentity {
     pub fn new(config: &AuthConfig) -> anyhow::Result<Self> {
-        let name = |n: &str| HeaderName::from_bytes(n.as_bytes()).map_err(|e| anyhow::anyhow!("auth: header {n:?}: {e}"));
+        let name = |n: &str| {
+            HeaderName::from_bytes(n.as_bytes()).map_err(|e| anyhow::anyhow!("auth: header {n:?}: {e}"))
+        };
         Ok(Self {
             subject: name(&config.subject_header)?,
             groups: config.groups_header.as_deref().map(name).transpose()?,
@@ -37,7 +39,10 @@ impl HeaderIdentity {
                 None => Ok(None),
                 Some(v) => match v.to_str() {
                     Ok(text) if text.len() <= MAX_VALUE => Ok(Some(text.trim())),
-                    _ => Err(AuthFailure::invalid("bad_header", format!("header {name} is not readable text of at most {MAX_VALUE} bytes"))),
+                    _ => Err(AuthFailure::invalid(
+                        "bad_header",
+                        format!("header {name} is not readable text of at most {MAX_VALUE} bytes"),
+                    )),
                 },
             }
         };

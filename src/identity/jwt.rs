@@ -71,10 +71,12 @@ impl JwtVerifier {
             (None, Some(file)) => KeySource::File(file.clone()),
             (None, None) => anyhow::bail!("auth: jwt mode needs jwks_url or jwks_file"),
         };
-        let algorithms: Vec<Algorithm> =
-            config.algorithms.iter().map(|a| a.parse()).collect::<Result<_, _>>().map_err(|e| {
-                anyhow::anyhow!("auth: algorithms {:?}: {e}", config.algorithms)
-            })?;
+        let algorithms: Vec<Algorithm> = config
+            .algorithms
+            .iter()
+            .map(|a| a.parse())
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("auth: algorithms {:?}: {e}", config.algorithms))?;
         let validations = algorithms
             .iter()
             .map(|alg| {
@@ -91,7 +93,11 @@ impl JwtVerifier {
             source,
             algorithms,
             validations,
-            keys: RwLock::new(Arc::new(Keys { by_kid: HashMap::new(), anonymous: Vec::new(), read_at: None })),
+            keys: RwLock::new(Arc::new(Keys {
+                by_kid: HashMap::new(),
+                anonymous: Vec::new(),
+                read_at: None,
+            })),
             reading: tokio::sync::Mutex::new(()),
             refresh: Duration::from_secs(config.jwks_refresh_secs.max(1)),
             min_refetch: Duration::from_secs(config.jwks_min_refetch_secs),
@@ -120,7 +126,10 @@ impl JwtVerifier {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| AuthFailure::invalid("malformed", format!("not a JWT: {e}")))?;
         let Some(validation) = self.validations.get(&header.alg) else {
-            return Err(AuthFailure::invalid("algorithm", format!("algorithm {:?} is not accepted", header.alg)));
+            return Err(AuthFailure::invalid(
+                "algorithm",
+                format!("algorithm {:?} is not accepted", header.alg),
+            ));
         };
         let key = self.key_for(header.kid.as_deref(), header.alg).await?;
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, validation)
@@ -152,10 +161,15 @@ impl JwtVerifier {
             drop(guard);
         }
         find(&self.current(), kid, alg).ok_or_else(|| match (self.current().read_at, kid) {
-            (None, _) => AuthFailure::invalid("jwks_unavailable", "the issuer's key set could not be read".into()),
+            (None, _) => {
+                AuthFailure::invalid("jwks_unavailable", "the issuer's key set could not be read".into())
+            }
             (Some(_), Some(kid)) => {
                 let shown: String = kid.chars().take(64).collect();
-                AuthFailure::invalid("unknown_key", format!("no key {shown:?} for {alg:?} in the issuer's key set"))
+                AuthFailure::invalid(
+                    "unknown_key",
+                    format!("no key {shown:?} for {alg:?} in the issuer's key set"),
+                )
             }
             (Some(_), None) => AuthFailure::invalid("unknown_key", format!("no {alg:?} key without a kid")),
         })
@@ -181,10 +195,11 @@ impl JwtVerifier {
         let mut anonymous = Vec::new();
         for jwk in &set.keys {
             let Ok(key) = DecodingKey::from_jwk(jwk) else { continue };
-            let algorithms: Vec<Algorithm> = match jwk.common.key_algorithm.and_then(|a| a.to_string().parse().ok()) {
-                Some(alg) => vec![alg],
-                None => self.algorithms.clone(),
-            };
+            let algorithms: Vec<Algorithm> =
+                match jwk.common.key_algorithm.and_then(|a| a.to_string().parse().ok()) {
+                    Some(alg) => vec![alg],
+                    None => self.algorithms.clone(),
+                };
             for alg in algorithms.into_iter().filter(|a| self.algorithms.contains(a)) {
                 match &jwk.common.key_id {
                     Some(kid) => by_kid.entry(kid.clone()).or_insert_with(Vec::new).push((alg, key.clone())),

@@ -73,7 +73,7 @@ impl AuthFailure {
 pub enum Authenticator {
     /// Everyone is anonymous.
     Anonymous,
-    Jwt(jwt::JwtVerifier),
+    Jwt(Box<jwt::JwtVerifier>),
     Header(header::HeaderIdentity),
 }
 
@@ -82,13 +82,17 @@ impl Authenticator {
         use crate::config::AuthMode;
         Ok(match config.mode {
             AuthMode::None => Authenticator::Anonymous,
-            AuthMode::Jwt => Authenticator::Jwt(jwt::JwtVerifier::new(config).await?),
+            AuthMode::Jwt => Authenticator::Jwt(Box::new(jwt::JwtVerifier::new(config).await?)),
             AuthMode::Header => Authenticator::Header(header::HeaderIdentity::new(config)?),
         })
     }
 
     /// The caller of a request with these headers, from `peer`.
-    pub async fn caller(&self, headers: &HeaderMap, peer: Option<SocketAddr>) -> Result<Arc<Caller>, AuthFailure> {
+    pub async fn caller(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<SocketAddr>,
+    ) -> Result<Arc<Caller>, AuthFailure> {
         match self {
             Authenticator::Anonymous => Ok(Arc::new(Caller::anonymous(peer))),
             Authenticator::Header(identity) => Ok(Arc::new(Caller { peer, ..identity.caller(headers)? })),

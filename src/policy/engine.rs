@@ -66,8 +66,7 @@ impl PolicyEngine {
         let mut labels = HashMap::new();
         let mut seen = HashSet::new();
         for policy in set.policies() {
-            let label: Arc<str> =
-                policy.annotation("id").unwrap_or(AsRef::<str>::as_ref(policy.id())).into();
+            let label: Arc<str> = policy.annotation("id").unwrap_or(AsRef::<str>::as_ref(policy.id())).into();
             if !seen.insert(label.clone()) {
                 return Err(format!("two policies share the id {label:?}: each @id must be unique"));
             }
@@ -166,7 +165,11 @@ fn expression(value: &Value, top: bool) -> Option<RestrictedExpression> {
 /// The tool and its server as entities.
 fn tool_entities(tool: &ToolRecord) -> Option<(EntityUid, [Entity; 2])> {
     let hint = |key: &str, default: bool| {
-        tool.definition.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_bool).unwrap_or(default)
+        tool.definition
+            .get("annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_bool)
+            .unwrap_or(default)
     };
     let server = uid("Server", &tool.server)?;
     let resource = uid("Tool", &tool.name)?;

@@ -61,7 +61,10 @@ pub struct Policy {
 
 impl Policy {
     /// Loads `[policy] file` (an invalid file stops the start) and starts its watcher.
-    pub fn start(config: &PolicyConfig, reloads: prometheus::IntCounterVec) -> anyhow::Result<Option<Arc<Self>>> {
+    pub fn start(
+        config: &PolicyConfig,
+        reloads: prometheus::IntCounterVec,
+    ) -> anyhow::Result<Option<Arc<Self>>> {
         let Some(path) = &config.file else { return Ok(None) };
         let policy = Arc::new(Self {
             store: PolicyStore::load(path)?,
@@ -69,7 +72,11 @@ impl Policy {
             max_views: config.list_cache_entries,
         });
         if config.reload_secs > 0 {
-            reload::watch(Arc::downgrade(&policy), std::time::Duration::from_secs(config.reload_secs), reloads);
+            reload::watch(
+                Arc::downgrade(&policy),
+                std::time::Duration::from_secs(config.reload_secs),
+                reloads,
+            );
         }
         Ok(Some(policy))
     }
@@ -97,7 +104,8 @@ impl Policy {
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
             .map(Bytes::from)
             .unwrap_or_else(|_| Bytes::from_static(br#"{"tools":[]}"#));
-        let view = Arc::new(ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list_result });
+        let view =
+            Arc::new(ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list_result });
         if self.max_views > 0
             && let Ok(mut views) = self.views.lock()
         {
@@ -107,7 +115,10 @@ impl Policy {
                     views.clear();
                 }
             }
-            views.insert(key, CachedView { generation, snapshot: Arc::downgrade(snapshot), view: view.clone() });
+            views.insert(
+                key,
+                CachedView { generation, snapshot: Arc::downgrade(snapshot), view: view.clone() },
+            );
         }
         view
     }

@@ -40,7 +40,10 @@ pub async fn establish(
                 StatusCode::UNAUTHORIZED,
                 [
                     (header::CONTENT_TYPE, "application/json".parse().expect("static")),
-                    (header::WWW_AUTHENTICATE, metadata::challenge(headers, &gateway.config, failure.token_given)),
+                    (
+                        header::WWW_AUTHENTICATE,
+                        metadata::challenge(headers, &gateway.config, failure.token_given),
+                    ),
                 ],
                 serde_json::to_vec(&body).unwrap_or_default(),
             )
