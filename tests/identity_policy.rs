@@ -268,6 +268,19 @@ fn scopes_decide_what_is_listed_exported_and_callable() {
     let exported = openai.to_string();
     assert!(exported.contains("manga_search"), "{exported}");
     assert!(!exported.contains("add_to_cart") && !exported.contains("checkout"), "{exported}");
+    // `tools export --url … --token-file …` exports what that caller may call.
+    let token_file = policy.0.with_extension("token");
+    std::fs::write(&token_file, &browse).unwrap();
+    let output = Command::new(common::BIN)
+        .args(["tools", "export", "--format", "anthropic", "--url", &gw.url(""), "--token-file"])
+        .arg(&token_file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&token_file);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let cli_export = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(cli_export.contains("manga_search"), "{cli_export}");
+    assert!(!cli_export.contains("add_to_cart") && !cli_export.contains("checkout"), "{cli_export}");
     let (_, _, caps) = get(&gw, Some(&browse), "/capabilities");
     assert_eq!(caps["tools"]["total"], 4, "{caps}");
     let (_, _, caps) = get(&gw, Some(&buy), "/capabilities");
