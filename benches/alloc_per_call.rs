@@ -232,7 +232,7 @@ fn main() {
         gateway.catalog().rebuild(&[demo], &[]);
         let health = mcp_gateway::gateway::capabilities::server_health(&gateway);
         if !health.is_empty() {
-            let report = mcp_gateway::gateway::capabilities::summarize(&gateway, &health).report;
+            let report = mcp_gateway::gateway::capabilities::summarize(&gateway, &health, None).report;
             panic!("the gateway must be healthy (the fast path) before the 10k run: {report}");
         }
         measure("10,006 tools", &router, &mut next).await;

@@ -11,6 +11,7 @@
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
 mod audit;
+mod auth;
 mod catalogue;
 mod inbound;
 mod lenient;
@@ -18,9 +19,10 @@ mod quotas;
 mod resilience;
 
 pub use audit::{AuditConfig, AuditSinkKind};
-pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
+pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, AuthMode, PolicyConfig};
 pub use catalogue::CatalogueConfig;
 pub use inbound::InboundLimits;
+pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -110,6 +112,10 @@ pub struct Config {
     /// Bounds on what inbound callers can make the gateway hold (`[inbound]`, see
     /// `docs/security-inbound-bounds.md`).
     pub inbound: InboundLimits,
+    /// Caller identity: anonymous (default), JWT bearer tokens, or trusted headers.
+    pub auth: AuthConfig,
+    /// Tool policy (Cedar): which caller may list and call which tool.
+    pub policy: PolicyConfig,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -219,6 +225,8 @@ impl Default for Config {
             audit: AuditConfig::default(),
             catalogue: CatalogueConfig::default(),
             inbound: InboundLimits::default(),
+            auth: AuthConfig::default(),
+            policy: PolicyConfig::default(),
         }
     }
 }
@@ -620,6 +628,7 @@ impl Config {
         self.audit.validate()?;
         self.catalogue.validate()?;
         self.inbound.validate()?;
+        self.auth.validate(self.listen)?;
         Ok(())
     }
 }

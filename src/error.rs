@@ -68,6 +68,10 @@ pub enum Category {
     /// The caller cancelled the call (`notifications/cancelled`); answered only where an
     /// answer is owed (a JSON body or a batch entry; an event stream just ends).
     Cancelled,
+    /// The caller's tool policy denies this tool (`[policy]`): not retryable, never sent.
+    Forbidden,
+    /// The request has no valid caller identity (`[auth]`): HTTP 401 with `WWW-Authenticate`.
+    Unauthenticated,
     /// A bug or an impossible state inside the gateway.
     Internal,
 }
@@ -94,6 +98,8 @@ impl Category {
             Category::Overloaded => -32005,
             Category::UpstreamMisconfigured => -32006,
             Category::UpstreamAuth => -32007,
+            Category::Forbidden => -32008,
+            Category::Unauthenticated => -32009,
             // Outside the reserved range; the code LSP gives a cancelled request.
             Category::Cancelled => -32800,
             // Replaced by the upstream's own code when there is one.
@@ -125,6 +131,8 @@ impl Category {
             Category::UpstreamAuth => "upstream_auth",
             Category::ForbiddenOrigin => "forbidden_origin",
             Category::Cancelled => "cancelled",
+            Category::Forbidden => "forbidden",
+            Category::Unauthenticated => "unauthenticated",
             Category::Internal => "internal",
         }
     }
@@ -166,6 +174,8 @@ impl Category {
             Category::UpstreamAuth => "Upstream refused the gateway's credentials",
             Category::ForbiddenOrigin => "Forbidden origin",
             Category::Cancelled => "Request cancelled",
+            Category::Forbidden => "Forbidden by tool policy",
+            Category::Unauthenticated => "Unauthenticated",
             Category::Internal => "Internal error",
         }
     }

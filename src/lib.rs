@@ -17,6 +17,7 @@ pub mod error;
 pub mod export;
 pub mod gateway;
 pub mod identity;
+pub mod policy;
 pub mod protocol;
 pub mod quota;
 pub mod redis_link;

@@ -137,6 +137,10 @@ enum ToolsAction {
         /// http://host:port means its /mcp).
         #[arg(long, conflicts_with = "config")]
         url: Option<String>,
+        /// With --url: a file holding the bearer token to send (a gateway with `[auth] mode =
+        /// "jwt"` lists only what that caller may call).
+        #[arg(long, requires = "url")]
+        token_file: Option<PathBuf>,
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
         config: Option<PathBuf>,
     },
@@ -308,8 +312,8 @@ fn main() -> anyhow::Result<()> {
             }
             Command::Registry { config, table, action } => registry_command(config, table, action).await,
             Command::Tools {
-                action: ToolsAction::Export { format, strict, hide_unavailable, url, config },
-            } => tools_export(&format, strict, hide_unavailable, url, config).await,
+                action: ToolsAction::Export { format, strict, hide_unavailable, url, token_file, config },
+            } => tools_export(&format, strict, hide_unavailable, url, token_file, config).await,
             Command::Healthcheck { .. } => unreachable!("handled before the runtime starts"),
             Command::CheckConfig { config, json } => {
                 let mut config = Config::load(config.as_deref(), std::env::vars())?;
@@ -448,6 +452,7 @@ async fn tools_export(
     strict: bool,
     hide_unavailable: bool,
     url: Option<String>,
+    token_file: Option<PathBuf>,
     config: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     use mcp_gateway::export::{self, Format, Options};
@@ -461,7 +466,16 @@ async fn tools_export(
     let options = Options { strict };
     let body = match url {
         Some(url) => {
-            let (tools, degraded) = remote_tools(&url).await?;
+            let token = match token_file {
+                Some(path) => Some(
+                    std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading the token file {}", path.display()))?
+                        .trim()
+                        .to_string(),
+                ),
+                None => None,
+            };
+            let (tools, degraded) = remote_tools(&url, token.as_deref()).await?;
             let unavailable: Vec<&str> = degraded
                 .as_ref()
                 .and_then(|d| d.get("servers"))
@@ -493,7 +507,9 @@ async fn tools_export(
             let hide = hide_unavailable || config.hide_unavailable_tools;
             let gateway = Gateway::new(config).await?;
             Refresher::new(gateway.clone()).refresh_all().await;
-            let body = server::catalogue::export_catalogue(&gateway, format, options, hide);
+            // Under a tool policy, the export shows what an anonymous caller may call.
+            let view = gateway.tool_view(&mcp_gateway::identity::Caller::anonymous(None));
+            let body = server::catalogue::export_catalogue(&gateway, view.as_deref(), format, options, hide);
             close_sessions(&gateway).await;
             body
         }
@@ -503,7 +519,10 @@ async fn tools_export(
 }
 
 /// Every page of `tools/list` from an MCP endpoint, and its degradation summary if any.
-async fn remote_tools(url: &str) -> anyhow::Result<(Vec<serde_json::Value>, Option<serde_json::Value>)> {
+async fn remote_tools(
+    url: &str,
+    token: Option<&str>,
+) -> anyhow::Result<(Vec<serde_json::Value>, Option<serde_json::Value>)> {
     use mcp_gateway::gateway::capabilities::META_KEY;
     // A gateway's base URL means its MCP endpoint.
     let url = match url.split_once("://") {
@@ -524,13 +543,11 @@ async fn remote_tools(url: &str) -> anyhow::Result<(Vec<serde_json::Value>, Opti
         };
         let request =
             serde_json::json!({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params});
-        let response = client
-            .post(url)
-            .header("accept", "application/json, text/event-stream")
-            .json(&request)
-            .send()
-            .await
-            .with_context(|| format!("POST {url}"))?;
+        let mut post = client.post(url).header("accept", "application/json, text/event-stream");
+        if let Some(token) = token {
+            post = post.bearer_auth(token);
+        }
+        let response = post.json(&request).send().await.with_context(|| format!("POST {url}"))?;
         let status = response.status();
         let answer: serde_json::Value =
             response.json().await.with_context(|| format!("{url} answered HTTP {status} without JSON"))?;

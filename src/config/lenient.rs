@@ -59,6 +59,20 @@ pub fn strings<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>
     Vec::<Text>::deserialize(deserializer).map(|v| v.into_iter().map(|t| t.0).collect())
 }
 
+/// One string or a list of them (`audience = "a"` or `audience = ["a", "b"]`).
+pub fn one_or_more_strings<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMore {
+        One(Text),
+        More(Vec<Text>),
+    }
+    Ok(match OneOrMore::deserialize(deserializer)? {
+        OneOrMore::One(one) => vec![one.0],
+        OneOrMore::More(more) => more.into_iter().map(|t| t.0).collect(),
+    })
+}
+
 pub fn string_map<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error> {
     BTreeMap::<String, Text>::deserialize(deserializer)
         .map(|m| m.into_iter().map(|(k, t)| (k, t.0)).collect())

@@ -120,12 +120,6 @@ struct Decided {
     requested: Option<Arc<str>>,
 }
 
-impl Decided {
-    fn no_policy() -> Self {
-        Self { decision: Decision::no_policy(), requested: None }
-    }
-}
-
 /// The outcome label of a call whose caller disconnected before the answer.
 pub const DISCONNECTED: &str = "caller_disconnected";
 /// The outcome label of a call its caller cancelled with `notifications/cancelled`.
@@ -197,17 +191,38 @@ impl Gateway {
             .with_tool(truncated(name));
             return Err(self.refuse(ctx, started, None, err));
         };
+        // Tool policy: one decision, recorded in the audit line whatever happens next.
+        let decision = match &self.policy {
+            Some(policy) => {
+                let verdict = policy.decide(&ctx.caller, &tool);
+                let outcome = if verdict.allowed { "allow" } else { "deny" };
+                self.metrics
+                    .policy_decisions
+                    .with_label_values(&[&verdict.rule, &tool.server, outcome])
+                    .inc();
+                let decision = Decision { allowed: verdict.allowed, rule: verdict.rule };
+                if !decision.allowed {
+                    tracing::info!(request_id = %ctx.request_id, tool = %tool.name, server = %tool.server, rule = %decision.rule, subject = ctx.caller.subject_or_anonymous(), "tool call denied by policy");
+                    let err = GatewayError::new(
+                        Category::Forbidden,
+                        format!("the tool policy does not allow this caller to call {}", tool.name),
+                    )
+                    .with_server(tool.server.clone())
+                    .with_extra("rule", Value::String(decision.rule.to_string()));
+                    return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision));
+                }
+                decision
+            }
+            None => Decision::no_policy(),
+        };
         let arguments = match self.checked_arguments(&tool, &mut params) {
             Ok(arguments) => arguments,
-            Err(err) => return Err(self.refuse(ctx, started, Some(&tool), err)),
+            Err(err) => return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision)),
         };
         let meta = params.get("_meta");
         let deadline = caller_deadline(ctx.deadline, meta);
         let args_hash = canonical_hash(&arguments);
         let key = result_key(&tool.name, &args_hash, meta, ctx.caller.subject.as_deref());
-        // Tool policy decides here (wired in with identity); without a policy every call is
-        // allowed by `no_policy`.
-        let decision = Decision::no_policy();
         let mut unanswered = Unanswered {
             gateway: self,
             ctx,
@@ -504,11 +519,23 @@ impl Gateway {
         tool: Option<&Arc<ToolRecord>>,
         err: GatewayError,
     ) -> GatewayError {
+        self.refuse_decided(ctx, started, tool, err, Decision::no_policy())
+    }
+
+    /// [`Self::refuse`] after the tool policy decided (`decision` goes into the audit line).
+    fn refuse_decided(
+        &self,
+        ctx: &CallContext,
+        started: Instant,
+        tool: Option<&Arc<ToolRecord>>,
+        err: GatewayError,
+        decision: Decision,
+    ) -> GatewayError {
         let err = match tool {
             Some(t) => err.with_tool(t.name.clone()).with_server(t.server.clone()),
             None => err,
         };
-        let decided = Decided { requested: err.tool.clone(), ..Decided::no_policy() };
+        let decided = Decided { decision, requested: err.tool.clone() };
         self.record(ctx, started, tool, err.category.as_str(), 0, None, decided);
         err
     }

@@ -161,10 +161,18 @@ pub struct Summary {
     pub degraded: bool,
 }
 
-/// The summary of `health` over the current catalogue.
-pub fn summarize(gateway: &Gateway, health: &BTreeMap<String, ServerHealth>) -> Summary {
+/// The summary of `health` over the current catalogue, as far as `view` shows it (`None`:
+/// every tool; with a tool policy, only the tools the caller may see are named or counted).
+pub fn summarize(
+    gateway: &Gateway,
+    health: &BTreeMap<String, ServerHealth>,
+    view: Option<&crate::policy::ToolView>,
+) -> Summary {
     let mut tools_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let all = gateway.catalog().snapshot().tools();
+    let mut all = gateway.catalog().snapshot().tools();
+    if let Some(view) = view {
+        all.retain(|t| view.shows(&t.name));
+    }
     for tool in &all {
         tools_of.entry(tool.server.to_string()).or_default().push(tool.name.to_string());
     }
@@ -228,22 +236,30 @@ pub fn summarize(gateway: &Gateway, health: &BTreeMap<String, ServerHealth>) -> 
     Summary { report, unavailable, degraded: !health.is_empty() }
 }
 
-/// `GET /capabilities` body.
-pub fn report(gateway: &Gateway) -> Value {
-    summarize(gateway, &server_health(gateway)).report
+/// `GET /capabilities` body, for a caller who sees `view` (`None`: every tool).
+pub fn report(gateway: &Gateway, view: Option<&crate::policy::ToolView>) -> Value {
+    summarize(gateway, &server_health(gateway), view).report
 }
 
 /// The `tools/list` result while some server is not fine: the list with the summary under
 /// `_meta[META_KEY]`, without the unavailable tools when `hide_unavailable_tools` is set, and
 /// the cache hint cap (ms) to apply. `None` while everything is fine: the caller sends the
 /// catalogue's pre-serialized list as it is (the healthy path parses nothing).
-pub fn degraded_tools_list(gateway: &Gateway) -> Option<(Box<RawValue>, u64)> {
+///
+/// `view`: the tools the caller may see under a tool policy (`None`: every tool).
+pub fn degraded_tools_list(
+    gateway: &Gateway,
+    view: Option<&crate::policy::ToolView>,
+) -> Option<(Box<RawValue>, u64)> {
     let health = server_health(gateway);
     if health.is_empty() {
         return None;
     }
-    let summary = summarize(gateway, &health);
-    let raw = gateway.catalog().list_result();
+    let summary = summarize(gateway, &health, view);
+    let raw = match view {
+        Some(view) => view.list_result.clone(),
+        None => gateway.catalog().list_result(),
+    };
     // The catalogue always serialises an object; anything else would be sent as it is.
     let Ok(Value::Object(mut result)) = serde_json::from_slice::<Value>(&raw) else {
         return None;

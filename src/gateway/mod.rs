@@ -193,6 +193,10 @@ pub struct Gateway {
     pub audit: Option<Arc<crate::audit::Audit>>,
     /// Approved tool definitions (`catalogue.pin_tool_definitions`).
     pub pins: Option<Arc<PinStore>>,
+    /// How the listener establishes callers (`[auth]`).
+    pub authenticator: crate::identity::Authenticator,
+    /// Tool policy (`[policy]`); `None`: every caller may list and call every tool.
+    pub policy: Option<Arc<crate::policy::Policy>>,
 }
 
 impl Gateway {
@@ -229,6 +233,8 @@ impl Gateway {
             true => Some(Arc::new(PinStore::load(config.catalogue.pin_file.clone())?)),
             false => None,
         };
+        let authenticator = crate::identity::Authenticator::from_config(&config.auth).await?;
+        let policy = crate::policy::Policy::start(&config.policy, metrics.policy_reloads.clone())?;
         let registry = Registry::new(Arc::new(Catalog::new(routes)), dynamic);
         let gateway = Arc::new(Self {
             registry,
@@ -253,6 +259,8 @@ impl Gateway {
             quotas,
             audit,
             pins,
+            authenticator,
+            policy,
             config,
         });
         gateway.refresh_on_recovery();
@@ -387,6 +395,11 @@ impl Gateway {
 
     pub fn catalog(&self) -> &Arc<Catalog> {
         self.registry.catalog()
+    }
+
+    /// The tools `caller` may see, when a policy is in force (`None`: all of them).
+    pub fn tool_view(&self, caller: &crate::identity::Caller) -> Option<Arc<crate::policy::ToolView>> {
+        self.policy.as_ref().map(|policy| policy.view(caller, &self.catalog().snapshot()))
     }
 
     /// `/readyz` body: ready once the registry has been loaded, with per-server state.

@@ -4,8 +4,19 @@
 //! it (tool policy, quotas, cancellation scope, audit, upstream credentials) asks this one
 //! value instead of re-reading headers. Without an identity mechanism configured every caller
 //! is [`Caller::anonymous`], which keeps today's behaviour.
+//!
+//! [`Authenticator`] is the listener's mechanism (`[auth] mode`): anonymous, JWT bearer
+//! tokens ([`jwt`]) or trusted identity headers ([`header`]); a refusal is an
+//! [`AuthFailure`], answered with 401 and a pointer to the protected-resource metadata
+//! ([`metadata`]) before anything reaches an upstream.
+
+pub mod header;
+pub mod jwt;
+pub mod metadata;
 
 use std::{net::SocketAddr, sync::Arc};
+
+use axum::http::HeaderMap;
 
 use serde_json::{Map, Value};
 
@@ -37,5 +48,79 @@ impl Caller {
     /// The subject, or `"anonymous"`: what audit lines and policy read.
     pub fn subject_or_anonymous(&self) -> &str {
         self.subject.as_deref().unwrap_or("anonymous")
+    }
+}
+
+/// Why a request's identity was refused (answered 401).
+#[derive(Debug, Clone)]
+pub struct AuthFailure {
+    /// Whether the request carried credentials (then the challenge says `invalid_token`).
+    pub token_given: bool,
+    /// Bounded metric label: `missing_token`, `expired`, `wrong_issuer`, `wrong_audience`, …
+    pub reason: &'static str,
+    /// For the error message and the log (never the token itself).
+    pub detail: String,
+}
+
+impl AuthFailure {
+    /// Credentials were given and are not valid.
+    pub fn invalid(reason: &'static str, detail: String) -> Self {
+        Self { token_given: true, reason, detail }
+    }
+}
+
+/// The listener's way of establishing callers (`[auth] mode`).
+pub enum Authenticator {
+    /// Everyone is anonymous.
+    Anonymous,
+    Jwt(Box<jwt::JwtVerifier>),
+    Header(header::HeaderIdentity),
+}
+
+impl Authenticator {
+    pub async fn from_config(config: &crate::config::AuthConfig) -> anyhow::Result<Self> {
+        use crate::config::AuthMode;
+        Ok(match config.mode {
+            AuthMode::None => Authenticator::Anonymous,
+            AuthMode::Jwt => Authenticator::Jwt(Box::new(jwt::JwtVerifier::new(config).await?)),
+            AuthMode::Header => Authenticator::Header(header::HeaderIdentity::new(config)?),
+        })
+    }
+
+    /// The caller of a request with these headers, from `peer`.
+    pub async fn caller(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<SocketAddr>,
+    ) -> Result<Arc<Caller>, AuthFailure> {
+        match self {
+            Authenticator::Anonymous => Ok(Arc::new(Caller::anonymous(peer))),
+            Authenticator::Header(identity) => Ok(Arc::new(Caller { peer, ..identity.caller(headers)? })),
+            Authenticator::Jwt(verifier) => {
+                let token = bearer_token(headers)?;
+                let verified = verifier.verify(token).await?;
+                Ok(Arc::new(Caller { peer, ..Caller::clone(&verified) }))
+            }
+        }
+    }
+}
+
+/// The token of `Authorization: Bearer <token>`.
+fn bearer_token(headers: &HeaderMap) -> Result<&str, AuthFailure> {
+    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
+        return Err(AuthFailure {
+            token_given: false,
+            reason: "missing_token",
+            detail: "no Authorization: Bearer token".into(),
+        });
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| AuthFailure::invalid("malformed", "the Authorization header is not text".into()))?;
+    match text.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
+            Ok(token.trim())
+        }
+        _ => Err(AuthFailure::invalid("malformed", "the Authorization header is not a Bearer token".into())),
     }
 }

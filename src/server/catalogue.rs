@@ -7,14 +7,16 @@
 //! `openai-responses`, `gemini`), `strict` (OpenAI strict mode, `false` by default) and
 //! `hide_unavailable` (defaults to `hide_unavailable_tools`). A bad value is a 400 naming the
 //! accepted ones. Like `POST /mcp` it is served to any peer the listener accepts: it shows
-//! nothing `tools/list` does not.
+//! nothing `tools/list` does not. With `[auth]` both establish the caller as `POST /mcp`
+//! does (401 without a valid identity), and with `[policy]` both show only the tools that
+//! caller may call.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
 use axum::{
-    Json,
-    extract::{Query, State},
-    http::StatusCode,
+    Extension, Json,
+    extract::{ConnectInfo, Query, State},
+    http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
@@ -26,15 +28,23 @@ use crate::{
 
 /// The catalogue exported in `format`, the unavailable tools left out when `hide`; the report
 /// (`gateway`) also names what was left out and, when something is degraded, the summary.
-pub fn export_catalogue(gateway: &Gateway, format: Format, options: Options, hide: bool) -> Value {
+/// `view`: the tools the caller may see under a tool policy (`None`: every tool).
+pub fn export_catalogue(
+    gateway: &Gateway,
+    view: Option<&crate::policy::ToolView>,
+    format: Format,
+    options: Options,
+    hide: bool,
+) -> Value {
     let health = capabilities::server_health(gateway);
-    let summary = capabilities::summarize(gateway, &health);
+    let summary = capabilities::summarize(gateway, &health, view);
     let mut left_out = Vec::new();
     let tools: Vec<Value> = gateway
         .catalog()
         .snapshot()
         .tools()
         .iter()
+        .filter(|t| view.is_none_or(|v| v.shows(&t.name)))
         .filter(|t| {
             let hidden = hide && summary.unavailable.contains(t.name.as_ref());
             if hidden {
@@ -71,8 +81,14 @@ fn flag(query: &HashMap<String, String>, key: &str, default: bool) -> Result<boo
 /// `GET /tools`.
 pub async fn tools(
     State(gateway): State<Arc<Gateway>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
+    let caller = match super::caller::establish(&gateway, &headers, peer.map(|p| p.0.0)).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
     if let Some(unknown) =
         query.keys().find(|k| !["format", "strict", "hide_unavailable"].contains(&k.as_str()))
     {
@@ -100,10 +116,20 @@ pub async fn tools(
         Ok(hide) => hide,
         Err(message) => return bad_request(message),
     };
-    Json(export_catalogue(&gateway, format, Options { strict }, hide)).into_response()
+    let view = gateway.tool_view(&caller);
+    Json(export_catalogue(&gateway, view.as_deref(), format, Options { strict }, hide)).into_response()
 }
 
 /// `GET /capabilities`.
-pub async fn capabilities(State(gateway): State<Arc<Gateway>>) -> Response {
-    Json(capabilities::report(&gateway)).into_response()
+pub async fn capabilities(
+    State(gateway): State<Arc<Gateway>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+) -> Response {
+    let caller = match super::caller::establish(&gateway, &headers, peer.map(|p| p.0.0)).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    let view = gateway.tool_view(&caller);
+    Json(capabilities::report(&gateway, view.as_deref())).into_response()
 }

@@ -202,18 +202,24 @@ async fn message_answer(
         "tools/list" => {
             // While some server is not fine: the list with the degradation summary (and
             // without unavailable tools when `hide_unavailable_tools`).
-            if let Some((list, ttl_cap)) = capabilities::degraded_tools_list(gateway) {
+            // Under a tool policy: only the tools this caller may call (a cached view).
+            let view = gateway.tool_view(&info.caller);
+            if let Some((list, ttl_cap)) = capabilities::degraded_tools_list(gateway, view.as_deref()) {
                 if modern {
                     return Some(Response::result(id, mcp::cacheable(list, ttl_cap.min(ttl_ms))));
                 }
                 return Some(Response::result(id, list));
             }
-            // Otherwise the catalogue's pre-serialised list, shared (not copied) by every request.
+            // Otherwise the pre-serialised list, shared (not copied) by every request.
+            let list = match view {
+                Some(view) => view.list_result.clone(),
+                None => gateway.catalog().list_result(),
+            };
             if modern {
-                let (head, tail) = mcp::cacheable_shared(gateway.catalog().list_result(), ttl_ms);
+                let (head, tail) = mcp::cacheable_shared(list, ttl_ms);
                 return Some(Response::shared(id, head, tail));
             }
-            return Some(Response::shared(id, bytes::Bytes::new(), gateway.catalog().list_result()));
+            return Some(Response::shared(id, bytes::Bytes::new(), list));
         }
         "initialize" => {
             let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);

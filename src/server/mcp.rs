@@ -92,6 +92,11 @@ async fn handle(
         let err = GatewayError::new(Category::ForbiddenOrigin, "the Origin header is not an allowed origin");
         return error_response(StatusCode::FORBIDDEN, &err);
     }
+    // Who is calling, before any of the body is read: a refused request costs nothing more.
+    let caller = match super::caller::establish(gateway, headers, peer).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
     let limit = gateway.config.max_body_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -140,7 +145,6 @@ async fn handle(
     if unknown_session && !matches!(&inbound, Inbound::Single(Ok(m)) if m.method == "initialize") {
         return sessions::unknown_session();
     }
-    let caller = Arc::new(crate::identity::Caller::anonymous(peer));
     let info = RequestInfo::from_headers(headers, request_id, caller);
     // The dispatch futures are boxed where they are awaited: inline, the largest of them would
     // set the size of this request's future, which is copied whole at every level above it.

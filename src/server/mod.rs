@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod body;
+pub mod caller;
 pub mod catalogue;
 pub mod dispatch;
 pub mod health;
@@ -33,6 +34,8 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/tools", get(catalogue::tools))
         .route("/capabilities", get(catalogue::capabilities))
+        .route(crate::identity::metadata::PATH, get(caller::protected_resource_metadata))
+        .route("/.well-known/oauth-protected-resource/mcp", get(caller::protected_resource_metadata))
         .route("/admin/breakers", get(admin::breakers))
         .route("/admin/breakers/{server}/{action}", post(admin::breaker_action))
         .route("/admin/connections", get(admin::connections))

@@ -62,7 +62,8 @@ pub fn init(filter: &str, json: bool) -> Guard {
 /// gateway's own spans (target [`otel::SPAN_TARGET`]), whatever the log level; the log output
 /// never formats them. Off, the subscriber is exactly what [`init`] installs.
 pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>, bounds: Bounds) -> Guard {
-    let (writer, dropped, guard) = lossy::writer_bounded(std::io::stdout(), "log-writer", BUFFERED_LINES, bounds.queue_bytes);
+    let (writer, dropped, guard) =
+        lossy::writer_bounded(std::io::stdout(), "log-writer", BUFFERED_LINES, bounds.queue_bytes);
     let _ = DROPPED.set(dropped);
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let Some(tracer) = tracer else {

@@ -314,7 +314,8 @@ mod tests {
                 Ok(())
             }
         }
-        let (writer, dropped, guard) = super::writer_bounded(Stuck(gate.clone()), "test", 1_000_000, 64 * 1024);
+        let (writer, dropped, guard) =
+            super::writer_bounded(Stuck(gate.clone()), "test", 1_000_000, 64 * 1024);
         let line = vec![b'x'; 1024];
         for _ in 0..1_000 {
             writer.make_writer().write_all(&line).unwrap();

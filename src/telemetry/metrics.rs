@@ -138,6 +138,14 @@ pub struct Metrics {
     pub metric_series: IntGauge,
     /// `mcp_gateway_metric_tool_label_values`: distinct tools admitted as `tool` label values
     pub tool_label_values: IntGauge,
+    /// `mcp_gateway_auth_rejections_total{reason}`: requests answered 401 (`missing_token`,
+    /// `expired`, `wrong_issuer`, `wrong_audience`, `bad_signature`, `unknown_key`, …)
+    pub auth_rejections: IntCounterVec,
+    /// `mcp_gateway_policy_decisions_total{rule,server,outcome}`: `tools/call` decisions by
+    /// the deciding policy's `@id` (`default_deny` when none matched) and `allow`/`deny`
+    pub policy_decisions: IntCounterVec,
+    /// `mcp_gateway_policy_reloads_total{outcome}`: `loaded`, `invalid`, `unreadable`
+    pub policy_reloads: IntCounterVec,
     /// Tools (`tool\0server`) and servers whose series exist already.
     initialised: std::sync::Arc<Mutex<HashSet<String>>>,
     /// The tools admitted as label values.
@@ -175,6 +183,7 @@ const CALL_ERROR_CATEGORIES: &[Category] = &[
     Category::UpstreamAuth,
     Category::UpstreamRejected,
     Category::UpstreamProtocol,
+    Category::Forbidden,
     Category::Internal,
 ];
 /// Every category, for removing a departed tool's series.
@@ -528,6 +537,24 @@ impl Metrics {
                 &r,
                 "mcp_gateway_metric_tool_label_values",
                 "distinct tools admitted as tool label values (catalogue.max_tool_label_values caps it)",
+            ),
+            auth_rejections: counters(
+                &r,
+                "mcp_gateway_auth_rejections_total",
+                "inbound requests refused for their caller identity (HTTP 401), by reason",
+                &["reason"],
+            ),
+            policy_decisions: counters(
+                &r,
+                "mcp_gateway_policy_decisions_total",
+                "tools/call policy decisions by deciding rule, server and outcome",
+                &["rule", "server", "outcome"],
+            ),
+            policy_reloads: counters(
+                &r,
+                "mcp_gateway_policy_reloads_total",
+                "policy file reloads by outcome",
+                &["outcome"],
             ),
             registry: r,
             initialised: Default::default(),

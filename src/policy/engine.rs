@@ -1,0 +1,231 @@
+//! Cedar evaluation of one (caller, tool) pair.
+//!
+//! Why Cedar: it is a language made for authorization (AWS's, open source, formally
+//! verified evaluator): default deny, `forbid` always beats `permit`, no loops or I/O, and
+//! every decision names the policies that made it, which is what the decision metric and
+//! the log line report. Evaluation is microseconds, in process, with no server to run.
+//!
+//! Entity model (see `docs/identity-and-policy.md`):
+//! - principal `Caller::"<subject>"` (`"anonymous"` without one), attributes `subject`
+//!   (string), `anonymous` (bool), `scopes` and `groups` (sets of strings), `claims` (record
+//!   of the token's string, number and boolean claims, and arrays of those as sets); its
+//!   parents are `Group::"<group>"` for each group, so `principal in Group::"ops"` works;
+//! - action `Action::"call"`, one action for listing and calling: what a caller sees is
+//!   exactly what it may call;
+//! - resource `Tool::"<exposed name>"`, attributes `name`, `server` (strings), `readOnly`,
+//!   `destructive`, `idempotent`, `openWorld` (the MCP annotations, absent ones at the spec's
+//!   defaults: false, true, false, true); its parent is `Server::"<server>"`.
+
+use std::{
+    collections::{HashMap, HashSet},
+    str::FromStr,
+    sync::Arc,
+};
+
+use cedar_policy::{
+    Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicySet, Request,
+    RestrictedExpression,
+};
+use serde_json::Value;
+
+use crate::{identity::Caller, registry::ToolRecord};
+
+/// The rule label of a deny no policy asked for.
+pub const DEFAULT_DENY: &str = "default_deny";
+
+/// One decision: allowed or not, and the policy that decided (its `@id`, else Cedar's id).
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub rule: Arc<str>,
+}
+
+/// A parsed policy file.
+pub struct PolicyEngine {
+    set: PolicySet,
+    /// Cedar policy id → the label reported (its `@id("…")` annotation when it has one).
+    labels: HashMap<String, Arc<str>>,
+    authorizer: Authorizer,
+    action: EntityUid,
+}
+
+impl std::fmt::Debug for PolicyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyEngine").field("policies", &self.labels.len()).finish()
+    }
+}
+
+fn uid(kind: &str, id: &str) -> Option<EntityUid> {
+    Some(EntityUid::from_type_name_and_id(EntityTypeName::from_str(kind).ok()?, EntityId::new(id)))
+}
+
+impl PolicyEngine {
+    /// Parses a policy file; the error names the line and column of each problem.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let set = PolicySet::from_str(text).map_err(|errors| describe_parse_errors(text, &errors))?;
+        let mut labels = HashMap::new();
+        let mut seen = HashSet::new();
+        for policy in set.policies() {
+            let label: Arc<str> = policy.annotation("id").unwrap_or(AsRef::<str>::as_ref(policy.id())).into();
+            if !seen.insert(label.clone()) {
+                return Err(format!("two policies share the id {label:?}: each @id must be unique"));
+            }
+            labels.insert(policy.id().to_string(), label);
+        }
+        let action = uid("Action", "call").ok_or("the Action entity type")?;
+        Ok(Self { set, labels, authorizer: Authorizer::new(), action })
+    }
+
+    /// How many policies the file holds.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// May `principal` list and call `tool`?
+    pub fn decide(&self, principal: &Principal, tool: &ToolRecord) -> Verdict {
+        let deny = |rule: &str| Verdict { allowed: false, rule: rule.into() };
+        let Some((resource, entities)) = tool_entities(tool) else { return deny("invalid_tool") };
+        let Ok(entities) = Entities::from_entities(principal.entities.iter().cloned().chain(entities), None)
+        else {
+            return deny("invalid_entities");
+        };
+        let Ok(request) =
+            Request::new(principal.uid.clone(), self.action.clone(), resource, Context::empty(), None)
+        else {
+            return deny("invalid_request");
+        };
+        let response = self.authorizer.is_authorized(&request, &self.set, &entities);
+        let allowed = response.decision() == Decision::Allow;
+        // The first deciding policy by label, so the label is stable whatever the order.
+        let rule = response
+            .diagnostics()
+            .reason()
+            .filter_map(|id| self.labels.get(AsRef::<str>::as_ref(id)))
+            .min()
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_DENY.into());
+        Verdict { allowed, rule }
+    }
+}
+
+/// A caller as Cedar entities (built once per request or cached view).
+#[derive(Debug, Clone)]
+pub struct Principal {
+    uid: EntityUid,
+    entities: Vec<Entity>,
+}
+
+impl Principal {
+    pub fn of(caller: &Caller) -> Self {
+        let subject = caller.subject_or_anonymous();
+        let principal_uid = uid("Caller", subject)
+            .unwrap_or_else(|| EntityUid::from_str(r#"Caller::"anonymous""#).expect("literal"));
+        let strings = |items: &[String]| {
+            RestrictedExpression::new_set(items.iter().map(|s| RestrictedExpression::new_string(s.clone())))
+        };
+        let claims: Vec<(String, RestrictedExpression)> =
+            caller.claims.iter().filter_map(|(k, v)| Some((k.clone(), expression(v, true)?))).collect();
+        let claims = RestrictedExpression::new_record(claims)
+            .unwrap_or_else(|_| RestrictedExpression::new_record([]).expect("empty record"));
+        let attrs = HashMap::from([
+            ("subject".to_string(), RestrictedExpression::new_string(subject.to_string())),
+            ("anonymous".to_string(), RestrictedExpression::new_bool(caller.subject.is_none())),
+            ("scopes".to_string(), strings(&caller.scopes)),
+            ("groups".to_string(), strings(&caller.groups)),
+            ("claims".to_string(), claims),
+        ]);
+        let groups: Vec<EntityUid> = caller.groups.iter().filter_map(|g| uid("Group", g)).collect();
+        let mut entities: Vec<Entity> =
+            groups.iter().map(|g| Entity::new_no_attrs(g.clone(), HashSet::new())).collect();
+        let principal = Entity::new(principal_uid.clone(), attrs, groups.into_iter().collect())
+            .unwrap_or_else(|_| Entity::new_no_attrs(principal_uid.clone(), HashSet::new()));
+        entities.push(principal);
+        Self { uid: principal_uid, entities }
+    }
+}
+
+/// A claim value Cedar can hold: strings, integers, booleans, and (top level) arrays of
+/// those as sets. Objects, floats and nulls are left out.
+fn expression(value: &Value, top: bool) -> Option<RestrictedExpression> {
+    match value {
+        Value::String(s) => Some(RestrictedExpression::new_string(s.clone())),
+        Value::Bool(b) => Some(RestrictedExpression::new_bool(*b)),
+        Value::Number(n) => n.as_i64().map(RestrictedExpression::new_long),
+        Value::Array(items) if top => {
+            Some(RestrictedExpression::new_set(items.iter().filter_map(|v| expression(v, false))))
+        }
+        _ => None,
+    }
+}
+
+/// The tool and its server as entities.
+fn tool_entities(tool: &ToolRecord) -> Option<(EntityUid, [Entity; 2])> {
+    let hint = |key: &str, default: bool| {
+        tool.definition
+            .get("annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_bool)
+            .unwrap_or(default)
+    };
+    let server = uid("Server", &tool.server)?;
+    let resource = uid("Tool", &tool.name)?;
+    let attrs = HashMap::from([
+        ("name".to_string(), RestrictedExpression::new_string(tool.name.to_string())),
+        ("server".to_string(), RestrictedExpression::new_string(tool.server.to_string())),
+        ("readOnly".to_string(), RestrictedExpression::new_bool(hint("readOnlyHint", false))),
+        ("destructive".to_string(), RestrictedExpression::new_bool(hint("destructiveHint", true))),
+        ("idempotent".to_string(), RestrictedExpression::new_bool(hint("idempotentHint", false))),
+        ("openWorld".to_string(), RestrictedExpression::new_bool(hint("openWorldHint", true))),
+    ]);
+    let entity = Entity::new(resource.clone(), attrs, HashSet::from([server.clone()])).ok()?;
+    Some((resource, [entity, Entity::new_no_attrs(server, HashSet::new())]))
+}
+
+/// Each parse error with its line and column (`line 3, column 12: unexpected token …`).
+fn describe_parse_errors(text: &str, errors: &cedar_policy::ParseErrors) -> String {
+    use miette::Diagnostic;
+    let mut out = Vec::new();
+    for error in errors.iter() {
+        let at = error
+            .labels()
+            .and_then(|mut labels| labels.next())
+            .map(|label| {
+                let (line, column) = line_column(text, label.offset());
+                format!("line {line}, column {column}: ")
+            })
+            .unwrap_or_default();
+        let help = error.help().map(|h| format!(" ({h})")).unwrap_or_default();
+        out.push(format!("{at}{error}{help}"));
+    }
+    out.join("; ")
+}
+
+/// 1-based line and column of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_errors_name_line_and_column() {
+        let text = "permit(principal, action, resource);\npermit(principal action, resource);\n";
+        let err = PolicyEngine::parse(text).unwrap_err();
+        assert!(err.contains("line 2, column"), "{err}");
+    }
+
+    #[test]
+    fn line_column_counts_from_one() {
+        assert_eq!(line_column("ab\ncd", 4), (2, 2));
+        assert_eq!(line_column("ab", 0), (1, 1));
+    }
+}
