@@ -10,9 +10,13 @@
 //! The variables of the command line itself (`MCP_GATEWAY_CONFIG`, `MCP_GATEWAY_LOG_FORMAT`,
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
+mod admin;
 mod lenient;
+mod registry_trust;
 mod resilience;
 
+pub use admin::AdminSettings;
+pub use registry_trust::{RemoteMissBudget, UpstreamUrlSettings};
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -92,6 +96,9 @@ pub struct Config {
     /// of these by key): a DynamoDB item can pick among them, never supply a command, its
     /// arguments or its environment. Configured `[servers.NAME]` need no entry here.
     pub stdio_commands: BTreeMap<String, StdioCommand>,
+    /// Who may use `/admin/*`: a bearer token and/or a listener of their own (off unless
+    /// configured; see `docs/security-edge-and-registry.md`).
+    pub admin: AdminSettings,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -136,6 +143,10 @@ pub struct RegistryConfig {
     /// Compare registered tools with their servers' live `tools/list` this often (0: only
     /// on demand, `GET /admin/registry/drift`).
     pub drift_interval_secs: u64,
+    /// Where registry entries may point (`[registry.upstream_urls]`).
+    pub upstream_urls: UpstreamUrlSettings,
+    /// Lookups below memory for names not in the catalogue (`[registry.remote_misses]`).
+    pub remote_misses: RemoteMissBudget,
 }
 
 impl Default for RegistryConfig {
@@ -151,6 +162,8 @@ impl Default for RegistryConfig {
             dynamodb_backoff_ms: 5_000,
             scan_page_size: 0,
             drift_interval_secs: 0,
+            upstream_urls: UpstreamUrlSettings::default(),
+            remote_misses: RemoteMissBudget::default(),
         }
     }
 }
@@ -197,6 +210,7 @@ impl Default for Config {
             registry: RegistryConfig::default(),
             cache: CacheConfig::default(),
             stdio_commands: BTreeMap::new(),
+            admin: AdminSettings::default(),
         }
     }
 }
@@ -594,6 +608,8 @@ impl Config {
         if self.max_body_bytes == 0 {
             bail!("max_body_bytes must be positive");
         }
+        self.admin.validate()?;
+        self.registry.upstream_urls.validate()?;
         Ok(())
     }
 }

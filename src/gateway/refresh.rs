@@ -32,7 +32,7 @@ use crate::{
     protocol::mcp::Era,
     registry::{
         catalog::{Changes, ServerTools},
-        entry::RegistryEntry,
+        entry::{RegistryEntry, ServerRef},
     },
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
 };
@@ -237,6 +237,12 @@ impl Refresher {
         changes.with_label_values(&["changed"]).inc_by(changed);
         self.loaded = true;
         gateway.metrics.registry_tools.set(after.len() as i64);
+        // Registry servers no live entry names any more (removed, moved) are dropped.
+        let mut live: Vec<Arc<ServerRef>> = after.tools().iter().filter_map(|t| t.origin.clone()).collect();
+        if let Some(dynamic) = &gateway.registry.dynamic {
+            live.extend(dynamic.fresh_origins());
+        }
+        gateway.prune_registry_upstreams(&live);
         tracing::info!(
             tools = after.len(),
             servers = server_count,

@@ -113,11 +113,11 @@ impl Sessions {
             evicted
         };
         if let Some(evicted) = evicted {
-            tracing::info!(session = %evicted.id, "back-channel session evicted (table full)");
+            tracing::info!(session = %crate::telemetry::redact::session_tag(&evicted.id), "back-channel session evicted (table full)");
             evicted.close();
         }
         self.start_sweeper();
-        tracing::info!(session = %session.id, "back-channel session opened");
+        tracing::info!(session = %crate::telemetry::redact::session_tag(&session.id), "back-channel session opened");
         session
     }
 
@@ -152,7 +152,7 @@ impl Sessions {
         });
         match removed {
             Some(session) => {
-                tracing::info!(session = %session.id, "back-channel session ended by the client");
+                tracing::info!(session = %crate::telemetry::redact::session_tag(&session.id), "back-channel session ended by the client");
                 session.close();
                 true
             }
@@ -196,7 +196,7 @@ impl Sessions {
             Err(_) => Vec::new(),
         };
         for session in expired {
-            tracing::info!(session = %session.id, "back-channel session expired (idle)");
+            tracing::info!(session = %crate::telemetry::redact::session_tag(&session.id), "back-channel session expired (idle)");
             session.close();
         }
     }

@@ -13,6 +13,7 @@ pub mod entry;
 pub mod hash;
 pub mod record;
 pub mod redis_tier;
+pub mod url_policy;
 
 use std::sync::Arc;
 

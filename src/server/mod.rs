@@ -1,10 +1,14 @@
 //! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /metrics`, `GET /healthz`, `GET /readyz`,
-//! `GET /tools` (exports), `GET /capabilities`, and the optional metrics-only listener (`metrics_listen`).
+//! `GET /tools` (exports), `GET /capabilities`, `/admin/*` (behind [`admin::guard`]), the
+//! optional metrics-only listener (`metrics_listen`) and the optional admin listener
+//! (`admin.listen`). Every request on the main and admin listeners first passes
+//! [`edge::EdgeGuard`] (`Host`/`Origin`).
 
 pub mod admin;
 pub mod body;
 pub mod catalogue;
 pub mod dispatch;
+pub mod edge;
 pub mod health;
 pub mod mcp;
 pub mod probe;
@@ -23,8 +27,8 @@ use tokio::net::TcpListener;
 
 use crate::gateway::Gateway;
 
-/// All inbound routes.
-pub fn router(gateway: Arc<Gateway>) -> Router {
+/// All routes of the main listener; `/admin/*` answer as `admin` says.
+pub fn router(gateway: Arc<Gateway>, admin: &admin::AdminAccess) -> Router {
     Router::new()
         .route("/mcp", post(mcp::post).get(mcp::not_allowed).delete(mcp::delete))
         .route("/metrics", get(health::metrics))
@@ -32,12 +36,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/tools", get(catalogue::tools))
         .route("/capabilities", get(catalogue::capabilities))
-        .route("/admin/breakers", get(admin::breakers))
-        .route("/admin/breakers/{server}/{action}", post(admin::breaker_action))
-        .route("/admin/connections", get(admin::connections))
-        .route("/admin/registry", get(admin::registry))
-        .route("/admin/registry/refresh", post(admin::registry_refresh))
-        .route("/admin/registry/drift", get(admin::registry_drift))
+        .merge(admin::routes(gateway.clone(), admin, false))
         .fallback(not_found)
         .with_state(gateway)
 }
@@ -55,6 +54,29 @@ pub fn metrics_router(gateway: Arc<Gateway>) -> Router {
         .with_state(gateway)
 }
 
+/// The admin listener (`admin.listen`): the admin routes and nothing else, behind the same
+/// `Host`/`Origin` checks as the main listener.
+pub async fn serve_admin(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    admin: admin::AdminAccess,
+) -> std::io::Result<()> {
+    async fn admin_only() -> Response {
+        let body = serde_json::json!({"error": "not found", "endpoints": ["/admin/..."]});
+        (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    }
+    let loopback = listener.local_addr()?.ip().is_loopback();
+    let edge_gateway = gateway.clone();
+    let routes = Router::new()
+        .merge(admin::routes(gateway.clone(), &admin, true))
+        .fallback(admin_only)
+        .with_state(gateway)
+        .layer(tower::layer::layer_fn(move |inner| {
+            edge::EdgeGuard::new(edge_gateway.clone(), loopback, inner)
+        }));
+    axum::serve(listener, routes.into_make_service_with_connect_info::<std::net::SocketAddr>()).await
+}
+
 /// Serves [`metrics_router`] on `listener` until the process exits.
 pub async fn serve_metrics(listener: TcpListener, gateway: Arc<Gateway>) -> std::io::Result<()> {
     axum::serve(listener, metrics_router(gateway)).await
@@ -70,7 +92,7 @@ async fn not_found() -> Response {
 
 /// One connection's service: `POST /mcp`, nearly every request a sidecar serves, goes straight
 /// to its handler; everything else through the [`router`], with the peer's address for the
-/// handlers that check it (`/admin`). The router's matching, its per-request extensions and
+/// handlers that read it. It sits behind [`edge::EdgeGuard`], so both paths are checked. The router's matching, its per-request extensions and
 /// boxed handler cost more than the rest of the HTTP edge of a call.
 #[derive(Clone)]
 struct McpFirst {
@@ -107,16 +129,19 @@ impl tower::Service<axum::extract::Request> for McpFirst {
 pub async fn serve(
     listener: TcpListener,
     gateway: Arc<Gateway>,
+    admin: admin::AdminAccess,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let routes = router(gateway.clone());
+    let routes = router(gateway.clone(), &admin);
     let app_gateway = gateway.clone();
+    let loopback = listener.local_addr()?.ip().is_loopback();
     let app = tower::service_fn(move |incoming: axum::serve::IncomingStream<'_, _>| {
         let peer: std::net::SocketAddr = *incoming.remote_addr();
         let service = McpFirst { gateway: app_gateway.clone(), routes: routes.clone(), peer };
-        std::future::ready(Ok::<_, std::convert::Infallible>(service))
+        let guarded = edge::EdgeGuard::new(app_gateway.clone(), loopback, service);
+        std::future::ready(Ok::<_, std::convert::Infallible>(guarded))
     });
     let server = axum::serve(
         axum::serve::ListenerExt::tap_io(listener, |tcp| {
