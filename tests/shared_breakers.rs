@@ -193,8 +193,8 @@ fn servers_built_from_registry_entries_share_their_breaker_too() {
          dynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{dynamo_port}\"\n\
          [defaults.breaker]\nopen_base_ms = 300000\nopen_max_ms = 300000\n"
     );
-    let a = Gateway::start(&config, &[]);
-    let b = Gateway::start(&config, &[]);
+    let a = Gateway::start(&config, REGISTRY_LOOPBACK);
+    let b = Gateway::start(&config, REGISTRY_LOOPBACK);
     // B builds its stack for the registry server (one failure of its own, far from a trip).
     expect_error(&lookup(&b), -32000, "upstream_unavailable");
     // A trips (read-only calls are retried, so a few calls make the five failures).
