@@ -319,7 +319,7 @@ impl Gateway {
             by_name.entry(origin.name.as_str()).or_default().push(origin);
         }
         let in_use = |name: &str, origin: &Arc<ServerRef>| {
-            by_name.get(name).is_some_and(|origins| origins.iter().any(|live| *live == origin))
+            by_name.get(name).is_some_and(|origins| origins.contains(&origin))
         };
         let mut dropped = Vec::new();
         if let Ok(mut map) = self.dynamic_upstreams.write() {

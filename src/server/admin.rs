@@ -49,10 +49,11 @@ impl AdminAccess {
         Self::default()
     }
 
-    /// Whether the token is required, and how the routes answer where they are not served.
-    fn decide(&self, on_admin_listener: bool, request: &Request) -> Result<(), Response> {
+    /// `None` when the request may pass; else the answer (token missing or wrong, routes not
+    /// served on this listener, admin off).
+    fn refusal(&self, on_admin_listener: bool, request: &Request) -> Option<Response> {
         if !on_admin_listener && self.own_listener {
-            return Err(refused(
+            return Some(refused(
                 StatusCode::NOT_FOUND,
                 "admin endpoints are served on the admin listener only (admin.listen)",
             ));
@@ -66,7 +67,7 @@ impl AdminAccess {
                     .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
                 match presented {
                     Some(token) if same_digest(expected, &Sha256::digest(token.trim().as_bytes()).into()) => {
-                        Ok(())
+                        None
                     }
                     _ => {
                         let mut response = refused(
@@ -77,22 +78,22 @@ impl AdminAccess {
                             header::WWW_AUTHENTICATE,
                             HeaderValue::from_static("Bearer realm=\"mcp-gateway admin\""),
                         );
-                        Err(response)
+                        Some(response)
                     }
                 }
             }
             None if on_admin_listener => {
                 let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
                 if peer.is_some_and(|p| p.ip().is_loopback()) {
-                    Ok(())
+                    None
                 } else {
-                    Err(refused(
+                    Some(refused(
                         StatusCode::FORBIDDEN,
                         "the admin listener answers loopback peers only (or set admin.token_file)",
                     ))
                 }
             }
-            None => Err(refused(
+            None => Some(refused(
                 StatusCode::FORBIDDEN,
                 "admin endpoints are disabled: set admin.token_file (or MCP_GATEWAY_ADMIN__TOKEN) and send Authorization: Bearer <token>, or set admin.listen to serve them on a listener of their own",
             )),
@@ -120,9 +121,9 @@ pub struct GuardState {
 
 /// The one check in front of every admin route.
 pub async fn guard(State(state): State<GuardState>, request: Request, next: Next) -> Response {
-    match state.access.decide(state.on_admin_listener, &request) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => {
+    match state.access.refusal(state.on_admin_listener, &request) {
+        None => next.run(request).await,
+        Some(refusal) => {
             let reason = match refusal.status() {
                 StatusCode::UNAUTHORIZED => "admin_unauthorized",
                 StatusCode::NOT_FOUND => "admin_elsewhere",
