@@ -220,7 +220,10 @@ fn main() {
     rt.block_on(async {
         let gateway: Arc<Gateway> = Gateway::new(config).await.expect("gateway");
         Refresher::new(gateway.clone()).refresh_all().await;
-        let router = mcp_gateway::server::router(gateway.clone());
+        let router = mcp_gateway::server::router(
+            gateway.clone(),
+            &mcp_gateway::server::admin::AdminAccess::disabled(),
+        );
         call_future_stays_small(&gateway);
         println!("| path, catalogue | allocations per request | bytes allocated per request |");
         println!("|---|---:|---:|");

@@ -10,19 +10,23 @@
 //! The variables of the command line itself (`MCP_GATEWAY_CONFIG`, `MCP_GATEWAY_LOG_FORMAT`,
 //! see [`CLI_ENV`]) are not configuration keys and are left to the CLI.
 
+mod admin;
 mod audit;
 mod auth;
 mod catalogue;
 mod inbound;
 mod lenient;
 mod quotas;
+mod registry_trust;
 mod resilience;
 
+pub use admin::AdminSettings;
 pub use audit::{AuditConfig, AuditSinkKind};
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, AuthMode, PolicyConfig};
 pub use catalogue::CatalogueConfig;
 pub use inbound::InboundLimits;
 pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
+pub use registry_trust::{RemoteMissBudget, UpstreamUrlSettings};
 pub use resilience::{BreakerSettings, RetrySettings};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
@@ -116,6 +120,9 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Tool policy (Cedar): which caller may list and call which tool.
     pub policy: PolicyConfig,
+    /// Who may use `/admin/*`: a bearer token and/or a listener of their own (off unless
+    /// configured; see `docs/security-edge-and-registry.md`).
+    pub admin: AdminSettings,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -160,6 +167,10 @@ pub struct RegistryConfig {
     /// Compare registered tools with their servers' live `tools/list` this often (0: only
     /// on demand, `GET /admin/registry/drift`).
     pub drift_interval_secs: u64,
+    /// Where registry entries may point (`[registry.upstream_urls]`).
+    pub upstream_urls: UpstreamUrlSettings,
+    /// Lookups below memory for names not in the catalogue (`[registry.remote_misses]`).
+    pub remote_misses: RemoteMissBudget,
 }
 
 impl Default for RegistryConfig {
@@ -175,6 +186,8 @@ impl Default for RegistryConfig {
             dynamodb_backoff_ms: 5_000,
             scan_page_size: 0,
             drift_interval_secs: 0,
+            upstream_urls: UpstreamUrlSettings::default(),
+            remote_misses: RemoteMissBudget::default(),
         }
     }
 }
@@ -227,6 +240,7 @@ impl Default for Config {
             inbound: InboundLimits::default(),
             auth: AuthConfig::default(),
             policy: PolicyConfig::default(),
+            admin: AdminSettings::default(),
         }
     }
 }
@@ -629,6 +643,8 @@ impl Config {
         self.catalogue.validate()?;
         self.inbound.validate()?;
         self.auth.validate(self.listen)?;
+        self.admin.validate()?;
+        self.registry.upstream_urls.validate()?;
         Ok(())
     }
 }

@@ -63,6 +63,9 @@ pub enum Category {
     ResponseTooLarge,
     /// The upstream refused the gateway's credentials (HTTP 401/403): an operator must act.
     UpstreamAuth,
+    /// A registry entry points at an endpoint `registry.upstream_urls` does not allow (or at a
+    /// loopback, link-local or metadata address no pattern names): nothing was sent.
+    UpstreamNotAllowed,
     /// A browser request from an origin that is not allowed (HTTP 403).
     ForbiddenOrigin,
     /// The caller cancelled the call (`notifications/cancelled`); answered only where an
@@ -100,6 +103,7 @@ impl Category {
             Category::UpstreamAuth => -32007,
             Category::Forbidden => -32008,
             Category::Unauthenticated => -32009,
+            Category::UpstreamNotAllowed => -32010,
             // Outside the reserved range; the code LSP gives a cancelled request.
             Category::Cancelled => -32800,
             // Replaced by the upstream's own code when there is one.
@@ -129,6 +133,7 @@ impl Category {
             Category::UpstreamProtocol => "upstream_protocol",
             Category::ResponseTooLarge => "response_too_large",
             Category::UpstreamAuth => "upstream_auth",
+            Category::UpstreamNotAllowed => "upstream_not_allowed",
             Category::ForbiddenOrigin => "forbidden_origin",
             Category::Cancelled => "cancelled",
             Category::Forbidden => "forbidden",
@@ -172,6 +177,7 @@ impl Category {
             Category::UpstreamProtocol => "Upstream protocol error",
             Category::ResponseTooLarge => "Upstream answer too large",
             Category::UpstreamAuth => "Upstream refused the gateway's credentials",
+            Category::UpstreamNotAllowed => "Upstream not allowed",
             Category::ForbiddenOrigin => "Forbidden origin",
             Category::Cancelled => "Request cancelled",
             Category::Forbidden => "Forbidden by tool policy",

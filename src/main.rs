@@ -8,7 +8,8 @@ use mcp_gateway::{
     config::{Config, ServerConfig, TransportKind},
     demo,
     gateway::{Gateway, refresh::Refresher},
-    server, telemetry,
+    server,
+    telemetry::{self, redact},
 };
 use tokio::net::TcpListener;
 
@@ -171,7 +172,9 @@ enum RegistryAction {
         /// Only the change of this server (when several servers changed a tool of that name).
         #[arg(long)]
         server: Option<String>,
-        /// The gateway's base URL [default: http://<listen from the configuration>].
+        /// The gateway's base URL [default: http://<admin.listen, else listen, from the
+        /// configuration>]. The admin token (admin.token / admin.token_file) comes from the
+        /// same configuration and environment.
         #[arg(long)]
         url: Option<String>,
     },
@@ -206,9 +209,12 @@ async fn registry_command(
     let config = Config::load(config.as_deref(), std::env::vars())?;
     if let RegistryAction::Approve { tool, all, server, url } = action {
         let base = url.unwrap_or_else(|| {
-            server::probe::default_url(config.listen).trim_end_matches("/healthz").to_string()
+            let listen = config.admin.listen.unwrap_or(config.listen);
+            server::probe::default_url(listen).trim_end_matches("/healthz").to_string()
         });
-        let answer = admin_cli::approve(&base, tool.as_deref(), server.as_deref(), all).await?;
+        let token = config.admin.load_token()?;
+        let answer =
+            admin_cli::approve(&base, token.as_deref(), tool.as_deref(), server.as_deref(), all).await?;
         let _ = writeln!(std::io::stdout().lock(), "{answer}");
         return Ok(());
     }
@@ -325,7 +331,19 @@ fn main() -> anyhow::Result<()> {
                 for command in config.stdio_commands.values_mut() {
                     command.env.values_mut().for_each(|v| *v = "<redacted>".into());
                 }
-                config.redis_url = config.redis_url.as_deref().map(redact_url_password);
+                config.redis_url = config.redis_url.as_deref().map(redact::url);
+                // URLs lose their user-info and query values, arguments their secret-looking
+                // values (telemetry::redact): the structure stays readable.
+                for server in config.servers.values_mut() {
+                    server.url = server.url.as_deref().map(redact::url);
+                    server.args = redact::args(&server.args);
+                }
+                for command in config.stdio_commands.values_mut() {
+                    command.args = redact::args(&command.args);
+                }
+                config.dynamodb_endpoint = config.dynamodb_endpoint.as_deref().map(redact::url);
+                config.aws.endpoint_url = config.aws.endpoint_url.as_deref().map(redact::url);
+                config.admin = config.admin.redacted();
                 use std::io::Write;
                 let text = if json { serde_json::to_string_pretty(&config)? } else { format!("{config:#?}") };
                 let _ = writeln!(std::io::stdout().lock(), "{text}");
@@ -386,6 +404,7 @@ async fn serve(
     }
     config.validate()?;
 
+    let admin = server::admin::AdminAccess::from_settings(&config.admin)?;
     let gateway = Gateway::new(config.clone()).await?;
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
@@ -418,6 +437,20 @@ async fn serve(
             }
         });
     }
+    if let Some(admin_listen) = config.admin.listen {
+        let admin_listener = TcpListener::bind(admin_listen)
+            .await
+            .with_context(|| format!("binding the admin listener {admin_listen}"))?;
+        let admin_bound = admin_listener.local_addr()?;
+        tracing::info!(admin_listen = %admin_bound, "admin listener on http://{admin_bound}/admin/");
+        let gateway = gateway.clone();
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            if let Err(e) = server::serve_admin(admin_listener, gateway, admin).await {
+                tracing::error!(error = %e, "admin listener stopped");
+            }
+        });
+    }
     tokio::spawn(Refresher::new(gateway.clone()).run());
     tokio::spawn(keep_a_near_timer());
     if config.registry.drift_interval_secs > 0 {
@@ -432,7 +465,7 @@ async fn serve(
         });
     }
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    let served = server::serve(listener, gateway.clone(), shutdown, grace).await;
+    let served = server::serve(listener, gateway.clone(), admin, shutdown, grace).await;
     close_sessions(&gateway).await;
     // The calls have drained and their audit lines are queued: write them out.
     if let Some(audit) = &gateway.audit {
@@ -596,18 +629,6 @@ fn healthcheck(url: Option<String>, config: Option<&std::path::Path>) -> i32 {
             let _ = writeln!(std::io::stderr(), "{line}");
             1
         }
-    }
-}
-
-/// `redis://user:secret@host` → `redis://user:<redacted>@host` (ElastiCache AUTH tokens).
-fn redact_url_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    match rest.rsplit_once('@') {
-        Some((userinfo, host)) if userinfo.contains(':') => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:<redacted>@{host}")
-        }
-        _ => url.to_string(),
     }
 }
 

@@ -100,7 +100,7 @@ fn a_server_cannot_take_another_servers_name_or_its_alias() {
     }
     assert_eq!(hostile_methods(addr, "/shadow", "tools/call"), 0);
     // Visible: the admin endpoint, the metric, the log.
-    let (status, report) = get_json(&gateway, "/admin/registry/collisions");
+    let (status, report) = admin_get_json(&gateway, "/admin/registry/collisions");
     assert_eq!(status, 200);
     let refused: Vec<&Value> = report["collisions"]
         .as_array()
@@ -156,7 +156,7 @@ fn a_changed_definition_is_not_served_until_approved() {
     assert_eq!(metric(&metrics, "mcp_gateway_tool_definitions_pending", &[]), 0.0, "{metrics}");
 
     // The server changes the description: the pinned one is still served (and called).
-    gateway.client.post(gateway.url("/admin/registry/refresh")).send().unwrap();
+    gateway.admin_post("/admin/registry/refresh").send().unwrap();
     wait_for("the change to be pending", || {
         metric(&gateway.metrics(), "mcp_gateway_tool_definitions_pending", &[]) == 1.0
     });
@@ -164,14 +164,28 @@ fn a_changed_definition_is_not_served_until_approved() {
     assert_eq!(description(&gateway, "lookup"), "Looks a word up.");
     let answer = gateway.call("lookup", json!({"q": "x"}));
     assert!(answer.get("result").is_some(), "{answer}");
-    let (_, pins) = get_json(&gateway, "/admin/registry/pins");
+    let (_, pins) = admin_get_json(&gateway, "/admin/registry/pins");
     assert_eq!(pins["pending"][0]["tool"], "lookup", "{pins}");
     assert_eq!(pins["pending"][0]["serving"], "approved", "{pins}");
     wait_for("the pending change's log line", || gateway.proc.output().contains("not served until approved"));
 
-    // Approved with the CLI: the new definition is served, without listing the server again.
+    // The CLI without the admin token is refused by the gateway's admin guard.
+    let refused = std::process::Command::new(BIN)
+        .args(["registry", "approve", "lookup", "--url", &gateway.url("")])
+        .env_remove("MCP_GATEWAY_ADMIN__TOKEN")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("401"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    // Approved with the CLI (the token from the environment, as for the gateway): the new
+    // definition is served, without listing the server again.
     let approved = std::process::Command::new(BIN)
         .args(["registry", "approve", "lookup", "--url", &gateway.url("")])
+        .env("MCP_GATEWAY_ADMIN__TOKEN", ADMIN_TOKEN)
         .output()
         .unwrap();
     assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
@@ -185,6 +199,7 @@ fn a_changed_definition_is_not_served_until_approved() {
     // Nothing left to approve.
     let again = std::process::Command::new(BIN)
         .args(["registry", "approve", "--all", "--url", &gateway.url("")])
+        .env("MCP_GATEWAY_ADMIN__TOKEN", ADMIN_TOKEN)
         .output()
         .unwrap();
     assert!(!again.status.success());

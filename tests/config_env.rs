@@ -176,6 +176,24 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("policy.file"), "/etc/policy.cedar", json!("/etc/policy.cedar")),
         (s("policy.reload_secs"), "7", json!(7)),
         (s("policy.list_cache_entries"), "64", json!(64)),
+        (s("admin.token_file"), "/run/secrets/admin-token", json!("/run/secrets/admin-token")),
+        // The token itself is never printed.
+        (s("admin.token"), "0123456789abcdef-admin", json!("<redacted>")),
+        (s("admin.listen"), "127.0.0.1:9465", json!("127.0.0.1:9465")),
+        (
+            s("registry.upstream_urls"),
+            r#"{ allow = ["https://*.tools.example"], resolve = false }"#,
+            json!({"allow": ["https://*.tools.example"], "resolve": false}),
+        ),
+        (s("registry.remote_misses"), "{ per_sec = 7, burst = 9 }", json!({"per_sec": 7, "burst": 9})),
+        (
+            s("registry.upstream_urls.allow"),
+            r#"["https://*.tools.example"]"#,
+            json!(["https://*.tools.example"]),
+        ),
+        (s("registry.upstream_urls.resolve"), "false", json!(false)),
+        (s("registry.remote_misses.per_sec"), "7", json!(7)),
+        (s("registry.remote_misses.burst"), "9", json!(9)),
     ];
     raw.into_iter().map(|(k, v, e)| (k, (v, e))).collect()
 }

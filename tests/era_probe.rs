@@ -52,7 +52,7 @@ fn text(answer: &Value) -> String {
 }
 
 fn breaker(gateway: &Gateway, server: &str) -> Value {
-    let report: Value = gateway.client.get(gateway.url("/admin/breakers")).send().unwrap().json().unwrap();
+    let report: Value = gateway.admin_get("/admin/breakers").send().unwrap().json().unwrap();
     report[server].clone()
 }
 

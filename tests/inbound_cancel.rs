@@ -95,7 +95,7 @@ fn a_cancelled_call_to_a_session_era_server_is_cancelled_there_and_answered_canc
     let stats = demo.stats();
     assert_eq!(stats["answered"], 0, "{stats}");
     assert_eq!(cancelled_samples(&gw), 1.0);
-    let breakers: Value = gw.client.get(gw.url("/admin/breakers")).send().unwrap().json().unwrap();
+    let breakers: Value = gw.admin_get("/admin/breakers").send().unwrap().json().unwrap();
     assert_eq!(breakers["store"]["consecutive_failures"], 0, "a cancel is not a failure: {breakers}");
 }
 

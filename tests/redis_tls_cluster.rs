@@ -11,7 +11,8 @@ use std::{
 };
 
 use common::{
-    Demo, Gateway, Proc, Scratch, expect_error, free_port, metric, private_ca, wait_for, wait_port,
+    Demo, Gateway, Proc, REGISTRY_LOOPBACK, Scratch, expect_error, free_port, metric, private_ca, wait_for,
+    wait_port,
 };
 use serde_json::{Value, json};
 
@@ -216,7 +217,7 @@ fn registry_through(redis: &RedisUnderTest) {
         "{}ready_min_tools = 0\n[registry]\nmemory_ttl_secs = 600\nnegative_ttl_secs = 1\nredis_timeout_ms = 2000\n",
         redis.config
     );
-    let gw = Gateway::start(&config, &[]);
+    let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
 
     let answer = gw.call("inventory_check", json!({"manga_ids": ["MNG-00000001"]}));
     assert_eq!(answer["result"]["structuredContent"]["items"][0]["stock"], 59, "{answer}");
@@ -271,14 +272,14 @@ fn breakers_through(redis: &RedisUnderTest) {
         "{}shared_breakers = true\nready_min_tools = 0\n[servers.down]\ntransport = \"http\"\nurl = \"http://127.0.0.1:{dead}/mcp\"\ndiscover = false\n[servers.down.breaker]\nopen_base_ms = 20000\nopen_max_ms = 20000\n[[servers.down.tools]]\nname = \"order_status\"\ninputSchema = {{ type = \"object\" }}\n",
         redis.config
     );
-    let a = Gateway::start(&config, &[]);
-    let b = Gateway::start(&config, &[]);
+    let a = Gateway::start(&config, REGISTRY_LOOPBACK);
+    let b = Gateway::start(&config, REGISTRY_LOOPBACK);
     for _ in 0..5 {
         expect_error(&a.call("order_status", json!({})), -32000, "upstream_unavailable");
     }
     expect_error(&a.call("order_status", json!({})), -32004, "circuit_open");
     wait_for("B to take on A's open state", || {
-        let report: Value = b.client.get(b.url("/admin/breakers")).send().unwrap().json().unwrap();
+        let report: Value = b.admin_get("/admin/breakers").send().unwrap().json().unwrap();
         report["down"]["state"] == "open"
     });
     for _ in 0..3 {
@@ -322,7 +323,7 @@ fn tls_without_the_private_ca_is_refused() {
     ]);
     let config =
         redis.config.lines().filter(|l| !l.starts_with("redis_ca_file")).collect::<Vec<_>>().join("\n");
-    let gw = Gateway::start(&format!("{config}\nready_min_tools = 0\n"), &[]);
+    let gw = Gateway::start(&format!("{config}\nready_min_tools = 0\n"), REGISTRY_LOOPBACK);
     expect_error(&gw.call("inventory_check", json!({"manga_ids": ["MNG-00000001"]})), -32002, "unknown_tool");
     let m = gw.metrics();
     assert!(
@@ -372,7 +373,7 @@ fn a_refresh_writes_every_registry_entry_across_the_cluster_slots() {
         "{}dynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{dynamo_port}\"\n[registry]\nredis_timeout_ms = 2000\n",
         redis.config
     );
-    let gw = Gateway::start(&config, &[]);
+    let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
     for name in &names {
         wait_for(&format!("{name} written to the cluster"), || {
             redis.cli(&["EXISTS", &format!("mcp:tool:{name}")]).trim() == "1"

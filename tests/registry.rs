@@ -86,7 +86,7 @@ fn registered_tools_are_listed_and_called_through_a_registry_built_server() {
     let stores = Stores::start(true);
     let demo = Demo::http();
     import_catalog(&stores, &demo, true);
-    let gw = Gateway::start(&stores.config(""), &[]);
+    let gw = Gateway::start(&stores.config(""), REGISTRY_LOOPBACK);
     let names = gw.tool_names();
     assert_eq!(names.len(), 6, "{names:?}");
     let answer = gw.call("manga_search", json!({"query": "ワンピース"}));
@@ -95,7 +95,7 @@ fn registered_tools_are_listed_and_called_through_a_registry_built_server() {
     expect_error(&gw.call("manga_search", json!({})), -32602, "bad_input");
     let ready: Value = gw.client.get(gw.url("/readyz")).send().unwrap().json().unwrap();
     assert_eq!(ready["tiers"]["dynamodb"], "reachable", "{ready}");
-    let admin: Value = gw.client.get(gw.url("/admin/registry")).send().unwrap().json().unwrap();
+    let admin: Value = gw.admin_get("/admin/registry").send().unwrap().json().unwrap();
     let search = admin["tools"].as_array().unwrap().iter().find(|t| t["name"] == "manga_search").unwrap();
     assert_eq!(search["tier"], "dynamodb", "{admin}");
     assert_eq!(search["version"], 1);
@@ -116,8 +116,8 @@ fn lookups_go_memory_redis_dynamodb_and_fill_the_tiers_above() {
     let demo = Demo::http();
     // Long refresh interval: names registered after start are found by point lookups.
     let config = stores.config("").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
-    let a = Gateway::start(&config, &[]);
-    let b = Gateway::start(&config, &[]);
+    let a = Gateway::start(&config, REGISTRY_LOOPBACK);
+    let b = Gateway::start(&config, REGISTRY_LOOPBACK);
     // Written to DynamoDB only (no Redis entry, no invalidation).
     stores.put(false, manga_tool("price_lookup", &demo.url()));
     let first = a.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
@@ -154,7 +154,7 @@ fn lookups_go_memory_redis_dynamodb_and_fill_the_tiers_above() {
 #[test]
 fn concurrent_misses_share_one_read_and_unknown_names_are_cached_negatively() {
     let stores = Stores::start(false);
-    let gw = Arc::new(Gateway::start(&stores.config(""), &[]));
+    let gw = Arc::new(Gateway::start(&stores.config(""), REGISTRY_LOOPBACK));
     let threads: Vec<_> = (0..50)
         .map(|_| {
             let gw = gw.clone();
@@ -180,7 +180,7 @@ fn redis_stopping_mid_test_only_costs_a_skip() {
     let mut stores = Stores::start(true);
     let demo = Demo::http();
     let config = stores.config("").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
-    let gw = Gateway::start(&config, &[]);
+    let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
     if let Some((redis, _)) = stores.redis.as_mut() {
         let _ = redis.child.kill();
         let _ = redis.child.wait();
@@ -200,7 +200,7 @@ fn dynamodb_stopping_keeps_the_last_known_good_registry() {
     let mut stores = Stores::start(false);
     let demo = Demo::http();
     import_catalog(&stores, &demo, false);
-    let gw = Gateway::start(&stores.config(""), &[]);
+    let gw = Gateway::start(&stores.config(""), REGISTRY_LOOPBACK);
     assert_eq!(gw.tool_names().len(), 6);
     let _ = stores.dynamo.child.kill();
     let _ = stores.dynamo.child.wait();
@@ -226,7 +226,7 @@ fn both_tiers_down_at_start_still_serve_configuration() {
         "redis_url = \"redis://127.0.0.1:{dead_redis}\"\ndynamodb_table = \"t\"\ndynamodb_endpoint = \"http://127.0.0.1:{dead_dynamo}\"\n[servers.demo]\ntransport = \"http\"\nurl = \"{}\"\n",
         demo.url()
     );
-    let gw = Gateway::start(&config, &[]);
+    let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
     assert_eq!(gw.tool_names().len(), 6);
     let answer = gw.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
     assert!(answer.get("result").is_some(), "{answer}");
@@ -243,8 +243,8 @@ fn schema_changes_are_picked_up_counted_and_seen_by_every_gateway_through_invali
     let demo = Demo::http();
     import_catalog(&stores, &demo, true);
     let config = stores.config("").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
-    let a = Gateway::start(&config, &[]);
-    let b = Gateway::start(&config, &[]);
+    let a = Gateway::start(&config, REGISTRY_LOOPBACK);
+    let b = Gateway::start(&config, REGISTRY_LOOPBACK);
     // max_results now tops out at 3: a stricter schema.
     let mut tool = manga_tool("manga_search", &demo.url());
     tool["inputSchema"]["properties"]["max_results"]["maximum"] = json!(3);
@@ -290,7 +290,7 @@ fn refresh_reads_every_page_of_a_large_registry() {
         &["import", path.to_str().unwrap(), "--server", "bulk", "--url", "http://127.0.0.1:9/mcp"],
     );
     let _ = std::fs::remove_file(path);
-    let gw = Gateway::start(&stores.config(""), &[]);
+    let gw = Gateway::start(&stores.config(""), REGISTRY_LOOPBACK);
     let names = gw.tool_names();
     assert_eq!(names.len(), 520, "all pages (100 items each) were read");
     assert_eq!(names[0], "tool_0000");
@@ -307,8 +307,8 @@ fn drift_against_a_live_everything_server() {
     // A deliberately stale entry: echo's schema differs, and a tool the server no longer has.
     stores.put(false, json!({"name": "echo", "description": "old", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}, "server": server}));
     stores.put(false, json!({"name": "retired_tool", "description": "gone", "inputSchema": {"type": "object"}, "server": server}));
-    let gw = Gateway::start(&stores.config(""), &[]);
-    let drift: Value = gw.client.get(gw.url("/admin/registry/drift")).send().unwrap().json().unwrap();
+    let gw = Gateway::start(&stores.config(""), REGISTRY_LOOPBACK);
+    let drift: Value = gw.admin_get("/admin/registry/drift").send().unwrap().json().unwrap();
     let everything = &drift["everything"];
     assert_eq!(everything["drifted"], true, "{drift}");
     assert_eq!(everything["removed"], json!(["retired_tool"]), "{drift}");

@@ -93,7 +93,7 @@ fn made_up_names_wake_at_most_one_full_refresh_and_are_then_answered_from_memory
         "refresh_interval_secs = 600\n[servers.shop]\ntransport = \"http\"\nurl = \"{}\"\n",
         demo.url()
     );
-    let gw = Gateway::start(&stores.config(&top, ""), &[]);
+    let gw = Gateway::start(&stores.config(&top, ""), REGISTRY_LOOPBACK);
     let before = gw.metrics();
     // Fifty different made-up names, spread over more than ten seconds (the old limit was
     // one woken refresh every five seconds).
@@ -122,7 +122,7 @@ fn made_up_names_wake_at_most_one_full_refresh_and_are_then_answered_from_memory
 #[test]
 fn without_dynamodb_redis_misses_are_cached_negatively_too() {
     let stores = Stores::start(false, true);
-    let gw = Gateway::start(&stores.config("", ""), &[]);
+    let gw = Gateway::start(&stores.config("", ""), REGISTRY_LOOPBACK);
     for _ in 0..20 {
         expect_error(&gw.call("made_up_tool", json!({})), -32002, "unknown_tool");
     }
@@ -141,7 +141,7 @@ fn during_a_dynamodb_outage_stale_entries_are_served_without_asking_it_again() {
         "refresh_interval_secs = 600",
         "memory_ttl_secs = 1\ndynamodb_backoff_ms = 600000\ndynamodb_timeout_ms = 10000\n",
     );
-    let gw = Gateway::start(&config, &[]);
+    let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
     // Registered after the start-up scan: found by a point lookup and kept in memory.
     stores.put(false, manga_tool("price_lookup", &demo.url()));
     let first = gw.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
@@ -164,7 +164,7 @@ fn a_registry_entry_moved_to_another_server_is_followed() {
     let stores = Stores::start(true, true);
     let old = Demo::http();
     let new = Demo::http();
-    let gw = Gateway::start(&stores.config("refresh_interval_secs = 1", ""), &[]);
+    let gw = Gateway::start(&stores.config("refresh_interval_secs = 1", ""), REGISTRY_LOOPBACK);
     stores.put(true, manga_tool("price_lookup", &old.url()));
     let call = || gw.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
     assert_eq!(structured(&call())["retail_price"], 528);

@@ -261,7 +261,7 @@ fn a_caller_that_never_answers_gets_a_caller_timeout_that_the_breaker_does_not_c
 
     let unanswered = metric(&gw.metrics(), "mcp_gateway_relayed_requests_total", &["outcome=\"unanswered\""]);
     assert_eq!(unanswered, 2.0);
-    let (_, breakers) = get_json(&gw, "/admin/breakers");
+    let (_, breakers) = admin_get_json(&gw, "/admin/breakers");
     assert_eq!(breakers["fixtures"]["consecutive_failures"], 0, "{breakers}");
     assert_eq!(breakers["fixtures"]["state"], "closed", "{breakers}");
     let log = fixtures.output();
@@ -311,7 +311,7 @@ fn a_caller_that_goes_away_while_asked_cancels_the_upstream_call() {
     wait_for("the relayed request to be counted unanswered", || {
         metric(&gw.metrics(), "mcp_gateway_relayed_requests_total", &["outcome=\"unanswered\""]) == 1.0
     });
-    let (_, breakers) = get_json(&gw, "/admin/breakers");
+    let (_, breakers) = admin_get_json(&gw, "/admin/breakers");
     assert_eq!(breakers["fixtures"]["consecutive_failures"], 0, "{breakers}");
 }
 

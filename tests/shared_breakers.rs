@@ -139,18 +139,18 @@ fn operator_actions_on_any_instance_apply_to_the_fleet() {
     wait_for("B to refuse on A's open state", || category(&lookup(&b)) == "circuit_open");
     let _a_demo = Demo::start(false, a_port);
     // Closed by hand on B, which did not trip it.
-    let closed: Value = b.client.post(b.url("/admin/breakers/catalog/close")).send().unwrap().json().unwrap();
+    let closed: Value = b.admin_post("/admin/breakers/catalog/close").send().unwrap().json().unwrap();
     assert_eq!(closed["breaker"]["state"], "closed", "{closed}");
     wait_for("A to follow the close", || lookup(&a).get("result").is_some());
     assert!(lookup(&b).get("result").is_some());
     // Opened by hand on A: B refuses too, until closed by hand (here on A).
-    a.client.post(a.url("/admin/breakers/catalog/open")).send().unwrap();
+    a.admin_post("/admin/breakers/catalog/open").send().unwrap();
     wait_for("B to follow the open", || category(&lookup(&b)) == "circuit_open");
-    let report: Value = b.client.get(b.url("/admin/breakers")).send().unwrap().json().unwrap();
+    let report: Value = b.admin_get("/admin/breakers").send().unwrap().json().unwrap();
     assert_eq!(report["catalog"]["forced_open"], true, "{report}");
-    a.client.post(a.url("/admin/breakers/catalog/close")).send().unwrap();
+    a.admin_post("/admin/breakers/catalog/close").send().unwrap();
     wait_for("B to follow the second close", || lookup(&b).get("result").is_some());
-    assert_eq!(a.client.post(a.url("/admin/breakers/nope/open")).send().unwrap().status(), 404);
+    assert_eq!(a.admin_post("/admin/breakers/nope/open").send().unwrap().status(), 404);
 }
 
 #[test]
@@ -197,8 +197,8 @@ fn servers_built_from_registry_entries_share_their_breaker_too() {
          dynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{dynamo_port}\"\n\
          [defaults.breaker]\nopen_base_ms = 300000\nopen_max_ms = 300000\n"
     );
-    let a = Gateway::start(&config, &[]);
-    let b = Gateway::start(&config, &[]);
+    let a = Gateway::start(&config, REGISTRY_LOOPBACK);
+    let b = Gateway::start(&config, REGISTRY_LOOPBACK);
     // B builds its stack for the registry server (one failure of its own, far from a trip).
     expect_error(&lookup(&b), -32000, "upstream_unavailable");
     // A trips (read-only calls are retried, so a few calls make the five failures).

@@ -76,8 +76,7 @@ fn registry_stdio_entries_start_only_allowlisted_commands() {
     let started: Vec<String> =
         std::fs::read_to_string(&events).unwrap().lines().map(str::to_string).collect();
     assert_eq!(started.iter().filter(|l| l.starts_with("spawn ")).count(), 1, "{started:?}");
-    let connections: Value =
-        gateway.client.get(gateway.url("/admin/connections")).send().unwrap().json().unwrap();
+    let connections: Value = gateway.admin_get("/admin/connections").send().unwrap().json().unwrap();
     assert_eq!(connections["peer"]["state"], "ready", "{connections}");
 
     // The other names a program the configuration does not list: refused, nothing started.
@@ -85,8 +84,7 @@ fn registry_stdio_entries_start_only_allowlisted_commands() {
     let data = expect_error(&answer, -32006, "upstream_misconfigured");
     assert_eq!(data["attempts"], 0, "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("stdio_commands"), "{answer}");
-    let connections: Value =
-        gateway.client.get(gateway.url("/admin/connections")).send().unwrap().json().unwrap();
+    let connections: Value = gateway.admin_get("/admin/connections").send().unwrap().json().unwrap();
     assert!(connections.get("rogue").is_none(), "{connections}");
     let output = gateway.proc.output();
     assert!(

@@ -60,7 +60,7 @@ fn peer_server(name: &str, events: &Path, args: &[&str], extra: &str) -> String 
 }
 
 fn connections(gateway: &Gateway) -> Value {
-    gateway.client.get(gateway.url("/admin/connections")).send().unwrap().json().unwrap()
+    gateway.admin_get("/admin/connections").send().unwrap().json().unwrap()
 }
 
 fn state_of(gateway: &Gateway, server: &str) -> String {

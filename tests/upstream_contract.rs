@@ -25,7 +25,7 @@ annotations = {{ readOnlyHint = {read_only} }}
 }
 
 fn breaker(gateway: &Gateway, server: &str) -> Value {
-    let report: Value = gateway.client.get(gateway.url("/admin/breakers")).send().unwrap().json().unwrap();
+    let report: Value = gateway.admin_get("/admin/breakers").send().unwrap().json().unwrap();
     report[server].clone()
 }
 

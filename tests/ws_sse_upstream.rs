@@ -10,7 +10,7 @@ use common::*;
 use serde_json::{Value, json};
 
 fn connections(gateway: &Gateway) -> Value {
-    gateway.client.get(gateway.url("/admin/connections")).send().unwrap().json().unwrap()
+    gateway.admin_get("/admin/connections").send().unwrap().json().unwrap()
 }
 
 fn state_of(gateway: &Gateway, server: &str) -> String {
@@ -271,7 +271,7 @@ fn registry_entries_name_websocket_and_sse_servers_by_url() {
     let config = format!(
         "refresh_interval_secs = 1\nready_min_tools = 2\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{port}\"\n"
     );
-    let gateway = Gateway::start(&config, &[]);
+    let gateway = Gateway::start(&config, REGISTRY_LOOPBACK);
     let sum = gateway.call("add", json!({"a": 5, "b": 6}));
     assert_eq!(structured(&sum)["result"], 11, "{sum}");
     let echo = gateway.call("echo", json!({"message": "from the registry"}));

@@ -33,6 +33,7 @@ use crate::{
         entry::{RegistryEntry, ServerRef},
         pins::PinStore,
         redis_tier::RedisStore,
+        url_policy,
     },
     resilience::{
         cache::{ResultCache, SharedResult},
@@ -149,6 +150,7 @@ async fn dynamic_registry(
         dynamo,
         settings.clone(),
         metrics.registry_lookups.clone(),
+        metrics.registry_remote_lookups.clone(),
     ))))
 }
 
@@ -164,6 +166,9 @@ pub struct Gateway {
     /// Servers known only from registry entries, built on first use, with the origin they were
     /// built from (a changed origin rebuilds them).
     dynamic_upstreams: RwLock<BTreeMap<String, BuiltFrom>>,
+    /// Registry origins whose URL `registry.upstream_urls` refused, with the refusal: later
+    /// calls are answered without checking (or resolving) again until the entry changes.
+    refused_origins: RwLock<BTreeMap<String, (Arc<ServerRef>, GatewayError)>>,
     lambda_client: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
     /// The DynamoDB registry's active tools as of the last refresh (admin, drift).
     pub registry_entries: RwLock<Vec<RegistryEntry>>,
@@ -240,6 +245,7 @@ impl Gateway {
             registry,
             upstreams,
             dynamic_upstreams: RwLock::default(),
+            refused_origins: RwLock::default(),
             cancellable: Default::default(),
             sessions: Arc::new(
                 sessions::Sessions::counted(metrics.back_channel_sessions.clone())
@@ -307,17 +313,97 @@ impl Gateway {
         {
             return Ok(upstream.clone());
         }
+        let refused = self.refused_origins.read().ok().and_then(|m| m.get(&origin.name).cloned());
+        if let Some((refused_from, refusal)) = refused
+            && refused_from == *origin
+        {
+            self.metrics.registry_upstreams_refused.with_label_values(&[refusal_reason(&refusal)]).inc();
+            return Err(refusal.with_tool(tool.name.clone()));
+        }
         // Boxed: building may load the AWS SDK's configuration, whose future is kilobytes;
         // inline it would size every call's future.
-        Box::pin(self.build_registry_upstream(origin)).await
+        Box::pin(self.build_registry_upstream(origin, &tool.name)).await
+    }
+
+    /// `registry.upstream_urls`: a registry URL must be allowed before anything is sent to it.
+    /// A refusal is counted, logged (tool, server, redacted URL) and remembered for its origin.
+    async fn check_registry_url(&self, origin: &Arc<ServerRef>, tool: &str) -> Result<(), GatewayError> {
+        let Some(url) = origin.url.as_deref() else { return Ok(()) };
+        let Err(refusal) = url_policy::check(url, &self.config.registry.upstream_urls).await else {
+            return Ok(());
+        };
+        let shown = crate::telemetry::redact::url(url);
+        tracing::warn!(
+            tool,
+            server = %origin.name,
+            url = %shown,
+            reason = refusal.reason,
+            detail = %refusal.detail,
+            "registry entry's upstream URL refused; nothing sent"
+        );
+        self.metrics.registry_upstreams_refused.with_label_values(&[refusal.reason]).inc();
+        let error = GatewayError::new(
+            Category::UpstreamNotAllowed,
+            format!("server {} at {shown}: {}", origin.name, refusal.detail),
+        )
+        .with_server(origin.name.as_str())
+        .with_extra("reason", json!(refusal.reason));
+        if let Ok(mut refused) = self.refused_origins.write() {
+            refused.insert(origin.name.clone(), (origin.clone(), error.clone()));
+        }
+        Err(error.with_tool(tool))
+    }
+
+    /// Drops the registry-built stacks (and remembered refusals) whose origin no live entry
+    /// names any more: a removed or moved entry must not leave a connection (a stdio child,
+    /// a WebSocket) or a breaker behind. `live` are the origins still in use.
+    pub fn prune_registry_upstreams(&self, live: &[Arc<ServerRef>]) -> usize {
+        let mut by_name: std::collections::HashMap<&str, Vec<&Arc<ServerRef>>> = Default::default();
+        for origin in live {
+            by_name.entry(origin.name.as_str()).or_default().push(origin);
+        }
+        let in_use = |name: &str, origin: &Arc<ServerRef>| {
+            by_name.get(name).is_some_and(|origins| origins.contains(&origin))
+        };
+        let mut dropped = Vec::new();
+        if let Ok(mut map) = self.dynamic_upstreams.write() {
+            map.retain(|name, (origin, upstream)| {
+                let keep = in_use(name, origin);
+                if !keep {
+                    dropped.push(upstream.clone());
+                }
+                keep
+            });
+            self.metrics.registry_upstreams.set(map.len() as i64);
+        }
+        if let Ok(mut refused) = self.refused_origins.write() {
+            refused.retain(|name, (origin, _)| in_use(name, origin));
+        }
+        for upstream in &dropped {
+            tracing::info!(server = %upstream.name, transport = upstream.transport.as_str(), "registry server no longer named by a live entry; its stack is dropped");
+            self.metrics.registry_upstreams_dropped.inc();
+            // Ends a session-era HTTP session; a persistent connection stops when its last
+            // handle (this one, or a call in flight) goes.
+            if let Some(http) = upstream.http.clone() {
+                tokio::spawn(async move { http.close().await });
+            }
+        }
+        dropped.len()
     }
 
     /// Builds (once per origin) the stack of a server known only from the registry.
-    async fn build_registry_upstream(&self, origin: &Arc<ServerRef>) -> Result<Arc<Upstream>, GatewayError> {
+    async fn build_registry_upstream(
+        &self,
+        origin: &Arc<ServerRef>,
+        tool: &str,
+    ) -> Result<Arc<Upstream>, GatewayError> {
         let misconfigured = |detail: String| GatewayError::new(Category::UpstreamMisconfigured, detail);
         let transport = TransportKind::parse(&origin.transport).ok_or_else(|| {
             misconfigured(format!("transport {:?} of server {} is not served", origin.transport, origin.name))
         })?;
+        if transport.needs_url() {
+            self.check_registry_url(origin, tool).await?;
+        }
         let mut server = ServerConfig::new(
             transport,
             origin.url.clone(),
@@ -361,8 +447,9 @@ impl Gateway {
         built.start_health_prober(self.shared_breakers.clone(), self.metrics.breaker_health_probes.clone());
         let upstream = Arc::new(built);
         let replaced = map.insert(origin.name.clone(), (origin.clone(), upstream.clone())).is_some();
+        self.metrics.registry_upstreams.set(map.len() as i64);
         if replaced {
-            tracing::warn!(server = %origin.name, transport = transport.as_str(), url = ?origin.url, function = ?origin.function, "registry server's origin changed; rebuilt its stack");
+            tracing::warn!(server = %origin.name, transport = transport.as_str(), url = ?origin.url.as_deref().map(crate::telemetry::redact::url), function = ?origin.function, "registry server's origin changed; rebuilt its stack");
         } else {
             tracing::info!(server = %origin.name, transport = transport.as_str(), "registry server connected");
         }
@@ -449,6 +536,16 @@ impl Gateway {
     pub fn refresh_interval(&self) -> Duration {
         Duration::from_secs(self.config.refresh_interval_secs.max(1))
     }
+}
+
+/// The metric label of a remembered refusal.
+fn refusal_reason(error: &GatewayError) -> &'static str {
+    let reason = error.extra.as_ref().and_then(|extra| extra.1.as_str());
+    crate::telemetry::metrics::UPSTREAM_REFUSAL_REASONS
+        .iter()
+        .find(|known| Some(**known) == reason)
+        .copied()
+        .unwrap_or("not_allowlisted")
 }
 
 /// A resolved tool whose server the gateway cannot name (a record without an origin).

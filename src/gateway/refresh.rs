@@ -37,7 +37,7 @@ use crate::{
     protocol::mcp::Era,
     registry::{
         catalog::{COLLISION_KINDS, Changes, ServerTools},
-        entry::RegistryEntry,
+        entry::{RegistryEntry, ServerRef},
         pins::PinStore,
     },
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
@@ -299,6 +299,12 @@ impl Refresher {
         if departed > 0 {
             tracing::debug!(departed, "metric series of tools that left the catalogue removed");
         }
+        // Registry servers no live entry names any more (removed, moved) are dropped.
+        let mut live: Vec<Arc<ServerRef>> = after.tools().iter().filter_map(|t| t.origin.clone()).collect();
+        if let Some(dynamic) = &gateway.registry.dynamic {
+            live.extend(dynamic.fresh_origins());
+        }
+        gateway.prune_registry_upstreams(&live);
         tracing::info!(
             tools = after.len(),
             servers = server_count,

@@ -160,9 +160,11 @@ pub fn summary(entry: &RegistryEntry) -> Value {
 }
 
 /// `registry approve`: asks a running gateway (`base`, e.g. `http://127.0.0.1:8080`) to approve
-/// pending definition changes; returns its answer, or fails with it.
+/// pending definition changes, with the admin bearer `token` when one is configured; returns
+/// its answer, or fails with it.
 pub async fn approve(
     base: &str,
+    token: Option<&str>,
     tool: Option<&str>,
     server: Option<&str>,
     all: bool,
@@ -179,7 +181,11 @@ pub async fn approve(
         body["all"] = json!(true);
     }
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
-    let response = client.post(&url).json(&body).send().await.with_context(|| format!("POST {url}"))?;
+    let mut request = client.post(&url).json(&body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.with_context(|| format!("POST {url}"))?;
     let status = response.status();
     let answer: Value =
         response.json().await.with_context(|| format!("{url} answered HTTP {status} without JSON"))?;

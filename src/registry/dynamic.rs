@@ -9,6 +9,10 @@
 //!   and after a failure lookups skip DynamoDB for `dynamodb_backoff_ms` (counted as
 //!   `skipped`), serving stale at once instead of each waiting out the tier again; then one
 //!   lookup (or the periodic scan) tries again and its success reopens the tier.
+//! - Lookups below memory are budgeted (`[registry.remote_misses]`, a token bucket; a lookup
+//!   that finds a tool gives its token back): beyond it a name not in memory is answered
+//!   unknown without a Redis GET or DynamoDB GetItem, so a burst of made-up names costs a
+//!   bounded number of remote lookups. The memory tier evicts its oldest entry in O(1).
 //! - Inactive or unhealthy tools are neither resolved nor listed.
 //! - A remembered entry carries the tool record built from it ([`Live::record`]), built on
 //!   the first call and dropped with the entry (expiry, invalidation, a newer entry): calls
@@ -41,6 +45,116 @@ struct Remembered {
     /// `None`: known not to exist (negative entry).
     entry: Option<Arc<Live>>,
     stored: Instant,
+    /// Position in [`Memory::order`]: an older queue item of the same name is stale.
+    seq: u64,
+}
+
+/// The memory tier: names in insertion order, so the oldest is evicted in O(1) (amortised)
+/// instead of scanning every entry under the lock when the tier is full.
+#[derive(Default)]
+struct Memory {
+    entries: HashMap<Arc<str>, Remembered>,
+    /// `(name, seq)`, oldest first; items whose seq no longer matches are skipped.
+    order: std::collections::VecDeque<(Arc<str>, u64)>,
+    next_seq: u64,
+}
+
+impl Memory {
+    fn get(&self, name: &str) -> Option<&Remembered> {
+        self.entries.get(name)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Remembered> {
+        self.entries.values()
+    }
+
+    fn remove(&mut self, name: &str) {
+        self.entries.remove(name);
+        self.compact();
+    }
+
+    /// Inserts or replaces `name`; when full, drops the oldest other entry.
+    fn insert(&mut self, name: &str, entry: Option<Arc<Live>>, max_entries: usize) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if let Some(existing) = self.entries.get_mut(name) {
+            existing.entry = entry;
+            existing.stored = Instant::now();
+            existing.seq = seq;
+            let key = self.entries.get_key_value(name).map(|(k, _)| k.clone());
+            if let Some(key) = key {
+                self.order.push_back((key, seq));
+            }
+            self.compact();
+            return;
+        }
+        while self.entries.len() >= max_entries.max(1) {
+            let Some((oldest, oldest_seq)) = self.order.pop_front() else { break };
+            if self.entries.get(&oldest).is_some_and(|r| r.seq == oldest_seq) {
+                self.entries.remove(&oldest);
+            }
+        }
+        let key: Arc<str> = name.into();
+        self.order.push_back((key.clone(), seq));
+        self.entries.insert(key, Remembered { entry, stored: Instant::now(), seq });
+        self.compact();
+    }
+
+    /// Drops stale queue items once they outnumber the live ones (O(n) once per n changes).
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.entries.len() + 64 {
+            let entries = &self.entries;
+            self.order.retain(|(name, seq)| entries.get(name).is_some_and(|r| r.seq == *seq));
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// A token bucket of lookups below memory (`[registry.remote_misses]`): a burst of made-up
+/// names costs at most `burst` + `per_sec`×seconds Redis GETs / DynamoDB GetItems.
+struct MissBudget {
+    per_sec: f64,
+    burst: f64,
+    /// Tokens left and when they were counted.
+    state: Mutex<(f64, Instant)>,
+}
+
+impl MissBudget {
+    fn new(settings: &crate::config::RemoteMissBudget) -> Self {
+        let burst = f64::from(settings.burst.max(1));
+        Self { per_sec: f64::from(settings.per_sec), burst, state: Mutex::new((burst, Instant::now())) }
+    }
+
+    /// Takes a token; `false` when the budget is spent (0 per second: no limit).
+    fn try_take(&self) -> bool {
+        if self.per_sec <= 0.0 {
+            return true;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (tokens, counted) = &mut *state;
+        let now = Instant::now();
+        *tokens = (*tokens + now.duration_since(*counted).as_secs_f64() * self.per_sec).min(self.burst);
+        *counted = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A lookup that found a live tool was no miss: its token comes back.
+    fn give_back(&self) {
+        if self.per_sec <= 0.0 {
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 = (state.0 + 1.0).min(self.burst);
+    }
 }
 
 /// A live registry entry as the memory tier holds it, with the tool record built from it.
@@ -132,9 +246,12 @@ pub struct DynamicRegistry {
     pub redis: Option<RedisStore>,
     pub dynamo: Option<DynamoStore>,
     settings: RegistryConfig,
-    memory: Mutex<HashMap<String, Remembered>>,
+    memory: Mutex<Memory>,
     fetching: SingleFlight<Option<Arc<Live>>>,
     lookups: IntCounterVec,
+    /// Admitted / over-budget lookups below memory.
+    remote_lookups: IntCounterVec,
+    misses: MissBudget,
     redis_health: Health,
     dynamo_health: Health,
     dynamo_backoff: Backoff,
@@ -146,14 +263,17 @@ impl DynamicRegistry {
         dynamo: Option<DynamoStore>,
         settings: RegistryConfig,
         lookups: IntCounterVec,
+        remote_lookups: IntCounterVec,
     ) -> Self {
         Self {
             redis,
             dynamo,
+            misses: MissBudget::new(&settings.remote_misses),
             settings,
             memory: Mutex::default(),
             fetching: SingleFlight::default(),
             lookups,
+            remote_lookups,
             redis_health: Health::default(),
             dynamo_health: Health::default(),
             dynamo_backoff: Backoff::default(),
@@ -164,7 +284,7 @@ impl DynamicRegistry {
         self.lookups.with_label_values(&[tier, result]).inc();
     }
 
-    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Remembered>> {
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
         self.memory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -191,7 +311,18 @@ impl DynamicRegistry {
         loop {
             match role {
                 Join::Leader(leader) => {
+                    // Only the fetching caller spends the budget (its followers share the
+                    // answer); over budget, the name is unknown without asking below.
+                    if !self.misses.try_take() {
+                        self.remote_lookups.with_label_values(&["over_budget"]).inc();
+                        leader.finish(&None);
+                        return None;
+                    }
+                    self.remote_lookups.with_label_values(&["admitted"]).inc();
                     let fetched = self.fetch(name).await;
+                    if fetched.is_some() {
+                        self.misses.give_back();
+                    }
                     leader.finish(&fetched);
                     return fetched;
                 }
@@ -285,14 +416,20 @@ impl DynamicRegistry {
     }
 
     fn remember(&self, name: &str, entry: Option<Arc<Live>>) {
-        let mut memory = self.memory();
-        if memory.len() >= self.settings.memory_max_entries.max(1) && !memory.contains_key(name) {
-            // Bounded: drop the oldest entry.
-            if let Some(oldest) = memory.iter().min_by_key(|(_, r)| r.stored).map(|(k, _)| k.clone()) {
-                memory.remove(&oldest);
-            }
-        }
-        memory.insert(name.to_string(), Remembered { entry, stored: Instant::now() });
+        // Bounded: the oldest entry goes when full.
+        self.memory().insert(name, entry, self.settings.memory_max_entries);
+    }
+
+    /// The servers of the live entries memory still holds within their TTL (their stacks are
+    /// kept; see `Gateway::prune_registry_upstreams`).
+    pub fn fresh_origins(&self) -> Vec<Arc<super::entry::ServerRef>> {
+        let ttl = Duration::from_secs(self.settings.memory_ttl_secs);
+        self.memory()
+            .values()
+            .filter(|r| r.stored.elapsed() < ttl)
+            .filter_map(|r| r.entry.as_ref())
+            .map(|live| Arc::new(live.entry.server.clone()))
+            .collect()
     }
 
     /// Forgets a name (another gateway or the CLI changed it).
@@ -353,6 +490,40 @@ impl DynamicRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_tier_evicts_the_oldest_and_keeps_its_queue_bounded() {
+        let mut memory = Memory::default();
+        for i in 0..10 {
+            memory.insert(&format!("t{i}"), None, 4);
+        }
+        assert_eq!(memory.len(), 4);
+        assert!(memory.get("t5").is_none() && memory.get("t6").is_some() && memory.get("t9").is_some());
+        // Refreshing a name moves it to the back: it outlives names inserted before it.
+        memory.insert("t6", None, 4);
+        memory.insert("t10", None, 4);
+        assert!(memory.get("t6").is_some() && memory.get("t7").is_none());
+        for _ in 0..10_000 {
+            memory.insert("t6", None, 4);
+        }
+        assert!(memory.order.len() <= 2 * memory.len() + 65, "stale queue items are compacted");
+        memory.remove("t6");
+        assert!(memory.get("t6").is_none());
+    }
+
+    #[test]
+    fn the_miss_budget_admits_a_burst_then_refuses() {
+        let budget = MissBudget::new(&crate::config::RemoteMissBudget { per_sec: 1, burst: 3 });
+        let started = Instant::now();
+        let admitted = (0..100).filter(|_| budget.try_take()).count();
+        // The burst, plus at most what the bucket refilled while the loop ran.
+        let refilled = started.elapsed().as_secs_f64().ceil() as usize;
+        assert!(admitted >= 3 && admitted <= 3 + refilled, "{admitted}");
+        budget.give_back();
+        assert!(budget.try_take(), "a found tool's token comes back");
+        let unlimited = MissBudget::new(&crate::config::RemoteMissBudget { per_sec: 0, burst: 1 });
+        assert!((0..1000).all(|_| unlimited.try_take()));
+    }
 
     #[test]
     fn after_a_failure_the_tier_is_skipped_then_probed_by_one_lookup_at_a_time() {

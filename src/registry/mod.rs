@@ -14,6 +14,7 @@ pub mod hash;
 pub mod pins;
 pub mod record;
 pub mod redis_tier;
+pub mod url_policy;
 
 use std::sync::Arc;
 

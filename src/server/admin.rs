@@ -1,33 +1,159 @@
-//! Operator endpoints, answered only to loopback peers (the sidecar's own task):
-//! `GET /admin/breakers`, `POST /admin/breakers/{server}/open`, `POST /admin/breakers/{server}/close`,
+//! Operator endpoints: `GET /admin/breakers`, `POST /admin/breakers/{server}/open|close`,
 //! `GET /admin/connections`, `GET /admin/registry`, `POST /admin/registry/refresh`,
 //! `GET /admin/registry/drift`, `GET /admin/registry/collisions`, `GET /admin/registry/pins`,
 //! `POST /admin/registry/approve`.
+//!
+//! Who may call them is decided in one place, [`guard`], a middleware on every admin route
+//! (the handlers below check nothing). A loopback peer is not enough (a browser page or a
+//! local proxy is loopback too); see [`AdminAccess`] and `docs/security-edge-and-registry.md`:
+//!
+//! | `admin.token[_file]` | `admin.listen` | on the main listener | on the admin listener |
+//! |---|---|---|---|
+//! | — | — | 403, body says how to enable | (none) |
+//! | set | — | `Authorization: Bearer <token>` | (none) |
+//! | — | set | 404, body names the admin listener | loopback peers |
+//! | set | set | 404, body names the admin listener | `Authorization: Bearer <token>` |
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
 
 use axum::{
-    Json,
-    extract::{ConnectInfo, Path, State},
-    http::StatusCode,
+    Json, Router,
+    extract::{ConnectInfo, Path, Request, State},
+    http::{HeaderValue, StatusCode, header},
+    middleware::Next,
     response::{IntoResponse, Response},
+    routing::{get, post},
 };
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
-use crate::gateway::Gateway;
+use crate::{config::AdminSettings, gateway::Gateway};
 
-fn forbidden() -> Response {
-    (StatusCode::FORBIDDEN, Json(json!({"error": "admin endpoints answer loopback peers only"})))
-        .into_response()
+/// How the admin routes are reached, from `[admin]`.
+#[derive(Clone, Default)]
+pub struct AdminAccess {
+    /// SHA-256 of the bearer token; compared in constant time.
+    token: Option<[u8; 32]>,
+    /// Served on `admin.listen` only.
+    own_listener: bool,
 }
 
-pub async fn breakers(
-    State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-) -> Response {
-    if !peer.ip().is_loopback() {
-        return forbidden();
+impl AdminAccess {
+    /// Reads the token (file or setting); errors name what is wrong.
+    pub fn from_settings(settings: &AdminSettings) -> anyhow::Result<Self> {
+        let token = settings.load_token()?.map(|t| Sha256::digest(t.as_bytes()).into());
+        Ok(Self { token, own_listener: settings.listen.is_some() })
     }
+
+    /// Admin routes off (no token, no listener).
+    pub fn disabled() -> Self {
+        Self::default()
+    }
+
+    /// `None` when the request may pass; else the answer (token missing or wrong, routes not
+    /// served on this listener, admin off).
+    fn refusal(&self, on_admin_listener: bool, request: &Request) -> Option<Response> {
+        if !on_admin_listener && self.own_listener {
+            return Some(refused(
+                StatusCode::NOT_FOUND,
+                "admin endpoints are served on the admin listener only (admin.listen)",
+            ));
+        }
+        match &self.token {
+            Some(expected) => {
+                let presented = request
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+                match presented {
+                    Some(token) if same_digest(expected, &Sha256::digest(token.trim().as_bytes()).into()) => {
+                        None
+                    }
+                    _ => {
+                        let mut response = refused(
+                            StatusCode::UNAUTHORIZED,
+                            "admin endpoints need Authorization: Bearer <admin token> (admin.token_file)",
+                        );
+                        response.headers_mut().insert(
+                            header::WWW_AUTHENTICATE,
+                            HeaderValue::from_static("Bearer realm=\"mcp-gateway admin\""),
+                        );
+                        Some(response)
+                    }
+                }
+            }
+            None if on_admin_listener => {
+                let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+                if peer.is_some_and(|p| p.ip().is_loopback()) {
+                    None
+                } else {
+                    Some(refused(
+                        StatusCode::FORBIDDEN,
+                        "the admin listener answers loopback peers only (or set admin.token_file)",
+                    ))
+                }
+            }
+            None => Some(refused(
+                StatusCode::FORBIDDEN,
+                "admin endpoints are disabled: set admin.token_file (or MCP_GATEWAY_ADMIN__TOKEN) and send Authorization: Bearer <token>, or set admin.listen to serve them on a listener of their own",
+            )),
+        }
+    }
+}
+
+/// Equal 32-byte digests, compared without an early exit.
+fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let difference = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(difference) == 0
+}
+
+fn refused(status: StatusCode, why: &str) -> Response {
+    (status, Json(json!({"error": why, "docs": "docs/security-edge-and-registry.md"}))).into_response()
+}
+
+/// The state of one listener's [`guard`].
+#[derive(Clone)]
+pub struct GuardState {
+    gateway: Arc<Gateway>,
+    access: AdminAccess,
+    on_admin_listener: bool,
+}
+
+/// The one check in front of every admin route.
+pub async fn guard(State(state): State<GuardState>, request: Request, next: Next) -> Response {
+    match state.access.refusal(state.on_admin_listener, &request) {
+        None => next.run(request).await,
+        Some(refusal) => {
+            let reason = match refusal.status() {
+                StatusCode::UNAUTHORIZED => "admin_unauthorized",
+                StatusCode::NOT_FOUND => "admin_elsewhere",
+                _ => "admin_forbidden",
+            };
+            state.gateway.metrics.rejections.with_label_values(&[reason]).inc();
+            refusal
+        }
+    }
+}
+
+/// The admin routes behind their [`guard`], for the main listener (`on_admin_listener`
+/// false) or the admin listener.
+pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bool) -> Router<Arc<Gateway>> {
+    let state = GuardState { gateway, access: access.clone(), on_admin_listener };
+    Router::new()
+        .route("/admin/breakers", get(breakers))
+        .route("/admin/breakers/{server}/{action}", post(breaker_action))
+        .route("/admin/connections", get(connections))
+        .route("/admin/registry", get(registry))
+        .route("/admin/registry/refresh", post(registry_refresh))
+        .route("/admin/registry/drift", get(registry_drift))
+        .route("/admin/registry/collisions", get(registry_collisions))
+        .route("/admin/registry/pins", get(registry_pins))
+        .route("/admin/registry/approve", post(registry_approve))
+        .route_layer(axum::middleware::from_fn_with_state(state, guard))
+}
+
+pub async fn breakers(State(gateway): State<Arc<Gateway>>) -> Response {
     let all = gateway.all_upstreams();
     let report: BTreeMap<&str, Value> = all.iter().map(|u| (u.name.as_ref(), u.breaker.report())).collect();
     Json(report).into_response()
@@ -35,13 +161,7 @@ pub async fn breakers(
 
 /// `GET /admin/connections`: every persistent connection (WebSocket, SSE, stdio), its state
 /// and history.
-pub async fn connections(
-    State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-) -> Response {
-    if !peer.ip().is_loopback() {
-        return forbidden();
-    }
+pub async fn connections(State(gateway): State<Arc<Gateway>>) -> Response {
     let all = gateway.all_upstreams();
     let report: BTreeMap<&str, Value> =
         all.iter().filter_map(|u| Some((u.name.as_ref(), u.connection.as_ref()?.report()))).collect();
@@ -50,12 +170,8 @@ pub async fn connections(
 
 pub async fn breaker_action(
     State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path((server, action)): Path<(String, String)>,
 ) -> Response {
-    if !peer.ip().is_loopback() {
-        return forbidden();
-    }
     let Some(upstream) = gateway.all_upstreams().into_iter().find(|u| *u.name == *server) else {
         return (StatusCode::NOT_FOUND, Json(json!({"error": format!("no server named {server:?}")})))
             .into_response();
@@ -73,13 +189,7 @@ pub async fn breaker_action(
 }
 
 /// `GET /admin/registry`: every tool, where it comes from, its hashes and health.
-pub async fn registry(
-    State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-) -> Response {
-    if !peer.ip().is_loopback() {
-        return forbidden();
-    }
+pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let registry = gateway.registry_entries.read().map(|e| e.clone()).unwrap_or_default();
     let tools: Vec<Value> = gateway
         .catalog()
@@ -114,13 +224,7 @@ pub async fn registry(
 }
 
 /// `POST /admin/registry/refresh`: refresh now (answers at once; the refresh runs behind).
-pub async fn registry_refresh(
-    State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-) -> Response {
-    if !peer.ip().is_loopback() {
-        return forbidden();
-    }
+pub async fn registry_refresh(State(gateway): State<Arc<Gateway>>) -> Response {
     gateway.refresh_forced.notify_one();
     (StatusCode::ACCEPTED, Json(json!({"refresh": "scheduled"}))).into_response()
 }
@@ -133,36 +237,20 @@ pub struct DriftQuery {
 /// `GET /admin/registry/drift[?server=NAME]`.
 pub async fn registry_drift(
     State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     axum::extract::Query(query): axum::extract::Query<DriftQuery>,
 ) -> Response {
-    if !peer.ip().is_loopback() {
-        return forbidden();
-    }
     Json(gateway.registry_drift(query.server.as_deref()).await).into_response()
 }
 
 /// `GET /admin/registry/collisions`: tool names servers offered and did not get as asked
 /// (refused aliases of another server, names held or routed elsewhere, namespaced copies).
-pub async fn registry_collisions(
-    State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-) -> Response {
-    if !peer.ip().is_loopback() {
-        return forbidden();
-    }
+pub async fn registry_collisions(State(gateway): State<Arc<Gateway>>) -> Response {
     let snapshot = gateway.catalog().snapshot();
     Json(json!({"collisions": snapshot.collisions()})).into_response()
 }
 
 /// `GET /admin/registry/pins`: definition pinning's state and the changes waiting for approval.
-pub async fn registry_pins(
-    State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-) -> Response {
-    if !peer.ip().is_loopback() {
-        return forbidden();
-    }
+pub async fn registry_pins(State(gateway): State<Arc<Gateway>>) -> Response {
     let report = match &gateway.pins {
         Some(pins) => json!({
             "enabled": true,
@@ -188,15 +276,8 @@ pub struct ApproveRequest {
 
 /// `POST /admin/registry/approve`: approves pending definition changes; the catalogue is
 /// rebuilt from the lists already known (no upstream is asked again).
-pub async fn registry_approve(
-    State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    body: axum::body::Bytes,
-) -> Response {
+pub async fn registry_approve(State(gateway): State<Arc<Gateway>>, body: axum::body::Bytes) -> Response {
     use crate::registry::pins::Approval;
-    if !peer.ip().is_loopback() {
-        return forbidden();
-    }
     let request: ApproveRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {

@@ -1,5 +1,6 @@
 //! `POST /mcp`: the HTTP edge of the MCP endpoint. Checks what must be checked before any
-//! JSON is read (origin, size, protocol version header), decodes single or batch JSON-RPC,
+//! JSON is read (size, protocol version header; `Host` and `Origin` were checked for every
+//! route by [`super::edge`]), decodes single or batch JSON-RPC,
 //! hands each message to [`super::dispatch`], and writes the answer: JSON, or `202` with no
 //! body when everything was a notification. Every refusal has a JSON-RPC error body.
 //!
@@ -74,24 +75,6 @@ async fn handle(
     request_id: &str,
     peer: Option<std::net::SocketAddr>,
 ) -> Response {
-    if gateway.config.listen.ip().is_loopback()
-        && let Some(host) = headers.get(header::HOST)
-        && !host_allowed(host, &gateway.config.allowed_origins)
-    {
-        gateway.metrics.rejections.with_label_values(&["forbidden_host"]).inc();
-        let err = GatewayError::new(
-            Category::ForbiddenOrigin,
-            "the Host header is not a loopback host (DNS rebinding protection)",
-        );
-        return error_response(StatusCode::FORBIDDEN, &err);
-    }
-    if let Some(origin) = headers.get(header::ORIGIN)
-        && !origin_allowed(origin, &gateway.config.allowed_origins)
-    {
-        gateway.metrics.rejections.with_label_values(&["forbidden_origin"]).inc();
-        let err = GatewayError::new(Category::ForbiddenOrigin, "the Origin header is not an allowed origin");
-        return error_response(StatusCode::FORBIDDEN, &err);
-    }
     // Who is calling, before any of the body is read: a refused request costs nothing more.
     let caller = match super::caller::establish(gateway, headers, peer).await {
         Ok(caller) => caller,
@@ -376,46 +359,6 @@ fn answer_response(answer: &jsonrpc::Response) -> Response {
     }
 }
 
-/// Loopback origins are always allowed (the orchestrator and local tools); others only when
-/// configured. This is the DNS-rebinding defence the MCP transport spec asks for.
-fn origin_allowed(origin: &HeaderValue, allowed: &[String]) -> bool {
-    let Ok(origin) = origin.to_str() else {
-        return false;
-    };
-    if allowed.iter().any(|a| a == origin) {
-        return true;
-    }
-    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
-        return false;
-    };
-    let host = match rest.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => rest.split(':').next().unwrap_or_default(),
-    };
-    matches!(host, "localhost" | "127.0.0.1" | "::1")
-}
-
-/// On a loopback listener, the `Host` must name a loopback host (or the host of a configured
-/// origin): a browser page on a rebound name (`evil.example` resolving to 127.0.0.1) sends
-/// that name as `Host`, with or without an `Origin`.
-fn host_allowed(host: &HeaderValue, allowed_origins: &[String]) -> bool {
-    let Ok(host) = host.to_str() else {
-        return false;
-    };
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => host.split(':').next().unwrap_or_default(),
-    };
-    if ["localhost", "127.0.0.1", "::1"].iter().any(|loopback| name.eq_ignore_ascii_case(loopback)) {
-        return true;
-    }
-    allowed_origins.iter().any(|origin| {
-        let rest = origin.split_once("://").map_or(origin.as_str(), |(_, r)| r);
-        rest.eq_ignore_ascii_case(host)
-            || rest.split(':').next().is_some_and(|h| h.eq_ignore_ascii_case(host))
-    })
-}
-
 /// The caller's `X-Request-Id` when it is sane, else a fresh one.
 fn request_id(headers: &HeaderMap) -> String {
     headers
@@ -438,33 +381,4 @@ fn with_request_id(mut response: Response, request_id: &str) -> Response {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_or_configured_origins_pass() {
-        let allowed = vec!["https://shop.example".to_string()];
-        for ok in ["http://localhost:3000", "http://127.0.0.1", "http://[::1]:8080", "https://shop.example"] {
-            assert!(origin_allowed(&HeaderValue::from_static(ok), &allowed), "{ok}");
-        }
-        for bad in
-            ["https://evil.example", "http://localhost.evil.example", "null", "http://127.0.0.1.nip.io"]
-        {
-            assert!(!origin_allowed(&HeaderValue::from_static(bad), &allowed), "{bad}");
-        }
-    }
-
-    #[test]
-    fn only_loopback_or_configured_hosts_pass() {
-        let allowed = vec!["https://shop.example".to_string()];
-        for ok in ["localhost:8080", "127.0.0.1", "[::1]:9", "LOCALHOST", "shop.example"] {
-            assert!(host_allowed(&HeaderValue::from_static(ok), &allowed), "{ok}");
-        }
-        for bad in ["evil.example.com", "evil.example.com:8080", "localhost.evil.example", "127.0.0.2"] {
-            assert!(!host_allowed(&HeaderValue::from_static(bad), &allowed), "{bad}");
-        }
-    }
 }

@@ -1,11 +1,15 @@
 //! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /metrics`, `GET /healthz`, `GET /readyz`,
-//! `GET /tools` (exports), `GET /capabilities`, and the optional metrics-only listener (`metrics_listen`).
+//! `GET /tools` (exports), `GET /capabilities`, `/admin/*` (behind [`admin::guard`]), the
+//! optional metrics-only listener (`metrics_listen`) and the optional admin listener
+//! (`admin.listen`). Every request on the main and admin listeners first passes
+//! [`edge::EdgeGuard`] (`Host`/`Origin`).
 
 pub mod admin;
 pub mod body;
 pub mod caller;
 pub mod catalogue;
 pub mod dispatch;
+pub mod edge;
 pub mod health;
 pub mod listener;
 pub mod mcp;
@@ -25,8 +29,8 @@ use tokio::net::TcpListener;
 
 use crate::gateway::Gateway;
 
-/// All inbound routes.
-pub fn router(gateway: Arc<Gateway>) -> Router {
+/// All routes of the main listener; `/admin/*` answer as `admin` says.
+pub fn router(gateway: Arc<Gateway>, admin: &admin::AdminAccess) -> Router {
     Router::new()
         .route("/mcp", post(mcp::post).get(mcp::not_allowed).delete(mcp::delete))
         .route("/metrics", get(health::metrics))
@@ -36,15 +40,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/capabilities", get(catalogue::capabilities))
         .route(crate::identity::metadata::PATH, get(caller::protected_resource_metadata))
         .route("/.well-known/oauth-protected-resource/mcp", get(caller::protected_resource_metadata))
-        .route("/admin/breakers", get(admin::breakers))
-        .route("/admin/breakers/{server}/{action}", post(admin::breaker_action))
-        .route("/admin/connections", get(admin::connections))
-        .route("/admin/registry", get(admin::registry))
-        .route("/admin/registry/refresh", post(admin::registry_refresh))
-        .route("/admin/registry/drift", get(admin::registry_drift))
-        .route("/admin/registry/collisions", get(admin::registry_collisions))
-        .route("/admin/registry/pins", get(admin::registry_pins))
-        .route("/admin/registry/approve", post(admin::registry_approve))
+        .merge(admin::routes(gateway.clone(), admin, false))
         .fallback(not_found)
         .with_state(gateway)
 }
@@ -60,6 +56,38 @@ pub fn metrics_router(gateway: Arc<Gateway>) -> Router {
         .route("/metrics", get(health::metrics).fallback(metrics_only))
         .fallback(metrics_only)
         .with_state(gateway)
+}
+
+/// The admin listener (`admin.listen`): the admin routes and nothing else, behind the same
+/// `Host`/`Origin` checks and connection bounds as the main listener.
+pub async fn serve_admin(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    admin: admin::AdminAccess,
+) -> std::io::Result<()> {
+    async fn admin_only() -> Response {
+        let body = serde_json::json!({"error": "not found", "endpoints": ["/admin/..."]});
+        (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    }
+    let loopback = listener.local_addr()?.ip().is_loopback();
+    let routes = Router::new()
+        .merge(admin::routes(gateway.clone(), &admin, true))
+        .fallback(admin_only)
+        .with_state(gateway.clone());
+    let limits = listener::ConnectionLimits::from_config(&gateway.config.inbound);
+    let over_cap = gateway.metrics.rejections.with_label_values(&["connections_over_cap"]);
+    let (_never_stopped, stop) = tokio::sync::watch::channel(false);
+    let service = move |peer| -> listener::Service {
+        let others = routed(routes.clone(), peer);
+        let gateway = gateway.clone();
+        Box::new(move |request: axum::extract::Request| -> listener::Answer {
+            match edge::refusal(&gateway, loopback, request.headers()) {
+                Some(refused) => Box::pin(std::future::ready(refused)),
+                None => others(request),
+            }
+        })
+    };
+    listener::run(listener, service, limits, Some(over_cap), stop).await
 }
 
 /// Serves [`metrics_router`] on `listener` until the process exits, with the same
@@ -97,11 +125,19 @@ async fn not_found() -> Response {
 
 /// One connection's service: `POST /mcp`, nearly every request a sidecar serves, goes straight
 /// to its handler; everything else through the [`router`], with the peer's address for the
-/// handlers that check it (`/admin`). The router's matching, its per-request extensions and
+/// handlers that read it. It sits behind [`edge::EdgeGuard`], so both paths are checked. The router's matching, its per-request extensions and
 /// boxed handler cost more than the rest of the HTTP edge of a call.
-fn mcp_first(gateway: Arc<Gateway>, routes: Router, peer: std::net::SocketAddr) -> listener::Service {
+fn mcp_first(
+    gateway: Arc<Gateway>,
+    routes: Router,
+    peer: std::net::SocketAddr,
+    loopback_listener: bool,
+) -> listener::Service {
     let others = routed(routes, peer);
     Box::new(move |request: axum::extract::Request| -> listener::Answer {
+        if let Some(refused) = edge::refusal(&gateway, loopback_listener, request.headers()) {
+            return Box::pin(std::future::ready(refused));
+        }
         if request.method() == axum::http::Method::POST && request.uri().path() == "/mcp" {
             let gateway = gateway.clone();
             return Box::pin(async move { mcp::post_from(gateway, Some(peer), request).await });
@@ -115,13 +151,15 @@ fn mcp_first(gateway: Arc<Gateway>, routes: Router, peer: std::net::SocketAddr) 
 pub async fn serve(
     listener: TcpListener,
     gateway: Arc<Gateway>,
+    admin: admin::AdminAccess,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let routes = router(gateway.clone());
+    let routes = router(gateway.clone(), &admin);
     let app_gateway = gateway.clone();
-    let service = move |peer| mcp_first(app_gateway.clone(), routes.clone(), peer);
+    let loopback = listener.local_addr()?.ip().is_loopback();
+    let service = move |peer| mcp_first(app_gateway.clone(), routes.clone(), peer, loopback);
     let limits = listener::ConnectionLimits::from_config(&gateway.config.inbound);
     let over_cap = gateway.metrics.rejections.with_label_values(&["connections_over_cap"]);
     tokio::spawn(async move {

@@ -109,6 +109,17 @@ pub struct Metrics {
     pub upstream_connection_state: IntGaugeVec,
     /// `mcp_gateway_upstream_reconnects_total{server}`: connection attempts after the first
     pub upstream_reconnects: IntCounterVec,
+    /// `mcp_gateway_registry_upstreams_refused_total{reason}`: calls refused because their
+    /// registry entry's URL is not allowed ([`UPSTREAM_REFUSAL_REASONS`])
+    pub registry_upstreams_refused: IntCounterVec,
+    /// `mcp_gateway_registry_upstreams`: server stacks built from registry entries, alive
+    pub registry_upstreams: IntGauge,
+    /// `mcp_gateway_registry_upstreams_dropped_total`: registry-built stacks dropped because
+    /// no live entry names their origin any more
+    pub registry_upstreams_dropped: prometheus::IntCounter,
+    /// `mcp_gateway_registry_remote_lookups_total{result}`: lookups below memory (Redis,
+    /// DynamoDB) admitted by the miss budget, or answered unknown without one
+    pub registry_remote_lookups: IntCounterVec,
     /// `mcp_gateway_upstream_dropped_messages_total{server,reason}` (`unknown_id` / `invalid`
     /// / `progress_overflow`): messages from a persistent connection that were dropped
     pub upstream_dropped_messages: IntCounterVec,
@@ -247,7 +258,14 @@ const REJECTION_REASONS: &[&str] = &[
     "sessions_full",
     "session_too_large",
     "connections_over_cap",
+    "admin_unauthorized",
+    "admin_forbidden",
+    "admin_elsewhere",
 ];
+/// Why a registry entry's upstream URL was refused (`registry_upstreams_refused`).
+pub const UPSTREAM_REFUSAL_REASONS: &[&str] = &["not_allowlisted", "special_address", "invalid_url"];
+/// Remote registry lookups for names below the catalogue (`registry_remote_lookups`).
+pub const REMOTE_LOOKUP_RESULTS: &[&str] = &["admitted", "over_budget"];
 
 fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
@@ -556,6 +574,32 @@ impl Metrics {
                 "policy file reloads by outcome",
                 &["outcome"],
             ),
+            registry_upstreams_refused: counters(
+                &r,
+                "mcp_gateway_registry_upstreams_refused_total",
+                "calls refused because their registry entry's upstream URL is not allowed",
+                &["reason"],
+            ),
+            registry_upstreams: gauge(
+                &r,
+                "mcp_gateway_registry_upstreams",
+                "server stacks built from registry entries, alive",
+            ),
+            registry_upstreams_dropped: {
+                let metric = prometheus::IntCounter::new(
+                    "mcp_gateway_registry_upstreams_dropped_total",
+                    "registry-built server stacks dropped because no live entry names them",
+                )
+                .expect("valid metric");
+                r.register(Box::new(metric.clone())).expect("metric names are unique");
+                metric
+            },
+            registry_remote_lookups: counters(
+                &r,
+                "mcp_gateway_registry_remote_lookups_total",
+                "registry lookups below memory: admitted by the miss budget, or refused (over_budget)",
+                &["result"],
+            ),
             registry: r,
             initialised: Default::default(),
             tool_labels: Arc::new(RwLock::new(ToolLabels {
@@ -576,6 +620,12 @@ impl Metrics {
         }
         for reason in REJECTION_REASONS {
             metrics.rejections.with_label_values(&[reason]);
+        }
+        for reason in UPSTREAM_REFUSAL_REASONS {
+            metrics.registry_upstreams_refused.with_label_values(&[reason]);
+        }
+        for result in REMOTE_LOOKUP_RESULTS {
+            metrics.registry_remote_lookups.with_label_values(&[result]);
         }
         metrics
     }

@@ -136,6 +136,8 @@ struct Inner {
     client: HttpClient,
     /// The MCP endpoint, parsed once.
     url: Uri,
+    /// The endpoint as logs may show it (user-info and query values redacted).
+    pub(super) log_url: Box<str>,
     headers: HeaderMap,
     max_response_bytes: usize,
     era: RwLock<Learned>,
@@ -162,8 +164,12 @@ impl HttpTransport {
         let tls = super::tls::client_config()
             .map_err(|e| UpstreamError::Protocol(format!("TLS client configuration: {e}")))?;
         let client = HttpClient::new(settings.connect_timeout, &tls);
-        let url = Uri::try_from(settings.url.as_str())
-            .map_err(|e| UpstreamError::Protocol(format!("MCP endpoint {}: {e}", settings.url)))?;
+        let url = Uri::try_from(settings.url.as_str()).map_err(|e| {
+            UpstreamError::Protocol(format!(
+                "MCP endpoint {}: {e}",
+                crate::telemetry::redact::url(settings.url.as_str())
+            ))
+        })?;
         let mut headers = settings.headers;
         if let Some(host) = host_header(&url)
             && !headers.contains_key(HOST)
@@ -173,6 +179,7 @@ impl HttpTransport {
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
+                log_url: crate::telemetry::redact::url(&url.to_string()).into(),
                 url,
                 headers,
                 max_response_bytes: settings.max_response_bytes,
@@ -335,7 +342,7 @@ impl Inner {
         generation: u64,
         error: UpstreamError,
     ) -> Result<UpstreamReply, UpstreamError> {
-        tracing::info!(url = %self.url, era = era_label(spoken), reason = %error, "upstream refused the remembered era; probing again");
+        tracing::info!(url = %self.log_url, era = era_label(spoken), reason = %error, "upstream refused the remembered era; probing again");
         let spoken = match self.probe(generation).await {
             Ok((spoken, _)) => spoken,
             Err(ProbeError::Failed(error)) => return Err(error),
@@ -372,14 +379,14 @@ impl Inner {
         }
         match &learned {
             Ok(Spoken::Modern) => {
-                tracing::info!(url = %self.url, era = mcp::MODERN_VERSION, "upstream speaks the modern era")
+                tracing::info!(url = %self.log_url, era = mcp::MODERN_VERSION, "upstream speaks the modern era")
             }
             Ok(Spoken::Legacy(session)) => {
-                tracing::info!(url = %self.url, version = session.version, session = session.session_id.is_some(), "upstream speaks the session era")
+                tracing::info!(url = %self.log_url, version = session.version, session = session.session_id.is_some(), "upstream speaks the session era")
             }
-            Err(ProbeError::Failed(error)) => tracing::warn!(url = %self.url, %error, "era probe failed"),
+            Err(ProbeError::Failed(error)) => tracing::warn!(url = %self.log_url, %error, "era probe failed"),
             Err(ProbeError::Answered(error)) => {
-                tracing::warn!(url = %self.url, code = error.code, message = %error.message, "initialize refused")
+                tracing::warn!(url = %self.log_url, code = error.code, message = %error.message, "initialize refused")
             }
         }
         learned.map(|spoken| (spoken, generation))
@@ -775,7 +782,7 @@ async fn read_answer_stream(
             }
             tokio::time::sleep(wait).await;
             reconnects += 1;
-            tracing::debug!(url = %resume.inner.url, last_event_id, reconnects, "resuming an answer stream");
+            tracing::debug!(url = %resume.inner.log_url, last_event_id, reconnects, "resuming an answer stream");
             match resume.inner.reconnect(resume.session, &last_event_id).await {
                 Ok(next) => {
                     response = next;

@@ -367,6 +367,7 @@ fn ends_with_eof(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// An error and its sources, for messages (reqwest's own text leaves out the cause).
+/// The error and its causes, with any URL in them redacted (reqwest names the URL).
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -375,7 +376,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
-    text
+    crate::telemetry::redact::text(&text)
 }
 
 #[cfg(test)]

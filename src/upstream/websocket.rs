@@ -119,13 +119,9 @@ impl Connector for WebSocketConnector {
     }
 }
 
-/// Scheme, host, port and path: never user info or the query (either may carry a secret).
+/// The URL as logs may show it ([`crate::telemetry::redact::url`]).
 pub(crate) fn describe_url(url: &reqwest::Url) -> String {
-    let host = url.host_str().unwrap_or("");
-    match url.port() {
-        Some(port) => format!("{}://{host}:{port}{}", url.scheme(), url.path()),
-        None => format!("{}://{host}{}", url.scheme(), url.path()),
-    }
+    crate::telemetry::redact::url(url.as_str())
 }
 
 type Ws = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
@@ -342,7 +338,7 @@ mod tests {
     fn descriptions_leave_out_credentials_and_queries() {
         let connector =
             WebSocketConnector::new(settings("wss://user:pw@example.com:8443/ws?token=s3cret")).unwrap();
-        assert_eq!(connector.describe(), "wss://example.com:8443/ws");
+        assert_eq!(connector.describe(), "wss://user:<redacted>@example.com:8443/ws?token=<redacted>");
     }
 
     #[test]

@@ -467,8 +467,33 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
 
 impl Gateway {
     /// Starts `mcp-gateway serve` like [`Gateway::start_with_args`] but returns as soon as it
-    /// listens, without waiting for `/readyz` (for tests of readiness itself).
+    /// listens, without waiting for `/readyz` (for tests of readiness itself). Its admin
+    /// routes take [`ADMIN_TOKEN`] (`MCP_GATEWAY_ADMIN__TOKEN`; see [`Gateway::admin_get`]).
     pub fn start_unready(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
+        let mut with_token = vec![("MCP_GATEWAY_ADMIN__TOKEN", ADMIN_TOKEN)];
+        with_token.extend_from_slice(env);
+        Self::spawn(config, &with_token, args)
+    }
+
+    /// Starts `mcp-gateway serve` with nothing but `config` and `env` (no admin token added),
+    /// and waits until it is ready.
+    pub fn start_as_configured(config: &str, env: &[(&str, &str)]) -> Self {
+        let gateway = Self::spawn(config, env, &[]);
+        gateway.wait_ready();
+        gateway
+    }
+
+    /// `GET path` with the harness's admin bearer token.
+    pub fn admin_get(&self, path: &str) -> reqwest::blocking::RequestBuilder {
+        self.client.get(self.url(path)).bearer_auth(ADMIN_TOKEN)
+    }
+
+    /// `POST path` with the harness's admin bearer token.
+    pub fn admin_post(&self, path: &str) -> reqwest::blocking::RequestBuilder {
+        self.client.post(self.url(path)).bearer_auth(ADMIN_TOKEN)
+    }
+
+    fn spawn(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
         let path = std::env::temp_dir().join(format!(
             "mcp-gateway-test-{}-{}.toml",
             std::process::id(),
@@ -622,6 +647,21 @@ pub fn validate_export(doc: &Value) -> Result<String, String> {
         Some(1) => Err(stderr),
         other => panic!("validate_tool_formats.py crashed ({other:?}):\n{stdout}\n{stderr}"),
     }
+}
+
+/// Environment letting registry entries point at loopback test servers: registry URLs must
+/// match `registry.upstream_urls.allow`, and loopback needs a pattern naming it literally.
+pub const REGISTRY_LOOPBACK: &[(&str, &str)] =
+    &[("MCP_GATEWAY_REGISTRY__UPSTREAM_URLS__ALLOW", r#"["http://127.0.0.1:*", "ws://127.0.0.1:*"]"#)];
+
+/// The admin bearer token of gateways the harness starts (`admin.token`).
+pub const ADMIN_TOKEN: &str = "harness-admin-token-0123456789";
+
+/// `GET path` with the admin token: status and JSON body.
+pub fn admin_get_json(gateway: &Gateway, path: &str) -> (u16, Value) {
+    let response = gateway.admin_get(path).send().expect("gateway answers");
+    let status = response.status().as_u16();
+    (status, response.json().expect("a JSON answer"))
 }
 
 /// `GET path` on the gateway: status and JSON body.
