@@ -12,6 +12,10 @@
 #   traced      through mcp-gateway, default configuration, with OpenTelemetry on (every call
 #               sampled; spans batch-exported over OTLP/HTTP to tests/peers/otlp_receiver.py,
 #               which counts them),
+#   identity    through mcp-gateway with caller identity, policy and quotas on: JWT bearer tokens
+#               from a real OAuth server (tests/peers/oauth_server.mjs) checked against its JWKS,
+#               a 20-rule Cedar policy, and a Redis-shared quota per (caller, tool) that the
+#               run never exhausts (every call pays its decision),
 #   mcp-proxy   through mcp-proxy 0.6.0 (crates.io), same upstream (skipped if BENCH_SKIP_PROXY=1),
 # with oha at a fixed 1,000 calls/s (latency correction, 8 connections) and at maximum rate
 # (16 connections), all targets interleaved, for ROUNDS rounds. Then `tools/list` latency at
@@ -34,7 +38,7 @@ build_gateway_and_forwarder
 
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 
-UP=$(free_port); UP10K=$(free_port); FW=$(free_port); FWJ=$(free_port); GW=$(free_port); GWF=$(free_port); GWK=$(free_port); PX=$(free_port); RP=$(free_port); GWT=$(free_port); OTLP=$(free_port)
+GWI=$(free_port); UP=$(free_port); UP10K=$(free_port); FW=$(free_port); FWJ=$(free_port); GW=$(free_port); GWF=$(free_port); GWK=$(free_port); PX=$(free_port); RP=$(free_port); GWT=$(free_port); OTLP=$(free_port)
 "$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & UP_PID=$!; PIDS+=($!)
 "$BIN" demo-server --listen "127.0.0.1:$UP10K" --extra-tools 10000 > "$WORK/upstream10k.log" 2>&1 & UP10K_PID=$!; PIDS+=($!)
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 & PIDS+=($!)
@@ -56,14 +60,33 @@ OTELPY=tests/peers/.venv-otel/bin/python
 wait_http "http://127.0.0.1:$OTLP/_count"
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & GWT_PID=$!; PIDS+=($!)
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & GWF_PID=$!; PIDS+=($!)
-TARGETS=(direct forwarder json-forwarder gateway full tools10k traced)
+# Identity, policy and quotas on: a real OAuth server issues the token every call carries.
+node tests/peers/oauth_server.mjs > "$WORK/oauth.log" 2>&1 & PIDS+=($!)
+for _ in $(seq 100); do grep -q '"issuer"' "$WORK/oauth.log" 2>/dev/null && break; sleep 0.1; done
+ISSUER=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["issuer"])' "$WORK/oauth.log")
+TOKEN=$(curl -s -X POST "$ISSUER/token" -d grant_type=client_credentials -d client_id=shopper-1 \
+  -d 'scope=store:browse store:buy' -d aud=mcp-gateway | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+python3 - "$WORK/policy.cedar" <<'CEDAR'
+import sys
+rules = [f'@id("deny-retired-{i}")\nforbid (principal, action == Action::"call", resource)\nwhen {{ resource.name == "retired_tool_{i}" }};\n' for i in range(18)]
+rules.append('@id("browse")\npermit (principal, action == Action::"call", resource)\nwhen { resource.readOnly && principal.scopes.contains("store:browse") };\n')
+rules.append('@id("buy")\npermit (principal, action == Action::"call", resource)\nwhen { principal.scopes.contains("store:buy") };\n')
+open(sys.argv[1], "w").write("\n".join(rules))
+CEDAR
+{ printf 'redis_url = "redis://127.0.0.1:%s"\n' "$RP"
+  printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"
+  printf '[policy]\nfile = "%s"\n' "$WORK/policy.cedar"
+  printf '[[quotas.rules]]\nname = "per-shopper-tool"\nscope = "tool"\nrate = 100000000\nwindow_secs = 1\n'
+  server "$UP"; } > "$WORK/identity.toml"
+"$BIN" serve --config "$WORK/identity.toml" --listen "127.0.0.1:$GWI" > "$WORK/identity.log" 2>&1 & GWI_PID=$!; PIDS+=($!)
+TARGETS=(direct forwarder json-forwarder gateway full tools10k traced identity)
 if [ "${BENCH_SKIP_PROXY:-0}" != 1 ]; then
   sed "s/port = 8081/port = $PX/; s#http://127.0.0.1:9100/mcp#http://127.0.0.1:$UP/mcp#" bench/competitor-config.toml > "$WORK/proxy.toml"
   "$PROXY" --config "$WORK/proxy.toml" > "$WORK/proxy.log" 2>&1 & PX_PID=$!; PIDS+=($!)
   for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PX/" -X POST && break; sleep 0.1; done
   TARGETS+=(mcp-proxy)
 fi
-for port in $GW $GWF $GWK $GWT; do wait_http "http://127.0.0.1:$port/readyz"; done
+for port in $GW $GWF $GWK $GWT $GWI; do wait_http "http://127.0.0.1:$port/readyz"; done
 sleep 2
 IDLE_RSS=$(rss_kib $GW_PID)
 
@@ -88,15 +111,16 @@ with open(out, "w") as f:
 }
 body price_lookup plain; body b/price_lookup proxied
 url_of() { case $1 in direct) echo "http://127.0.0.1:$UP/mcp";; forwarder) echo "http://127.0.0.1:$FW/mcp";; json-forwarder) echo "http://127.0.0.1:$FWJ/mcp";; gateway) echo "http://127.0.0.1:$GW/mcp";;
-  full) echo "http://127.0.0.1:$GWF/mcp";; tools10k) echo "http://127.0.0.1:$GWK/mcp";; traced) echo "http://127.0.0.1:$GWT/mcp";; mcp-proxy) echo "http://127.0.0.1:$PX/";; esac; }
+  full) echo "http://127.0.0.1:$GWF/mcp";; tools10k) echo "http://127.0.0.1:$GWK/mcp";; traced) echo "http://127.0.0.1:$GWT/mcp";; identity) echo "http://127.0.0.1:$GWI/mcp";; mcp-proxy) echo "http://127.0.0.1:$PX/";; esac; }
 # The processes a target's calls run through: the path itself (none for direct) and its upstream.
 pid_of() { case $1 in direct) echo "";; forwarder) echo "$FW_PID";; json-forwarder) echo "$FWJ_PID";; gateway) echo "$GW_PID";; full) echo "$GWF_PID";;
-  tools10k) echo "$GWK_PID";; traced) echo "$GWT_PID";; mcp-proxy) echo "$PX_PID";; esac; }
+  tools10k) echo "$GWK_PID";; traced) echo "$GWT_PID";; identity) echo "$GWI_PID";; mcp-proxy) echo "$PX_PID";; esac; }
 upstream_pid_of() { [ "$1" = tools10k ] && echo "$UP10K_PID" || echo "$UP_PID"; }
 lines_of() { [ "$1" = mcp-proxy ] && echo proxied || echo plain; }
 check() { # every target must really answer the tool call
+  local auth=(); [ "$1" = identity ] && auth=(-H "Authorization: Bearer $TOKEN")
   local out; out=$(curl -s -X POST "$(url_of "$1")" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
-    ${SID:+-H "mcp-session-id: $SID"} -H 'mcp-protocol-version: 2025-06-18' --data @"$WORK/$(lines_of "$1").json")
+    ${SID:+-H "mcp-session-id: $SID"} "${auth[@]}" -H 'mcp-protocol-version: 2025-06-18' --data @"$WORK/$(lines_of "$1").json")
   echo "$out" | grep -q '"retail_price":528' || { echo "target $1 does not answer the call: $out" >&2; exit 1; }
 }
 for t in "${TARGETS[@]}"; do check "$t"; done
@@ -106,6 +130,7 @@ run() { # target mode(fixed|max) round
               -H 'MCP-Protocol-Version: 2025-06-18' -Z "$WORK/$(lines_of "$1").lines" --output-format json -o "$WORK/$1-$2-$3.json")
   if [ "$2" = fixed ]; then args+=(-c 8 -q 1000 --latency-correction); else args+=(-c 16); fi
   [ "$1" = mcp-proxy ] && args+=(-H "Mcp-Session-Id: $SID")
+  [ "$1" = identity ] && args+=(-H "Authorization: Bearer $TOKEN")
   echo "==> round $3: $1 ($2 rate, ${DURATION}s)"
   # CPU time of the path, its upstream and oha over the run: where the calls' CPU went.
   local path_pid up_pid path0 up0
@@ -160,13 +185,13 @@ cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d:
 load_avg = open("/proc/loadavg").read().split()[:3]
 print(f"Measured {subprocess.run(['date','-u','+%Y-%m-%d %H:%M'],capture_output=True,text=True).stdout.strip()} UTC on {platform.machine()}, {cpu}, {subprocess.run(['nproc'],capture_output=True,text=True).stdout.strip()} cores, load average {' '.join(load_avg)} at the end; "
       f"oha {duration} s per run, {rounds} interleaved rounds (ranges are min–max over rounds); fixed rate: 1,000 calls/s over 8 connections with latency correction; max rate: 16 connections. Upstream: the demo server (Rust), tool `price_lookup`.\n")
-print("| path | p50 @1k/s (µs) | p99 @1k/s (µs) | added p50 vs direct | added p99 vs direct | added p50 vs forwarder | added p99 vs forwarder | max rate (calls/s) | vs direct | vs forwarder | vs json-forwarder | HTTP 200 |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| path | p50 @1k/s (µs) | p99 @1k/s (µs) | added p50 vs direct | added p99 vs direct | added p50 vs forwarder | added p99 vs forwarder | max rate (calls/s) | vs direct | vs forwarder | vs json-forwarder | vs gateway (default) | HTTP 200 |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for n in names:
     add = lambda key, base: "—" if n == base else span(n, "fixed", key, base)
     rate = med(n, "max", "rps")
     ok = min(runs[(n, m, r)]["ok"] for m in ("fixed", "max") for r in range(1, rounds + 1))
-    print(f"| {n} | {span(n,'fixed','p50')} | {span(n,'fixed','p99')} | {add('p50','direct')} | {add('p99','direct')} | {add('p50','forwarder')} | {add('p99','forwarder')} | {rate:.0f} | {rate / med('direct','max','rps'):.2f}× | {rate / med('forwarder','max','rps'):.2f}× | {rate / med('json-forwarder','max','rps'):.2f}× | {ok:.0%} |")
+    print(f"| {n} | {span(n,'fixed','p50')} | {span(n,'fixed','p99')} | {add('p50','direct')} | {add('p99','direct')} | {add('p50','forwarder')} | {add('p99','forwarder')} | {rate:.0f} | {rate / med('direct','max','rps'):.2f}× | {rate / med('forwarder','max','rps'):.2f}× | {rate / med('json-forwarder','max','rps'):.2f}× | {rate / med('gateway','max','rps'):.2f}× | {ok:.0%} |")
 print("\nAt maximum rate the three processes share the 2 cores, so the rate follows the CPU each call costs them all. "
       "CPU per call at maximum rate (µs, user + system, median over rounds; the path's own process, its upstream, oha):\n")
 print("| path | path's process | upstream | oha | total | path's process vs forwarder's | vs json-forwarder's |")
