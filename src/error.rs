@@ -63,6 +63,14 @@ pub enum Category {
     ResponseTooLarge,
     /// The upstream refused the gateway's credentials (HTTP 401/403): an operator must act.
     UpstreamAuth,
+    /// The gateway could not obtain credentials for the upstream: its token endpoint is
+    /// unreachable, failing or answered nonsense. Nothing was sent to the server.
+    CredentialsUnavailable,
+    /// The server's credentials derive from the caller's own token (token exchange,
+    /// pass-through) and the call carries none: never sent anonymously instead.
+    Unauthenticated,
+    /// The authorization server refused to exchange the caller's token for this server.
+    Forbidden,
     /// A browser request from an origin that is not allowed (HTTP 403).
     ForbiddenOrigin,
     /// The caller cancelled the call (`notifications/cancelled`); answered only where an
@@ -94,6 +102,9 @@ impl Category {
             Category::Overloaded => -32005,
             Category::UpstreamMisconfigured => -32006,
             Category::UpstreamAuth => -32007,
+            Category::CredentialsUnavailable => -32008,
+            Category::Unauthenticated => -32010,
+            Category::Forbidden => -32011,
             // Outside the reserved range; the code LSP gives a cancelled request.
             Category::Cancelled => -32800,
             // Replaced by the upstream's own code when there is one.
@@ -123,6 +134,9 @@ impl Category {
             Category::UpstreamProtocol => "upstream_protocol",
             Category::ResponseTooLarge => "response_too_large",
             Category::UpstreamAuth => "upstream_auth",
+            Category::CredentialsUnavailable => "credentials_unavailable",
+            Category::Unauthenticated => "unauthenticated",
+            Category::Forbidden => "forbidden",
             Category::ForbiddenOrigin => "forbidden_origin",
             Category::Cancelled => "cancelled",
             Category::Internal => "internal",
@@ -139,6 +153,7 @@ impl Category {
                 | Category::RateLimited
                 | Category::CircuitOpen
                 | Category::Overloaded
+                | Category::CredentialsUnavailable
         )
     }
 
@@ -164,6 +179,9 @@ impl Category {
             Category::UpstreamProtocol => "Upstream protocol error",
             Category::ResponseTooLarge => "Upstream answer too large",
             Category::UpstreamAuth => "Upstream refused the gateway's credentials",
+            Category::CredentialsUnavailable => "Could not obtain credentials for the upstream",
+            Category::Unauthenticated => "The call needs the caller's own token",
+            Category::Forbidden => "The caller may not reach this server",
             Category::ForbiddenOrigin => "Forbidden origin",
             Category::Cancelled => "Request cancelled",
             Category::Internal => "Internal error",

@@ -97,6 +97,13 @@ pub struct Metrics {
     /// `mcp_gateway_upstream_dropped_messages_total{server,reason}` (`unknown_id` / `invalid`
     /// / `progress_overflow`): messages from a persistent connection that were dropped
     pub upstream_dropped_messages: IntCounterVec,
+    /// `mcp_gateway_upstream_token_fetches_total{server,kind,outcome}`: token requests (OAuth)
+    /// and AWS credential resolutions (SigV4) for upstream credentials; `outcome` is `success`,
+    /// `refused` or `unavailable`
+    pub upstream_token_fetches: IntCounterVec,
+    /// `mcp_gateway_upstream_auth_retries_total{server}`: calls run again with a renewed
+    /// token after the server refused the cached one (HTTP 401)
+    pub upstream_auth_retries: IntCounterVec,
     /// Tools (`tool\0server`) and servers whose series exist already.
     initialised: std::sync::Arc<Mutex<HashSet<String>>>,
 }
@@ -366,6 +373,18 @@ impl Metrics {
                 "mcp_gateway_upstream_dropped_messages_total",
                 "messages from persistent upstreams dropped: answers to no call, invalid JSON-RPC, progress overflow",
                 &["server", "reason"],
+            ),
+            upstream_token_fetches: counters(
+                &r,
+                "mcp_gateway_upstream_token_fetches_total",
+                "token requests and AWS credential resolutions for upstream credentials, by outcome",
+                &["server", "kind", "outcome"],
+            ),
+            upstream_auth_retries: counters(
+                &r,
+                "mcp_gateway_upstream_auth_retries_total",
+                "calls run again with a renewed token after the server refused the cached one (HTTP 401)",
+                &["server"],
             ),
             registry: r,
             initialised: Default::default(),
