@@ -40,6 +40,13 @@ pub struct Credentials {
     metrics: CredentialMetrics,
 }
 
+/// Names the kind and server only: nothing secret.
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials").field("kind", &self.kind).field("server", &self.server).finish()
+    }
+}
+
 #[derive(Clone)]
 enum Source {
     OAuth(Arc<oauth::TokenSource>),
