@@ -85,7 +85,8 @@ impl OAuth {
     fn shopper_token(&self, user: &str) -> String {
         let answer: Value = reqwest::blocking::Client::new()
             .post(format!("{}/token", self.idp))
-            .form(&[("grant_type", "password"), ("username", user), ("password", "pw"), ("client_id", "storefront")])
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("grant_type=password&username={user}&password=pw&client_id=storefront"))
             .send()
             .unwrap()
             .json()
@@ -98,7 +99,8 @@ impl OAuth {
     fn foreign_token(&self) -> String {
         let answer: Value = reqwest::blocking::Client::new()
             .post(format!("{}/token", self.idp))
-            .form(&[("grant_type", "client_credentials"), ("client_id", "someone-else")])
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("grant_type=client_credentials&client_id=someone-else")
             .send()
             .unwrap()
             .json()
@@ -117,17 +119,22 @@ impl Guarded {
     fn start(issuer: &str, jwks: &str, audience: &str) -> Self {
         let port = free_port();
         let mut command = Command::new(python());
-        command
-            .arg(peers_dir().join("auth_mcp_server.py"))
-            .arg(port.to_string())
-            .args(["--jwks", jwks, "--issuer", issuer, "--audience", audience]);
+        command.arg(peers_dir().join("auth_mcp_server.py")).arg(port.to_string()).args([
+            "--jwks",
+            jwks,
+            "--issuer",
+            issuer,
+            "--audience",
+            audience,
+        ]);
         let mut proc = Proc::spawn("auth-mcp-server", command);
         proc.wait_line("READY", Duration::from_secs(30));
         Self { _proc: proc, url: format!("http://127.0.0.1:{port}") }
     }
 
     fn seen(&self) -> Vec<Value> {
-        let seen: Value = reqwest::blocking::get(format!("{}/control/seen", self.url)).unwrap().json().unwrap();
+        let seen: Value =
+            reqwest::blocking::get(format!("{}/control/seen", self.url)).unwrap().json().unwrap();
         seen.as_array().unwrap().clone()
     }
 
@@ -212,7 +219,8 @@ resource = "urn:mcp:checkout"
     assert!(!log.contains("Bearer ey"), "a token leaked into the log");
     let config_file = scratch.path("gateway.toml");
     std::fs::write(&config_file, &config).unwrap();
-    let printed = Command::new(BIN).args(["check-config", "--json", "--config", &config_file]).output().unwrap();
+    let printed =
+        Command::new(BIN).args(["check-config", "--json", "--config", &config_file]).output().unwrap();
     assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
     let printed = String::from_utf8_lossy(&printed.stdout);
     assert!(printed.contains("client_secret_file"), "{printed}");
@@ -274,8 +282,11 @@ resource = "urn:mcp:checkout"
 
 fn credential_metrics() -> CredentialMetrics {
     CredentialMetrics {
-        fetches: prometheus::IntCounterVec::new(prometheus::Opts::new("f", "f"), &["server", "kind", "outcome"])
-            .unwrap(),
+        fetches: prometheus::IntCounterVec::new(
+            prometheus::Opts::new("f", "f"),
+            &["server", "kind", "outcome"],
+        )
+        .unwrap(),
         retries: prometheus::IntCounterVec::new(prometheus::Opts::new("r", "r"), &["server"]).unwrap(),
     }
 }
@@ -341,32 +352,29 @@ fn token_exchange_acts_for_the_shopper_once_per_shopper_and_never_anonymously() 
         scopes: vec!["orders:read".into()],
         ..UpstreamAuthConfig::new(AuthKind::TokenExchange)
     };
+    // The checks use blocking HTTP clients: only the transport's calls run on the runtime.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    runtime.block_on(async {
-        let mut transport = transport(&upstream.url, &auth);
-        for _ in 0..2 {
-            let claims = call_whoami(&mut transport, caller(Some(alice.clone()))).await.unwrap();
-            assert_eq!(claims["sub"], "shopper-42", "{claims}");
-            assert_eq!(claims["aud"], "urn:mcp:checkout", "{claims}");
-            assert_eq!(claims["act"]["sub"], "mcp-gateway", "{claims}");
-            assert_eq!(claims["scope"], "orders:read", "{claims}");
-        }
-        assert_eq!(oauth.exchanges(), 1, "one exchange per shopper token, then the cache");
-        let claims = call_whoami(&mut transport, caller(Some(bob.clone()))).await.unwrap();
-        assert_eq!(claims["sub"], "shopper-77");
-        assert_eq!(oauth.exchanges(), 2);
+    let mut transport = transport(&upstream.url, &auth);
+    let mut call = |caller| runtime.block_on(call_whoami(&mut transport, caller));
+    for _ in 0..2 {
+        let claims = call(caller(Some(alice.clone()))).unwrap();
+        assert_eq!(claims["sub"], "shopper-42", "{claims}");
+        assert_eq!(claims["aud"], "urn:mcp:checkout", "{claims}");
+        assert_eq!(claims["act"]["sub"], "mcp-gateway", "{claims}");
+        assert_eq!(claims["scope"], "orders:read", "{claims}");
+    }
+    assert_eq!(oauth.exchanges(), 1, "one exchange per shopper token, then the cache");
+    let claims = call(caller(Some(bob.clone()))).unwrap();
+    assert_eq!(claims["sub"], "shopper-77");
+    assert_eq!(oauth.exchanges(), 2);
 
-        let seen_before = upstream.seen().len();
-        assert_eq!(failure(call_whoami(&mut transport, caller(None)).await), CredentialFailure::NoCallerToken);
-        assert_eq!(
-            failure(call_whoami(&mut transport, caller(Some(foreign))).await),
-            CredentialFailure::CallerTokenRefused
-        );
-        assert_eq!(upstream.seen().len(), seen_before, "nothing was sent without an exchanged token");
-        assert_eq!(upstream.refused("missing"), 0, "never an anonymous request");
-        // The shopper's own token is never what the server gets.
-        assert!(upstream.seen().iter().all(|c| c["aud"] == "urn:mcp:checkout"));
-    });
+    let seen_before = upstream.seen().len();
+    assert_eq!(failure(call(caller(None))), CredentialFailure::NoCallerToken);
+    assert_eq!(failure(call(caller(Some(foreign)))), CredentialFailure::CallerTokenRefused);
+    assert_eq!(upstream.seen().len(), seen_before, "nothing was sent without an exchanged token");
+    assert_eq!(upstream.refused("missing"), 0, "never an anonymous request");
+    // The shopper's own token is never what the server gets.
+    assert!(upstream.seen().iter().all(|c| c["aud"] == "urn:mcp:checkout"));
 }
 
 #[test]
@@ -377,16 +385,15 @@ fn passthrough_forwards_the_callers_own_token_and_nothing_without_one() {
     let upstream = Guarded::start(&oauth.idp, &format!("{}/jwks", oauth.idp), "storefront");
     let alice = oauth.shopper_token("shopper-42");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    runtime.block_on(async {
-        let mut transport = transport(&upstream.url, &UpstreamAuthConfig::new(AuthKind::Passthrough));
-        let claims = call_whoami(&mut transport, caller(Some(alice))).await.unwrap();
-        assert_eq!(claims["sub"], "shopper-42");
-        assert_eq!(claims["aud"], "storefront");
-        let before = upstream.seen().len();
-        assert_eq!(failure(call_whoami(&mut transport, caller(None)).await), CredentialFailure::NoCallerToken);
-        assert_eq!(upstream.seen().len(), before);
-        assert_eq!(upstream.refused("missing"), 0);
-    });
+    let mut transport = transport(&upstream.url, &UpstreamAuthConfig::new(AuthKind::Passthrough));
+    let mut call = |caller| runtime.block_on(call_whoami(&mut transport, caller));
+    let claims = call(caller(Some(alice))).unwrap();
+    assert_eq!(claims["sub"], "shopper-42");
+    assert_eq!(claims["aud"], "storefront");
+    let before = upstream.seen().len();
+    assert_eq!(failure(call(caller(None))), CredentialFailure::NoCallerToken);
+    assert_eq!(upstream.seen().len(), before);
+    assert_eq!(upstream.refused("missing"), 0);
     assert_eq!(oauth.exchanges(), 0);
 }
 

@@ -191,7 +191,9 @@ impl UpstreamAuthConfig {
             bail!("servers.{server}.auth: {} do(es) not apply to kind \"{kind}\"", foreign.join(", "));
         }
         if self.discovery_with_client_credentials && self.kind != AuthKind::TokenExchange {
-            bail!("servers.{server}.auth: discovery_with_client_credentials applies to kind \"token_exchange\" only");
+            bail!(
+                "servers.{server}.auth: discovery_with_client_credentials applies to kind \"token_exchange\" only"
+            );
         }
         if !self.is_oauth() {
             return Ok(());

@@ -23,8 +23,8 @@ use tower::ServiceExt;
 
 use super::Gateway;
 use crate::{
-    identity::Caller,
     error::{Category, GatewayError},
+    identity::Caller,
     protocol::{mcp, param_headers},
     registry::{ToolRecord, record::canonical_hash},
     resilience::{cache::SharedResult, classify::Outcome, fallback, truncate},
@@ -212,7 +212,16 @@ impl Gateway {
         if let Err(err) = &result
             && !relayed
             && let Some((fallback, kind)) = self
-                .fallback(&tool, &key, kept.as_ref(), meta, deadline, err, ending.maybe_delivered, &ctx.caller)
+                .fallback(
+                    &tool,
+                    &key,
+                    kept.as_ref(),
+                    meta,
+                    deadline,
+                    err,
+                    ending.maybe_delivered,
+                    &ctx.caller,
+                )
                 .await
         {
             self.metrics.fallbacks.with_label_values(&[&tool.name, kind]).inc();

@@ -50,10 +50,8 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Takes the whole request: the headers are moved out of it (axum's `HeaderMap` extractor
 /// would copy them on every call).
 pub async fn post(State(gateway): State<Arc<Gateway>>, request: axum::extract::Request) -> Response {
-    let peer = request
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|info| info.0);
+    let peer =
+        request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0);
     post_from(gateway, peer, request).await
 }
 

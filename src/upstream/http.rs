@@ -381,7 +381,9 @@ impl Inner {
         let caller = request.caller.as_deref();
         let applied = credentials.for_call(caller).await?;
         let result = CALL_CREDENTIALS.scope(applied.clone(), self.call(&request)).await;
-        if !(matches!(result, Err(UpstreamError::Unauthorized { status: 401 })) && credentials.renews_on_401()) {
+        if !(matches!(result, Err(UpstreamError::Unauthorized { status: 401 }))
+            && credentials.renews_on_401())
+        {
             return result;
         }
         tracing::info!(url = %self.url, "upstream refused the token (HTTP 401); renewing it and trying once more");

@@ -124,7 +124,9 @@ impl Credentials {
     pub async fn for_call(&self, caller: Option<&Caller>) -> Result<Applied, UpstreamError> {
         match &self.source {
             Source::OAuth(tokens) => tokens.bearer(caller).await.map(Applied::Bearer),
-            Source::SigV4(signer) => signer.signing().await.map(|s| Applied::Signed(s as Arc<dyn SignRequest>)),
+            Source::SigV4(signer) => {
+                signer.signing().await.map(|s| Applied::Signed(s as Arc<dyn SignRequest>))
+            }
             Source::Passthrough => {
                 let token = caller.and_then(|c| c.token.as_deref()).ok_or_else(|| {
                     no_caller_token("this server takes the caller's own token (auth kind \"passthrough\")")
@@ -153,10 +155,11 @@ impl Credentials {
 
 /// `Bearer <token>`, marked sensitive (never printed by `Debug`, compressed by HPACK never).
 pub(crate) fn bearer_header(token: &str) -> Result<HeaderValue, UpstreamError> {
-    let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| UpstreamError::Credentials {
-        failure: CredentialFailure::Unavailable,
-        detail: "the token is not a valid header value".into(),
-    })?;
+    let mut value =
+        HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| UpstreamError::Credentials {
+            failure: CredentialFailure::Unavailable,
+            detail: "the token is not a valid header value".into(),
+        })?;
     value.set_sensitive(true);
     Ok(value)
 }

@@ -233,14 +233,17 @@ impl TokenSource {
         self.metrics.fetch(&self.server, kind, outcome);
         match &result {
             Ok(_) => tracing::info!(server = %self.server, kind, "upstream token obtained"),
-            Err(error) => tracing::warn!(server = %self.server, kind, %error, "upstream token request failed"),
+            Err(error) => {
+                tracing::warn!(server = %self.server, kind, %error, "upstream token request failed")
+            }
         }
         result
     }
 
     async fn request(&self, grant: Grant<'_>, cap: Option<Instant>) -> Result<Token, UpstreamError> {
         let settings = &self.settings;
-        let (Some(url), Some(client_id)) = (settings.token_url.as_deref(), settings.client_id.as_deref()) else {
+        let (Some(url), Some(client_id)) = (settings.token_url.as_deref(), settings.client_id.as_deref())
+        else {
             return Err(unavailable("no token_url or client_id"));
         };
         let secret = settings.client_secret().map_err(|e| UpstreamError::Credentials {
@@ -293,10 +296,8 @@ impl TokenSource {
         })?;
         let status = response.status();
         let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|_| unavailable("the token endpoint's answer broke off"))?
+        while let Some(chunk) =
+            response.chunk().await.map_err(|_| unavailable("the token endpoint's answer broke off"))?
         {
             if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
                 return Err(unavailable("the token endpoint's answer is too large"));

@@ -55,7 +55,12 @@ pub struct Signing {
 }
 
 impl Signer {
-    pub fn new(server: Arc<str>, auth: &UpstreamAuthConfig, aws: &AwsConfig, metrics: CredentialMetrics) -> Self {
+    pub fn new(
+        server: Arc<str>,
+        auth: &UpstreamAuthConfig,
+        aws: &AwsConfig,
+        metrics: CredentialMetrics,
+    ) -> Self {
         Self {
             server,
             service: auth.service.as_deref().unwrap_or(DEFAULT_SIGV4_SERVICE).into(),
@@ -96,23 +101,23 @@ impl Signer {
     }
 
     async fn resolve(&self) -> Result<Arc<Signing>, UpstreamError> {
-        let (provider, region) = self
-            .chain
-            .get_or_try_init(|| async {
-                let loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-                let loader = match self.region.as_ref().or(self.aws.region.as_ref()) {
-                    Some(region) => loader.region(aws_config::Region::new(region.clone())),
-                    None => loader,
-                };
-                let sdk = loader.load().await;
-                let provider = sdk.credentials_provider().ok_or_else(|| unavailable("no AWS credential chain"))?;
-                let region = sdk
-                    .region()
-                    .map(|r| Arc::<str>::from(r.as_ref()))
-                    .ok_or_else(|| unavailable("no AWS region for SigV4 (set auth.region or aws.region)"))?;
-                Ok::<_, UpstreamError>((provider, region))
-            })
-            .await?;
+        let (provider, region) =
+            self.chain
+                .get_or_try_init(|| async {
+                    let loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+                    let loader = match self.region.as_ref().or(self.aws.region.as_ref()) {
+                        Some(region) => loader.region(aws_config::Region::new(region.clone())),
+                        None => loader,
+                    };
+                    let sdk = loader.load().await;
+                    let provider =
+                        sdk.credentials_provider().ok_or_else(|| unavailable("no AWS credential chain"))?;
+                    let region = sdk.region().map(|r| Arc::<str>::from(r.as_ref())).ok_or_else(|| {
+                        unavailable("no AWS region for SigV4 (set auth.region or aws.region)")
+                    })?;
+                    Ok::<_, UpstreamError>((provider, region))
+                })
+                .await?;
         let credentials: AwsCredentials = provider
             .provide_credentials()
             .await
