@@ -19,6 +19,7 @@ mod lenient;
 mod quotas;
 mod registry_trust;
 mod resilience;
+mod upstream_auth;
 
 pub use admin::AdminSettings;
 pub use audit::{AuditConfig, AuditSinkKind};
@@ -28,6 +29,9 @@ pub use inbound::InboundLimits;
 pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
 pub use registry_trust::{RemoteMissBudget, UpstreamUrlSettings};
 pub use resilience::{BreakerSettings, RetrySettings};
+pub use upstream_auth::{
+    ACCESS_TOKEN_TYPE, AuthKind, ClientAuthMethod, DEFAULT_SIGV4_SERVICE, UpstreamAuthConfig,
+};
 
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
 
@@ -431,6 +435,10 @@ pub struct ServerConfig {
     /// Tools described statically (used as is, and kept even when discovery fails).
     #[serde(default)]
     pub tools: Vec<Value>,
+    /// How the gateway authenticates to this server beyond static `headers`: OAuth client
+    /// credentials, token exchange, SigV4 or pass-through (`[servers.NAME.auth]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<UpstreamAuthConfig>,
 }
 
 fn yes() -> bool {
@@ -468,6 +476,7 @@ impl ServerConfig {
             discover: true,
             headers: BTreeMap::new(),
             tools: Vec::new(),
+            auth: None,
         }
     }
 
@@ -606,6 +615,14 @@ impl Config {
             }
             if !server.discover && server.tools.is_empty() {
                 bail!("server {name}: with discover = false it needs static `tools`");
+            }
+            if let Some(auth) = &server.auth {
+                auth.validate(name)?;
+                if server.transport != TransportKind::Http {
+                    bail!(
+                        "server {name}: `auth` applies to transport \"http\" only (Lambda uses the gateway's IAM role; persistent connections are shared by every caller)"
+                    );
+                }
             }
         }
         for (tool, settings) in &self.tools {

@@ -66,14 +66,21 @@ pub enum Category {
     /// A registry entry points at an endpoint `registry.upstream_urls` does not allow (or at a
     /// loopback, link-local or metadata address no pattern names): nothing was sent.
     UpstreamNotAllowed,
+    /// The gateway could not obtain credentials for the upstream: its token endpoint is
+    /// unreachable, failing or answered nonsense. Nothing was sent to the server.
+    CredentialsUnavailable,
     /// A browser request from an origin that is not allowed (HTTP 403).
     ForbiddenOrigin,
     /// The caller cancelled the call (`notifications/cancelled`); answered only where an
     /// answer is owed (a JSON body or a batch entry; an event stream just ends).
     Cancelled,
-    /// The caller's tool policy denies this tool (`[policy]`): not retryable, never sent.
+    /// The caller may not do this: the tool policy denies the tool (`[policy]`), or the
+    /// authorization server refused to exchange the caller's token for the server. Not
+    /// retryable, never sent.
     Forbidden,
-    /// The request has no valid caller identity (`[auth]`): HTTP 401 with `WWW-Authenticate`.
+    /// The request has no valid caller identity (`[auth]`: HTTP 401 with `WWW-Authenticate`),
+    /// or the server's credentials derive from the caller's own token (token exchange,
+    /// pass-through) and the call carries none: never sent anonymously instead.
     Unauthenticated,
     /// A bug or an impossible state inside the gateway.
     Internal,
@@ -104,6 +111,7 @@ impl Category {
             Category::Forbidden => -32008,
             Category::Unauthenticated => -32009,
             Category::UpstreamNotAllowed => -32010,
+            Category::CredentialsUnavailable => -32011,
             // Outside the reserved range; the code LSP gives a cancelled request.
             Category::Cancelled => -32800,
             // Replaced by the upstream's own code when there is one.
@@ -134,6 +142,7 @@ impl Category {
             Category::ResponseTooLarge => "response_too_large",
             Category::UpstreamAuth => "upstream_auth",
             Category::UpstreamNotAllowed => "upstream_not_allowed",
+            Category::CredentialsUnavailable => "credentials_unavailable",
             Category::ForbiddenOrigin => "forbidden_origin",
             Category::Cancelled => "cancelled",
             Category::Forbidden => "forbidden",
@@ -152,6 +161,7 @@ impl Category {
                 | Category::RateLimited
                 | Category::CircuitOpen
                 | Category::Overloaded
+                | Category::CredentialsUnavailable
         )
     }
 
@@ -178,9 +188,10 @@ impl Category {
             Category::ResponseTooLarge => "Upstream answer too large",
             Category::UpstreamAuth => "Upstream refused the gateway's credentials",
             Category::UpstreamNotAllowed => "Upstream not allowed",
+            Category::CredentialsUnavailable => "Could not obtain credentials for the upstream",
             Category::ForbiddenOrigin => "Forbidden origin",
             Category::Cancelled => "Request cancelled",
-            Category::Forbidden => "Forbidden by tool policy",
+            Category::Forbidden => "Forbidden",
             Category::Unauthenticated => "Unauthenticated",
             Category::Internal => "Internal error",
         }

@@ -54,7 +54,8 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("defaults.breaker.open_base_ms"), "1200", json!(1200)),
         (s("defaults.breaker.open_max_ms"), "40000", json!(40000)),
         (s("defaults.breaker.half_open_probes"), "2", json!(2)),
-        (s("servers.NAME_S.transport"), "lambda", json!("lambda")),
+        // `http`: the one transport every server key (including `auth`) applies to.
+        (s("servers.NAME_S.transport"), "http", json!("http")),
         (s("servers.NAME_S.url"), "http://catalog:8080/mcp", json!("http://catalog:8080/mcp")),
         (s("servers.NAME_S.function"), "mangaassist-checkout-mcp", json!("mangaassist-checkout-mcp")),
         // A Lambda version: numeric-looking, and still a string.
@@ -194,6 +195,11 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("registry.upstream_urls.resolve"), "false", json!(false)),
         (s("registry.remote_misses.per_sec"), "7", json!(7)),
         (s("registry.remote_misses.burst"), "9", json!(9)),
+        (
+            s("servers.NAME_S.auth"),
+            r#"{kind = "client_credentials", token_url = "https://auth.example/token", client_id = "7", client_secret_env = "CAT7_SECRET", scopes = ["catalog:read"], refresh_before_secs = 120}"#,
+            json!({"kind": "client_credentials", "client_id": "7", "client_secret_env": "CAT7_SECRET", "scopes": ["catalog:read"], "refresh_before_secs": 120}),
+        ),
     ];
     raw.into_iter().map(|(k, v, e)| (k, (v, e))).collect()
 }

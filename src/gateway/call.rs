@@ -27,6 +27,7 @@ use super::Gateway;
 use crate::{
     audit::{AuditEntry, Decision},
     error::{Category, GatewayError},
+    identity::Caller,
     protocol::{mcp, param_headers},
     registry::{ToolRecord, record::canonical_hash},
     resilience::{cache::SharedResult, classify::Outcome, fallback, truncate},
@@ -257,17 +258,32 @@ impl Gateway {
         let kept = self.tool_settings(&tool.name).fallback_tool.is_some().then(|| arguments.clone());
         // A call that may relay requests to its caller is its own: never served from the
         // cache nor shared with identical calls (the answer may hold what its caller said).
-        let (mut result, mut ending) = if tool.read_only && ctx.notifications.relay.is_none() {
-            self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications).await
+        // Nor is a call whose server's credentials are the caller's own (token exchange,
+        // pass-through): its result is for that caller only.
+        let (mut result, mut ending) = if tool.read_only
+            && ctx.notifications.relay.is_none()
+            && !self.credentials_per_caller(&tool.server)
+        {
+            self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications, &ctx.caller).await
         } else {
-            self.forward(&tool, arguments, meta, deadline, ctx.notifications.clone()).await
+            self.forward(&tool, arguments, meta, deadline, ctx.notifications.clone(), &ctx.caller).await
         };
         // Nor is a call that relayed a request followed by a fallback: someone was asked.
         let relayed = ctx.notifications.relay.as_ref().is_some_and(crate::upstream::relay::Relay::relayed);
         if let Err(err) = &result
             && !relayed
-            && let Some((fallback, kind)) =
-                self.fallback(&tool, &key, kept.as_ref(), meta, deadline, err, ending.maybe_delivered).await
+            && let Some((fallback, kind)) = self
+                .fallback(
+                    &tool,
+                    &key,
+                    kept.as_ref(),
+                    meta,
+                    deadline,
+                    err,
+                    ending.maybe_delivered,
+                    &ctx.caller,
+                )
+                .await
         {
             self.metrics.fallbacks.with_label_values(&[self.metrics.tool_label(&tool.name), kind]).inc();
             result = Ok(fallback);
@@ -302,8 +318,18 @@ impl Gateway {
         Ok(arguments)
     }
 
+    /// Whether `server`'s credentials are the caller's own (token exchange, pass-through).
+    fn credentials_per_caller(&self, server: &str) -> bool {
+        self.config
+            .servers
+            .get(server)
+            .and_then(|s| s.auth.as_ref())
+            .is_some_and(|auth| auth.kind.per_caller())
+    }
+
     /// Read-only tools: a fresh cached result, or the result of an identical call already in
     /// flight, or a new call whose result is kept for later.
+    #[allow(clippy::too_many_arguments)]
     async fn call_read_only(
         &self,
         tool: &Arc<ToolRecord>,
@@ -312,6 +338,7 @@ impl Gateway {
         meta: Option<&Value>,
         deadline: Option<Instant>,
         notifications: &Notifications,
+        caller: &Arc<Caller>,
     ) -> (SharedResult, Ending) {
         let ttl = Duration::from_millis(
             self.tool_settings(&tool.name).cache_ttl_ms.unwrap_or(self.config.defaults.cache_ttl_ms),
@@ -331,7 +358,7 @@ impl Gateway {
                         .with_label_values(&[self.metrics.tool_label(&tool.name), "miss"])
                         .inc();
                     let (result, ending) =
-                        self.forward(tool, arguments, meta, deadline, notifications.clone()).await;
+                        self.forward(tool, arguments, meta, deadline, notifications.clone(), caller).await;
                     self.remember(tool, key, ttl, &result, ending.outcome);
                     if ran_out_of_own_time(&result, deadline) {
                         // Our caller's deadline is not the waiters': one of them takes over.
@@ -390,6 +417,7 @@ impl Gateway {
         meta: Option<&Value>,
         deadline: Option<Instant>,
         notifications: Notifications,
+        caller: &Arc<Caller>,
     ) -> (SharedResult, Ending) {
         let upstream = match self.upstream_for(tool).await {
             Ok(upstream) => upstream,
@@ -403,6 +431,7 @@ impl Gateway {
         request.progress = notifications.progress;
         request.logs = notifications.logs;
         request.relay = notifications.relay;
+        request.caller = Some(caller.clone());
         let attempts = request.attempts.clone();
         let delivered = request.maybe_delivered.clone();
 
@@ -466,6 +495,7 @@ impl Gateway {
         deadline: Option<Instant>,
         err: &GatewayError,
         maybe_delivered: bool,
+        caller: &Arc<Caller>,
     ) -> Option<(Box<RawValue>, &'static str)> {
         if !err.category.retryable() {
             return None;
@@ -494,7 +524,7 @@ impl Gateway {
             return None;
         }
         let (result, _) =
-            self.forward(&alternative, alt_arguments, meta, deadline, Notifications::default()).await;
+            self.forward(&alternative, alt_arguments, meta, deadline, Notifications::default(), caller).await;
         let raw = result.ok()?;
         Some((fallback::mark_alternative(&raw, alternative_name, reason), "alternative"))
     }

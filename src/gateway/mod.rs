@@ -94,7 +94,9 @@ impl Readiness {
             E::Connect(_) | E::Io(_) | E::Timeout(_) | E::NotConnected { .. } | E::NotFound(_) => {
                 "unreachable"
             }
-            E::Unauthorized { .. } | E::Status { status: 401 | 403 } => "needs_auth",
+            // The token endpoint is down: the server is out of reach for now.
+            E::Credentials { failure: crate::upstream::CredentialFailure::Unavailable, .. } => "unreachable",
+            E::Unauthorized { .. } | E::Status { status: 401 | 403 } | E::Credentials { .. } => "needs_auth",
             E::CircuitOpen { .. } => "circuit_open",
             _ => "tools_list_failing",
         };

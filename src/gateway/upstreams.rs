@@ -27,6 +27,7 @@ use crate::{
         UpstreamError, UpstreamReply, UpstreamRequest, UpstreamService,
         channel::Connector,
         connection::{Connection, ConnectionMetricFamilies, ConnectionSettings},
+        credentials::{CredentialMetrics, Credentials},
         http::{HttpSettings, HttpTransport},
         lambda::{self, LambdaTransport},
         legacy_sse::{LegacySseConnector, LegacySseSettings},
@@ -178,11 +179,34 @@ pub fn build(
     let (service, http, probe) = match server.transport {
         TransportKind::Http => {
             let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
+            let credentials = match &server.auth {
+                None => None,
+                Some(auth) => Some(
+                    Credentials::new(
+                        name,
+                        auth,
+                        config,
+                        server.connect_timeout(&config.defaults),
+                        CredentialMetrics {
+                            fetches: metrics.upstream_token_fetches.clone(),
+                            retries: metrics.upstream_auth_retries.clone(),
+                        },
+                    )
+                    .with_context(|| format!("server {name}: auth"))?,
+                ),
+            };
+            if let Some(auth) = &server.auth
+                && auth.is_oauth()
+            {
+                // A secret that cannot be read is a configuration error: say so at start.
+                auth.client_secret().with_context(|| format!("server {name}: auth"))?;
+            }
             let transport = HttpTransport::new(HttpSettings {
                 url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
                 connect_timeout: server.connect_timeout(&config.defaults),
                 headers: static_headers(name, server)?,
                 max_response_bytes: server.max_response_bytes(&config.defaults),
+                credentials,
             })
             .map_err(|e| anyhow!("server {name}: {e}"))?;
             let probe = probe_stack(server, config, transport.clone());

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::{
     error::Category,
-    upstream::{FunctionErrorKind, UpstreamError, UpstreamReply},
+    upstream::{CredentialFailure, FunctionErrorKind, UpstreamError, UpstreamReply},
 };
 
 /// What one upstream call amounted to.
@@ -112,6 +112,8 @@ impl Outcome {
             UpstreamError::CircuitOpen { .. }
             | UpstreamError::Overloaded { .. }
             | UpstreamError::NotConnected { .. } => Outcome::Refused,
+            // Nothing was sent: the token endpoint or the caller, not the server.
+            UpstreamError::Credentials { .. } => Outcome::Refused,
             UpstreamError::DeadlineExceeded(_) => Outcome::Abandoned,
             // Waiting for the caller's answer to a relayed request: the caller's time, not the
             // server's failure (see upstream::relay).
@@ -205,6 +207,12 @@ impl Outcome {
             UpstreamError::Overloaded { .. } => Category::Overloaded,
             UpstreamError::DeadlineExceeded(_) => Category::Timeout,
             UpstreamError::CallerDidNotAnswer(_) => Category::Timeout,
+            UpstreamError::Credentials { failure, .. } => match failure {
+                CredentialFailure::NoCallerToken => Category::Unauthenticated,
+                CredentialFailure::CallerTokenRefused => Category::Forbidden,
+                CredentialFailure::ClientRefused => Category::UpstreamAuth,
+                CredentialFailure::Unavailable => Category::CredentialsUnavailable,
+            },
         }
     }
 }

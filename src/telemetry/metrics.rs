@@ -157,6 +157,13 @@ pub struct Metrics {
     pub policy_decisions: IntCounterVec,
     /// `mcp_gateway_policy_reloads_total{outcome}`: `loaded`, `invalid`, `unreadable`
     pub policy_reloads: IntCounterVec,
+    /// `mcp_gateway_upstream_token_fetches_total{server,kind,outcome}`: token requests (OAuth)
+    /// and AWS credential resolutions (SigV4) for upstream credentials; `outcome` is `success`,
+    /// `refused` or `unavailable`
+    pub upstream_token_fetches: IntCounterVec,
+    /// `mcp_gateway_upstream_auth_retries_total{server}`: calls run again with a renewed
+    /// token after the server refused the cached one (HTTP 401)
+    pub upstream_auth_retries: IntCounterVec,
     /// Tools (`tool\0server`) and servers whose series exist already.
     initialised: std::sync::Arc<Mutex<HashSet<String>>>,
     /// The tools admitted as label values.
@@ -599,6 +606,18 @@ impl Metrics {
                 "mcp_gateway_registry_remote_lookups_total",
                 "registry lookups below memory: admitted by the miss budget, or refused (over_budget)",
                 &["result"],
+            ),
+            upstream_token_fetches: counters(
+                &r,
+                "mcp_gateway_upstream_token_fetches_total",
+                "token requests and AWS credential resolutions for upstream credentials, by outcome",
+                &["server", "kind", "outcome"],
+            ),
+            upstream_auth_retries: counters(
+                &r,
+                "mcp_gateway_upstream_auth_retries_total",
+                "calls run again with a renewed token after the server refused the cached one (HTTP 401)",
+                &["server"],
             ),
             registry: r,
             initialised: Default::default(),

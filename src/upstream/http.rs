@@ -30,6 +30,11 @@
 //!
 //! **Credentials**: `401`/`403` on any request — probe, handshake, call, reconnection — is
 //! [`UpstreamError::Unauthorized`]: not retried, not counted by the breaker, no era learned.
+//! A server with `[servers.NAME.auth]` ([`super::credentials`]) gets its credentials once per
+//! call, before anything is sent; every request built while the call runs carries them (they
+//! are in scope for the call's task, [`CALL_CREDENTIALS`]), and a SigV4 signature is computed
+//! over each request as it leaves. A `401` with an OAuth token renews the token once and runs
+//! the call once more; a second `401` fails the call.
 //!
 //! Answers are bounded while they are read, never after: a JSON body by its `Content-Length`
 //! up front and by counting chunks, an SSE stream per line and per event, both at the server's
@@ -57,13 +62,15 @@ use std::{
 
 use http::{
     Method, StatusCode, Uri,
-    header::{ACCEPT, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER},
+    header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER},
 };
 use serde_json::Value;
 use tower::Service;
 
 use super::{
-    UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply,
+    UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest,
+    credentials::{Applied, Credentials},
+    decode_reply,
     http_client::{ClientError, HttpClient, RequestBuilder, Response},
     outbound::Outbound,
     parse_retry_after,
@@ -112,6 +119,14 @@ pub struct HttpSettings {
     pub headers: HeaderMap,
     /// Most bytes one answer may occupy (`max_response_bytes`).
     pub max_response_bytes: usize,
+    /// Credentials obtained per call (`[servers.NAME.auth]`); `None`: static headers only.
+    pub credentials: Option<Credentials>,
+}
+
+tokio::task_local! {
+    /// The credentials of the call running on this task: [`Inner::build`] adds them to every
+    /// request the call sends (probe, handshake, the call, reconnections, its cancellation).
+    static CALL_CREDENTIALS: Applied;
 }
 
 /// How much of a 4xx body is read for its JSON-RPC error; the rest is never read.
@@ -140,6 +155,7 @@ struct Inner {
     pub(super) log_url: Box<str>,
     headers: HeaderMap,
     max_response_bytes: usize,
+    credentials: Option<Credentials>,
     era: RwLock<Learned>,
     /// Serializes probes (`server/discover`, then `initialize` if needed).
     probe: tokio::sync::Mutex<()>,
@@ -183,6 +199,7 @@ impl HttpTransport {
                 url,
                 headers,
                 max_response_bytes: settings.max_response_bytes,
+                credentials: settings.credentials,
                 era: RwLock::new(Learned::default()),
                 probe: tokio::sync::Mutex::new(()),
                 next_id: AtomicU64::new(1),
@@ -204,12 +221,21 @@ impl HttpTransport {
         if let Some(Spoken::Legacy(session)) = self.inner.learned().spoken
             && session.session_id.is_some()
         {
-            let _ = self
-                .inner
-                .build(Method::DELETE, Headers::Legacy(&session))
-                .timeout(Duration::from_secs(1))
-                .send()
-                .await;
+            let delete = async {
+                let _ = self
+                    .inner
+                    .build(Method::DELETE, Headers::Legacy(&session))
+                    .timeout(Duration::from_secs(1))
+                    .send()
+                    .await;
+            };
+            match &self.inner.credentials {
+                None => delete.await,
+                Some(credentials) => match credentials.for_call(None).await {
+                    Ok(applied) => CALL_CREDENTIALS.scope(applied, delete).await,
+                    Err(_) => delete.await,
+                },
+            }
         }
     }
 }
@@ -225,7 +251,10 @@ impl Service<UpstreamRequest> for HttpTransport {
 
     fn call(&mut self, request: UpstreamRequest) -> Self::Future {
         let inner = self.inner.clone();
-        Box::pin(async move { inner.call(request).await })
+        if inner.credentials.is_some() {
+            return Box::pin(async move { inner.call_with_credentials(request).await });
+        }
+        Box::pin(async move { inner.call(&request).await })
     }
 }
 
@@ -276,12 +305,27 @@ impl Inner {
         for (name, value) in &self.headers {
             map.append(name.clone(), value.clone());
         }
+        let applied = match &self.credentials {
+            None => None,
+            Some(_) => CALL_CREDENTIALS.try_with(Applied::clone).ok(),
+        };
+        let mut signer = None;
+        match applied {
+            Some(Applied::Bearer(value)) => {
+                map.insert(AUTHORIZATION, value);
+            }
+            Some(Applied::Signed(sign)) => signer = Some(sign),
+            None => {}
+        }
         if method == Method::POST {
             map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         }
         let accept = if method == Method::GET { "text/event-stream" } else { headers::ACCEPT_BOTH };
         map.insert(ACCEPT, HeaderValue::from_static(accept));
         let mut builder = self.client.request(method, self.url.clone()).headers(map);
+        if let Some(signer) = signer {
+            builder = builder.signed_by(signer);
+        }
         match era {
             Headers::Modern { method, tool, params } => {
                 builder = builder
@@ -310,10 +354,10 @@ impl Inner {
     /// The rare paths (a relayed call, a probe, the post after a refusal) are boxed where they
     /// are awaited: inlined, their state would make every call's future (copied whole into
     /// its box) twice as large.
-    async fn call(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
+    async fn call(&self, request: &UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
         if let Some(relay) = &request.relay
             && request.method == "tools/call"
-            && let Some(result) = Box::pin(self.relay_call(&request, relay)).await
+            && let Some(result) = Box::pin(self.relay_call(request, relay)).await
         {
             return result;
         }
@@ -326,12 +370,33 @@ impl Inner {
                 Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
             },
         };
-        match self.post(&request, &spoken).await? {
+        match self.post(request, &spoken).await? {
             Exchange::Reply(reply) => Ok(reply),
             Exchange::Refused(error) => {
-                Box::pin(self.after_refusal(&request, &spoken, generation, error)).await
+                Box::pin(self.after_refusal(request, &spoken, generation, error)).await
             }
         }
+    }
+
+    /// [`Inner::call`] for a server with credentials: obtained before anything is sent (none
+    /// to be had: the call fails, nothing is sent), in scope for every request of the call;
+    /// an OAuth token refused with `401` is renewed once and the call run once more.
+    async fn call_with_credentials(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
+        let Some(credentials) = &self.credentials else {
+            return self.call(&request).await;
+        };
+        let caller = request.caller.as_deref();
+        let applied = credentials.for_call(caller).await?;
+        let result = CALL_CREDENTIALS.scope(applied.clone(), self.call(&request)).await;
+        if !(matches!(result, Err(UpstreamError::Unauthorized { status: 401 }))
+            && credentials.renews_on_401())
+        {
+            return result;
+        }
+        tracing::info!(url = %self.url, "upstream refused the token (HTTP 401); renewing it and trying once more");
+        credentials.refused(caller, &applied);
+        let renewed = credentials.for_call(caller).await?;
+        CALL_CREDENTIALS.scope(renewed, self.call(&request)).await
     }
 
     /// The server refused the remembered era: probe again and post once more.

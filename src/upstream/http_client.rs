@@ -57,11 +57,17 @@ impl HttpClient {
 
     /// Starts a request to `uri` (absolute: scheme and authority).
     pub fn request(&self, method: Method, uri: Uri) -> RequestBuilder {
-        let mut request = http::Request::new(Full::default());
+        let mut request = http::Request::new(Bytes::new());
         *request.method_mut() = method;
         *request.uri_mut() = uri;
-        RequestBuilder { client: self.clone(), request: Ok(request), timeout: None }
+        RequestBuilder { client: self.clone(), request: Ok(request), timeout: None, signer: None }
     }
+}
+
+/// Something that signs a request as it is about to leave, over its final method, URL,
+/// headers and body (SigV4: `upstream::credentials::sigv4`).
+pub trait SignRequest: Send + Sync {
+    fn sign(&self, request: &mut http::Request<Bytes>) -> Result<(), String>;
 }
 
 /// Bounds a whole connect — TCP, then the TLS handshake — by the connect timeout. A server
@@ -105,8 +111,10 @@ where
 /// and returned by [`RequestBuilder::send`], so building never fails half-way.
 pub struct RequestBuilder {
     client: HttpClient,
-    request: Result<http::Request<Full<Bytes>>, ClientError>,
+    request: Result<http::Request<Bytes>, ClientError>,
     timeout: Option<Duration>,
+    /// Signs the request in [`RequestBuilder::send`], after everything else was set.
+    signer: Option<std::sync::Arc<dyn SignRequest>>,
 }
 
 impl RequestBuilder {
@@ -150,8 +158,15 @@ impl RequestBuilder {
 
     pub fn body(mut self, body: impl Into<Bytes>) -> Self {
         if let Ok(request) = &mut self.request {
-            *request.body_mut() = Full::new(body.into());
+            *request.body_mut() = body.into();
         }
+        self
+    }
+
+    /// Has `signer` sign the request when it is sent (a signing failure is the request's error:
+    /// nothing is sent).
+    pub fn signed_by(mut self, signer: std::sync::Arc<dyn SignRequest>) -> Self {
+        self.signer = Some(signer);
         self
     }
 
@@ -163,8 +178,11 @@ impl RequestBuilder {
 
     /// Sends the request; the response's head has arrived when this returns.
     pub async fn send(self) -> Result<Response, ClientError> {
-        let request = self.request?;
-        let sent = self.client.pooled.request(request);
+        let mut request = self.request?;
+        if let Some(signer) = &self.signer {
+            signer.sign(&mut request).map_err(|e| ClientError::new(Kind::Builder, e))?;
+        }
+        let sent = self.client.pooled.request(request.map(Full::new));
         let head = match self.timeout {
             None => sent.await,
             Some(limit) => match tokio::time::timeout(limit, sent).await {

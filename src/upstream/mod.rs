@@ -7,6 +7,7 @@
 
 pub mod channel;
 pub mod connection;
+pub mod credentials;
 pub mod http;
 pub mod http_client;
 pub mod lambda;
@@ -67,6 +68,9 @@ pub struct UpstreamRequest {
     pub relay: Option<relay::Relay>,
     /// Trace context and request ids to send along (filled in by the attempt layer).
     pub outbound: outbound::Outbound,
+    /// Who the call is for: read by upstream credentials that act for the caller (token
+    /// exchange, pass-through). `None` for the gateway's own requests (`tools/list`).
+    pub caller: Option<Arc<crate::identity::Caller>>,
 }
 
 /// The sending end of a call's notification channel (progress, log entries and relayed
@@ -91,6 +95,7 @@ impl UpstreamRequest {
             logs: None,
             relay: None,
             outbound: outbound::Outbound::default(),
+            caller: None,
         }
     }
 
@@ -223,6 +228,23 @@ pub enum UpstreamError {
     /// the call's time ran out, or its session ended: the caller's doing, not the server's.
     #[error("the caller did not answer the relayed {0} request in time")]
     CallerDidNotAnswer(String),
+    /// No credentials for the server could be had ([`credentials`]): nothing was sent.
+    #[error("{detail}")]
+    Credentials { failure: CredentialFailure, detail: String },
+}
+
+/// Why [`UpstreamError::Credentials`]: decides the caller's error category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialFailure {
+    /// The server's credentials derive from the caller's token and the call has none.
+    NoCallerToken,
+    /// The authorization server refused to exchange the caller's token.
+    CallerTokenRefused,
+    /// The authorization server refused the gateway's own client (id, secret, scope).
+    ClientRefused,
+    /// The token endpoint (or the AWS credential chain) is unreachable, failing, or answered
+    /// something unusable.
+    Unavailable,
 }
 
 /// `X-Amz-Function-Error` values.
@@ -254,6 +276,7 @@ impl UpstreamError {
                 | UpstreamError::Overloaded { .. }
                 | UpstreamError::PayloadTooLarge { .. }
                 | UpstreamError::NotConnected { .. }
+                | UpstreamError::Credentials { .. }
         )
     }
 
@@ -279,6 +302,7 @@ impl UpstreamError {
             UpstreamError::Overloaded { .. } => "overloaded",
             UpstreamError::DeadlineExceeded(_) => "deadline_exceeded",
             UpstreamError::CallerDidNotAnswer(_) => "caller_did_not_answer",
+            UpstreamError::Credentials { .. } => "no_credentials",
         }
     }
 }
