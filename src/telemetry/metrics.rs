@@ -667,8 +667,14 @@ impl Metrics {
     /// Makes the catalogue's tools (`(tool, server)`) the admitted label values: tools that left
     /// it (or moved to another server) lose their series, new ones are admitted while the cap
     /// allows (in the order given). Returns how many series sets were removed.
+    ///
+    /// Lock order, as in [`Self::ensure_series`]: the set of initialised series first, then the
+    /// admitted labels. A scrape creating a tool's zero series and a refresh removing that tool
+    /// are thereby one before the other: the series cannot be created after their removal (a
+    /// leak that grew with every rename) and the two cannot wait on each other.
     pub fn retain_tools<'a>(&self, tools: impl IntoIterator<Item = (&'a str, &'a str)>) -> usize {
         let current: HashMap<&str, &str> = tools.into_iter().collect();
+        let Ok(mut seen) = self.initialised.lock() else { return 0 };
         let Ok(mut labels) = self.tool_labels.write() else { return 0 };
         let departed: Vec<(Arc<str>, Arc<str>)> = labels
             .admitted
@@ -679,6 +685,7 @@ impl Metrics {
         for (tool, server) in &departed {
             labels.admitted.remove(tool);
             self.remove_tool_series(tool, server);
+            seen.remove(&format!("{tool}\0{server}"));
         }
         let mut fresh: Vec<(&str, &str)> = current
             .iter()
@@ -714,9 +721,6 @@ impl Metrics {
             let _ = self.result_cache.remove_label_values(&[tool, result]);
         }
         let _ = self.truncations.remove_label_values(&[tool]);
-        if let Ok(mut seen) = self.initialised.lock() {
-            seen.remove(&format!("{tool}\0{server}"));
-        }
     }
 
     /// Creates the zero series of every `(tool, server)` and `(server, transport)` not seen
