@@ -661,7 +661,6 @@ impl Config {
         self.inbound.validate()?;
         self.auth.validate(self.listen)?;
         self.admin.validate()?;
-        self.registry.upstream_urls.validate()?;
         Ok(())
     }
 }

@@ -87,6 +87,36 @@ pub enum Category {
 }
 
 impl Category {
+    /// Every category (a test fails to compile when a new one is missing here).
+    pub const ALL: &'static [Category] = &[
+        Category::ParseError,
+        Category::InvalidRequest,
+        Category::MethodNotFound,
+        Category::BadInput,
+        Category::UnknownTool,
+        Category::PayloadTooLarge,
+        Category::UnsupportedProtocolVersion,
+        Category::HeaderMismatch,
+        Category::UpstreamError,
+        Category::UpstreamUnavailable,
+        Category::Timeout,
+        Category::RateLimited,
+        Category::CircuitOpen,
+        Category::Overloaded,
+        Category::UpstreamMisconfigured,
+        Category::UpstreamRejected,
+        Category::UpstreamProtocol,
+        Category::ResponseTooLarge,
+        Category::UpstreamAuth,
+        Category::UpstreamNotAllowed,
+        Category::CredentialsUnavailable,
+        Category::ForbiddenOrigin,
+        Category::Cancelled,
+        Category::Forbidden,
+        Category::Unauthenticated,
+        Category::Internal,
+    ];
+
     /// The JSON-RPC `error.code`.
     pub fn code(self) -> i64 {
         match self {
@@ -318,5 +348,50 @@ mod tests {
         err.upstream_code = Some(-32602);
         assert_eq!(err.to_error_object().code, -32602);
         assert!(!err.category.retryable());
+    }
+}
+
+#[cfg(test)]
+mod every_category {
+    use super::Category;
+
+    /// `Category::ALL` lists every variant once, in order: adding a variant without listing it
+    /// fails this match at compile time (metrics remove a departed tool's series by this list).
+    #[test]
+    fn all_lists_every_category() {
+        let position = |c: Category| -> usize {
+            match c {
+                Category::ParseError => 0,
+                Category::InvalidRequest => 1,
+                Category::MethodNotFound => 2,
+                Category::BadInput => 3,
+                Category::UnknownTool => 4,
+                Category::PayloadTooLarge => 5,
+                Category::UnsupportedProtocolVersion => 6,
+                Category::HeaderMismatch => 7,
+                Category::UpstreamError => 8,
+                Category::UpstreamUnavailable => 9,
+                Category::Timeout => 10,
+                Category::RateLimited => 11,
+                Category::CircuitOpen => 12,
+                Category::Overloaded => 13,
+                Category::UpstreamMisconfigured => 14,
+                Category::UpstreamRejected => 15,
+                Category::UpstreamProtocol => 16,
+                Category::ResponseTooLarge => 17,
+                Category::UpstreamAuth => 18,
+                Category::UpstreamNotAllowed => 19,
+                Category::CredentialsUnavailable => 20,
+                Category::ForbiddenOrigin => 21,
+                Category::Cancelled => 22,
+                Category::Forbidden => 23,
+                Category::Unauthenticated => 24,
+                Category::Internal => 25,
+            }
+        };
+        for (i, c) in Category::ALL.iter().enumerate() {
+            assert_eq!(position(*c), i, "{c:?}");
+        }
+        assert_eq!(Category::ALL.len(), 26);
     }
 }

@@ -323,6 +323,7 @@ fn main() -> anyhow::Result<()> {
             Command::Healthcheck { .. } => unreachable!("handled before the runtime starts"),
             Command::CheckConfig { config, json } => {
                 let mut config = Config::load(config.as_deref(), std::env::vars())?;
+                mcp_gateway::registry::url_policy::validate(&config.registry.upstream_urls)?;
                 // Header values are usually credentials: never print them.
                 for server in config.servers.values_mut() {
                     server.headers.values_mut().for_each(|v| *v = "<redacted>".into());

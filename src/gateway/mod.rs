@@ -209,6 +209,7 @@ pub struct Gateway {
 impl Gateway {
     /// Builds the gateway from configuration: one service stack per server, an empty catalogue.
     pub async fn new(config: Config) -> anyhow::Result<Arc<Self>> {
+        crate::registry::url_policy::validate(&config.registry.upstream_urls)?;
         let metrics = Metrics::new();
         metrics.set_tool_label_cap(config.catalogue.max_tool_label_values);
         let upstreams = upstreams::build_all(&config, &metrics).await?;

@@ -17,6 +17,16 @@ use reqwest::Url;
 
 use crate::config::UpstreamUrlSettings;
 
+/// Checks every `allow` pattern of the settings (at load: `serve` and `check-config`).
+pub fn validate(settings: &UpstreamUrlSettings) -> anyhow::Result<()> {
+    for pattern in &settings.allow {
+        if let Err(why) = Pattern::parse(pattern) {
+            anyhow::bail!("registry.upstream_urls.allow: {pattern:?}: {why}");
+        }
+    }
+    Ok(())
+}
+
 /// A host in a pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum HostPattern {

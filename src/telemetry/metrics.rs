@@ -204,31 +204,6 @@ const CALL_ERROR_CATEGORIES: &[Category] = &[
     Category::Forbidden,
     Category::Internal,
 ];
-/// Every category, for removing a departed tool's series.
-const ALL_CATEGORIES: &[Category] = &[
-    Category::ParseError,
-    Category::InvalidRequest,
-    Category::MethodNotFound,
-    Category::BadInput,
-    Category::UnknownTool,
-    Category::PayloadTooLarge,
-    Category::UnsupportedProtocolVersion,
-    Category::HeaderMismatch,
-    Category::UpstreamError,
-    Category::UpstreamUnavailable,
-    Category::Timeout,
-    Category::RateLimited,
-    Category::CircuitOpen,
-    Category::Overloaded,
-    Category::UpstreamMisconfigured,
-    Category::UpstreamRejected,
-    Category::UpstreamProtocol,
-    Category::ResponseTooLarge,
-    Category::UpstreamAuth,
-    Category::ForbiddenOrigin,
-    Category::Cancelled,
-    Category::Internal,
-];
 /// Upstream attempt statuses given a zero series per server.
 const UPSTREAM_STATUSES: &[&str] = &[
     "200",
@@ -709,7 +684,7 @@ impl Metrics {
             .iter()
             .copied()
             .chain(["shared_failure"])
-            .chain(ALL_CATEGORIES.iter().map(|c| c.as_str()));
+            .chain(Category::ALL.iter().map(|c| c.as_str()));
         for outcome in outcomes {
             let _ = self.tool_calls.remove_label_values(&[tool, server, outcome]);
         }

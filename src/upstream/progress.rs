@@ -25,9 +25,7 @@ use crate::protocol::mcp::{Era, MetaPatch};
 /// The modern era's per-request log opt-in.
 pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 
-/// MCP log levels, least severe first (RFC 5424 order).
-pub const LOG_LEVELS: [&str; 8] =
-    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+pub use super::to_caller::LOG_LEVELS;
 
 /// The rank of a log level name (`None`: not a level).
 pub fn log_rank(level: &str) -> Option<usize> {

@@ -35,10 +35,13 @@ use std::{
 };
 
 use reqwest::header::HeaderValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::{ProgressSink, UpstreamError, to_caller::ToCaller};
+use super::{
+    ProgressSink, UpstreamError,
+    to_caller::{RelayedRequest, ToCaller},
+};
 
 /// Most server→client requests one call may relay to its caller.
 pub const MAX_RELAYED_PER_CALL: u32 = 16;
@@ -62,40 +65,6 @@ pub fn mint_id(kind: &str) -> String {
 /// The methods a server may ask a caller through the relay (`None`: not relayable).
 fn relayable(method: &str) -> Option<&'static str> {
     ["sampling/createMessage", "elicitation/create", "roots/list"].into_iter().find(|m| *m == method)
-}
-
-/// A server→client request on its way to the caller: only [`Relay::ask`] makes one (its
-/// fields are private to this module), with a fresh id the gateway minted and a method the
-/// caller's session declared the capability for. The upstream's own id never reaches the
-/// caller; its `params` are what the caller is asked.
-#[derive(Debug)]
-pub struct RelayedRequest {
-    id: String,
-    method: &'static str,
-    params: Option<Value>,
-}
-
-impl RelayedRequest {
-    /// The gateway-minted id the caller answers under.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    pub fn method(&self) -> &'static str {
-        self.method
-    }
-
-    /// The whole JSON-RPC request for the caller's event stream.
-    pub fn to_message(&self) -> Value {
-        let mut message = Map::new();
-        message.insert("jsonrpc".into(), json!("2.0"));
-        message.insert("id".into(), json!(self.id));
-        message.insert("method".into(), json!(self.method));
-        if let Some(params) = &self.params {
-            message.insert("params".into(), params.clone());
-        }
-        Value::Object(message)
-    }
 }
 
 /// An upstream session-era session opened for one caller session (a DEDICATED one: it states
@@ -380,7 +349,7 @@ impl Relay {
         let mut pending = Pending { relay: self, method, id: id.clone(), answered: false };
         self.state.relayed.fetch_add(1, Ordering::Relaxed);
         self.state.set_waiting(Some(method));
-        let message = ToCaller::Request(RelayedRequest { id, method: relayable, params });
+        let message = ToCaller::Request(RelayedRequest::made_by_the_relay(id, relayable, params));
         let exchange = async {
             self.outbox.send(message).await.ok()?;
             rx.await.ok()

@@ -21,8 +21,6 @@
 
 use serde_json::{Map, Number, Value, json};
 
-use super::{progress::LOG_LEVELS, relay::RelayedRequest};
-
 /// One item for a caller's event stream.
 #[derive(Debug)]
 pub enum ToCaller {
@@ -114,6 +112,51 @@ impl LogEntry {
         }
         params.insert("data".into(), self.data.clone());
         json!({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+    }
+}
+
+/// MCP log levels, least severe first (RFC 5424 order).
+pub const LOG_LEVELS: [&str; 8] =
+    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+/// A server→client request on its way to the caller: only the relay
+/// ([`super::relay::Relay::ask`]) makes one (its fields are private; its one constructor is
+/// named for that and visible to `upstream` alone), with a fresh id the gateway minted and a
+/// method the caller's session declared the capability for. The upstream's own id never reaches the
+/// caller; its `params` are what the caller is asked.
+#[derive(Debug)]
+pub struct RelayedRequest {
+    id: String,
+    method: &'static str,
+    params: Option<Value>,
+}
+
+impl RelayedRequest {
+    /// For [`super::relay::Relay::ask`] only: the id it minted, the relayable method the
+    /// caller's session declared, the upstream's params.
+    pub(super) fn made_by_the_relay(id: String, method: &'static str, params: Option<Value>) -> Self {
+        Self { id, method, params }
+    }
+
+    /// The gateway-minted id the caller answers under.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn method(&self) -> &'static str {
+        self.method
+    }
+
+    /// The whole JSON-RPC request for the caller's event stream.
+    pub fn to_message(&self) -> Value {
+        let mut message = Map::new();
+        message.insert("jsonrpc".into(), json!("2.0"));
+        message.insert("id".into(), json!(self.id));
+        message.insert("method".into(), json!(self.method));
+        if let Some(params) = &self.params {
+            message.insert("params".into(), params.clone());
+        }
+        Value::Object(message)
     }
 }
 
