@@ -219,7 +219,7 @@ fn registry_entries_pointing_outside_the_allowlist_are_refused_and_nothing_is_se
     ] {
         for _ in 0..2 {
             let answer = gw.call(tool, json!({}));
-            let data = expect_error(&answer, -32008, "upstream_not_allowed");
+            let data = expect_error(&answer, -32010, "upstream_not_allowed");
             assert_eq!(data["reason"], reason, "{tool}: {answer}");
             assert_eq!(data["tool"], tool, "{answer}");
             assert!(!answer.to_string().contains("SECRET9"), "{answer}");
