@@ -20,6 +20,7 @@ pub mod identity;
 pub mod policy;
 pub mod protocol;
 pub mod quota;
+pub mod redact;
 pub mod redis_link;
 pub mod registry;
 pub mod resilience;

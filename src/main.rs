@@ -8,8 +8,7 @@ use mcp_gateway::{
     config::{Config, ServerConfig, TransportKind},
     demo,
     gateway::{Gateway, refresh::Refresher},
-    server,
-    telemetry::{self, redact},
+    redact, server, telemetry,
 };
 use tokio::net::TcpListener;
 
@@ -334,7 +333,7 @@ fn main() -> anyhow::Result<()> {
                 }
                 config.redis_url = config.redis_url.as_deref().map(redact::url);
                 // URLs lose their user-info and query values, arguments their secret-looking
-                // values (telemetry::redact): the structure stays readable.
+                // values (redact): the structure stays readable.
                 for server in config.servers.values_mut() {
                     server.url = server.url.as_deref().map(redact::url);
                     server.args = redact::args(&server.args);

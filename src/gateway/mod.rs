@@ -335,7 +335,7 @@ impl Gateway {
         let Err(refusal) = url_policy::check(url, &self.config.registry.upstream_urls).await else {
             return Ok(());
         };
-        let shown = crate::telemetry::redact::url(url);
+        let shown = crate::redact::url(url);
         tracing::warn!(
             tool,
             server = %origin.name,
@@ -452,7 +452,7 @@ impl Gateway {
         let replaced = map.insert(origin.name.clone(), (origin.clone(), upstream.clone())).is_some();
         self.metrics.registry_upstreams.set(map.len() as i64);
         if replaced {
-            tracing::warn!(server = %origin.name, transport = transport.as_str(), url = ?origin.url.as_deref().map(crate::telemetry::redact::url), function = ?origin.function, "registry server's origin changed; rebuilt its stack");
+            tracing::warn!(server = %origin.name, transport = transport.as_str(), url = ?origin.url.as_deref().map(crate::redact::url), function = ?origin.function, "registry server's origin changed; rebuilt its stack");
         } else {
             tracing::info!(server = %origin.name, transport = transport.as_str(), "registry server connected");
         }

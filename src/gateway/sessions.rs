@@ -189,7 +189,7 @@ impl Sessions {
             self.counted_now(table.len());
         }
         self.start_sweeper();
-        tracing::info!(session = %crate::telemetry::redact::session_tag(&session.id), "back-channel session opened");
+        tracing::info!(session = %crate::redact::session_tag(&session.id), "back-channel session opened");
         Ok(session)
     }
 
@@ -224,7 +224,7 @@ impl Sessions {
         });
         match removed {
             Some(session) => {
-                tracing::info!(session = %crate::telemetry::redact::session_tag(&session.id), "back-channel session ended by the client");
+                tracing::info!(session = %crate::redact::session_tag(&session.id), "back-channel session ended by the client");
                 session.close();
                 true
             }
@@ -268,7 +268,7 @@ impl Sessions {
             Err(_) => Vec::new(),
         };
         for session in expired {
-            tracing::info!(session = %crate::telemetry::redact::session_tag(&session.id), "back-channel session expired (idle)");
+            tracing::info!(session = %crate::redact::session_tag(&session.id), "back-channel session expired (idle)");
             session.close();
         }
     }

@@ -8,5 +8,4 @@ pub mod lossy;
 pub mod metered;
 pub mod metrics;
 pub mod otel;
-pub mod redact;
 pub mod traced;

@@ -183,7 +183,7 @@ impl HttpTransport {
         let url = Uri::try_from(settings.url.as_str()).map_err(|e| {
             UpstreamError::Protocol(format!(
                 "MCP endpoint {}: {e}",
-                crate::telemetry::redact::url(settings.url.as_str())
+                crate::redact::url(settings.url.as_str())
             ))
         })?;
         let mut headers = settings.headers;
@@ -195,7 +195,7 @@ impl HttpTransport {
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
-                log_url: crate::telemetry::redact::url(&url.to_string()).into(),
+                log_url: crate::redact::url(&url.to_string()).into(),
                 url,
                 headers,
                 max_response_bytes: settings.max_response_bytes,

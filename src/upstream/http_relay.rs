@@ -67,7 +67,7 @@ impl Inner {
             match self.post_relayed(request, relay, &session).await {
                 Posted::Done(result) => return Some(result),
                 Posted::SessionGone if !relay.relayed() => {
-                    tracing::info!(url = %self.log_url, caller = %crate::telemetry::redact::session_tag(&relay.caller.id), "dedicated upstream session gone; opening a new one");
+                    tracing::info!(url = %self.log_url, caller = %crate::redact::session_tag(&relay.caller.id), "dedicated upstream session gone; opening a new one");
                     relay.caller.upstream.lock().await.remove(&self.key());
                 }
                 Posted::SessionGone => break,
@@ -104,11 +104,11 @@ impl Inner {
                             .timeout(std::time::Duration::from_secs(2)),
                     )
                 });
-                tracing::info!(url = %self.log_url, caller = %crate::telemetry::redact::session_tag(&relay.caller.id), version = session.version, "dedicated upstream session opened");
+                tracing::info!(url = %self.log_url, caller = %crate::redact::session_tag(&relay.caller.id), version = session.version, "dedicated upstream session opened");
                 Dedicated::Open { session_id: session.session_id, version: session.version, close }
             }
             None => {
-                tracing::info!(url = %self.log_url, caller = %crate::telemetry::redact::session_tag(&relay.caller.id), "server refuses the session era; relayed calls take the normal path");
+                tracing::info!(url = %self.log_url, caller = %crate::redact::session_tag(&relay.caller.id), "server refuses the session era; relayed calls take the normal path");
                 Dedicated::Refused
             }
         };
@@ -282,7 +282,7 @@ impl Inner {
         let (member, value) = match relay.local_answer(method) {
             Some(answer) => answer,
             None => {
-                tracing::info!(url = %self.log_url, caller = %crate::telemetry::redact::session_tag(&relay.caller.id), method, "relaying a server request to the caller");
+                tracing::info!(url = %self.log_url, caller = %crate::redact::session_tag(&relay.caller.id), method, "relaying a server request to the caller");
                 relay.ask(method, params, request.deadline).await?
             }
         };

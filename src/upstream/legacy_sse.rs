@@ -376,7 +376,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
-    crate::telemetry::redact::text(&text)
+    crate::redact::text(&text)
 }
 
 #[cfg(test)]

@@ -119,9 +119,9 @@ impl Connector for WebSocketConnector {
     }
 }
 
-/// The URL as logs may show it ([`crate::telemetry::redact::url`]).
+/// The URL as logs may show it ([`crate::redact::url`]).
 pub(crate) fn describe_url(url: &reqwest::Url) -> String {
-    crate::telemetry::redact::url(url.as_str())
+    crate::redact::url(url.as_str())
 }
 
 type Ws = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
