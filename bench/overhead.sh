@@ -208,5 +208,6 @@ print("\n`gateway` = default configuration (schema validation, breaker, budgeted
       "`full` = plus Redis registry tier, a 60 s result cache, breaker state shared through Redis and OpenTelemetry tracing as in `traced`; `tools10k` = default configuration over a 10,006-tool catalogue. "
       "Every request has distinct arguments (a `nonce`), so no call is served from the cache or from in-flight sharing. "
       "`json-forwarder` = the bare forwarder that also reads the request and the answer whole and parses both (`--read-json`): the least any JSON-RPC-aware intermediary does per call, and nothing more: the floor under a gateway's own cost.")
+print("`identity` = `gateway` plus caller identity, tool policy and quotas: every call carries a JWT from a real OAuth server (oauth2-mock-server) checked against its JWKS (a repeat token is served from the verified-token cache), a 20-rule Cedar policy decides it, and a Redis-shared quota per (caller, tool) is decided in one Redis script per call (never exhausted).")
 print(f"`traced` = `gateway` with OpenTelemetry on (every call sampled: one server and one client span per call, batch-exported as OTLP/HTTP protobuf to a local receiver, which decoded {os.environ.get('SPANS', '?')} spans from `traced` and `full`).")
 PY
