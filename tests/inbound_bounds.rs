@@ -7,8 +7,7 @@ mod common;
 
 use std::{
     io::{BufRead, BufReader, ErrorKind, Read, Write},
-    net::{SocketAddr, TcpStream},
-    process::{Command, Stdio},
+    net::TcpStream,
     time::Duration,
 };
 
@@ -351,27 +350,8 @@ fn a_session_keeps_only_a_bounded_state() {
 
 #[test]
 fn long_caller_ids_with_a_slow_log_reader_keep_the_log_queue_bounded_in_bytes() {
-    let path = std::env::temp_dir().join(format!("long-ids-{}-{}.toml", std::process::id(), free_port()));
-    std::fs::write(&path, "[inbound]\nlog_queue_bytes = 65536\nlog_max_field_bytes = 512\n").unwrap();
-    let _config = tempfile_path::TempPath(path.clone());
-    let mut child = Command::new(BIN)
-        .args(["serve", "--demo", "--config", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let addr: SocketAddr = loop {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "gateway exited before listening");
-        if let Ok(v) = serde_json::from_str::<Value>(&line)
-            && let Some(listen) = v["listen"].as_str()
-        {
-            break listen.parse().unwrap();
-        }
-    };
+    let UnreadGateway { mut child, mut stdout, addr, .. } =
+        UnreadGateway::start("[inbound]\nlog_queue_bytes = 65536\nlog_max_field_bytes = 512\n", &["--demo"]);
     // Then stdout is not read while 200 calls with 256 KiB JSON-RPC ids (logged on each call
     // line) go through.
     let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();

@@ -222,6 +222,44 @@ pub mod tempfile_path {
     }
 }
 
+/// A gateway whose stdout is read only up to its start-up line, then left unread (a stuck log
+/// shipper): its pipe fills and stays full until the test reads it.
+pub struct UnreadGateway {
+    pub child: Child,
+    pub stdout: BufReader<std::process::ChildStdout>,
+    pub addr: SocketAddr,
+    _config: tempfile_path::TempPath,
+}
+
+impl UnreadGateway {
+    /// `mcp-gateway serve --config <config> --listen 127.0.0.1:0 <args…>`.
+    pub fn start(config: &str, args: &[&str]) -> Self {
+        let path = std::env::temp_dir().join(format!("unread-{}-{}.toml", std::process::id(), free_port()));
+        std::fs::write(&path, config).unwrap();
+        let config_path = tempfile_path::TempPath(path.clone());
+        let mut child = Command::new(BIN)
+            .args(["serve", "--config", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        let addr: SocketAddr = loop {
+            line.clear();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "gateway exited before listening");
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && let Some(listen) = v["listen"].as_str()
+            {
+                break listen.parse().unwrap();
+            }
+        };
+        Self { child, stdout, addr, _config: config_path }
+    }
+}
+
 impl Gateway {
     /// Starts `mcp-gateway serve` with `config` (TOML) and extra environment.
     pub fn start(config: &str, env: &[(&str, &str)]) -> Self {
