@@ -15,6 +15,9 @@
 //! - pass-through: the caller's own token reaches the server unchanged; none → refused.
 //! - SigV4: the gateway's signed requests pass botocore's check; with a wrong secret they are
 //!   refused (403 → `upstream_auth`).
+//! - the store example (`config/store-identity.toml` and `config/store-policy.cedar`, exactly):
+//!   shoppers' tokens from the identity provider decide what each sees and may call by scope,
+//!   and the shopper's token reaches the checkout server by token exchange.
 
 mod common;
 
@@ -53,6 +56,10 @@ struct OAuth {
 
 impl OAuth {
     fn start(secret_file: &str) -> Self {
+        Self::start_with(secret_file, &[])
+    }
+
+    fn start_with(secret_file: &str, options: &[&str]) -> Self {
         for package in ["oidc-provider", "oauth2-mock-server"] {
             assert!(
                 peers_dir().join("node_modules").join(package).exists(),
@@ -60,7 +67,7 @@ impl OAuth {
             );
         }
         let mut command = Command::new(node22());
-        command.arg(peers_dir().join("oauth_peer.mjs")).args(["--secret-file", secret_file]);
+        command.arg(peers_dir().join("oauth_peer.mjs")).args(["--secret-file", secret_file]).args(options);
         let mut proc = Proc::spawn("oauth-peer", command);
         let line = proc.wait_line("READY ", Duration::from_secs(30));
         let urls: Value = serde_json::from_str(line.trim_start_matches("READY ")).expect("READY JSON");
@@ -84,10 +91,17 @@ impl OAuth {
 
     /// A shopper's access token, from a real password-grant request to the identity provider.
     fn shopper_token(&self, user: &str) -> String {
+        self.shopper_token_with_scope(user, "")
+    }
+
+    /// A shopper's access token carrying `scope` (none when empty).
+    fn shopper_token_with_scope(&self, user: &str, scope: &str) -> String {
+        let scope =
+            if scope.is_empty() { String::new() } else { format!("&scope={}", scope.replace(' ', "+")) };
         let answer: Value = reqwest::blocking::Client::new()
             .post(format!("{}/token", self.idp))
             .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("grant_type=password&username={user}&password=pw&client_id=storefront"))
+            .body(format!("grant_type=password&username={user}&password=pw&client_id=storefront{scope}"))
             .send()
             .unwrap()
             .json()
@@ -118,6 +132,10 @@ struct Guarded {
 
 impl Guarded {
     fn start(issuer: &str, jwks: &str, audience: &str) -> Self {
+        Self::start_with(issuer, jwks, audience, &[])
+    }
+
+    fn start_with(issuer: &str, jwks: &str, audience: &str, options: &[&str]) -> Self {
         let port = free_port();
         let mut command = Command::new(python());
         command.arg(peers_dir().join("auth_mcp_server.py")).arg(port.to_string()).args([
@@ -128,6 +146,7 @@ impl Guarded {
             "--audience",
             audience,
         ]);
+        command.args(options);
         let mut proc = Proc::spawn("auth-mcp-server", command);
         proc.wait_line("READY", Duration::from_secs(30));
         Self { _proc: proc, url: format!("http://127.0.0.1:{port}") }
@@ -534,4 +553,118 @@ fn sigv4_signatures_pass_botocores_check_and_a_wrong_secret_is_refused() {
     let stats = upstream.stats();
     assert_eq!(stats["verified"].as_u64().unwrap(), verified_before, "{stats}");
     assert_eq!(stats["reasons"]["signature mismatch"], 1, "{stats}\n{}", upstream.proxy.output());
+}
+
+/// The store's four read-only tools (from the demo server).
+const STORE_READ_ONLY: [&str; 4] =
+    ["inventory_check", "manga_recommendations", "manga_search", "price_lookup"];
+
+/// POSTs `message` to the gateway with the caller's bearer token (none: anonymous).
+fn post_as(gateway: &Gateway, token: Option<&str>, message: &Value) -> (u16, Value) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    let (status, _, body) = gateway.post_raw(message.to_string(), &headers);
+    (status, if body.is_empty() { Value::Null } else { serde_json::from_str(&body).unwrap() })
+}
+
+fn listed_as(gateway: &Gateway, token: &str) -> Vec<String> {
+    let (status, body) =
+        post_as(gateway, Some(token), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert_eq!(status, 200, "{body}");
+    let mut names: Vec<String> = body["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn call_as(gateway: &Gateway, token: &str, tool: &str, arguments: Value) -> Value {
+    let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+    let (status, body) = post_as(gateway, Some(token), &message);
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[test]
+fn the_store_example_gives_each_shopper_their_tools_and_sends_the_shopper_to_checkout_by_token_exchange() {
+    let scratch = Scratch::new("store-example");
+    // The store's identity provider issues shoppers' tokens for the gateway (`aud` =
+    // "mcp-gateway", as `[auth] audience` says); its authorization server exchanges them.
+    let oauth = OAuth::start_with(&secret_file(&scratch, SECRET), &["--shopper-audience", "mcp-gateway"]);
+    let checkout = Guarded::start_with(
+        &oauth.server,
+        &format!("{}/jwks", oauth.server),
+        "urn:mcp:checkout",
+        &["--store"],
+    );
+    let config = std::fs::read_to_string(common::repo_root().join("config/store-identity.toml")).unwrap();
+    let (idp_jwks, checkout_url, token_url) =
+        (format!("{}/jwks", oauth.idp), format!("{}/mcp", checkout.url), format!("{}/token", oauth.server));
+    // Exactly the example's files; only addresses and the client secret come from the
+    // environment, as the file's header says.
+    let gateway = Gateway::start_with_args(
+        &config,
+        &[
+            ("MCP_GATEWAY_AUTH__ISSUER", oauth.idp.as_str()),
+            ("MCP_GATEWAY_AUTH__JWKS_URL", idp_jwks.as_str()),
+            ("MCP_GATEWAY_SERVERS__CHECKOUT__URL", checkout_url.as_str()),
+            ("MCP_GATEWAY_SERVERS__CHECKOUT__AUTH__TOKEN_URL", token_url.as_str()),
+            ("STORE_CHECKOUT_CLIENT_SECRET", SECRET),
+        ],
+        &["--demo"],
+    );
+    let browse = oauth.shopper_token_with_scope("bob", "store:browse");
+    let buy = oauth.shopper_token_with_scope("carol", "store:browse store:buy");
+
+    // store:browse: the read-only tools only; the cart and checkout are absent and forbidden.
+    assert_eq!(listed_as(&gateway, &browse), STORE_READ_ONLY);
+    let answer = call_as(&gateway, &browse, "manga_search", json!({"query": "naruto"}));
+    assert!(answer.get("result").is_some(), "{answer}");
+    for tool in ["add_to_cart", "checkout"] {
+        expect_error(&call_as(&gateway, &browse, tool, json!({})), -32008, "forbidden");
+    }
+    assert!(checkout.seen().iter().all(|claims| claims["sub"] != "bob"), "nothing reached checkout for bob");
+
+    // store:buy: the cart and checkout too — the checkout server's, not the demo's copies.
+    let mut expected: Vec<&str> = STORE_READ_ONLY.to_vec();
+    expected.extend(["add_to_cart", "checkout"]);
+    expected.sort();
+    assert_eq!(listed_as(&gateway, &buy), expected);
+    for demo_copy in ["demo__add_to_cart", "demo__checkout"] {
+        expect_error(&call_as(&gateway, &buy, demo_copy, json!({})), -32008, "forbidden");
+    }
+    let exchanges_before = oauth.exchanges();
+    let cart =
+        whoami(&call_as(&gateway, &buy, "add_to_cart", json!({"manga_id": "MNG-00000001", "quantity": 2})));
+    assert_eq!(cart, json!({"cart_of": "carol", "items": 1}));
+    let order = whoami(&call_as(
+        &gateway,
+        &buy,
+        "checkout",
+        json!({"shipping_address_id": "ADDR-1", "payment_method_id": "PAY-1"}),
+    ));
+    assert_eq!(order, json!({"order_for": "carol", "items": 1, "gift_wrap": false}));
+    assert_eq!(oauth.exchanges() - exchanges_before, 1, "one exchange for carol's token, then the cache");
+
+    // What the checkout server saw for the shopper: a token issued to it, for carol, with the
+    // gateway acting — never the shopper's own token (whose audience is the gateway).
+    let for_carol: Vec<Value> =
+        checkout.seen().into_iter().filter(|claims| claims["sub"] == "carol").collect();
+    let tokens: std::collections::BTreeSet<&str> =
+        for_carol.iter().filter_map(|c| c["jti"].as_str()).collect();
+    assert_eq!(tokens.len(), 1, "one exchanged token served both calls: {for_carol:?}");
+    assert_eq!(for_carol[0]["aud"], "urn:mcp:checkout");
+    assert_eq!(for_carol[0]["act"]["sub"], "mcp-gateway");
+    assert_eq!(checkout.refused("InvalidAudienceError"), 0, "the shopper's own token was never sent");
+    assert!(checkout.seen().iter().all(|claims| claims["aud"] == "urn:mcp:checkout"));
+
+    // No token: 401 pointing at the protected-resource metadata; nothing reaches any server.
+    let (status, _) = post_as(&gateway, None, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert_eq!(status, 401);
+    let log = gateway.proc.output();
+    assert!(!log.contains(SECRET), "the client secret leaked into the log");
+    assert!(!log.contains(&buy), "a shopper's token leaked into the log");
 }

@@ -1,11 +1,14 @@
 """A Python MCP SDK (2.x) server that admits only requests bearing a valid OAuth access token.
 
-Usage: auth_mcp_server.py PORT --jwks URL --issuer ISS --audience AUD
+Usage: auth_mcp_server.py PORT --jwks URL --issuer ISS --audience AUD [--store]
 
 Every request to /mcp must carry `Authorization: Bearer <JWT>` signed by a key of the
 authorization server's JWKS (fetched from URL with PyJWT's PyJWKClient), issued by ISS, for
 audience AUD, unexpired, and not revoked here; anything else is answered 401. The tool
 `whoami` returns the claims of the token its call came with (sub, aud, client_id, scope, act).
+With `--store` it is also the store's checkout server: `add_to_cart` and `checkout` (the schemas
+of config/manga-tools.json) act for the token's `sub` — the cart and the order are the
+shopper's — and say so in their results.
 
 Control endpoints (no token needed; test use only):
   GET  /control/seen         every accepted token's claims, in order (jti, sub, aud, client_id)
@@ -36,6 +39,26 @@ def whoami(ctx: Context) -> dict:
     """The claims of the access token this call came with."""
     claims = ctx.request_context.request.state.claims
     return {k: claims.get(k) for k in ("sub", "aud", "client_id", "scope", "act", "iss")}
+
+
+CARTS: dict[str, list[dict]] = {}
+
+
+def _shopper(ctx: Context) -> str:
+    return ctx.request_context.request.state.claims["sub"]
+
+
+def add_to_cart(manga_id: str, ctx: Context, quantity: int = 1) -> dict:
+    """Add a manga item to the customer's shopping cart."""
+    cart = CARTS.setdefault(_shopper(ctx), [])
+    cart.append({"manga_id": manga_id, "quantity": quantity})
+    return {"cart_of": _shopper(ctx), "items": len(cart)}
+
+
+def checkout(shipping_address_id: str, payment_method_id: str, ctx: Context, gift_wrap: bool = False) -> dict:
+    """Process checkout for the current cart and create an order."""
+    items = CARTS.pop(_shopper(ctx), [])
+    return {"order_for": _shopper(ctx), "items": len(items), "gift_wrap": gift_wrap}
 
 
 def _json(status: int, body) -> tuple[int, bytes]:
@@ -119,7 +142,12 @@ def main() -> None:
     parser.add_argument("--jwks", required=True)
     parser.add_argument("--issuer", required=True)
     parser.add_argument("--audience", required=True)
-    anyio.run(_serve, parser.parse_args())
+    parser.add_argument("--store", action="store_true", help="also serve add_to_cart and checkout")
+    args = parser.parse_args()
+    if args.store:
+        server.tool()(add_to_cart)
+        server.tool()(checkout)
+    anyio.run(_serve, args)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 //
 // * the shoppers' identity provider: npm `oauth2-mock-server` (signed RS256 JWTs, a JWKS, the
 //   password grant). A shopper's access token comes from a real token request to it
-//   (`grant_type=password&username=…`), with `aud` = "storefront".
+//   (`grant_type=password&username=…&scope=…`), with `aud` = "storefront" (or the value of
+//   `--shopper-audience`) and the requested `scope`.
 // * the gateway's authorization server: npm `oidc-provider` (a certified OpenID provider) with
 //   one confidential client, `mcp-gateway` (client_secret_basic and client_secret_post), the
 //   native client_credentials grant, and RFC 8693 token exchange registered with
@@ -11,7 +12,7 @@
 //   `sub` = the shopper, `aud` = the requested resource, `act.sub` = the gateway's client.
 //   Access tokens are JWTs (resource indicators), signed by the provider's own RS256 key.
 //
-// Usage: node oauth_peer.mjs --secret-file PATH [--ttl SECONDS]
+// Usage: node oauth_peer.mjs --secret-file PATH [--ttl SECONDS] [--shopper-audience AUD]
 // Prints one line `READY {"idp": URL, "as": URL, "control": URL}` once all three listen.
 // Control (GET): /stats -> token requests by grant and outcome at the authorization server.
 
@@ -30,6 +31,9 @@ const option = (name, fallback) => {
 };
 const secret = readFileSync(option('--secret-file'), 'utf8').trim();
 const ttl = Number(option('--ttl', '3600'));
+// The audience of shoppers' tokens: the party they are issued to (and the only audience the
+// authorization server accepts as a subject token).
+const shopperAudience = option('--shopper-audience', 'storefront');
 
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
@@ -42,7 +46,7 @@ const listen = (server) => new Promise((resolve) => server.listen(0, '127.0.0.1'
 const idp = new OAuth2Server();
 await idp.issuer.keys.generate('RS256');
 idp.service.on('beforeTokenSigning', (token, req) => {
-  if (req.body?.grant_type === 'password') token.payload.aud = 'storefront';
+  if (req.body?.grant_type === 'password') token.payload.aud = shopperAudience;
 });
 await idp.start(0, "127.0.0.1");
 // The issuer as the tests reach it (the library names it `localhost`).
@@ -112,7 +116,7 @@ provider.registerGrantType(EXCHANGE, async (ctx) => {
   }
   let subject;
   try {
-    ({ payload: subject } = await jwtVerify(params.subject_token, idpKeys, { issuer: idpUrl, audience: 'storefront' }));
+    ({ payload: subject } = await jwtVerify(params.subject_token, idpKeys, { issuer: idpUrl, audience: shopperAudience }));
   } catch (error) {
     throw new errors.InvalidGrant(`subject_token rejected (${error.code ?? error.name})`);
   }
