@@ -28,7 +28,7 @@ use crate::{
     audit::{AuditEntry, Decision},
     error::{Category, GatewayError},
     identity::Caller,
-    protocol::{mcp, param_headers},
+    protocol::{mcp, mrtr, param_headers},
     registry::{ToolRecord, record::canonical_hash},
     resilience::{cache::SharedResult, classify::Outcome, fallback, truncate},
     singleflight::{Join, Waited},
@@ -221,6 +221,7 @@ impl Gateway {
             Err(err) => return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision)),
         };
         let meta = params.get("_meta");
+        let round = mrtr::Round::of(&params);
         let deadline = caller_deadline(ctx.deadline, meta);
         let args_hash = canonical_hash(&arguments);
         let key = result_key(&tool.name, &args_hash, meta, ctx.caller.subject.as_deref());
@@ -259,14 +260,17 @@ impl Gateway {
         // A call that may relay requests to its caller is its own: never served from the
         // cache nor shared with identical calls (the answer may hold what its caller said).
         // Nor is a call whose server's credentials are the caller's own (token exchange,
-        // pass-through): its result is for that caller only.
+        // pass-through): its result is for that caller only. Nor is a round of a
+        // multi-round-trip request (the server may ask this caller, or it answers a question).
         let (mut result, mut ending) = if tool.read_only
             && ctx.notifications.relay.is_none()
             && !self.credentials_per_caller(&tool.server)
+            && !round.is_conversation()
         {
             self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications, &ctx.caller).await
         } else {
-            self.forward(&tool, arguments, meta, deadline, ctx.notifications.clone(), &ctx.caller).await
+            let call = Forwarded { arguments, meta, round, deadline };
+            self.forward(&tool, call, ctx.notifications.clone(), &ctx.caller).await
         };
         // Nor is a call that relayed a request followed by a fallback: someone was asked.
         let relayed = ctx.notifications.relay.as_ref().is_some_and(crate::upstream::relay::Relay::relayed);
@@ -357,8 +361,8 @@ impl Gateway {
                         .result_cache
                         .with_label_values(&[self.metrics.tool_label(&tool.name), "miss"])
                         .inc();
-                    let (result, ending) =
-                        self.forward(tool, arguments, meta, deadline, notifications.clone(), caller).await;
+                    let call = Forwarded { arguments, meta, round: mrtr::Round::default(), deadline };
+                    let (result, ending) = self.forward(tool, call, notifications.clone(), caller).await;
                     self.remember(tool, key, ttl, &result, ending.outcome);
                     if ran_out_of_own_time(&result, deadline) {
                         // Our caller's deadline is not the waiters': one of them takes over.
@@ -403,6 +407,7 @@ impl Gateway {
         let Ok(raw) = result else { return };
         if (ttl.is_zero() && !self.tool_settings(&tool.name).stale_fallback)
             || outcome != Outcome::Success.label()
+            || !mrtr::is_complete(raw)
         {
             return;
         }
@@ -413,9 +418,7 @@ impl Gateway {
     async fn forward(
         &self,
         tool: &Arc<ToolRecord>,
-        arguments: Value,
-        meta: Option<&Value>,
-        deadline: Option<Instant>,
+        call: Forwarded<'_>,
         notifications: Notifications,
         caller: &Arc<Caller>,
     ) -> (SharedResult, Ending) {
@@ -427,7 +430,7 @@ impl Gateway {
             }
         };
         let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys;
-        let mut request = upstream_request(tool, arguments, meta, deadline, honours_keys);
+        let mut request = upstream_request(tool, call, honours_keys);
         request.progress = notifications.progress;
         request.logs = notifications.logs;
         request.relay = notifications.relay;
@@ -523,8 +526,14 @@ impl Gateway {
             tracing::warn!(tool = %tool.name, fallback = alternative_name, "fallback tool rejects the arguments; no fallback");
             return None;
         }
-        let (result, _) =
-            self.forward(&alternative, alt_arguments, meta, deadline, Notifications::default(), caller).await;
+        let (result, _) = self
+            .forward(
+                &alternative,
+                Forwarded { arguments: alt_arguments, meta, round: mrtr::Round::default(), deadline },
+                Notifications::default(),
+                caller,
+            )
+            .await;
         let raw = result.ok()?;
         Some((fallback::mark_alternative(&raw, alternative_name, reason), "alternative"))
     }
@@ -750,21 +759,31 @@ fn result_key(tool: &str, args_hash: &str, meta: Option<&Value>, subject: Option
     key
 }
 
-/// The upstream `tools/call`: the upstream's own tool name, the checked arguments, the
-/// caller's forwarded `_meta` ([`forwarded_meta`]), and for tools
-/// that are neither read-only nor idempotent an idempotency key derived from the operation.
-fn upstream_request(
-    tool: &ToolRecord,
+/// What of a caller's `tools/call` goes upstream: the checked arguments, the caller's `_meta`,
+/// the multi-round-trip fields and the call's deadline.
+struct Forwarded<'a> {
     arguments: Value,
-    meta: Option<&Value>,
+    meta: Option<&'a Value>,
+    round: mrtr::Round,
     deadline: Option<Instant>,
-    honours_keys: bool,
-) -> UpstreamRequest {
+}
+
+/// The upstream `tools/call`: the upstream's own tool name, the checked arguments, the
+/// caller's forwarded `_meta` ([`forwarded_meta`]) with its client declaration, the retry
+/// fields of a multi-round-trip request, and for tools that are neither read-only nor
+/// idempotent an idempotency key derived from the operation (each round its own).
+fn upstream_request(tool: &ToolRecord, call: Forwarded<'_>, honours_keys: bool) -> UpstreamRequest {
+    let Forwarded { arguments, meta, round, deadline } = call;
     let mut forwarded = forwarded_meta(meta);
     let naturally_safe = tool.read_only || tool.idempotent;
     if !naturally_safe {
         let caller_key = meta.and_then(|m| m.get(META_IDEMPOTENCY_KEY)).cloned().unwrap_or(Value::Null);
-        let key = canonical_hash(&json!([tool.upstream_name.as_ref(), &arguments, caller_key]));
+        let key = canonical_hash(&json!([
+            tool.upstream_name.as_ref(),
+            &arguments,
+            caller_key,
+            round.retry_value()
+        ]));
         forwarded.insert(META_IDEMPOTENCY_KEY.into(), json!(key));
     }
     let param_headers = if tool.schema.declares_param_headers() {
@@ -775,6 +794,7 @@ fn upstream_request(
     let mut params = Map::new();
     params.insert("name".into(), json!(tool.upstream_name.as_ref()));
     params.insert("arguments".into(), arguments);
+    round.apply(&mut params, &mut forwarded);
     if !forwarded.is_empty() {
         params.insert("_meta".into(), Value::Object(forwarded));
     }
@@ -830,27 +850,56 @@ mod tests {
         assert_eq!(Value::Object(forwarded), json!({"user_key": "u"}));
     }
 
+    fn plain(arguments: Value, meta: Option<&Value>) -> Forwarded<'_> {
+        Forwarded { arguments, meta, round: mrtr::Round::default(), deadline: None }
+    }
+
     #[test]
     fn unsafe_tools_carry_an_idempotency_key_derived_from_the_operation() {
         let t = tool(false);
         let args = json!({"manga_id": "MNG-1", "quantity": 2});
         let reordered = json!({"quantity": 2, "manga_id": "MNG-1"});
-        let a = upstream_request(&t, args.clone(), None, None, false);
-        let b = upstream_request(&t, reordered, None, None, false);
+        let a = upstream_request(&t, plain(args.clone(), None), false);
+        let b = upstream_request(&t, plain(reordered, None), false);
         assert!(key(&a).is_some());
         assert_eq!(key(&a), key(&b), "same operation, same key (and the same on every attempt)");
-        let other = upstream_request(&t, json!({"manga_id": "MNG-2"}), None, None, false);
+        let other = upstream_request(&t, plain(json!({"manga_id": "MNG-2"}), None), false);
         assert_ne!(key(&a), key(&other));
         let caller = json!({META_IDEMPOTENCY_KEY: "cart-123", "trace": "t"});
-        let keyed = upstream_request(&t, args, Some(&caller), None, false);
+        let keyed = upstream_request(&t, plain(args, Some(&caller)), false);
         assert_ne!(key(&a), key(&keyed), "a caller key makes a distinct operation");
         assert_eq!(keyed.params["_meta"]["trace"], "t");
         let with_token = json!({"progressToken": "p-1", "trace": "t"});
-        let stripped = upstream_request(&tool(true), json!({}), Some(&with_token), None, false);
+        let stripped = upstream_request(&tool(true), plain(json!({}), Some(&with_token)), false);
         assert_eq!(stripped.params["_meta"], json!({"trace": "t"}), "the caller's token stays here");
         assert!(!a.safe_to_repeat, "not retried after sending unless the server honours keys");
-        assert!(upstream_request(&t, json!({}), None, None, true).safe_to_repeat);
-        let read_only = upstream_request(&tool(true), json!({}), None, None, false);
+        assert!(upstream_request(&t, plain(json!({}), None), true).safe_to_repeat);
+        let read_only = upstream_request(&tool(true), plain(json!({}), None), false);
         assert!(key(&read_only).is_none() && read_only.safe_to_repeat);
+    }
+
+    #[test]
+    fn each_round_of_a_multi_round_trip_call_is_its_own_operation() {
+        let t = tool(false);
+        let meta = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+        let first = mrtr::Round::of(&json!({"_meta": meta}).as_object().cloned().unwrap());
+        let retry = mrtr::Round::of(
+            &json!({"_meta": meta, "inputResponses": {"q": {"action": "accept"}}, "requestState": "s"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        let args = json!({"manga_id": "MNG-1"});
+        let call = |round| Forwarded { arguments: args.clone(), meta: Some(&meta), round, deadline: None };
+        let asked = upstream_request(&t, call(first), false);
+        let answered = upstream_request(&t, call(retry), false);
+        assert_eq!(
+            asked.params["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+            json!({"elicitation": {}})
+        );
+        assert!(asked.params.get("requestState").is_none());
+        assert_eq!(answered.params["requestState"], "s");
+        assert_eq!(answered.params["inputResponses"], json!({"q": {"action": "accept"}}));
+        assert_ne!(key(&asked), key(&answered), "the answered round is another operation");
     }
 }

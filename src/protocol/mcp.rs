@@ -196,12 +196,21 @@ struct MergedMeta<'a> {
     drop: &'a [&'a str],
     /// Sorted by key, each key once.
     ours: Vec<(&'a str, &'a Value)>,
+    era: Era,
 }
 
 impl<'a> MergedMeta<'a> {
     fn new(caller: Option<&'a Map<String, Value>>, era: Era, patch: &'a MetaPatch) -> Self {
         let era_entries = (era == Era::Modern).then(modern_meta).into_iter().flatten();
-        let mut ours: Vec<(&str, &Value)> = era_entries.map(|(k, v)| (k.as_str(), v)).collect();
+        // A modern caller's own capabilities and clientInfo describe who will answer an
+        // `input_required` result (which passes through to it): they reach a modern upstream
+        // in place of the gateway's defaults, or the server would never ask (SEP-2322).
+        let callers_own = |key: &str| {
+            super::mrtr::CLIENT_META.contains(&key)
+                && caller.and_then(|meta| meta.get(key)).is_some_and(Value::is_object)
+        };
+        let mut ours: Vec<(&str, &Value)> =
+            era_entries.filter(|(k, _)| !callers_own(k)).map(|(k, v)| (k.as_str(), v)).collect();
         for (key, value) in &patch.set {
             match ours.iter_mut().find(|(k, _)| k == key) {
                 Some(entry) => entry.1 = value,
@@ -209,11 +218,16 @@ impl<'a> MergedMeta<'a> {
             }
         }
         ours.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        Self { caller, drop: patch.drop, ours }
+        Self { caller, drop: patch.drop, ours, era }
     }
 
+    /// The caller's entries as written: less the dropped ones, and less the client declaration
+    /// for a session-era server (which learned its client in `initialize`).
     fn callers(&self) -> impl Iterator<Item = (&'a String, &'a Value)> + '_ {
-        self.caller.into_iter().flatten().filter(|(k, _)| !self.drop.contains(&k.as_str()))
+        self.caller.into_iter().flatten().filter(|(k, _)| {
+            !self.drop.contains(&k.as_str())
+                && (self.era == Era::Modern || !super::mrtr::CLIENT_META.contains(&k.as_str()))
+        })
     }
 
     fn is_empty(&self) -> bool {
@@ -291,8 +305,12 @@ pub fn encode_patched_request(
             map.end()
         }
     }
-    let meta = (era == Era::Modern || !patch.is_empty())
-        .then(|| MergedMeta::new(params.get("_meta").and_then(Value::as_object), era, patch));
+    let callers_meta = params.get("_meta").and_then(Value::as_object);
+    // A session-era server is written the caller's `_meta` as is, less a client declaration.
+    let declares =
+        || callers_meta.is_some_and(|m| super::mrtr::CLIENT_META.iter().any(|k| m.contains_key(*k)));
+    let meta = (era == Era::Modern || !patch.is_empty() || declares())
+        .then(|| MergedMeta::new(callers_meta, era, patch));
     let message = Request { id, jsonrpc: "2.0", method, params: Params { params, meta } };
     // Most requests fit: growing from serde_json's 128 bytes copied the request twice.
     let mut request = Vec::with_capacity(512);
@@ -453,6 +471,31 @@ mod tests {
                 assert_same_message(&encode_request(3, "tools/call", &params, era), &expected);
             }
         }
+    }
+
+    #[test]
+    fn a_modern_callers_client_declaration_reaches_a_modern_server_only() {
+        let declared = json!({"elicitation": {"form": {}}, "sampling": {}});
+        let mut params = Map::new();
+        params.insert("name".into(), json!("place_order"));
+        params.insert(
+            "_meta".into(),
+            json!({META_CLIENT_CAPABILITIES: declared, META_CLIENT_INFO: {"name": "shop-agent"}, "trace": "t"}),
+        );
+        let modern: Value =
+            serde_json::from_slice(&encode_request(1, "tools/call", &params, Era::Modern)).unwrap();
+        let meta = &modern["params"]["_meta"];
+        assert_eq!(meta[META_CLIENT_CAPABILITIES], declared, "the caller's, not the gateway's empty one");
+        assert_eq!(meta[META_CLIENT_INFO], json!({"name": "shop-agent"}));
+        assert_eq!(meta[META_PROTOCOL_VERSION], MODERN_VERSION, "the version stays the gateway's");
+        let legacy: Value =
+            serde_json::from_slice(&encode_request(1, "tools/call", &params, Era::Legacy)).unwrap();
+        assert_eq!(legacy["params"]["_meta"], json!({"trace": "t"}), "a session-era server is not told");
+        // A declaration that is not an object: the gateway's defaults.
+        params.insert("_meta".into(), json!({META_CLIENT_CAPABILITIES: "everything"}));
+        let odd: Value =
+            serde_json::from_slice(&encode_request(1, "tools/call", &params, Era::Modern)).unwrap();
+        assert_eq!(odd["params"]["_meta"][META_CLIENT_CAPABILITIES], json!({}));
     }
 
     #[test]

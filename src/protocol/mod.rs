@@ -2,5 +2,6 @@
 
 pub mod jsonrpc;
 pub mod mcp;
+pub mod mrtr;
 pub mod param_headers;
 pub mod sse;

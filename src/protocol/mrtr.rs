@@ -1,0 +1,141 @@
+//! Multi-round-trip requests (2026-07-28, SEP-2322): what of a caller's `tools/call` belongs to
+//! the conversation between the caller and the server rather than to the tool's arguments.
+//!
+//! A modern server that needs the user or the client's model answers `input_required` (with
+//! `inputRequests` and an opaque `requestState`); the client retries the same call with
+//! `inputResponses` and the `requestState` echoed. Whether the server may ask at all is decided
+//! by the `clientCapabilities` in the request's `_meta` — so a modern caller's own declaration
+//! (and `clientInfo`) must reach the server, and its retry fields must travel with the call.
+//! The gateway never reads the opaque parts; it carries them, keeps such calls out of the
+//! result cache and the joining of identical calls, and writes the declaration only to modern
+//! servers (the encoder in [`super::mcp`]).
+
+use serde_json::{Map, Value};
+
+use super::mcp::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO};
+
+/// The params of a retried round, passed to the server as the caller sent them.
+pub const RETRY_PARAMS: [&str; 2] = ["inputResponses", "requestState"];
+
+/// The `_meta` entries that describe the client (objects only).
+pub const CLIENT_META: [&str; 2] = [META_CLIENT_CAPABILITIES, META_CLIENT_INFO];
+
+/// Capabilities under which a server may ask the client during a call.
+const ASKABLE: [&str; 3] = ["elicitation", "sampling", "roots"];
+
+/// One round of a caller's `tools/call`: its client declaration and its retry fields.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Round {
+    /// The caller's `clientCapabilities` / `clientInfo` from `_meta`, under their keys.
+    pub client: Vec<(&'static str, Value)>,
+    /// `inputResponses` / `requestState`, under their keys.
+    pub retry: Vec<(&'static str, Value)>,
+}
+
+impl Round {
+    /// Reads a round from a `tools/call`'s params (nothing is removed from them).
+    pub fn of(params: &Map<String, Value>) -> Self {
+        let meta = params.get("_meta").and_then(Value::as_object);
+        let client = CLIENT_META
+            .iter()
+            .filter_map(|key| meta?.get(*key).filter(|v| v.is_object()).map(|v| (*key, v.clone())))
+            .collect();
+        let retry =
+            RETRY_PARAMS.iter().filter_map(|key| params.get(*key).map(|v| (*key, v.clone()))).collect();
+        Self { client, retry }
+    }
+
+    /// Whether the server may ask this caller something during the call, or the call answers
+    /// a question: then its result is this caller's alone (never cached, never shared).
+    pub fn is_conversation(&self) -> bool {
+        !self.retry.is_empty()
+            || self.client.iter().any(|(key, value)| {
+                *key == META_CLIENT_CAPABILITIES
+                    && ASKABLE.iter().any(|capability| value.get(capability).is_some())
+            })
+    }
+
+    /// The retry fields as one value (for keys derived from the operation), `Null` when none.
+    pub fn retry_value(&self) -> Value {
+        if self.retry.is_empty() {
+            return Value::Null;
+        }
+        Value::Object(self.retry.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
+    /// Writes the round into an upstream call's params and forwarded `_meta`.
+    pub fn apply(self, params: &mut Map<String, Value>, meta: &mut Map<String, Value>) {
+        for (key, value) in self.client {
+            meta.insert(key.into(), value);
+        }
+        for (key, value) in self.retry {
+            params.insert(key.into(), value);
+        }
+    }
+}
+
+/// Whether a result is final (`resultType` absent or `complete`), as opposed to a question
+/// (`input_required`) that only its caller can answer.
+pub fn is_complete(result: &serde_json::value::RawValue) -> bool {
+    let text = result.get();
+    if !text.contains("\"resultType\"") {
+        return true;
+    }
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "resultType", borrow)]
+        result_type: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_str::<Kind>(text).map_or(true, |kind| kind.result_type.is_none_or(|t| t == "complete"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn params(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_modern_callers_declaration_and_retry_fields_are_read() {
+        let round = Round::of(&params(json!({
+            "name": "place_order",
+            "arguments": {},
+            "inputResponses": {"confirm": {"action": "accept"}},
+            "requestState": "opaque",
+            "_meta": {META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}}}, META_CLIENT_INFO: {"name": "c"}, "other": 1}
+        })));
+        assert_eq!(round.client.len(), 2);
+        assert_eq!(round.retry.len(), 2);
+        assert!(round.is_conversation());
+        let (mut upstream, mut meta) = (Map::new(), Map::new());
+        round.apply(&mut upstream, &mut meta);
+        assert_eq!(upstream["requestState"], "opaque");
+        assert_eq!(meta[META_CLIENT_INFO], json!({"name": "c"}));
+    }
+
+    #[test]
+    fn a_plain_call_is_no_conversation() {
+        assert_eq!(Round::of(&params(json!({"name": "t", "arguments": {}}))), Round::default());
+        // Declared capabilities that let nobody ask; a declaration that is not an object.
+        let quiet = Round::of(&params(
+            json!({"name": "t", "_meta": {META_CLIENT_CAPABILITIES: {"experimental": {}}}}),
+        ));
+        assert!(!quiet.is_conversation());
+        let odd =
+            Round::of(&params(json!({"name": "t", "_meta": {META_CLIENT_CAPABILITIES: "elicitation"}})));
+        assert!(odd.client.is_empty());
+    }
+
+    #[test]
+    fn only_complete_results_are_final() {
+        let raw = |s: &str| serde_json::value::RawValue::from_string(s.into()).unwrap();
+        assert!(is_complete(&raw(r#"{"content":[]}"#)));
+        assert!(is_complete(&raw(r#"{"resultType":"complete","content":[]}"#)));
+        assert!(!is_complete(&raw(r#"{"resultType":"input_required","inputRequests":{}}"#)));
+        assert!(!is_complete(&raw(r#"{"content":[],"resultType":"incomplete"}"#)));
+    }
+}
