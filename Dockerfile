@@ -3,7 +3,7 @@
 # binary's own `healthcheck` subcommand, so nothing else is needed inside.
 #   docker build -t mcp-gateway .
 #   docker run --rm -p 127.0.0.1:8080:8080 mcp-gateway serve --demo --listen 0.0.0.0:8080 --allow-non-loopback
-# See README "Deploying" for the choices.
+# See docs/deployment.md for the choices.
 
 # Built on bookworm: the binary links glibc dynamically, and distroless/cc-debian12 is
 # bookworm's glibc (a newer build image would need symbols the runtime does not have).
@@ -17,7 +17,7 @@ ENV CARGO_PROFILE_RELEASE_STRIP=symbols \
     CARGO_TERM_COLOR=never
 
 # Profile-guided optimisation with the committed profile (bench/pgo.sh records it from the
-# gateway under its typical load; README "Performance"): the hot path laid out together,
+# gateway under its typical load; bench/README.md): the hot path laid out together,
 # fewer cache misses per call. Functions changed since the profile was taken are compiled
 # without it. It applies to every crate, so it is set before the dependency layer too.
 COPY pgo ./pgo

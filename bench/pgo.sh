@@ -3,7 +3,7 @@
 # writes the merged profile to pgo/mcp-gateway.profdata, which release builds use
 # (bench/common.sh, the Dockerfile: `-Cprofile-use`). The latency a call adds at a steady
 # rate is mostly the gateway's code and data coming back into the caches after an idle
-# gap (issue 10); the profile lets LLVM lay the hot path out together and inline along it.
+# gap; the profile lets LLVM lay the hot path out together and inline along it.
 #
 # The training load (through the demo server, like the overhead benchmark): tools/call from
 # session-era and 2026-07-28 callers, invalid arguments, unknown tools, tools/list, and a

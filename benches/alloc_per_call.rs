@@ -181,7 +181,7 @@ async fn measure(label: &str, router: &axum::Router, next: &mut u64) {
 
 /// Every call's future is boxed once and its memory touched on every call: a rarely taken path
 /// awaited inline (the registry tiers' lookups, the AWS SDK's configuration loading for a
-/// registry-only Lambda server) used to make it 14.7 KB in release; boxed, 1.5 KB.
+/// registry-only Lambda server) would make it 14.7 KB in release; boxed, it is 1.5 KB.
 fn call_future_stays_small(gateway: &Gateway) {
     let ctx = mcp_gateway::gateway::call::CallContext {
         request_id: "size".into(),

@@ -9,7 +9,7 @@
 //! forward the same bytes, read the answer whole and parse it (to check it is one JSON-RPC
 //! response, for the request's id, before passing it on). No validation, no resilience, no
 //! metrics, no log line. It measures what reading JSON alone costs a forwarder: the floor
-//! under an MCP gateway's own cost (issue 10).
+//! under an MCP gateway's own cost.
 
 use std::{borrow::Cow, convert::Infallible, net::SocketAddr};
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The committed optimisation profile (pgo/mcp-gateway.profdata, README "Profile-guided
+# The committed optimisation profile (pgo/mcp-gateway.profdata, bench/README.md "Profile-guided
 # optimisation") must be readable by this toolchain's rustc, which builds the image with it.
 # rustc only warns about an unreadable profile (the image would quietly be built without it)
 # and crashes on a truncated one, so: compile a one-line program with the profile, and fail

@@ -257,12 +257,12 @@ async fn registry_command(
     Ok(())
 }
 
-/// Turns transparent huge pages off for this process. mimalloc asked for huge pages on its
-/// arenas (`madvise`), so the first allocations faulted in whole 2 MiB pages: an idle gateway held
-/// 10 MiB of them (of 11.5 MiB anonymous memory). A sidecar's heap is small and its memory is
-/// budgeted, so resident size matters more here than the TLB savings huge pages bring to large
-/// heaps. mimalloc is built with `no_thp` (it no longer asks); this prctl also covers hosts whose
-/// THP mode is `always`. It fails harmlessly on kernels without it.
+/// Turns transparent huge pages off for this process. An allocator that asks for huge pages on
+/// its arenas (`madvise`) faults in whole 2 MiB pages on the first allocations: an idle gateway
+/// measured 10 MiB of them (of 11.5 MiB anonymous memory). A sidecar's heap is small and its
+/// memory is budgeted, so resident size matters more here than the TLB savings huge pages bring
+/// to large heaps. mimalloc is built with `no_thp` (it does not ask); this prctl also covers
+/// hosts whose THP mode is `always`. It fails harmlessly on kernels without it.
 fn without_transparent_huge_pages() {
     // SAFETY: PR_SET_THP_DISABLE takes plain integer arguments and touches no memory of ours.
     unsafe {
@@ -275,7 +275,7 @@ fn without_transparent_huge_pages() {
 /// Why: tokio wakes its driver (an `eventfd` write, then an extra `epoll_wait` turn) whenever a
 /// timer is registered that is due before every pending one. Each call registers two, seconds
 /// away — its deadline and its attempt timeout — so on a quiet gateway, with nothing due sooner,
-/// every call paid two wake-ups (issue 10: strace at 250 calls/s counted 2.5 `write`s per call
+/// every call would pay two wake-ups (without this, strace at 250 calls/s counts 2.5 `write`s per call
 /// against the bare forwarder's none). With a nearer timer always pending, a call's timers never
 /// come first. The floor itself costs four wake-ups a second.
 async fn keep_a_near_timer() {

@@ -1,6 +1,6 @@
-//! Every key of the README's configuration table can be set through the environment, as an
-//! ECS task definition sets it; the command line's own variables (`MCP_GATEWAY_CONFIG`,
-//! `MCP_GATEWAY_LOG_FORMAT`) are not mistaken for keys. The effective configuration is read
+//! Every key of the configuration table (docs/configuration.md) can be set through the
+//! environment, as an ECS task definition sets it; the command line's own variables
+//! (`MCP_GATEWAY_CONFIG`, `MCP_GATEWAY_LOG_FORMAT`) are not mistaken for keys. The effective configuration is read
 //! back from the real binary (`check-config --json`).
 
 mod common;
@@ -10,7 +10,7 @@ use std::{collections::BTreeMap, process::Command, time::Duration};
 use common::{BIN, Proc, repo_root};
 use serde_json::{Value, json};
 
-/// Placeholders of the README's key column and the names this test uses for them.
+/// Placeholders of the configuration table's key column and the names this test uses for them.
 const SERVER: &str = "cat7";
 const TOOL: &str = "lookup";
 const COMMAND: &str = "catalog_cli";
@@ -204,17 +204,17 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
     raw.into_iter().map(|(k, v, e)| (k, (v, e))).collect()
 }
 
-/// The keys of the README's configuration table, expanded: `a.b` / `c` is `a.b` and `a.c`,
+/// The keys of the configuration table (docs/configuration.md), expanded: `a.b` / `c` is `a.b` and `a.c`,
 /// `x.{a,b}` is `x.a` and `x.b`, and `x.*` is every key under `x` of the effective default
 /// configuration (so a new field under a documented wildcard needs a case here too).
 fn documented_keys(defaults: &Value) -> Vec<String> {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repo_root().join("docs/configuration.md")).unwrap();
     let mut rows = readme.lines().skip_while(|l| !l.starts_with("| key | default | meaning |")).skip(2);
     let mut keys = Vec::new();
     for row in rows.by_ref().take_while(|l| l.starts_with('|')) {
         let cell = row.split('|').nth(1).unwrap();
         let segments: Vec<&str> = cell.split('`').skip(1).step_by(2).collect();
-        assert!(!segments.is_empty(), "README config row without a key: {row}");
+        assert!(!segments.is_empty(), "docs/configuration.md: config row without a key: {row}");
         let parent = segments[0].rsplit_once('.').map(|(p, _)| p.to_string());
         for (i, segment) in segments.iter().enumerate() {
             let full = match (&parent, i) {
@@ -237,7 +237,7 @@ fn documented_keys(defaults: &Value) -> Vec<String> {
             }
         }
     }
-    assert!(keys.len() > 40, "the README table was not found or is nearly empty: {keys:?}");
+    assert!(keys.len() > 40, "the docs/configuration.md table was not found or is nearly empty: {keys:?}");
     keys
 }
 

@@ -7,7 +7,7 @@
 //! Choices:
 //! - Only an `initialize` declaring `sampling`, `elicitation` or `roots` (the capabilities a
 //!   relayed request needs) gets an `Mcp-Session-Id`: a fresh id of 128 random bits prefixed
-//!   `mcpgw-session-`. Any other `initialize` is answered as before, without one, so the
+//!   `mcpgw-session-`. Any other `initialize` is answered without one, so the
 //!   orchestrator's path neither changes nor slows down.
 //! - The table is bounded: at most `inbound.max_sessions` sessions, and an idle session ends
 //!   after [`IDLE_TTL`] (swept every [`SWEEP_EVERY`]). When the table is full, only expired

@@ -79,8 +79,8 @@ pub fn batch_too_large(items: usize, limit: usize) -> GatewayError {
 }
 
 /// The shape nearly every POST has — one valid request object — decoded straight into a
-/// [`Message`], without a map for the envelope or a second pass to take it apart (issue 10:
-/// about 3k instructions a call). Anything else (a batch, a wrong type, a duplicate key, a
+/// [`Message`], without a map for the envelope or a second pass to take it apart (about 3k
+/// instructions a call). Anything else (a batch, a wrong type, a duplicate key, a
 /// syntax error) is `None` and takes the general path, which has the precise error for it.
 fn single_request(text: &str) -> Option<Message> {
     /// `Some` whenever the key is present, `null` included (`Option<Value>` alone reads

@@ -6,7 +6,7 @@
 //! are refused at once with the time left; after a jittered backoff that doubles on every
 //! failed probe, exactly `half_open_probes` calls go through; success closes, failure reopens.
 //!
-//! What counts is decided by [`Outcome::attribution`] (the README's attribution table): only
+//! What counts is decided by [`Outcome::attribution`] (the attribution table of docs/resilience.md): only
 //! hard failures (connect errors, resets, attempt timeouts, 5xx, Lambda `Unhandled`) count in
 //! a row; rate limiting counts toward the rate only; tool errors, invalid params and unknown
 //! tools are successes of the server; calls the gateway shed and calls whose caller stopped

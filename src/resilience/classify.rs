@@ -53,8 +53,8 @@ pub enum Outcome {
     Abandoned,
 }
 
-/// What one outcome means for the server's circuit breaker — the attribution table of the
-/// README, in code. Only the server's own failures count against it; a refusal by the gateway
+/// What one outcome means for the server's circuit breaker — the attribution table of
+/// docs/resilience.md, in code. Only the server's own failures count against it; a refusal by the gateway
 /// or a caller that stopped waiting leaves its counts as they were.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attribution {
@@ -262,7 +262,7 @@ mod tests {
         assert!(!limited.is_hard_failure() && limited.counts_against_success_rate());
     }
 
-    /// The README's attribution table, row by row: what each outcome does to the breaker.
+    /// The attribution table of docs/resilience.md, row by row: what each outcome does to the breaker.
     #[test]
     fn attribution_table() {
         use Attribution::*;

@@ -280,7 +280,7 @@ pub async fn not_allowed() -> Response {
 }
 
 /// `DELETE /mcp`: ends a back-channel session (and the upstream sessions opened for it). Without
-/// one of the gateway's session ids there is nothing to end: `405` as before sessions existed.
+/// one of the gateway's session ids there is nothing to end: `405`, as for `GET`.
 pub async fn delete(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
     match gateway.sessions.lookup(&headers) {
         sessions::Lookup::Found(session) => {

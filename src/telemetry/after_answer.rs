@@ -1,8 +1,8 @@
 //! Work that belongs to a call but not to its answer's latency — the call's JSON log line —
 //! runs after the answer has left: it is spawned onto the runtime, and the runtime reaches it
 //! only once the connection task that made the answer has written it (hyper writes and
-//! flushes a response in the same poll that produced it). Formatting a log line was about
-//! 5k instructions on the path of every answer (issue 10); now it is off that path.
+//! flushes a response in the same poll that produced it). Formatting a log line is about 5k
+//! instructions, kept this way off the path of every answer.
 //!
 //! Nothing is lost at shutdown: pending work is counted, and [`drain`] waits for it after the
 //! server has stopped. Outside a runtime (a unit test, a drop during runtime teardown) the

@@ -5,7 +5,7 @@
 //! `{"timestamp":"…Z","level":"INFO","message":"…",<fields in order>,"target":"…"}`.
 //!
 //! Why not that formatter: every call writes a line, and it cost about 5% of the gateway's CPU
-//! per call at full load (issue 10 profile). It renders through `fmt::Write` adaptors — each
+//! per call at full load (perf profile). It renders through `fmt::Write` adaptors — each
 //! of serde_json's small writes checked as UTF-8 again and appended to a per-thread `String`
 //! — and formats the timestamp through `Display`. Here one thread-local byte buffer takes
 //! serde_json's output directly, and the date is computed with integer arithmetic.

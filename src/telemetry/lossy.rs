@@ -6,9 +6,9 @@
 //! more: no allocation and no thread wake-up per line. The writer thread is never woken by a
 //! request: it wakes by itself, every [`BATCH_INTERVAL`] while lines keep coming, writing each
 //! batch with one `write`, and less often while there are none (the pause doubles up to
-//! [`IDLE_INTERVAL`]: ten wake-ups a second when idle). Profiling showed the old shape (a futex
-//! wake, an allocation and a `write` per line) at about 13 µs of CPU per call, and at low rates
-//! the woken thread competed with the request for the CPU before its answer was written. The
+//! [`IDLE_INTERVAL`]: ten wake-ups a second when idle). A futex wake, an allocation and a
+//! `write` per line profile at about 13 µs of CPU per call, and at low rates a woken thread
+//! competes with the request for the CPU before its answer is written. The
 //! price: a line reaches stdout up to `IDLE_INTERVAL` after it was logged; at exit everything
 //! queued is written.
 //!

@@ -5,7 +5,7 @@
 //! Why not reqwest on this path: every tool call crosses it, and reqwest's per-request layers
 //! — the URL cloned and re-parsed (IDNA included) by its redirect policy, the header map and
 //! body re-wrapped, a timeout wrapper per request — cost several microseconds per call that
-//! the bare forwarder of the overhead benchmark does not pay (issue 10). The rest of the
+//! the bare forwarder of the overhead benchmark does not pay. The rest of the
 //! gateway (health probes, the SSE transport, OTLP export) keeps reqwest.
 //!
 //! Redirects are **not** followed: a configured MCP endpoint that answers 3xx is a

@@ -123,7 +123,7 @@ pub enum UpstreamReply {
 
 /// An upstream `result`, kept as the bytes it came in. Whether it is a failed tool call
 /// (`isError: true`) is read from those bytes once, when first asked: the retry layer, the
-/// breaker and the call all ask, and a large result used to be scanned three times.
+/// breaker and the call all ask, and a large result is scanned once, not three times.
 #[derive(Debug)]
 pub struct RawResult {
     raw: Box<RawValue>,
