@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use mcp_gateway::{demo, telemetry};
 
-use super::shutdown::shutdown_signal;
+use super::signal::shutdown_signal;
 
 pub async fn run(
     listen: SocketAddr,

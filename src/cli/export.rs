@@ -11,8 +11,6 @@ use mcp_gateway::{
     server,
 };
 
-use super::shutdown::close_sessions;
-
 /// `tools export`: the catalogue of a running gateway (`--url`) or of one built from the
 /// configuration, converted by the same code as `GET /tools`.
 pub async fn run(
@@ -78,7 +76,7 @@ pub async fn run(
             // Under a tool policy, the export shows what an anonymous caller may call.
             let view = gateway.tool_view(&mcp_gateway::identity::Caller::anonymous(None));
             let body = server::catalogue::export_catalogue(&gateway, view.as_deref(), format, options, hide);
-            close_sessions(&gateway).await;
+            gateway.close_connections().await;
             body
         }
     };

@@ -1,8 +1,9 @@
 //! The `mcp-gateway` binary's commands, one file each: [`args`] is the command line as clap
-//! reads it, and every other file runs one subcommand. These are modules of the binary
-//! (`src/main.rs` declares them), not of the library: what they do — parse flags, print to
-//! stdout, pick exit codes, build the runtime, wait for signals — belongs to a process, and
-//! the library they call stays usable without it.
+//! reads it, [`signal`] the stop signals `serve` and `demo-server` wait for, and every other
+//! file runs one subcommand. These are modules of the binary (`src/main.rs` declares them),
+//! not of the library: what they do — parse flags, print to stdout, pick exit codes, build the
+//! runtime, wait for signals — belongs to a process, and the library they call stays usable
+//! without it.
 
 mod args;
 mod check_config;
@@ -11,7 +12,7 @@ mod export;
 mod healthcheck;
 mod registry;
 mod serve;
-mod shutdown;
+mod signal;
 
 use std::time::Duration;
 

@@ -12,10 +12,7 @@ use mcp_gateway::{
 };
 use tokio::net::TcpListener;
 
-use super::{
-    args::LogFormat,
-    shutdown::{close_sessions, shutdown_signal},
-};
+use super::{args::LogFormat, signal::shutdown_signal};
 
 pub async fn run(
     config_path: Option<PathBuf>,
@@ -75,7 +72,7 @@ pub async fn run(
     let bound = listener.local_addr()?;
     let shutdown = shutdown_signal();
     let servers: Vec<String> =
-        gateway.upstreams.values().map(|u| format!("{}({})", u.name, u.transport.as_str())).collect();
+        gateway.configured_upstreams().map(|u| format!("{}({})", u.name, u.transport.as_str())).collect();
     tracing::info!(
         listen = %bound,
         version = mcp_gateway::VERSION,
@@ -130,11 +127,9 @@ pub async fn run(
     }
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let served = server::serve(listener, gateway.clone(), admin, shutdown, grace).await;
-    close_sessions(&gateway).await;
+    gateway.close_connections().await;
     // The calls have drained and their audit lines are queued: write them out.
-    if let Some(audit) = &gateway.audit {
-        audit.close(Duration::from_secs(5));
-    }
+    gateway.flush_audit(Duration::from_secs(5));
     // After the drain: the spans of drained calls are finished and go out now.
     if let Some(otel) = otel {
         otel.shutdown().await;
