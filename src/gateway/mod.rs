@@ -85,23 +85,13 @@ impl Readiness {
 
     /// Records the outcome of a server's tool refresh (`None`: it succeeded).
     pub fn set_server_result(&self, server: &str, error: Option<&crate::upstream::UpstreamError>) {
-        use crate::upstream::UpstreamError as E;
         self.set_server(server, error.map(ToString::to_string));
         let Ok(mut failures) = self.refresh_failures.write() else { return };
         let Some(error) = error else {
             failures.remove(server);
             return;
         };
-        let reason = match error {
-            E::Connect(_) | E::Io(_) | E::Timeout(_) | E::NotConnected { .. } | E::NotFound(_) => {
-                "unreachable"
-            }
-            // The token endpoint is down: the server is out of reach for now.
-            E::Credentials { failure: crate::upstream::CredentialFailure::Unavailable, .. } => "unreachable",
-            E::Unauthorized { .. } | E::Status { status: 401 | 403 } | E::Credentials { .. } => "needs_auth",
-            E::CircuitOpen { .. } => "circuit_open",
-            _ => "tools_list_failing",
-        };
+        let reason = error.refresh_failure_reason();
         let since = match failures.get(server) {
             Some(previous) if previous.reason == reason => previous.since,
             _ => std::time::SystemTime::now(),

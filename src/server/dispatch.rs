@@ -189,14 +189,7 @@ async fn message_answer(
             return Some(match answer {
                 Ok(raw) if modern => Response::result(id, mcp::with_result_type(raw)),
                 Ok(raw) => Response::result(id, raw),
-                Err(err) => {
-                    let mut object = err.to_error_object();
-                    // The modern revision names unknown tools -32602 (and never sends -32002).
-                    if modern && err.category == Category::UnknownTool {
-                        object.code = -32602;
-                    }
-                    Response { id, body: Err(object) }
-                }
+                Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
             });
         }
         "tools/list" => {
