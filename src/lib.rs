@@ -6,9 +6,8 @@
 //! [`server`] decodes JSON-RPC → [`registry`] resolves the tool → [`validation`] checks and
 //! defaults the arguments → [`quota`] checks the caller's quotas → [`upstream`] forwards
 //! through the per-server tower stack built by [`resilience`] → [`resilience::classify`] names
-//! the outcome → [`telemetry`] records it →
-//! [`error`] maps gateway-made failures to JSON-RPC errors in one place; [`audit`] writes one
-//! line per call decision.
+//! the outcome → [`telemetry`] records it → [`error`] maps every failure to its category and
+//! JSON-RPC error in one place; [`audit`] writes one line per call decision.
 
 pub mod audit;
 pub mod config;

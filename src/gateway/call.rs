@@ -448,30 +448,9 @@ impl Gateway {
         let answer = match result {
             Ok(UpstreamReply::Result(raw)) => Ok(raw.into_raw()),
             Ok(UpstreamReply::Error(upstream_error)) => {
-                let category = Outcome::category_of_reply(upstream_error.code, outcome);
-                let mut err = GatewayError::new(category, upstream_error.message);
-                err.upstream_code = Some(upstream_error.code);
-                if let Some(data) = upstream_error.data {
-                    err = err.with_extra("upstream_data", data);
-                }
-                Err(err)
+                Err(GatewayError::from_upstream_reply(upstream_error, outcome.is_hard_failure()))
             }
-            Err(transport_error) => {
-                let retry_after = match &transport_error {
-                    crate::upstream::UpstreamError::RateLimited { retry_after } => *retry_after,
-                    crate::upstream::UpstreamError::CircuitOpen { retry_after } => Some(*retry_after),
-                    _ => None,
-                };
-                let err =
-                    GatewayError::new(Outcome::category_of(&transport_error), transport_error.to_string())
-                        .with_retry_after(retry_after);
-                Err(match &transport_error {
-                    crate::upstream::UpstreamError::NotConnected { state } => {
-                        err.with_extra("connection_state", json!(state))
-                    }
-                    _ => err,
-                })
-            }
+            Err(transport_error) => Err(GatewayError::from_upstream(&transport_error)),
         };
         let label = match &answer {
             Ok(_) => outcome.label(),

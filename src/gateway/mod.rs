@@ -1,7 +1,8 @@
 //! The gateway's state and its two operations on tools: list them, call one.
 //!
 //! [`Gateway`] owns the registry and one service stack per upstream server; the inbound HTTP
-//! layer ([`crate::server`]) only decodes and dispatches to it.
+//! layer ([`crate::server`]) only decodes and dispatches to it, through the methods of
+//! `surface.rs` (its fields are private).
 
 pub mod call;
 pub mod cancel;
@@ -9,6 +10,7 @@ pub mod capabilities;
 pub mod drift;
 pub mod refresh;
 pub mod sessions;
+mod surface;
 pub mod upstreams;
 
 use std::{
@@ -83,23 +85,13 @@ impl Readiness {
 
     /// Records the outcome of a server's tool refresh (`None`: it succeeded).
     pub fn set_server_result(&self, server: &str, error: Option<&crate::upstream::UpstreamError>) {
-        use crate::upstream::UpstreamError as E;
         self.set_server(server, error.map(ToString::to_string));
         let Ok(mut failures) = self.refresh_failures.write() else { return };
         let Some(error) = error else {
             failures.remove(server);
             return;
         };
-        let reason = match error {
-            E::Connect(_) | E::Io(_) | E::Timeout(_) | E::NotConnected { .. } | E::NotFound(_) => {
-                "unreachable"
-            }
-            // The token endpoint is down: the server is out of reach for now.
-            E::Credentials { failure: crate::upstream::CredentialFailure::Unavailable, .. } => "unreachable",
-            E::Unauthorized { .. } | E::Status { status: 401 | 403 } | E::Credentials { .. } => "needs_auth",
-            E::CircuitOpen { .. } => "circuit_open",
-            _ => "tools_list_failing",
-        };
+        let reason = error.refresh_failure_reason();
         let since = match failures.get(server) {
             Some(previous) if previous.reason == reason => previous.since,
             _ => std::time::SystemTime::now(),
@@ -161,10 +153,10 @@ type BuiltFrom = (Arc<ServerRef>, Arc<Upstream>);
 
 /// Everything a request needs, shared by all of them.
 pub struct Gateway {
-    pub config: Config,
-    pub registry: Registry,
+    config: Config,
+    registry: Registry,
     /// Configured servers.
-    pub upstreams: BTreeMap<String, Arc<Upstream>>,
+    upstreams: BTreeMap<String, Arc<Upstream>>,
     /// Servers known only from registry entries, built on first use, with the origin they were
     /// built from (a changed origin rebuilds them).
     dynamic_upstreams: RwLock<BTreeMap<String, BuiltFrom>>,
@@ -173,37 +165,37 @@ pub struct Gateway {
     refused_origins: RwLock<BTreeMap<String, (Arc<ServerRef>, GatewayError)>>,
     lambda_client: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
     /// The DynamoDB registry's active tools as of the last refresh (admin, drift).
-    pub registry_entries: RwLock<Vec<RegistryEntry>>,
-    pub metrics: Metrics,
-    pub readiness: Readiness,
+    registry_entries: RwLock<Vec<RegistryEntry>>,
+    metrics: Metrics,
+    readiness: Readiness,
     /// Wakes the refresh loop early for a call to an unknown tool (rate-limited there).
-    pub refresh_now: Notify,
+    refresh_now: Notify,
     /// Refreshes at once (an operator's `POST /admin/registry/refresh`; not rate-limited).
-    pub refresh_forced: Notify,
+    refresh_forced: Notify,
     /// Rebuilds the catalogue from the lists already known (an approval of a pinned definition).
-    pub rebuild_now: Notify,
+    rebuild_now: Notify,
     /// Read-only results: cache and stale fallbacks.
-    pub results: ResultCache,
+    results: ResultCache,
     /// Identical read-only calls in flight.
-    pub in_flight: SingleFlight<SharedResult>,
+    in_flight: SingleFlight<SharedResult>,
     /// Calls in flight by the caller's request id, for `notifications/cancelled`.
-    pub cancellable: cancel::InFlightCalls,
+    cancellable: cancel::InFlightCalls,
     /// Inbound back-channel sessions (callers that can answer server→client requests).
-    pub sessions: Arc<sessions::Sessions>,
+    sessions: Arc<sessions::Sessions>,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
     shared_breakers: Option<Arc<SharedBreakers>>,
     /// Call quotas (`None` without `[[quotas.rules]]`: calls pay nothing for them).
-    pub quotas: Option<Arc<crate::quota::Quotas>>,
+    quotas: Option<Arc<crate::quota::Quotas>>,
     /// The audit trail (`None` with `audit.sink = "off"`).
-    pub audit: Option<Arc<crate::audit::Audit>>,
+    audit: Option<Arc<crate::audit::Audit>>,
     /// Approved tool definitions (`catalogue.pin_tool_definitions`).
-    pub pins: Option<Arc<PinStore>>,
+    pins: Option<Arc<PinStore>>,
     /// How the listener establishes callers (`[auth]`).
-    pub authenticator: crate::identity::Authenticator,
+    authenticator: crate::identity::Authenticator,
     /// Tool policy (`[policy]`); `None`: every caller may list and call every tool.
-    pub policy: Option<Arc<crate::policy::Policy>>,
+    policy: Option<Arc<crate::policy::Policy>>,
 }
 
 impl Gateway {

@@ -1,6 +1,7 @@
 //! The one outcome classifier. Every later decision (metrics, logs, retries, circuit
-//! breaking, the JSON-RPC error) reads the [`Outcome`] of a call from here, so a failure is
-//! judged the same way everywhere.
+//! breaking) reads the [`Outcome`] of a call from here, so a failure is judged the same way
+//! everywhere; the category and code the caller is answered with are the error table's
+//! ([`crate::error`]).
 //!
 //! Failure attribution follows the design notes: only infrastructure failures (connect
 //! errors, resets, timeouts, 5xx, Lambda `Unhandled`, upstream internal errors) are
@@ -10,7 +11,8 @@
 //! Two decisions of this module's own:
 //! - An upstream's `-32020` (header mismatch) or `-32022` (unsupported protocol version) as a
 //!   final answer is a client error of the gateway's (what it sent did not suit the server):
-//!   not retried, not counted by the breaker, answered as `upstream_protocol`. During era
+//!   not retried, not counted by the breaker (the error table answers it as
+//!   `upstream_protocol`). During era
 //!   detection the HTTP transport reads such answers itself, before anything is classified.
 //! - An answer over `max_response_bytes` ([`Outcome::Oversized`]) counts as a hard failure
 //!   (a server that sends 100 MB for one call is misbehaving, and its breaker should notice)
@@ -18,10 +20,7 @@
 
 use std::time::Duration;
 
-use crate::{
-    error::Category,
-    upstream::{CredentialFailure, FunctionErrorKind, UpstreamError, UpstreamReply},
-};
+use crate::upstream::{FunctionErrorKind, UpstreamError, UpstreamReply};
 
 /// What one upstream call amounted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,57 +163,6 @@ impl Outcome {
             Outcome::Abandoned => "abandoned",
         }
     }
-
-    /// The error-table category for an upstream's JSON-RPC error answer: its own code is
-    /// kept in `error.data.upstream_code` either way.
-    pub fn category_of_reply(code: i64, outcome: Outcome) -> Category {
-        match code {
-            // Not the caller's mistake, and not a code to hand the caller as its own: a
-            // modern client would take `-32020` for a mismatch in its own headers.
-            -32020 | -32022 => Category::UpstreamProtocol,
-            _ if outcome.is_hard_failure() => Category::UpstreamError,
-            _ => Category::UpstreamRejected,
-        }
-    }
-
-    /// The error-table category for a failed transport call.
-    pub fn category_of(error: &UpstreamError) -> Category {
-        match error {
-            UpstreamError::Connect(_) => Category::UpstreamUnavailable,
-            UpstreamError::Io(_) => Category::UpstreamError,
-            UpstreamError::Timeout(_) => Category::Timeout,
-            UpstreamError::Status { status } if *status >= 500 => Category::UpstreamError,
-            UpstreamError::Status { status: 404 | 405 } | UpstreamError::NotFound(_) => {
-                Category::UpstreamMisconfigured
-            }
-            UpstreamError::Status { .. } => Category::UpstreamProtocol,
-            UpstreamError::RateLimited { .. } => Category::RateLimited,
-            UpstreamError::FunctionError { kind: FunctionErrorKind::Unhandled, .. } => {
-                Category::UpstreamError
-            }
-            UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => {
-                Category::UpstreamRejected
-            }
-            UpstreamError::PayloadTooLarge { .. } => Category::PayloadTooLarge,
-            UpstreamError::ResponseTooLarge { .. } => Category::ResponseTooLarge,
-            UpstreamError::Protocol(_) => Category::UpstreamProtocol,
-            UpstreamError::Unauthorized { .. } => Category::UpstreamAuth,
-            // A persistent connection refused for its credentials: an operator must act, as
-            // for an HTTP 401/403 (still not counted: nothing was sent).
-            UpstreamError::NotConnected { state: "needs_auth" } => Category::UpstreamAuth,
-            UpstreamError::NotConnected { .. } => Category::UpstreamUnavailable,
-            UpstreamError::CircuitOpen { .. } => Category::CircuitOpen,
-            UpstreamError::Overloaded { .. } => Category::Overloaded,
-            UpstreamError::DeadlineExceeded(_) => Category::Timeout,
-            UpstreamError::CallerDidNotAnswer(_) => Category::Timeout,
-            UpstreamError::Credentials { failure, .. } => match failure {
-                CredentialFailure::NoCallerToken => Category::Unauthenticated,
-                CredentialFailure::CallerTokenRefused => Category::Forbidden,
-                CredentialFailure::ClientRefused => Category::UpstreamAuth,
-                CredentialFailure::Unavailable => Category::CredentialsUnavailable,
-            },
-        }
-    }
 }
 
 #[cfg(test)]
@@ -312,20 +260,9 @@ mod tests {
             let outcome = Outcome::of(&rpc_error(code), true);
             assert_eq!(outcome, Outcome::ClientError);
             assert!(!outcome.is_retryable() && !outcome.counts_against_success_rate());
-            assert_eq!(Outcome::category_of_reply(code, outcome), Category::UpstreamProtocol);
         }
-        let internal = Outcome::of(&rpc_error(-32010), true);
-        assert_eq!(Outcome::category_of_reply(-32010, internal), Category::UpstreamError);
+        assert!(Outcome::of(&rpc_error(-32010), true).is_hard_failure());
         let big = Outcome::of(&Err(UpstreamError::ResponseTooLarge { limit: 10 }), true);
         assert!(big.is_hard_failure() && !big.is_retryable());
-    }
-
-    #[test]
-    fn a_connection_waiting_for_credentials_is_an_auth_failure_the_others_are_unavailable() {
-        let category = |state| Outcome::category_of(&UpstreamError::NotConnected { state });
-        assert_eq!(category("needs_auth"), Category::UpstreamAuth);
-        for state in ["connecting", "reconnecting", "failed", "disabled"] {
-            assert_eq!(category(state), Category::UpstreamUnavailable, "{state}");
-        }
     }
 }

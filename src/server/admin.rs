@@ -130,7 +130,7 @@ pub async fn guard(State(state): State<GuardState>, request: Request, next: Next
                 StatusCode::NOT_FOUND => "admin_elsewhere",
                 _ => "admin_forbidden",
             };
-            state.gateway.metrics.rejections.with_label_values(&[reason]).inc();
+            state.gateway.record_rejection(reason);
             refusal
         }
     }
@@ -190,7 +190,7 @@ pub async fn breaker_action(
 
 /// `GET /admin/registry`: every tool, where it comes from, its hashes and health.
 pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
-    let registry = gateway.registry_entries.read().map(|e| e.clone()).unwrap_or_default();
+    let registry = gateway.registry_entries();
     let tools: Vec<Value> = gateway
         .catalog()
         .snapshot()
@@ -199,7 +199,10 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
         .map(|t| {
             let (tier, registered) = match &t.origin {
                 Some(_) => ("dynamodb", registry.iter().find(|e| e.tool_name == *t.name)),
-                None if gateway.upstreams.get(t.server.as_ref()).is_some_and(|u| !u.config.discover) => {
+                None if gateway
+                    .configured_upstream(t.server.as_ref())
+                    .is_some_and(|u| !u.config.discover) =>
+                {
                     ("config", None)
                 }
                 None => ("discovered", None),
@@ -215,17 +218,17 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
                 "healthy": registered.is_none_or(|e| e.healthy),
                 "version": registered.map(|e| e.version),
                 "updated_at": registered.map(|e| e.updated_at.as_str()),
-                "breaker": gateway.upstreams.get(t.server.as_ref()).map(|u| u.breaker.state().name()),
+                "breaker": gateway.configured_upstream(t.server.as_ref()).map(|u| u.breaker.state().name()),
             })
         })
         .collect();
-    let tiers = gateway.registry.dynamic.as_ref().map(|d| d.report());
+    let tiers = gateway.registry_tiers_report();
     Json(json!({"tools": tools, "tiers": tiers})).into_response()
 }
 
 /// `POST /admin/registry/refresh`: refresh now (answers at once; the refresh runs behind).
 pub async fn registry_refresh(State(gateway): State<Arc<Gateway>>) -> Response {
-    gateway.refresh_forced.notify_one();
+    gateway.force_refresh();
     (StatusCode::ACCEPTED, Json(json!({"refresh": "scheduled"}))).into_response()
 }
 
@@ -251,10 +254,10 @@ pub async fn registry_collisions(State(gateway): State<Arc<Gateway>>) -> Respons
 
 /// `GET /admin/registry/pins`: definition pinning's state and the changes waiting for approval.
 pub async fn registry_pins(State(gateway): State<Arc<Gateway>>) -> Response {
-    let report = match &gateway.pins {
+    let report = match gateway.pins() {
         Some(pins) => json!({
             "enabled": true,
-            "pin_file": gateway.config.catalogue.pin_file,
+            "pin_file": gateway.config().catalogue.pin_file,
             "pinned": pins.pinned_count(),
             "pending": pins.pending(),
         }),
@@ -290,16 +293,15 @@ pub async fn registry_approve(State(gateway): State<Arc<Gateway>>, body: axum::b
         let error = "name a tool (\"tool\") or approve everything (\"all\": true)";
         return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
     }
-    let Some(pins) = &gateway.pins else {
+    let (Some(pins), Some(approval)) = (
+        gateway.pins(),
+        gateway.approve_definitions(request.tool.as_deref(), request.server.as_deref(), request.all),
+    ) else {
         let error = "definition pinning is off (catalogue.pin_tool_definitions = false): nothing to approve";
         return (StatusCode::CONFLICT, Json(json!({"error": error}))).into_response();
     };
-    match pins.approve(request.tool.as_deref(), request.server.as_deref(), request.all) {
-        Approval::Approved(approved) => {
-            gateway.metrics.tool_definitions_pending.set(pins.pending_count() as i64);
-            gateway.rebuild_now.notify_one();
-            Json(json!({"approved": approved, "pending": pins.pending()})).into_response()
-        }
+    match approval {
+        Approval::Approved(approved) => Json(json!({"approved": approved, "pending": pins.pending()})).into_response(),
         Approval::NothingPending => (
             StatusCode::NOT_FOUND,
             Json(json!({"error": "no pending definition change matches", "pending": pins.pending()})),

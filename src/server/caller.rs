@@ -25,13 +25,13 @@ pub async fn establish(
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
 ) -> Result<Arc<Caller>, Response> {
-    if let Authenticator::Anonymous = gateway.authenticator {
+    if let Authenticator::Anonymous = gateway.authenticator() {
         return Ok(Arc::new(Caller::anonymous(peer)));
     }
-    match gateway.authenticator.caller(headers, peer).await {
+    match gateway.authenticator().caller(headers, peer).await {
         Ok(caller) => Ok(caller),
         Err(failure) => {
-            gateway.metrics.auth_rejections.with_label_values(&[failure.reason]).inc();
+            gateway.record_auth_rejection(failure.reason);
             tracing::info!(reason = failure.reason, detail = %failure.detail, peer = ?peer, "request refused: no valid caller identity");
             let err = GatewayError::new(Category::Unauthenticated, failure.detail)
                 .with_extra("reason", Value::String(failure.reason.into()));
@@ -42,7 +42,7 @@ pub async fn establish(
                     (header::CONTENT_TYPE, "application/json".parse().expect("static")),
                     (
                         header::WWW_AUTHENTICATE,
-                        metadata::challenge(headers, &gateway.config, failure.token_given),
+                        metadata::challenge(headers, gateway.config(), failure.token_given),
                     ),
                 ],
                 serde_json::to_vec(&body).unwrap_or_default(),
@@ -57,9 +57,9 @@ pub async fn protected_resource_metadata(
     axum::extract::State(gateway): axum::extract::State<Arc<Gateway>>,
     headers: HeaderMap,
 ) -> Response {
-    if !matches!(gateway.authenticator, Authenticator::Jwt(_)) {
+    if !matches!(gateway.authenticator(), Authenticator::Jwt(_)) {
         return (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"error": "this gateway takes no bearer tokens ([auth] mode is not \"jwt\")"})))
             .into_response();
     }
-    axum::Json(metadata::document(&headers, &gateway.config)).into_response()
+    axum::Json(metadata::document(&headers, gateway.config())).into_response()
 }

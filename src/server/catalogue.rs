@@ -112,7 +112,7 @@ pub async fn tools(
     if strict && !matches!(format, Format::OpenAi | Format::OpenAiResponses) {
         return bad_request("strict applies to the openai and openai-responses formats only".into());
     }
-    let hide = match flag(&query, "hide_unavailable", gateway.config.hide_unavailable_tools) {
+    let hide = match flag(&query, "hide_unavailable", gateway.config().hide_unavailable_tools) {
         Ok(hide) => hide,
         Err(message) => return bad_request(message),
     };

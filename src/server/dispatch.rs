@@ -26,7 +26,7 @@ use crate::{
         jsonrpc::{Entry, Message, Response},
         mcp,
     },
-    telemetry::{metrics::method_label, otel},
+    telemetry::otel,
     upstream::progress::{LOG_LEVELS, META_LOG_LEVEL},
 };
 
@@ -136,7 +136,7 @@ pub async fn entry(
             answer
         }
         Err(rejected) => {
-            gateway.metrics.requests.with_label_values(&["invalid"]).inc();
+            gateway.record_invalid_request();
             Some(Response::error(rejected.id, &rejected.error))
         }
     }
@@ -148,7 +148,7 @@ async fn message_answer(
     info: &RequestInfo,
     notifications: Notifications,
 ) -> Option<Response> {
-    gateway.metrics.requests.with_label_values(&[method_label(&message.method)]).inc();
+    gateway.record_request(&message.method);
     let Some(id) = message.id.clone() else {
         if message.method == "notifications/cancelled" {
             cancel(gateway, message.params.as_ref(), info);
@@ -174,7 +174,7 @@ async fn message_answer(
                 caller: info.caller.clone(),
             };
             let scope = Scope::of(info.session.as_ref(), &info.caller);
-            let registration = gateway.cancellable.register(scope, &id, cancelled);
+            let registration = gateway.register_cancellable(scope, &id, cancelled);
             // The call's state (every layer's future) is boxed once here: the futures around it
             // (this one, the span, axum's handler box) stay small and cheap to move.
             let answer = tokio::select! {
@@ -189,14 +189,7 @@ async fn message_answer(
             return Some(match answer {
                 Ok(raw) if modern => Response::result(id, mcp::with_result_type(raw)),
                 Ok(raw) => Response::result(id, raw),
-                Err(err) => {
-                    let mut object = err.to_error_object();
-                    // The modern revision names unknown tools -32602 (and never sends -32002).
-                    if modern && err.category == Category::UnknownTool {
-                        object.code = -32602;
-                    }
-                    Response { id, body: Err(object) }
-                }
+                Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
             });
         }
         "tools/list" => {
@@ -264,7 +257,7 @@ fn cancel(gateway: &Gateway, params: Option<&Value>, info: &RequestInfo) {
     }
     // Only the sender's own calls: see `gateway::cancel` for how the gateway knows whose a
     // call is.
-    let found = gateway.cancellable.cancel(Scope::of(info.session.as_ref(), &info.caller), request_id);
+    let found = gateway.cancel_call(Scope::of(info.session.as_ref(), &info.caller), request_id);
     let reason: String = params
         .and_then(|p| p.get("reason"))
         .and_then(Value::as_str)

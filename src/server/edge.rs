@@ -67,12 +67,12 @@ where
 
 /// The 403 a request gets when its `Host` or `Origin` is not allowed; `None` when it passes.
 pub fn refusal(gateway: &Gateway, check_host: bool, headers: &HeaderMap) -> Option<Response> {
-    let allowed = &gateway.config.allowed_origins;
+    let allowed = &gateway.config().allowed_origins;
     if check_host
         && let Some(host) = headers.get(header::HOST)
         && !host_allowed(host, allowed)
     {
-        gateway.metrics.rejections.with_label_values(&["forbidden_host"]).inc();
+        gateway.record_rejection("forbidden_host");
         let err = GatewayError::new(
             Category::ForbiddenOrigin,
             "the Host header is not a loopback host (DNS rebinding protection)",
@@ -82,7 +82,7 @@ pub fn refusal(gateway: &Gateway, check_host: bool, headers: &HeaderMap) -> Opti
     if let Some(origin) = headers.get(header::ORIGIN)
         && !origin_allowed(origin, allowed)
     {
-        gateway.metrics.rejections.with_label_values(&["forbidden_origin"]).inc();
+        gateway.record_rejection("forbidden_origin");
         let err = GatewayError::new(Category::ForbiddenOrigin, "the Origin header is not an allowed origin");
         return Some(forbidden(&err));
     }

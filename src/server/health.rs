@@ -37,7 +37,7 @@ pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
         snapshot.len() - down
     };
     report["tools"] = json!(tools);
-    let minimum = gateway.config.ready_min_tools;
+    let minimum = gateway.config().ready_min_tools;
     let ready = loaded && tools >= minimum;
     report["ready"] = json!(ready);
     report["ready_min_tools"] = json!(minimum);
@@ -53,13 +53,6 @@ pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
 /// The Prometheus text, with a zero series for every known tool and server (see
 /// [`crate::telemetry::metrics`]).
 pub async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
-    let snapshot = gateway.catalog().snapshot();
-    let tools = snapshot.tools();
-    let upstreams = gateway.all_upstreams();
-    gateway.metrics.ensure_series(
-        tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())),
-        upstreams.iter().map(|u| (u.name.as_ref(), u.transport.as_str())),
-    );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], gateway.metrics.render())
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], gateway.render_metrics())
         .into_response()
 }

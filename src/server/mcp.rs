@@ -80,7 +80,7 @@ async fn handle(
         Ok(caller) => caller,
         Err(refused) => return refused,
     };
-    let limit = gateway.config.max_body_bytes;
+    let limit = gateway.config().max_body_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -89,7 +89,7 @@ async fn handle(
     if declared.is_some_and(|len| len > drain_cap) {
         return too_large(gateway, limit);
     }
-    let read_timeout = gateway.config.inbound.body_read_timeout();
+    let read_timeout = gateway.config().inbound.body_read_timeout();
     let bytes: Bytes = match tokio::time::timeout(read_timeout, read_limited(body, limit, drain_cap)).await {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return too_large(gateway, limit),
@@ -98,7 +98,7 @@ async fn handle(
     if let Some(version) = headers.get(mcp::headers::names::PROTOCOL_VERSION) {
         let version = version.to_str().unwrap_or_default();
         if !mcp::is_supported(version) {
-            gateway.metrics.rejections.with_label_values(&["unsupported_protocol_version"]).inc();
+            gateway.record_rejection("unsupported_protocol_version");
             let err = GatewayError::new(Category::UnsupportedProtocolVersion, format!("{version:?}"))
                 .with_extra("supported", json!(mcp::supported_versions()));
             return error_response(StatusCode::BAD_REQUEST, &err);
@@ -106,7 +106,7 @@ async fn handle(
     }
     // A back-channel session (see `sessions`): an unknown one of ours is refused, and a POSTed
     // response goes to the relayed request waiting for it. Requests without one: as always.
-    let (session, unknown_session) = match gateway.sessions.lookup(headers) {
+    let (session, unknown_session) = match gateway.sessions().lookup(headers) {
         sessions::Lookup::Sessionless => (None, false),
         sessions::Lookup::Found(session) => (Some(session), false),
         sessions::Lookup::Unknown => (None, true),
@@ -116,11 +116,11 @@ async fn handle(
     {
         return sessions::route_response(session, &id, message);
     }
-    let inbound = match jsonrpc::decode_bounded(&bytes, gateway.config.inbound.max_batch_items) {
+    let inbound = match jsonrpc::decode_bounded(&bytes, gateway.config().inbound.max_batch_items) {
         Ok(inbound) => inbound,
         Err(err) => {
             let reason = if err.category == Category::ParseError { "parse_error" } else { "batch_too_large" };
-            gateway.metrics.rejections.with_label_values(&[reason]).inc();
+            gateway.record_rejection(reason);
             return error_response(StatusCode::BAD_REQUEST, &err);
         }
     };
@@ -136,7 +136,7 @@ async fn handle(
             let caller = message.clone();
             match Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await {
                 // Only an initialize that succeeded opens a session.
-                Some(answer) if answer.body.is_ok() => match gateway.sessions.create(&caller) {
+                Some(answer) if answer.body.is_ok() => match gateway.sessions().create(&caller) {
                     Ok(session) => sessions::with_session_id(answer_response(&answer), &session),
                     Err(refusal) => sessions::refused(gateway, answer.id.clone(), &refusal),
                 },
@@ -208,7 +208,7 @@ async fn for_event_stream_reader(
         progress: token.is_some().then(|| sink.clone()),
         logs: log_level.map(|min_level| LogSubscription { sink: sink.clone(), min_level }),
         relay: session.map(|caller| Relay {
-            counter: Some(gateway.metrics.relayed_requests.clone()),
+            counter: Some(gateway.relayed_requests_counter()),
             ..Relay::new(caller, sink.clone())
         }),
     };
@@ -282,9 +282,9 @@ pub async fn not_allowed() -> Response {
 /// `DELETE /mcp`: ends a back-channel session (and the upstream sessions opened for it). Without
 /// one of the gateway's session ids there is nothing to end: `405`, as for `GET`.
 pub async fn delete(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    match gateway.sessions.lookup(&headers) {
+    match gateway.sessions().lookup(&headers) {
         sessions::Lookup::Found(session) => {
-            gateway.sessions.end(&session.id);
+            gateway.sessions().end(&session.id);
             StatusCode::NO_CONTENT.into_response()
         }
         sessions::Lookup::Unknown => sessions::unknown_session(),
@@ -295,7 +295,7 @@ pub async fn delete(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> 
 /// `408` for a body not read within `inbound.body_read_timeout_ms`; the connection is closed
 /// after the answer (what is left of the body is never read).
 fn body_too_slow(gateway: &Gateway, timeout: std::time::Duration) -> Response {
-    gateway.metrics.rejections.with_label_values(&["body_read_timeout"]).inc();
+    gateway.record_rejection("body_read_timeout");
     let err = GatewayError::new(
         Category::InvalidRequest,
         format!("the request body was not received within {} ms", timeout.as_millis()),
@@ -307,7 +307,7 @@ fn body_too_slow(gateway: &Gateway, timeout: std::time::Duration) -> Response {
 }
 
 fn too_large(gateway: &Gateway, limit: usize) -> Response {
-    gateway.metrics.rejections.with_label_values(&["payload_too_large"]).inc();
+    gateway.record_rejection("payload_too_large");
     let err = GatewayError::new(Category::PayloadTooLarge, format!("the body exceeds {limit} bytes"));
     error_response(StatusCode::PAYLOAD_TOO_LARGE, &err)
 }
@@ -321,7 +321,7 @@ fn error_response(status: StatusCode, err: &GatewayError) -> Response {
 /// A batch's answers as one JSON array, at most `inbound.max_batch_answer_bytes` of them: an
 /// answer that would pass the bound is replaced by a `-32600` error under its id.
 fn batch_response(gateway: &Gateway, answers: &[jsonrpc::Response]) -> Response {
-    let limit = gateway.config.inbound.max_batch_answer_bytes;
+    let limit = gateway.config().inbound.max_batch_answer_bytes;
     let mut body = Vec::with_capacity(256);
     body.push(b'[');
     for (index, answer) in answers.iter().enumerate() {
@@ -332,7 +332,7 @@ fn batch_response(gateway: &Gateway, answers: &[jsonrpc::Response]) -> Response 
         let written = serde_json::to_writer(&mut body, answer);
         if written.is_err() || body.len() > limit {
             body.truncate(start);
-            gateway.metrics.rejections.with_label_values(&["batch_answer_too_large"]).inc();
+            gateway.record_rejection("batch_answer_too_large");
             let err = GatewayError::new(
                 Category::InvalidRequest,
                 format!("the batch's answers exceed {limit} bytes; send this request alone"),

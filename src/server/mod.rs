@@ -74,8 +74,8 @@ pub async fn serve_admin(
         .merge(admin::routes(gateway.clone(), &admin, true))
         .fallback(admin_only)
         .with_state(gateway.clone());
-    let limits = listener::ConnectionLimits::from_config(&gateway.config.inbound);
-    let over_cap = gateway.metrics.rejections.with_label_values(&["connections_over_cap"]);
+    let limits = listener::ConnectionLimits::from_config(&gateway.config().inbound);
+    let over_cap = gateway.connections_over_cap_counter();
     let (_never_stopped, stop) = tokio::sync::watch::channel(false);
     let service = move |peer| -> listener::Service {
         let others = routed(routes.clone(), peer);
@@ -94,8 +94,8 @@ pub async fn serve_admin(
 /// connection bounds as the MCP listener (`[inbound]`).
 pub async fn serve_metrics(listener: TcpListener, gateway: Arc<Gateway>) -> std::io::Result<()> {
     let routes = metrics_router(gateway.clone());
-    let limits = listener::ConnectionLimits::from_config(&gateway.config.inbound);
-    let over_cap = gateway.metrics.rejections.with_label_values(&["connections_over_cap"]);
+    let limits = listener::ConnectionLimits::from_config(&gateway.config().inbound);
+    let over_cap = gateway.connections_over_cap_counter();
     let (_never_stopped, stop) = tokio::sync::watch::channel(false);
     let service = move |peer| routed(routes.clone(), peer);
     listener::run(listener, service, limits, Some(over_cap), stop).await
@@ -160,8 +160,8 @@ pub async fn serve(
     let app_gateway = gateway.clone();
     let loopback = listener.local_addr()?.ip().is_loopback();
     let service = move |peer| mcp_first(app_gateway.clone(), routes.clone(), peer, loopback);
-    let limits = listener::ConnectionLimits::from_config(&gateway.config.inbound);
-    let over_cap = gateway.metrics.rejections.with_label_values(&["connections_over_cap"]);
+    let limits = listener::ConnectionLimits::from_config(&gateway.config().inbound);
+    let over_cap = gateway.connections_over_cap_counter();
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -174,7 +174,7 @@ pub async fn serve(
         _ = stop.wait_for(|stopping| *stopping) => {}
     }
     tracing::info!(
-        in_flight = gateway.metrics.in_flight.get(),
+        in_flight = gateway.calls_in_flight(),
         grace_secs = grace.as_secs(),
         "shutting down: draining in-flight requests"
     );
@@ -188,7 +188,7 @@ pub async fn serve(
         }
         Err(_) => {
             tracing::warn!(
-                in_flight = gateway.metrics.in_flight.get(),
+                in_flight = gateway.calls_in_flight(),
                 "grace period over; exiting with requests in flight"
             );
             Ok(())

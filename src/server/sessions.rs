@@ -78,7 +78,7 @@ pub fn refused(gateway: &Gateway, id: Value, refusal: &Refusal) -> Response {
             .with_limit("inbound.max_session_bytes", *max_session_bytes as u64),
         ),
     };
-    gateway.metrics.rejections.with_label_values(&[reason]).inc();
+    gateway.record_rejection(reason);
     let body = jsonrpc::Response::error(id, &err);
     (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&body).unwrap_or_default())
         .into_response()

@@ -31,6 +31,7 @@ use std::{
 use serde_json::{Value, value::RawValue};
 use tower::util::BoxCloneSyncService;
 
+pub use crate::error::{CredentialFailure, FunctionErrorKind, UpstreamError};
 use crate::protocol::jsonrpc::ErrorObject;
 
 /// One MCP request for an upstream server.
@@ -170,99 +171,6 @@ fn may_say_true(text: &str, key: &str) -> bool {
             .strip_prefix(':')
             .is_some_and(|value| value.trim_start_matches(ws).starts_with("true"))
     })
-}
-
-/// Why an upstream gave no JSON-RPC answer.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum UpstreamError {
-    /// Connection refused or timed out, DNS or TLS failure: the request never left the gateway.
-    #[error("cannot connect: {0}")]
-    Connect(String),
-    /// The connection broke after the request may have been sent (for Lambda: any dispatch
-    /// failure the SDK cannot prove happened before connecting).
-    #[error("connection failed: {0}")]
-    Io(String),
-    /// No answer within the attempt's time.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    /// An HTTP status that is not an MCP answer (5xx, unexpected 4xx).
-    #[error("HTTP {status}")]
-    Status { status: u16 },
-    /// HTTP 429 or Lambda throttling.
-    #[error("rate limited")]
-    RateLimited { retry_after: Option<Duration> },
-    /// A Lambda function error (`X-Amz-Function-Error`).
-    #[error("function error ({kind}): {message}")]
-    FunctionError { kind: FunctionErrorKind, message: String },
-    /// The endpoint or function does not exist: a configuration error.
-    #[error("not found: {0}")]
-    NotFound(String),
-    /// The request is too large for the transport (Lambda's 6 MB), refused before sending.
-    #[error("request of {size} bytes exceeds the {limit}-byte limit")]
-    PayloadTooLarge { size: usize, limit: usize },
-    /// The answer grew past the server's `max_response_bytes` while it was read (a body, an
-    /// SSE line or event, a Lambda payload): the rest was not read and the connection dropped.
-    #[error("answer exceeds the {limit}-byte limit for one upstream answer")]
-    ResponseTooLarge { limit: usize },
-    /// The upstream refused the gateway's credentials (HTTP 401/403, or a refused WebSocket
-    /// upgrade): nothing a retry or a breaker can fix; the server needs (new) credentials.
-    #[error("upstream refused the gateway's credentials (HTTP {status})")]
-    Unauthorized { status: u16 },
-    /// A persistent transport (WebSocket, legacy SSE, stdio) has no ready connection: nothing
-    /// was sent. `state` is the connection state (`connecting`, `reconnecting`, `failed`, …).
-    #[error("no ready connection to the server (state: {state})")]
-    NotConnected { state: &'static str },
-    /// The upstream answered, but not with MCP/JSON-RPC.
-    #[error("protocol error: {0}")]
-    Protocol(String),
-    /// The server's circuit breaker is open: nothing was sent.
-    #[error("circuit open; retry in {} ms", retry_after.as_millis())]
-    CircuitOpen { retry_after: Duration },
-    /// The server's concurrency limit is reached: nothing was sent.
-    #[error("{limit} calls already in flight to this server")]
-    Overloaded { limit: usize },
-    /// The caller's deadline passed (the upstream call, if any, was cancelled).
-    #[error("deadline of {0:?} exceeded")]
-    DeadlineExceeded(Duration),
-    /// The caller did not answer a server→client request relayed to it (see [`relay`]) before
-    /// the call's time ran out, or its session ended: the caller's doing, not the server's.
-    #[error("the caller did not answer the relayed {0} request in time")]
-    CallerDidNotAnswer(String),
-    /// No credentials for the server could be had ([`credentials`]): nothing was sent.
-    #[error("{detail}")]
-    Credentials { failure: CredentialFailure, detail: String },
-}
-
-/// Why [`UpstreamError::Credentials`]: decides the caller's error category.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CredentialFailure {
-    /// The server's credentials derive from the caller's token and the call has none.
-    NoCallerToken,
-    /// The authorization server refused to exchange the caller's token.
-    CallerTokenRefused,
-    /// The authorization server refused the gateway's own client (id, secret, scope).
-    ClientRefused,
-    /// The token endpoint (or the AWS credential chain) is unreachable, failing, or answered
-    /// something unusable.
-    Unavailable,
-}
-
-/// `X-Amz-Function-Error` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FunctionErrorKind {
-    /// The runtime failed (crash, timeout, out of memory): an infrastructure failure.
-    Unhandled,
-    /// The function reported an error itself.
-    Handled,
-}
-
-impl std::fmt::Display for FunctionErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            FunctionErrorKind::Unhandled => "Unhandled",
-            FunctionErrorKind::Handled => "Handled",
-        })
-    }
 }
 
 impl UpstreamError {

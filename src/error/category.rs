@@ -1,26 +1,6 @@
-//! The error table: every gateway-made failure becomes a JSON-RPC error here, and only here.
-//!
-//! A [`GatewayError`] carries a [`Category`] (what went wrong, in words an orchestrator can
-//! branch on) and the context of the call (tool, server, attempts, retry hint). The code,
-//! message and the machine-readable `error.data` an agent needs to explain the failure to a
-//! user are derived from the category by [`GatewayError::to_error_object`]. The README
-//! documents the same table.
-
-use std::{sync::Arc, time::Duration};
-
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
-
-/// A JSON-RPC error object: what every error becomes on the wire (upstreams' errors arrive in
-/// the same shape). It lives here, with the table, so that the protocol codec can depend on
-/// the error table without the table depending back on the codec.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorObject {
-    pub code: i64,
-    pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
+//! The categories of failure an orchestrator can branch on, and what each one is on the wire:
+//! its JSON-RPC code (by protocol revision), its `error.data.category` string, its message
+//! stem, and whether trying again may help.
 
 /// What went wrong, as the orchestrator sees it. `as_str` is the `error.data.category` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,6 +129,15 @@ impl Category {
         }
     }
 
+    /// The JSON-RPC `error.code` answered to a caller that speaks the modern revision
+    /// (2026-07-28): it names unknown tools -32602 and never sends -32002.
+    pub fn modern_code(self) -> i64 {
+        match self {
+            Category::UnknownTool => -32602,
+            other => other.code(),
+        }
+    }
+
     /// The `error.data.category` string; also the `outcome` metric label for failures.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -196,7 +185,7 @@ impl Category {
     }
 
     /// The human-readable `error.message` stem.
-    fn message(self) -> &'static str {
+    pub(super) fn message(self) -> &'static str {
         match self {
             Category::ParseError => "Parse error",
             Category::InvalidRequest => "Invalid request",
@@ -225,129 +214,6 @@ impl Category {
             Category::Unauthenticated => "Unauthenticated",
             Category::Internal => "Internal error",
         }
-    }
-}
-
-/// A failure the gateway answers with a JSON-RPC error.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{}: {detail}", category.as_str())]
-pub struct GatewayError {
-    pub category: Category,
-    /// Human-readable detail appended to the message (never raw arguments or secrets).
-    pub detail: String,
-    pub tool: Option<Arc<str>>,
-    pub server: Option<Arc<str>>,
-    pub attempts: u32,
-    pub retry_after: Option<Duration>,
-    /// Extra structured data: schema violations, the upstream's own `error.data`, supported versions.
-    pub extra: Option<Box<(&'static str, Value)>>,
-    /// The upstream's own JSON-RPC code, for [`Category::UpstreamRejected`].
-    pub upstream_code: Option<i64>,
-}
-
-impl GatewayError {
-    pub fn new(category: Category, detail: impl Into<String>) -> Self {
-        Self {
-            category,
-            detail: detail.into(),
-            tool: None,
-            server: None,
-            attempts: 0,
-            retry_after: None,
-            extra: None,
-            upstream_code: None,
-        }
-    }
-
-    pub fn with_tool(mut self, tool: impl Into<Arc<str>>) -> Self {
-        self.tool = Some(tool.into());
-        self
-    }
-
-    pub fn with_server(mut self, server: impl Into<Arc<str>>) -> Self {
-        self.server = Some(server.into());
-        self
-    }
-
-    pub fn with_attempts(mut self, attempts: u32) -> Self {
-        self.attempts = attempts;
-        self
-    }
-
-    pub fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
-        self.retry_after = retry_after;
-        self
-    }
-
-    pub fn with_extra(mut self, key: &'static str, value: Value) -> Self {
-        self.extra = Some(Box::new((key, value)));
-        self
-    }
-
-    /// Names the configured bound that was hit: `error.data.limit = {"key": …, "value": …}`.
-    pub fn with_limit(self, key: &'static str, value: u64) -> Self {
-        self.with_extra("limit", json!({"key": key, "value": value}))
-    }
-
-    /// The JSON-RPC error object, with `error.data` as documented in the README.
-    pub fn to_error_object(&self) -> ErrorObject {
-        let code = match (self.category, self.upstream_code) {
-            (Category::UpstreamRejected, Some(code)) => code,
-            (category, _) => category.code(),
-        };
-        let message = if self.detail.is_empty() {
-            self.category.message().to_string()
-        } else {
-            format!("{}: {}", self.category.message(), self.detail)
-        };
-        let mut data = Map::new();
-        data.insert("category".into(), json!(self.category.as_str()));
-        data.insert("retryable".into(), json!(self.category.retryable()));
-        data.insert("tool".into(), json!(self.tool.as_deref()));
-        data.insert("server".into(), json!(self.server.as_deref()));
-        data.insert("attempts".into(), json!(self.attempts));
-        if let Some(after) = self.retry_after {
-            data.insert("retry_after_ms".into(), json!(after.as_millis() as u64));
-        }
-        if let Some(code) = self.upstream_code {
-            data.insert("upstream_code".into(), json!(code));
-        }
-        if let Some(extra) = &self.extra {
-            let (key, value) = extra.as_ref();
-            data.insert((*key).into(), value.clone());
-        }
-        ErrorObject { code, message, data: Some(Value::Object(data)) }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_error_carries_the_documented_data_fields() {
-        let err = GatewayError::new(Category::RateLimited, "HTTP 429")
-            .with_tool("manga_search")
-            .with_server("catalog")
-            .with_attempts(1)
-            .with_retry_after(Some(Duration::from_millis(1500)));
-        let obj = err.to_error_object();
-        assert_eq!(obj.code, -32003);
-        let data = obj.data.unwrap();
-        assert_eq!(data["category"], "rate_limited");
-        assert_eq!(data["retryable"], true);
-        assert_eq!(data["tool"], "manga_search");
-        assert_eq!(data["server"], "catalog");
-        assert_eq!(data["attempts"], 1);
-        assert_eq!(data["retry_after_ms"], 1500);
-    }
-
-    #[test]
-    fn upstream_rejections_keep_the_upstream_code() {
-        let mut err = GatewayError::new(Category::UpstreamRejected, "bad");
-        err.upstream_code = Some(-32602);
-        assert_eq!(err.to_error_object().code, -32602);
-        assert!(!err.category.retryable());
     }
 }
 

@@ -1,0 +1,157 @@
+//! Reading the configuration: the TOML file (if any), then the environment overlay
+//! ([`super::env`]), then serde's typed view, then [`Config::validate`].
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use super::{Config, env::apply_env_overrides};
+
+impl Config {
+    /// Loads the file (if any), applies environment overrides, and validates.
+    pub fn load(
+        path: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Self> {
+        let mut table = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str::<toml::Table>(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?
+            }
+            None => toml::Table::new(),
+        };
+        apply_env_overrides(&mut table, env)?;
+        let config: Config = toml::Value::Table(table).try_into().context("invalid configuration")?;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::TransportKind;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn environment_overrides_every_level() {
+        let config = Config::load(
+            None,
+            env(&[
+                ("MCP_GATEWAY_LISTEN", "127.0.0.1:9999"),
+                ("MCP_GATEWAY_MAX_BODY_BYTES", "2048"),
+                ("MCP_GATEWAY_SERVERS__CATALOG__TRANSPORT", "http"),
+                ("MCP_GATEWAY_SERVERS__CATALOG__URL", "http://127.0.0.1:1/mcp"),
+                ("MCP_GATEWAY_SERVERS__CATALOG__TIMEOUT_MS", "250"),
+                ("MCP_GATEWAY_AWS__ENDPOINT_URL", "http://127.0.0.1:2"),
+                ("MCP_GATEWAY_ALLOWED_ORIGINS", r#"["https://shop.example"]"#),
+                ("UNRELATED", "x"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.listen.port(), 9999);
+        assert_eq!(config.max_body_bytes, 2048);
+        let catalog = &config.servers["catalog"];
+        assert_eq!(catalog.transport, TransportKind::Http);
+        assert_eq!(catalog.timeout(&config.defaults), Duration::from_millis(250));
+        assert_eq!(config.aws.endpoint_url.as_deref(), Some("http://127.0.0.1:2"));
+        assert_eq!(config.allowed_origins, vec!["https://shop.example"]);
+    }
+
+    #[test]
+    fn string_keys_take_numeric_looking_values_and_cli_variables_are_skipped() {
+        let config = Config::load(
+            None,
+            env(&[
+                ("MCP_GATEWAY_SERVERS__FN__TRANSPORT", "lambda"),
+                ("MCP_GATEWAY_SERVERS__FN__FUNCTION", "12345"),
+                ("MCP_GATEWAY_SERVERS__FN__QUALIFIER", "7"),
+                ("MCP_GATEWAY_SERVERS__FN__HEADERS__X_TENANT", "42"),
+                ("MCP_GATEWAY_DYNAMODB_TABLE", "2024-01-01"),
+                ("MCP_GATEWAY_REGISTRY__REDIS_PREFIX", "true"),
+                ("MCP_GATEWAY_CONFIG", "/nonexistent.toml"),
+                ("MCP_GATEWAY_LOG_FORMAT", "text"),
+            ]),
+        )
+        .unwrap();
+        let server = &config.servers["fn"];
+        assert_eq!(server.qualifier.as_deref(), Some("7"));
+        assert_eq!(server.function.as_deref(), Some("12345"));
+        assert_eq!(server.headers["x_tenant"], "42");
+        assert_eq!(config.dynamodb_table.as_deref(), Some("2024-01-01"));
+        assert_eq!(config.registry.redis_prefix, "true");
+        // Numeric keys still refuse text.
+        let err = Config::load(None, env(&[("MCP_GATEWAY_MAX_BODY_BYTES", "lots")])).unwrap_err();
+        assert!(format!("{err:#}").contains("max_body_bytes"), "{err:#}");
+    }
+
+    #[test]
+    fn invalid_configurations_are_refused_with_a_reason() {
+        let err = Config::load(None, env(&[("MCP_GATEWAY_SERVERS__X__TRANSPORT", "lambda")])).unwrap_err();
+        assert!(format!("{err:#}").contains("needs `function`"));
+        let err = Config::load(None, env(&[("MCP_GATEWAY_LISTEN_PORT", "1")])).unwrap_err();
+        assert!(format!("{err:#}").contains("unknown field"));
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Keys near the real ones (and not), values of every TOML shape (and not).
+        fn pair() -> impl Strategy<Value = (String, String)> {
+            let key = prop_oneof![
+                Just("MCP_GATEWAY_MAX_BODY_BYTES".to_string()),
+                Just("MCP_GATEWAY_INBOUND__MAX_BATCH_ITEMS".to_string()),
+                Just("MCP_GATEWAY_SERVERS__A__URL".to_string()),
+                Just("MCP_GATEWAY_SERVERS__A__TRANSPORT".to_string()),
+                Just("MCP_GATEWAY_LISTEN".to_string()),
+                Just("MCP_GATEWAY_DEFAULTS__RETRY__BUDGET_RATIO".to_string()),
+                "MCP_GATEWAY_[A-Z_]{0,12}(__[A-Z_]{0,6}){0,3}",
+                "[ -~]{0,16}",
+            ];
+            let value = prop_oneof![
+                Just("0".to_string()),
+                Just("true".to_string()),
+                Just("[1, 2]".to_string()),
+                Just("{ a = 1 }".to_string()),
+                Just("http://127.0.0.1:1/mcp".to_string()),
+                Just("1979-05-27".to_string()),
+                any::<String>(),
+            ];
+            (key, value)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any environment: a configuration that validates, or an error; never a panic.
+            #[test]
+            fn arbitrary_environments_give_a_config_or_an_error(pairs in prop::collection::vec(pair(), 0..6)) {
+                if let Ok(config) = Config::load(None, pairs) {
+                    prop_assert!(config.validate().is_ok());
+                    prop_assert!(config.inbound.max_batch_items > 0 && config.max_body_bytes > 0);
+                }
+            }
+
+            /// A numeric key: any text is that number or an error, never a panic; a plain
+            /// positive number is taken as it is.
+            #[test]
+            fn a_numeric_key_takes_a_number_or_fails(raw in any::<String>(), number in "[1-9][0-9]{0,5}") {
+                let key = "MCP_GATEWAY_INBOUND__MAX_BATCH_ITEMS".to_string();
+                if let Ok(config) = Config::load(None, vec![(key.clone(), raw)]) {
+                    prop_assert!(config.inbound.max_batch_items > 0);
+                }
+                let config = Config::load(None, vec![(key, number.clone())]);
+                prop_assert_eq!(config.map(|c| c.inbound.max_batch_items).ok(), number.parse::<usize>().ok());
+            }
+        }
+    }
+}

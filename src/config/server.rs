@@ -1,0 +1,288 @@
+//! One upstream server's settings (`[servers.NAME]`), the transport it is reached by, and the
+//! `[defaults]` every server falls back to, with the accessors that resolve one against the
+//! other.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{BreakerSettings, RetrySettings, StdioCommand, UpstreamAuthConfig, lenient};
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerDefaults {
+    /// TCP connect timeout for HTTP upstreams, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Total time for one upstream attempt, in milliseconds.
+    pub timeout_ms: u64,
+    /// Default caller deadline for a whole call, retries included, in milliseconds
+    /// (a caller's `X-Request-Timeout-Ms` or `_meta` deadline overrides it).
+    pub deadline_ms: u64,
+    /// Calls in flight to one server before further calls are shed (`overloaded`).
+    pub max_concurrency: usize,
+    /// Result cache TTL for read-only tools, in milliseconds (0: no caching; identical
+    /// read-only calls in flight are still shared).
+    pub cache_ttl_ms: u64,
+    /// Largest text content a tool result may carry before it is cut, in bytes (0: no limit).
+    pub max_result_bytes: usize,
+    /// Most bytes one upstream answer may occupy while it is read (an HTTP body, one SSE
+    /// event, a Lambda payload); beyond it the answer is dropped with `response_too_large`.
+    pub max_response_bytes: usize,
+    pub retry: RetrySettings,
+    pub breaker: BreakerSettings,
+    /// Persistent transports (WebSocket, SSE, stdio): first reconnect delay, in milliseconds
+    /// (doubled after every failed attempt, with jitter).
+    pub reconnect_initial_ms: u64,
+    /// Longest delay between two reconnect attempts, in milliseconds.
+    pub reconnect_max_ms: u64,
+    /// After this long without a connection, in milliseconds, the server is `failed` and only
+    /// retried every `reconnect_slow_retry_ms`.
+    pub reconnect_give_up_ms: u64,
+    /// Delay between attempts once `failed` or `needs_auth`, in milliseconds.
+    pub reconnect_slow_retry_ms: u64,
+    /// stdio servers: how long a child may take to exit after SIGTERM before it is killed,
+    /// in milliseconds.
+    pub stdio_stop_grace_ms: u64,
+    /// WebSocket servers: a ping every this many milliseconds.
+    pub ws_ping_interval_ms: u64,
+    /// WebSocket servers: a pong (or a write) not done within this many milliseconds
+    /// declares the connection broken (it is then reconnected).
+    pub ws_pong_timeout_ms: u64,
+}
+
+impl Default for ServerDefaults {
+    fn default() -> Self {
+        Self {
+            connect_timeout_ms: 1_000,
+            timeout_ms: 10_000,
+            deadline_ms: 15_000,
+            max_concurrency: 256,
+            cache_ttl_ms: 0,
+            max_result_bytes: 1024 * 1024,
+            // Above Lambda's 6 MB response limit, so every answer a function can give fits,
+            // and 8× `max_result_bytes`, so a result that is cut later still arrives whole.
+            max_response_bytes: 8 * 1024 * 1024,
+            retry: RetrySettings::default(),
+            breaker: BreakerSettings::default(),
+            reconnect_initial_ms: 1_000,
+            reconnect_max_ms: 30_000,
+            reconnect_give_up_ms: 600_000,
+            reconnect_slow_retry_ms: 300_000,
+            stdio_stop_grace_ms: 2_000,
+            ws_ping_interval_ms: 15_000,
+            ws_pong_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// The transport an upstream server is reached by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    /// Streamable HTTP (both protocol eras).
+    Http,
+    /// AWS Lambda direct `Invoke`.
+    Lambda,
+    /// A persistent WebSocket connection (`url = "ws://…"`), multiplexed by JSON-RPC id.
+    Websocket,
+    /// The 2024-11-05 HTTP+SSE transport (`url = "http://…/sse"`).
+    Sse,
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio,
+}
+
+impl TransportKind {
+    pub const ALL: [TransportKind; 5] = [
+        TransportKind::Http,
+        TransportKind::Lambda,
+        TransportKind::Websocket,
+        TransportKind::Sse,
+        TransportKind::Stdio,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Http => "http",
+            TransportKind::Lambda => "lambda",
+            TransportKind::Websocket => "websocket",
+            TransportKind::Sse => "sse",
+            TransportKind::Stdio => "stdio",
+        }
+    }
+
+    /// The kind a registry entry's `transport` names.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// One long-lived connection per server, run by [`crate::upstream::connection`].
+    pub fn is_persistent(self) -> bool {
+        matches!(self, TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio)
+    }
+
+    /// Needs `url`.
+    pub fn needs_url(self) -> bool {
+        matches!(self, TransportKind::Http | TransportKind::Websocket | TransportKind::Sse)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub transport: TransportKind,
+    /// Streamable HTTP endpoint, e.g. `http://catalog.internal:8080/mcp`; the WebSocket URL
+    /// (`ws://…`, `wss://…`) or the legacy SSE stream URL (`http://…/sse`).
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub url: Option<String>,
+    /// stdio: the program to run.
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub command: Option<String>,
+    /// stdio: its arguments.
+    #[serde(default, deserialize_with = "lenient::strings")]
+    pub args: Vec<String>,
+    /// stdio: its environment besides `PATH`, `HOME`, … Never logged or printed.
+    #[serde(default, deserialize_with = "lenient::string_map")]
+    pub env: BTreeMap<String, String>,
+    /// Lambda function name or ARN.
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub function: Option<String>,
+    /// Lambda alias or version.
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub qualifier: Option<String>,
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+    #[serde(default)]
+    pub max_response_bytes: Option<usize>,
+    /// Replaces `[defaults.retry]` for this server.
+    #[serde(default)]
+    pub retry: Option<RetrySettings>,
+    /// Replaces `[defaults.breaker]` for this server.
+    #[serde(default)]
+    pub breaker: Option<BreakerSettings>,
+    /// Overrides of the `defaults.reconnect_*` delays (persistent transports).
+    #[serde(default)]
+    pub reconnect_initial_ms: Option<u64>,
+    #[serde(default)]
+    pub reconnect_max_ms: Option<u64>,
+    #[serde(default)]
+    pub reconnect_give_up_ms: Option<u64>,
+    #[serde(default)]
+    pub reconnect_slow_retry_ms: Option<u64>,
+    /// Learn the tools from the server's own `tools/list` (on start and every refresh).
+    #[serde(default = "yes")]
+    pub discover: bool,
+    /// Extra HTTP headers sent upstream (e.g. authorization). Never logged.
+    #[serde(default, deserialize_with = "lenient::string_map")]
+    pub headers: BTreeMap<String, String>,
+    /// Tools described statically (used as is, and kept even when discovery fails).
+    #[serde(default)]
+    pub tools: Vec<Value>,
+    /// How the gateway authenticates to this server beyond static `headers`: OAuth client
+    /// credentials, token exchange, SigV4 or pass-through (`[servers.NAME.auth]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<UpstreamAuthConfig>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ServerConfig {
+    /// A server with every setting at its default (built at run time: the demo server,
+    /// servers known from registry entries).
+    pub fn new(
+        transport: TransportKind,
+        url: Option<String>,
+        function: Option<String>,
+        qualifier: Option<String>,
+    ) -> Self {
+        Self {
+            transport,
+            url,
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            function,
+            qualifier,
+            connect_timeout_ms: None,
+            timeout_ms: None,
+            deadline_ms: None,
+            max_concurrency: None,
+            max_response_bytes: None,
+            retry: None,
+            breaker: None,
+            reconnect_initial_ms: None,
+            reconnect_max_ms: None,
+            reconnect_give_up_ms: None,
+            reconnect_slow_retry_ms: None,
+            discover: true,
+            headers: BTreeMap::new(),
+            tools: Vec::new(),
+            auth: None,
+        }
+    }
+
+    pub fn connect_timeout(&self, defaults: &ServerDefaults) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms.unwrap_or(defaults.connect_timeout_ms))
+    }
+
+    pub fn timeout(&self, defaults: &ServerDefaults) -> Duration {
+        Duration::from_millis(self.timeout_ms.unwrap_or(defaults.timeout_ms))
+    }
+
+    pub fn deadline(&self, defaults: &ServerDefaults) -> Duration {
+        Duration::from_millis(self.deadline_ms.unwrap_or(defaults.deadline_ms))
+    }
+
+    pub fn max_concurrency(&self, defaults: &ServerDefaults) -> usize {
+        self.max_concurrency.unwrap_or(defaults.max_concurrency).max(1)
+    }
+
+    /// At least 1 KiB: a smaller cap would refuse every answer.
+    pub fn max_response_bytes(&self, defaults: &ServerDefaults) -> usize {
+        self.max_response_bytes.unwrap_or(defaults.max_response_bytes).max(1024)
+    }
+
+    pub fn retry<'a>(&'a self, defaults: &'a ServerDefaults) -> &'a RetrySettings {
+        self.retry.as_ref().unwrap_or(&defaults.retry)
+    }
+
+    pub fn breaker<'a>(&'a self, defaults: &'a ServerDefaults) -> &'a BreakerSettings {
+        self.breaker.as_ref().unwrap_or(&defaults.breaker)
+    }
+
+    /// The reconnect schedule of a persistent transport.
+    pub fn reconnect(&self, defaults: &ServerDefaults) -> ReconnectSettings {
+        let ms = |own: Option<u64>, default: u64| Duration::from_millis(own.unwrap_or(default));
+        let initial =
+            ms(self.reconnect_initial_ms, defaults.reconnect_initial_ms).max(Duration::from_millis(1));
+        ReconnectSettings {
+            initial,
+            max: ms(self.reconnect_max_ms, defaults.reconnect_max_ms).max(initial),
+            give_up_after: ms(self.reconnect_give_up_ms, defaults.reconnect_give_up_ms),
+            slow_retry: ms(self.reconnect_slow_retry_ms, defaults.reconnect_slow_retry_ms)
+                .max(Duration::from_millis(1)),
+        }
+    }
+
+    /// The command of a stdio server.
+    pub fn stdio_command(&self) -> Option<StdioCommand> {
+        Some(StdioCommand { command: self.command.clone()?, args: self.args.clone(), env: self.env.clone() })
+    }
+}
+
+/// When a persistent connection is tried again (see `defaults.reconnect_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconnectSettings {
+    pub initial: Duration,
+    pub max: Duration,
+    pub give_up_after: Duration,
+    pub slow_retry: Duration,
+}

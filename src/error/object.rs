@@ -1,0 +1,164 @@
+//! [`GatewayError`]: a category with the context of the call (tool, server, attempts, retry
+//! hint, structured extras), and the [`ErrorObject`] it becomes on the wire.
+
+use std::{sync::Arc, time::Duration};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::Category;
+
+/// A JSON-RPC error object: what every error becomes on the wire (upstreams' errors arrive in
+/// the same shape). It lives here, with the table, so that the protocol codec can depend on
+/// the error table without the table depending back on the codec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+/// A failure the gateway answers with a JSON-RPC error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}: {detail}", category.as_str())]
+pub struct GatewayError {
+    pub category: Category,
+    /// Human-readable detail appended to the message (never raw arguments or secrets).
+    pub detail: String,
+    pub tool: Option<Arc<str>>,
+    pub server: Option<Arc<str>>,
+    pub attempts: u32,
+    pub retry_after: Option<Duration>,
+    /// Extra structured data: schema violations, the upstream's own `error.data`, supported versions.
+    pub extra: Option<Box<(&'static str, Value)>>,
+    /// The upstream's own JSON-RPC code, for [`Category::UpstreamRejected`].
+    pub upstream_code: Option<i64>,
+}
+
+impl GatewayError {
+    pub fn new(category: Category, detail: impl Into<String>) -> Self {
+        Self {
+            category,
+            detail: detail.into(),
+            tool: None,
+            server: None,
+            attempts: 0,
+            retry_after: None,
+            extra: None,
+            upstream_code: None,
+        }
+    }
+
+    pub fn with_tool(mut self, tool: impl Into<Arc<str>>) -> Self {
+        self.tool = Some(tool.into());
+        self
+    }
+
+    pub fn with_server(mut self, server: impl Into<Arc<str>>) -> Self {
+        self.server = Some(server.into());
+        self
+    }
+
+    pub fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts;
+        self
+    }
+
+    pub fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.retry_after = retry_after;
+        self
+    }
+
+    pub fn with_extra(mut self, key: &'static str, value: Value) -> Self {
+        self.extra = Some(Box::new((key, value)));
+        self
+    }
+
+    /// Names the configured bound that was hit: `error.data.limit = {"key": …, "value": …}`.
+    pub fn with_limit(self, key: &'static str, value: u64) -> Self {
+        self.with_extra("limit", json!({"key": key, "value": value}))
+    }
+
+    /// The JSON-RPC error object, with `error.data` as documented in the README.
+    pub fn to_error_object(&self) -> ErrorObject {
+        self.to_error_object_for(false)
+    }
+
+    /// [`Self::to_error_object`] for a caller of the modern revision when `modern` (see
+    /// [`Category::modern_code`]); an upstream's own code is passed through either way.
+    pub fn to_error_object_for(&self, modern: bool) -> ErrorObject {
+        let code = match (self.category, self.upstream_code) {
+            (Category::UpstreamRejected, Some(code)) => code,
+            (category, _) if modern => category.modern_code(),
+            (category, _) => category.code(),
+        };
+        let message = if self.detail.is_empty() {
+            self.category.message().to_string()
+        } else {
+            format!("{}: {}", self.category.message(), self.detail)
+        };
+        let mut data = Map::new();
+        data.insert("category".into(), json!(self.category.as_str()));
+        data.insert("retryable".into(), json!(self.category.retryable()));
+        data.insert("tool".into(), json!(self.tool.as_deref()));
+        data.insert("server".into(), json!(self.server.as_deref()));
+        data.insert("attempts".into(), json!(self.attempts));
+        if let Some(after) = self.retry_after {
+            data.insert("retry_after_ms".into(), json!(after.as_millis() as u64));
+        }
+        if let Some(code) = self.upstream_code {
+            data.insert("upstream_code".into(), json!(code));
+        }
+        if let Some(extra) = &self.extra {
+            let (key, value) = extra.as_ref();
+            data.insert((*key).into(), value.clone());
+        }
+        ErrorObject { code, message, data: Some(Value::Object(data)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_carries_the_documented_data_fields() {
+        let err = GatewayError::new(Category::RateLimited, "HTTP 429")
+            .with_tool("manga_search")
+            .with_server("catalog")
+            .with_attempts(1)
+            .with_retry_after(Some(Duration::from_millis(1500)));
+        let obj = err.to_error_object();
+        assert_eq!(obj.code, -32003);
+        let data = obj.data.unwrap();
+        assert_eq!(data["category"], "rate_limited");
+        assert_eq!(data["retryable"], true);
+        assert_eq!(data["tool"], "manga_search");
+        assert_eq!(data["server"], "catalog");
+        assert_eq!(data["attempts"], 1);
+        assert_eq!(data["retry_after_ms"], 1500);
+    }
+
+    #[test]
+    fn a_modern_caller_gets_invalid_params_for_an_unknown_tool_and_the_rest_as_before() {
+        let unknown = GatewayError::new(Category::UnknownTool, "no such tool");
+        assert_eq!(unknown.to_error_object().code, -32002);
+        assert_eq!(unknown.to_error_object_for(true).code, -32602);
+        for category in Category::ALL.iter().filter(|c| **c != Category::UnknownTool) {
+            let err = GatewayError::new(*category, "x");
+            assert_eq!(err.to_error_object_for(true), err.to_error_object(), "{category:?}");
+        }
+        let mut rejected = GatewayError::new(Category::UpstreamRejected, "bad");
+        rejected.upstream_code = Some(-32002);
+        assert_eq!(rejected.to_error_object_for(true).code, -32002, "the upstream's own code");
+    }
+
+    #[test]
+    fn upstream_rejections_keep_the_upstream_code() {
+        let mut err = GatewayError::new(Category::UpstreamRejected, "bad");
+        err.upstream_code = Some(-32602);
+        assert_eq!(err.to_error_object().code, -32602);
+        assert!(!err.category.retryable());
+    }
+}

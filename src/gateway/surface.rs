@@ -1,0 +1,174 @@
+//! What the rooms above the gateway ([`crate::server`] and the binary's commands) may ask of
+//! it. [`Gateway`]'s fields are private: the inbound side counts a refusal, registers a call
+//! for cancellation, asks for a refresh or an approval through the methods here, each named
+//! after what it does, and never reaches into the metrics, the notifiers or the tables behind
+//! them.
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::Value;
+
+use super::{Gateway, Upstream, cancel, sessions};
+use crate::{
+    config::Config,
+    identity::Authenticator,
+    registry::{entry::RegistryEntry, pins::Approval},
+    telemetry::metrics::method_label,
+};
+
+impl Gateway {
+    /// The configuration the gateway was built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// How the listener establishes callers (`[auth]`).
+    pub fn authenticator(&self) -> &Authenticator {
+        &self.authenticator
+    }
+
+    /// Inbound back-channel sessions (callers that can answer server→client requests).
+    pub fn sessions(&self) -> &Arc<sessions::Sessions> {
+        &self.sessions
+    }
+
+    /// Counts a request the inbound side refused before it became a call
+    /// (`mcp_gateway_rejections_total{reason}`).
+    pub fn record_rejection(&self, reason: &str) {
+        self.metrics.rejections.with_label_values(&[reason]).inc();
+    }
+
+    /// The counter a listener increments by itself for every connection it refuses over its
+    /// cap (`mcp_gateway_rejections_total{reason="connections_over_cap"}`).
+    pub fn connections_over_cap_counter(&self) -> prometheus::IntCounter {
+        self.metrics.rejections.with_label_values(&["connections_over_cap"])
+    }
+
+    /// Counts a request that named no valid caller identity, by the reason it was refused.
+    pub fn record_auth_rejection(&self, reason: &str) {
+        self.metrics.auth_rejections.with_label_values(&[reason]).inc();
+    }
+
+    /// Counts one decoded JSON-RPC message by its method (unknown methods as `other`).
+    pub fn record_request(&self, method: &str) {
+        self.metrics.requests.with_label_values(&[method_label(method)]).inc();
+    }
+
+    /// Counts a batch entry or message that was not valid JSON-RPC.
+    pub fn record_invalid_request(&self) {
+        self.metrics.requests.with_label_values(&["invalid"]).inc();
+    }
+
+    /// The counter of server→client requests relayed to callers, by method.
+    pub fn relayed_requests_counter(&self) -> prometheus::IntCounterVec {
+        self.metrics.relayed_requests.clone()
+    }
+
+    /// `tools/call`s in flight now (for the shutdown log lines).
+    pub fn calls_in_flight(&self) -> i64 {
+        self.metrics.in_flight.get()
+    }
+
+    /// The Prometheus text, with a zero series for every known tool and server (see
+    /// [`crate::telemetry::metrics`]).
+    pub fn render_metrics(&self) -> Vec<u8> {
+        let snapshot = self.catalog().snapshot();
+        let tools = snapshot.tools();
+        let upstreams = self.all_upstreams();
+        self.metrics.ensure_series(
+            tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())),
+            upstreams.iter().map(|u| (u.name.as_ref(), u.transport.as_str())),
+        );
+        self.metrics.render()
+    }
+
+    /// Registers a `tools/call` in flight under the caller's id, so that a
+    /// `notifications/cancelled` from the same caller can drop it (see [`cancel`]).
+    pub fn register_cancellable(
+        &self,
+        scope: cancel::Scope,
+        id: &Value,
+        fired: Arc<std::sync::atomic::AtomicBool>,
+    ) -> cancel::Registration<'_> {
+        self.cancellable.register(scope, id, fired)
+    }
+
+    /// Cancels the caller's calls in flight under `id`; returns how many there were.
+    pub fn cancel_call(&self, scope: cancel::Scope, id: &Value) -> usize {
+        self.cancellable.cancel(scope, id)
+    }
+
+    /// A configured server's stack, by name (not the registry-built ones).
+    pub fn configured_upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.get(name)
+    }
+
+    /// The configured servers' stacks, by name.
+    pub fn configured_upstreams(&self) -> impl Iterator<Item = &Arc<Upstream>> {
+        self.upstreams.values()
+    }
+
+    /// The DynamoDB registry's active tools as of the last refresh.
+    pub fn registry_entries(&self) -> Vec<RegistryEntry> {
+        self.registry_entries.read().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    /// The Redis and DynamoDB tiers' state (`None`: neither is configured).
+    pub fn registry_tiers_report(&self) -> Option<Value> {
+        self.registry.dynamic.as_ref().map(|d| d.report())
+    }
+
+    /// Refreshes every server and registry tier at once (an operator's request; not
+    /// rate-limited, answered before the refresh runs).
+    pub fn force_refresh(&self) {
+        self.refresh_forced.notify_one();
+    }
+
+    /// Approved tool definitions (`catalogue.pin_tool_definitions`; `None` when off).
+    pub fn pins(&self) -> Option<&crate::registry::pins::PinStore> {
+        self.pins.as_deref()
+    }
+
+    /// Approves pending definition changes (a tool, optionally of one server, or all of
+    /// them); on an approval the catalogue is rebuilt from the lists already known. `None`:
+    /// definition pinning is off.
+    pub fn approve_definitions(
+        &self,
+        tool: Option<&str>,
+        server: Option<&str>,
+        all: bool,
+    ) -> Option<Approval> {
+        let pins = self.pins.as_ref()?;
+        let approval = pins.approve(tool, server, all);
+        if let Approval::Approved(_) = &approval {
+            self.metrics.tool_definitions_pending.set(pins.pending_count() as i64);
+            self.rebuild_now.notify_one();
+        }
+        Some(approval)
+    }
+
+    /// Closes every upstream connection and session once the gateway is done serving:
+    /// persistent connections stop together (stdio children: SIGTERM, then a kill after the
+    /// grace), so shutdown leaves no child process behind; session-era HTTP sessions are
+    /// ended; the dedicated upstream sessions of back-channel callers are closed.
+    pub async fn close_connections(&self) {
+        let upstreams = self.all_upstreams();
+        let grace = Duration::from_millis(self.config.defaults.stdio_stop_grace_ms) + Duration::from_secs(2);
+        let persistent = upstreams.iter().filter_map(|u| u.connection.as_ref()).map(|c| c.shutdown(grace));
+        futures_util::future::join_all(persistent).await;
+        for upstream in &upstreams {
+            if let Some(http) = &upstream.http {
+                http.close().await;
+            }
+        }
+        self.sessions.close_all().await;
+    }
+
+    /// Writes out the audit lines still queued (the calls have drained), waiting at most
+    /// `within`.
+    pub fn flush_audit(&self, within: Duration) {
+        if let Some(audit) = &self.audit {
+            audit.close(within);
+        }
+    }
+}
