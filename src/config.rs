@@ -15,6 +15,7 @@ mod audit;
 mod auth;
 mod catalogue;
 mod inbound;
+mod lambda_targets;
 mod lenient;
 mod quotas;
 mod registry_trust;
@@ -26,6 +27,7 @@ pub use audit::{AuditConfig, AuditSinkKind};
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, AuthMode, PolicyConfig};
 pub use catalogue::CatalogueConfig;
 pub use inbound::InboundLimits;
+pub use lambda_targets::{LambdaEvent, TARGET_SEPARATOR, check_definition, load_tools_file};
 pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
 pub use registry_trust::{RemoteMissBudget, UpstreamUrlSettings};
 pub use resilience::{BreakerSettings, RetrySettings};
@@ -401,6 +403,15 @@ pub struct ServerConfig {
     /// Lambda alias or version.
     #[serde(default, deserialize_with = "lenient::opt_string")]
     pub qualifier: Option<String>,
+    /// Lambda: what the function takes as its event — `jsonrpc` (one JSON-RPC request) or
+    /// `agentcore` (AgentCore Gateway's Lambda target contract: bare arguments, the tool named
+    /// in the client context; no `tools/list`, so never discovered).
+    #[serde(default)]
+    pub lambda_event: LambdaEvent,
+    /// `lambda_event = "agentcore"`: the target in `bedrockAgentCoreToolName =
+    /// "<target>___<tool>"` (default: the server's name).
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub agentcore_target: Option<String>,
     #[serde(default)]
     pub connect_timeout_ms: Option<u64>,
     #[serde(default)]
@@ -435,6 +446,14 @@ pub struct ServerConfig {
     /// Tools described statically (used as is, and kept even when discovery fails).
     #[serde(default)]
     pub tools: Vec<Value>,
+    /// More static tools, from a JSON file: an array of tool definitions as AgentCore targets
+    /// declare them (name, description, inputSchema, optional outputSchema, annotations),
+    /// checked at load.
+    #[serde(default)]
+    pub tools_file: Option<std::path::PathBuf>,
+    /// The definitions read from `tools_file` at load (served after `tools`).
+    #[serde(skip)]
+    pub file_tools: Vec<Value>,
     /// How the gateway authenticates to this server beyond static `headers`: OAuth client
     /// credentials, token exchange, SigV4 or pass-through (`[servers.NAME.auth]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -462,6 +481,8 @@ impl ServerConfig {
             env: BTreeMap::new(),
             function,
             qualifier,
+            lambda_event: LambdaEvent::Jsonrpc,
+            agentcore_target: None,
             connect_timeout_ms: None,
             timeout_ms: None,
             deadline_ms: None,
@@ -476,6 +497,8 @@ impl ServerConfig {
             discover: true,
             headers: BTreeMap::new(),
             tools: Vec::new(),
+            tools_file: None,
+            file_tools: Vec::new(),
             auth: None,
         }
     }
@@ -572,7 +595,9 @@ impl Config {
             None => toml::Table::new(),
         };
         apply_env_overrides(&mut table, env)?;
-        let config: Config = toml::Value::Table(table).try_into().context("invalid configuration")?;
+        let mut config: Config =
+            toml::Value::Table(table.clone()).try_into().context("invalid configuration")?;
+        lambda_targets::prepare(&mut config, &table)?;
         config.validate()?;
         Ok(config)
     }
@@ -613,9 +638,14 @@ impl Config {
                 }
                 _ => {}
             }
-            if !server.discover && server.tools.is_empty() {
-                bail!("server {name}: with discover = false it needs static `tools`");
+            if !server.discover
+                && server.tools.is_empty()
+                && server.file_tools.is_empty()
+                && !server.is_agentcore()
+            {
+                bail!("server {name}: with discover = false it needs static `tools` (or `tools_file`)");
             }
+            lambda_targets::validate(name, server, self)?;
             if let Some(auth) = &server.auth {
                 auth.validate(name)?;
                 if server.transport != TransportKind::Http {
