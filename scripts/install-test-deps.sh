@@ -13,6 +13,8 @@
 #     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise;
 #   * the OTLP protobuf bindings pinned in tests/peers/requirements-otel.txt, in
 #     tests/peers/.venv-otel (the trace receiver of tests/otel_tracing.rs), likewise.
+#   * awslabs run-mcp-servers-with-aws-lambda pinned in tests/peers/requirements-lambda.txt, in
+#     tests/peers/.venv-lambda (the Lambda Invoke API emulator of tests/agentcore_lambda.rs), likewise.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
 # working directory.
 set -euo pipefail
@@ -156,6 +158,24 @@ else
   "$ovenv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' \
     || die "opentelemetry-proto in $ovenv does not import"
   cp "$peers/requirements-otel.txt" "$ostamp"
+fi
+
+# --- awslabs Lambda MCP handlers for the Lambda Invoke API emulator (separate venv + pip) ----
+lvenv="$peers/.venv-lambda"
+lstamp="$lvenv/.installed-requirements"
+lambda_import='import mcp_lambda, mcp.server.fastmcp'
+# Presence check without importing (the handlers import the AWS SDK and take seconds).
+lambda_present='import importlib.util as u, sys; sys.exit(0 if u.find_spec("mcp_lambda") and u.find_spec("mcp") else 1)'
+if [ -x "$lvenv/bin/python" ] && cmp -s "$peers/requirements-lambda.txt" "$lstamp" \
+   && "$lvenv/bin/python" -c "$lambda_present" 2>/dev/null; then
+  step "awslabs Lambda MCP handlers present ($lvenv: $(sed -n 's/^run-mcp-servers-with-aws-lambda==//p' "$peers/requirements-lambda.txt"))"
+else
+  step "installing the awslabs Lambda MCP handlers into $lvenv (pip install -r $peers/requirements-lambda.txt)"
+  rm -f "$lstamp"
+  [ -x "$lvenv/bin/python" ] || python3 -m venv "$lvenv"
+  "$lvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-lambda.txt"
+  "$lvenv/bin/python" -W ignore -c "$lambda_import" || die "run-mcp-servers-with-aws-lambda in $lvenv does not import"
+  cp "$peers/requirements-lambda.txt" "$lstamp"
 fi
 
 step "test dependencies ready"

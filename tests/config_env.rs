@@ -61,6 +61,15 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         // A Lambda version: numeric-looking, and still a string.
         (s("servers.NAME_S.qualifier"), "7", json!("7")),
         (s("servers.NAME_S.discover"), "false", json!(false)),
+        // Lambda-only keys: accepted (and shown) on any server, as `function` is.
+        (s("servers.NAME_S.lambda_event"), "agentcore", json!("agentcore")),
+        (s("servers.NAME_S.agentcore_target"), "catalog-v2", json!("catalog-v2")),
+        // Read from the working directory: the crate's root under `cargo test`.
+        (
+            s("servers.NAME_S.tools_file"),
+            "tests/peers/lambda_store_tools.json",
+            json!("tests/peers/lambda_store_tools.json"),
+        ),
         (
             s("servers.NAME_S.tools"),
             r#"[{name = "order_status", description = "Status of an order", inputSchema = {type = "object"}}]"#,

@@ -59,7 +59,15 @@ pub async fn run(
         }
         RegistryAction::Approve { .. } => unreachable!("answered above, without DynamoDB"),
         RegistryAction::Import { file, server, transport, url, function, qualifier, command } => {
-            let server = ServerRef { name: server, transport, url, function, qualifier, command };
+            let server = ServerRef {
+                name: server,
+                transport,
+                url,
+                function,
+                qualifier,
+                command,
+                ..ServerRef::default()
+            };
             let count = admin_cli::import(&client, &file, server).await?;
             let _ = writeln!(out, "imported {count} tools into {table}");
         }

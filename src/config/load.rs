@@ -23,7 +23,9 @@ impl Config {
             None => toml::Table::new(),
         };
         apply_env_overrides(&mut table, env)?;
-        let config: Config = toml::Value::Table(table).try_into().context("invalid configuration")?;
+        let mut config: Config =
+            toml::Value::Table(table.clone()).try_into().context("invalid configuration")?;
+        super::lambda_targets::prepare(&mut config, &table)?;
         config.validate()?;
         Ok(config)
     }

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, time::Duration};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{BreakerSettings, RetrySettings, StdioCommand, UpstreamAuthConfig, lenient};
+use super::{BreakerSettings, LambdaEvent, RetrySettings, StdioCommand, UpstreamAuthConfig, lenient};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -150,6 +150,15 @@ pub struct ServerConfig {
     /// Lambda alias or version.
     #[serde(default, deserialize_with = "lenient::opt_string")]
     pub qualifier: Option<String>,
+    /// Lambda: what the function takes as its event — `jsonrpc` (one JSON-RPC request) or
+    /// `agentcore` (AgentCore Gateway's Lambda target contract: bare arguments, the tool named
+    /// in the client context; no `tools/list`, so never discovered).
+    #[serde(default)]
+    pub lambda_event: LambdaEvent,
+    /// `lambda_event = "agentcore"`: the target in `bedrockAgentCoreToolName =
+    /// "<target>___<tool>"` (default: the server's name).
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub agentcore_target: Option<String>,
     #[serde(default)]
     pub connect_timeout_ms: Option<u64>,
     #[serde(default)]
@@ -184,6 +193,14 @@ pub struct ServerConfig {
     /// Tools described statically (used as is, and kept even when discovery fails).
     #[serde(default)]
     pub tools: Vec<Value>,
+    /// More static tools, from a JSON file: an array of tool definitions as AgentCore targets
+    /// declare them (name, description, inputSchema, optional outputSchema, annotations),
+    /// checked at load.
+    #[serde(default)]
+    pub tools_file: Option<std::path::PathBuf>,
+    /// The definitions read from `tools_file` at load (served after `tools`).
+    #[serde(skip)]
+    pub file_tools: Vec<Value>,
     /// How the gateway authenticates to this server beyond static `headers`: OAuth client
     /// credentials, token exchange, SigV4 or pass-through (`[servers.NAME.auth]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -211,6 +228,8 @@ impl ServerConfig {
             env: BTreeMap::new(),
             function,
             qualifier,
+            lambda_event: LambdaEvent::Jsonrpc,
+            agentcore_target: None,
             connect_timeout_ms: None,
             timeout_ms: None,
             deadline_ms: None,
@@ -225,6 +244,8 @@ impl ServerConfig {
             discover: true,
             headers: BTreeMap::new(),
             tools: Vec::new(),
+            tools_file: None,
+            file_tools: Vec::new(),
             auth: None,
         }
     }

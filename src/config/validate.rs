@@ -42,9 +42,14 @@ impl Config {
                 }
                 _ => {}
             }
-            if !server.discover && server.tools.is_empty() {
-                bail!("server {name}: with discover = false it needs static `tools`");
+            if !server.discover
+                && server.tools.is_empty()
+                && server.file_tools.is_empty()
+                && !server.is_agentcore()
+            {
+                bail!("server {name}: with discover = false it needs static `tools` (or `tools_file`)");
             }
+            super::lambda_targets::validate(name, server, self)?;
             if let Some(auth) = &server.auth {
                 auth.validate(name)?;
                 if server.transport != TransportKind::Http {

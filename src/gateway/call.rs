@@ -429,7 +429,9 @@ impl Gateway {
                 return (Err(err), Ending::unsent(outcome));
             }
         };
-        let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys;
+        // An AgentCore target's event is the bare arguments: no key can reach its function.
+        let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys
+            && !upstream.config.is_agentcore();
         let mut request = upstream_request(tool, call, honours_keys);
         request.progress = notifications.progress;
         request.logs = notifications.logs;

@@ -23,6 +23,14 @@ impl Gateway {
         for (server, registered) in by_server {
             let record = self.catalog().record_for_entry(&registered[0]);
             let live = match self.upstream_for(&record).await {
+                // Its registry entries are all there is to know of it.
+                Ok(upstream) if upstream.config.is_agentcore() => {
+                    report.insert(
+                        server,
+                        json!({"skipped": "AgentCore Lambda target: no tools/list to compare with"}),
+                    );
+                    continue;
+                }
                 Ok(upstream) => list_tools(&upstream).await.map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             };

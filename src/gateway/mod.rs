@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::{
-    config::{Config, ServerConfig, ToolConfig, TransportKind},
+    config::{Config, LambdaEvent, ServerConfig, ToolConfig, TransportKind},
     error::{Category, GatewayError},
     registry::{
         Catalog, Registry, ToolRecord,
@@ -418,6 +418,15 @@ impl Gateway {
             server.command = Some(allowed.command.clone());
             server.args = allowed.args.clone();
             server.env = allowed.env.clone();
+        }
+        if transport == TransportKind::Lambda {
+            server.lambda_event = LambdaEvent::parse(origin.lambda_event.as_deref()).ok_or_else(|| {
+                misconfigured(format!(
+                    "server {} has lambda_event {:?}; the gateway serves \"jsonrpc\" and \"agentcore\"",
+                    origin.name, origin.lambda_event
+                ))
+            })?;
+            server.agentcore_target = origin.agentcore_target.clone();
         }
         // Its tools come from the registry, not from its own tools/list.
         server.discover = false;

@@ -168,7 +168,7 @@ pub fn build(
 ) -> anyhow::Result<Upstream> {
     let breaker = Arc::new(Breaker::new(
         name.into(),
-        server.breaker(&config.defaults).clone(),
+        breaker_settings(server, config),
         BreakerMetrics {
             state: metrics.breaker_state.with_label_values(&[name]),
             transitions: metrics.breaker_transitions.clone(),
@@ -216,11 +216,13 @@ pub fn build(
             let client = lambda_client.cloned().ok_or_else(|| anyhow!("lambda client missing"))?;
             let function =
                 server.function.clone().ok_or_else(|| anyhow!("server {name}: missing function"))?;
+            let target = server.is_agentcore().then(|| server.agentcore_target(name).to_string());
             let transport = LambdaTransport::new(
                 client,
                 function,
                 server.qualifier.clone(),
                 server.max_response_bytes(&config.defaults),
+                target,
             );
             let probe = probe_stack(server, config, transport.clone());
             (stack(name, server, config, metrics, &breaker, transport), None, probe)
@@ -255,9 +257,21 @@ pub fn build(
         http,
         connection,
         breaker,
-        config: server.clone(),
+        // Its declared tools: inline `tools`, then those of `tools_file`.
+        config: server.with_file_tools(),
         probe,
     })
+}
+
+/// The server's breaker settings. An AgentCore Lambda target has no request that runs no
+/// tool (no `tools/list`, no `ping`), so the gateway cannot probe it: after the open period
+/// callers' calls are the probes, as with `probe_interval_ms = 0`.
+fn breaker_settings(server: &ServerConfig, config: &Config) -> crate::config::BreakerSettings {
+    let mut settings = server.breaker(&config.defaults).clone();
+    if server.is_agentcore() {
+        settings.probe_interval_ms = 0;
+    }
+    settings
 }
 
 /// The connector of a persistent server: adding a transport kind is one arm here.

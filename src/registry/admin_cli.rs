@@ -106,6 +106,22 @@ fn new_entry(
     if server.transport == "lambda" && server.function.is_none() {
         bail!("a lambda server needs a function");
     }
+    if crate::config::LambdaEvent::parse(server.lambda_event.as_deref()).is_none() {
+        bail!("lambda_event must be jsonrpc or agentcore");
+    }
+    if server.lambda_event.as_deref() == Some("agentcore") {
+        if server.transport != "lambda" {
+            bail!("lambda_event = agentcore applies to a lambda server");
+        }
+        // A registry tool of an AgentCore target is all the gateway knows of it: check it
+        // as a declared one.
+        let mut tool = definition.clone();
+        if let Some(map) = tool.as_object_mut() {
+            map.insert("name".into(), serde_json::json!(name));
+        }
+        crate::config::check_definition(&tool)
+            .map_err(|reason| anyhow::anyhow!("tool {name:?}: {reason}"))?;
+    }
     if !matches!(status.as_str(), "active" | "inactive") {
         bail!("status must be active or inactive");
     }

@@ -12,6 +12,8 @@
 //! | `url` | S | streamable-HTTP endpoint (http), `ws://`/`wss://` URL (websocket), SSE stream URL (sse) |
 //! | `command` | S | stdio: the key of a `[stdio_commands.NAME]` of the gateway's configuration — never a program itself |
 //! | `function_name`, `qualifier` | S | Lambda function and alias/version (lambda) |
+//! | `lambda_event` | S | lambda: `jsonrpc` (default) \| `agentcore` (AgentCore Gateway's Lambda target contract) |
+//! | `agentcore_target` | S | lambda, `agentcore`: the target in `bedrockAgentCoreToolName` (default: `server_name`) |
 //! | `status` | S | `active` \| `inactive` |
 //! | `healthy` | BOOL | false hides the tool like `inactive` |
 //! | `version` | N | incremented on every write |
@@ -27,7 +29,7 @@ use serde_json::{Value, json};
 use super::hash::{canonical_hash, definition_hash};
 
 /// Where a registered tool's server is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerRef {
     pub name: String,
     pub transport: String,
@@ -41,6 +43,13 @@ pub struct ServerRef {
     /// writer can pick a configured command, never supply one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// lambda: `jsonrpc` (absent) or `agentcore` (the function is an AgentCore Gateway
+    /// Lambda target: bare arguments, the tool named in the client context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda_event: Option<String>,
+    /// lambda, `agentcore`: the target in `bedrockAgentCoreToolName` (absent: the server name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agentcore_target: Option<String>,
 }
 
 /// One registered tool.
@@ -99,6 +108,8 @@ impl RegistryEntry {
             ("function_name", &self.server.function),
             ("qualifier", &self.server.qualifier),
             ("command", &self.server.command),
+            ("lambda_event", &self.server.lambda_event),
+            ("agentcore_target", &self.server.agentcore_target),
         ] {
             if let Some(value) = value {
                 item.insert(key.to_string(), s(value));
@@ -123,6 +134,8 @@ impl RegistryEntry {
                 function: text("function_name"),
                 qualifier: text("qualifier"),
                 command: text("command"),
+                lambda_event: text("lambda_event"),
+                agentcore_target: text("agentcore_target"),
             },
             status: text("status").unwrap_or_else(|| "active".into()),
             healthy: item.get("healthy").and_then(|v| v.as_bool().ok()).copied().unwrap_or(true),
@@ -174,6 +187,8 @@ mod tests {
                 function: None,
                 qualifier: None,
                 command: None,
+                lambda_event: None,
+                agentcore_target: None,
             },
             status: "active".into(),
             healthy: true,

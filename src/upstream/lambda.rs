@@ -11,6 +11,11 @@
 //! the source chain: refused, DNS, TLS, connect timeout) is [`UpstreamError::Connect`]; any
 //! other is [`UpstreamError::Io`] (or a timeout), which a non-idempotent tool never retries.
 //!
+//! With `lambda_event = "agentcore"` the same Invoke carries AgentCore Gateway's Lambda target
+//! contract instead ([`super::agentcore`]): the bare arguments as the event, the tool named in
+//! the client context, the function's return mapped to a tool result. Function errors, bounds
+//! and "never sent" are the same in both modes.
+//!
 //! Answer size: the service itself caps a synchronous answer at 6 MB, and the SDK reads the
 //! whole payload before handing it over, so `max_response_bytes` cannot bound the read; it is
 //! checked on the payload received (it matters for endpoint overrides that are not Lambda).
@@ -32,8 +37,9 @@ use serde::Deserialize;
 use tower::Service;
 
 use super::{
-    FunctionErrorKind, UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, decode_reply,
-    parse_retry_after,
+    FunctionErrorKind, UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest,
+    agentcore::{self, Prepared},
+    decode_reply, parse_retry_after,
 };
 use crate::{config::AwsConfig, protocol::mcp};
 
@@ -69,14 +75,19 @@ struct Inner {
     qualifier: Option<String>,
     max_response_bytes: usize,
     next_id: AtomicU64,
+    /// `Some(target)`: an AgentCore-style target (`lambda_event = "agentcore"`).
+    agentcore_target: Option<String>,
 }
 
 impl LambdaTransport {
+    /// `agentcore_target`: `Some(target)` invokes the function as an AgentCore Gateway Lambda
+    /// target of that name (`lambda_event = "agentcore"`); `None` sends JSON-RPC requests.
     pub fn new(
         client: aws_sdk_lambda::Client,
         function: String,
         qualifier: Option<String>,
         max_response_bytes: usize,
+        agentcore_target: Option<String>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -85,6 +96,7 @@ impl LambdaTransport {
                 qualifier,
                 max_response_bytes,
                 next_id: AtomicU64::new(1),
+                agentcore_target,
             }),
         }
     }
@@ -107,21 +119,34 @@ impl Service<UpstreamRequest> for LambdaTransport {
 
 impl Inner {
     async fn invoke(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        // Lambda servers are stateless: every request carries the modern-era `_meta`.
-        let payload = mcp::encode_request(id, request.method, &request.params, mcp::Era::Modern);
-        if payload.len() > MAX_PAYLOAD_BYTES {
-            return Err(UpstreamError::PayloadTooLarge { size: payload.len(), limit: MAX_PAYLOAD_BYTES });
-        }
-        // Trace context and request id in the client context, `X-Amzn-Trace-Id` passed on.
         let outbound = &request.outbound;
+        let (payload, client_context) = match &self.agentcore_target {
+            Some(target) => match agentcore::prepare(target, &request, MAX_PAYLOAD_BYTES)? {
+                Prepared::Invoke(invocation) => (invocation.payload, Some(invocation.client_context)),
+                Prepared::Answered(reply) => return Ok(reply),
+            },
+            None => {
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                // Lambda servers are stateless: every request carries the modern-era `_meta`.
+                let payload = mcp::encode_request(id, request.method, &request.params, mcp::Era::Modern);
+                if payload.len() > MAX_PAYLOAD_BYTES {
+                    return Err(UpstreamError::PayloadTooLarge {
+                        size: payload.len(),
+                        limit: MAX_PAYLOAD_BYTES,
+                    });
+                }
+                // Trace context and request id in the client context.
+                (payload, outbound.lambda_client_context())
+            }
+        };
+        // `X-Amzn-Trace-Id` passed on.
         let invoke = self
             .client
             .invoke()
             .function_name(&self.function)
             .set_qualifier(self.qualifier.clone())
             .invocation_type(InvocationType::RequestResponse)
-            .set_client_context(outbound.lambda_client_context())
+            .set_client_context(client_context)
             .payload(Blob::new(payload));
         let sent = match outbound.amzn_trace_id.clone() {
             Some(trace) => {
@@ -143,7 +168,10 @@ impl Inner {
         if let Some(kind) = output.function_error() {
             return Err(function_error(kind, body));
         }
-        decode_payload(body)
+        match self.agentcore_target {
+            Some(_) => agentcore::decode_return(body),
+            None => decode_payload(body),
+        }
     }
 }
 

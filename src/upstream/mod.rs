@@ -5,6 +5,7 @@
 //! metrics: those are layers around it (the resilience layers). Whether a reply is a success
 //! is decided by the outcome classifier of the resilience layers, not here.
 
+pub mod agentcore;
 pub mod channel;
 pub mod connection;
 pub mod credentials;

@@ -57,6 +57,31 @@ impl Outbound {
         custom.remove(TRACESTATE);
         Some(encode(custom)).filter(|e| e.len() <= LAMBDA_CLIENT_CONTEXT_MAX)
     }
+
+    /// [`Outbound::lambda_client_context`] with `extra` keys in `custom`, which are always
+    /// kept (the trace keys give way first); `None` if they alone exceed the limit.
+    pub fn lambda_client_context_with(&self, extra: &[(&str, &str)]) -> Option<String> {
+        use base64::Engine;
+        let encode = |custom: &Map<String, Value>| {
+            let json = serde_json::json!({ "custom": custom }).to_string();
+            base64::engine::general_purpose::STANDARD.encode(json)
+        };
+        let mut custom: Map<String, Value> =
+            self.headers().map(|(name, value)| (name.to_string(), serde_json::json!(value))).collect();
+        for (key, value) in extra {
+            custom.insert((*key).to_string(), serde_json::json!(value));
+        }
+        for dropped in [None, Some(TRACESTATE), Some(TRACEPARENT)] {
+            if let Some(key) = dropped {
+                custom.remove(key);
+            }
+            let encoded = encode(&custom);
+            if encoded.len() <= LAMBDA_CLIENT_CONTEXT_MAX {
+                return Some(encoded);
+            }
+        }
+        None
+    }
 }
 
 /// The Invoke API's limit on `ClientContext` (base64 characters).
