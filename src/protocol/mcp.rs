@@ -24,6 +24,9 @@ pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key carrying the client's name and version on a modern request.
 pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// The `_meta` entries that describe the client: a modern caller's own reach a modern server
+/// (see `protocol::mrtr`); a session-era server is never written them.
+pub const CLIENT_META: [&str; 2] = [META_CLIENT_CAPABILITIES, META_CLIENT_INFO];
 /// Prefix of every `_meta` key the protocol reserves.
 pub const META_RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
 
@@ -206,7 +209,7 @@ impl<'a> MergedMeta<'a> {
         // `input_required` result (which passes through to it): they reach a modern upstream
         // in place of the gateway's defaults, or the server would never ask (SEP-2322).
         let callers_own = |key: &str| {
-            super::mrtr::CLIENT_META.contains(&key)
+            CLIENT_META.contains(&key)
                 && caller.and_then(|meta| meta.get(key)).is_some_and(Value::is_object)
         };
         let mut ours: Vec<(&str, &Value)> =
@@ -226,7 +229,7 @@ impl<'a> MergedMeta<'a> {
     fn callers(&self) -> impl Iterator<Item = (&'a String, &'a Value)> + '_ {
         self.caller.into_iter().flatten().filter(|(k, _)| {
             !self.drop.contains(&k.as_str())
-                && (self.era == Era::Modern || !super::mrtr::CLIENT_META.contains(&k.as_str()))
+                && (self.era == Era::Modern || !CLIENT_META.contains(&k.as_str()))
         })
     }
 
@@ -308,7 +311,7 @@ pub fn encode_patched_request(
     let callers_meta = params.get("_meta").and_then(Value::as_object);
     // A session-era server is written the caller's `_meta` as is, less a client declaration.
     let declares =
-        || callers_meta.is_some_and(|m| super::mrtr::CLIENT_META.iter().any(|k| m.contains_key(*k)));
+        || callers_meta.is_some_and(|m| CLIENT_META.iter().any(|k| m.contains_key(*k)));
     let meta = (era == Era::Modern || !patch.is_empty() || declares())
         .then(|| MergedMeta::new(callers_meta, era, patch));
     let message = Request { id, jsonrpc: "2.0", method, params: Params { params, meta } };

@@ -12,13 +12,11 @@
 
 use serde_json::{Map, Value};
 
-use super::mcp::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO};
+pub use super::mcp::CLIENT_META;
+use super::mcp::META_CLIENT_CAPABILITIES;
 
 /// The params of a retried round, passed to the server as the caller sent them.
 pub const RETRY_PARAMS: [&str; 2] = ["inputResponses", "requestState"];
-
-/// The `_meta` entries that describe the client (objects only).
-pub const CLIENT_META: [&str; 2] = [META_CLIENT_CAPABILITIES, META_CLIENT_INFO];
 
 /// Capabilities under which a server may ask the client during a call.
 const ASKABLE: [&str; 3] = ["elicitation", "sampling", "roots"];
@@ -94,6 +92,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::protocol::mcp::META_CLIENT_INFO;
 
     fn params(value: Value) -> Map<String, Value> {
         value.as_object().cloned().unwrap_or_default()
