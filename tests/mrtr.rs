@@ -7,7 +7,9 @@
 //! Decisions proven: a modern caller's own `clientCapabilities` and `clientInfo` reach the
 //! modern upstream (not the gateway's empty ones), `input_required` results and the caller's
 //! retry (`inputResponses`, `requestState`) pass through untouched, the outcome is the same as
-//! direct in both modes for an accepting, a refusing and a declining user, and no round of
+//! direct in both modes for an accepting, a refusing and a declining user; a session-era
+//! caller of a 2026-07-28-only server is asked on its own stream and the gateway retries with
+//! its answers; and no round of
 //! such a call is ever answered from the result cache (a question is asked again; a caller
 //! that never answers leaves nothing behind).
 
@@ -27,9 +29,13 @@ struct MrtrServer {
 
 impl MrtrServer {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    fn start_with(options: &[&str]) -> Self {
         let port = free_port();
         let mut command = Command::new(python());
-        command.arg(peers_dir().join("mrtr_server.py")).arg(port.to_string());
+        command.arg(peers_dir().join("mrtr_server.py")).arg(port.to_string()).args(options);
         let mut proc = Proc::spawn("mrtr-server", command);
         proc.wait_line("READY", Duration::from_secs(30));
         Self { _proc: proc, url: format!("http://127.0.0.1:{port}") }
@@ -186,4 +192,32 @@ fn questions_pass_through_and_no_round_is_answered_from_the_cache() {
     // A caller that never answers holds nothing at the gateway: nothing in flight.
     let metrics = gateway.metrics();
     assert_eq!(common::metric(&metrics, "mcp_gateway_in_flight ", &[]), 0.0);
+}
+
+#[test]
+fn a_session_era_caller_of_a_modern_only_server_is_asked_on_its_stream() {
+    let server = MrtrServer::start_with(&["--modern-only"]);
+    let gateway = gateway_for(&server);
+    let (direct, through) = (format!("{}/mcp", server.url), gateway.url("/mcp"));
+    for answer in ["accept", "refuse", "decline"] {
+        // The modern client direct is the reference; the session-era client cannot reach
+        // this server direct at all, and through the gateway must get the same answers.
+        let expected = outcome(&client(&direct, "auto", answer));
+        let before = server.rounds().len();
+        let got = outcome(&client(&through, "legacy", answer));
+        assert_eq!(got, expected, "legacy/{answer} through the gateway as modern direct");
+        let rounds = &server.rounds()[before..];
+        let retries: Vec<bool> = rounds.iter().map(|r| r["inputResponses"].as_bool().unwrap()).collect();
+        assert_eq!(
+            retries,
+            [false, true, false, true],
+            "a question, then the retry with the answer: {rounds:?}"
+        );
+        for round in rounds {
+            // What the caller's session declared at initialize, told to the modern server.
+            assert!(round["clientCapabilities"]["elicitation"].is_object(), "{round}");
+            assert!(round["clientCapabilities"]["sampling"].is_object(), "{round}");
+            assert_ne!(round["clientInfo"]["name"], "mcp-gateway", "{round}");
+        }
+    }
 }

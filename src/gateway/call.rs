@@ -65,6 +65,9 @@ pub struct Notifications {
     pub relay: Option<crate::upstream::relay::Relay>,
 }
 
+/// Most rounds of a multi-round-trip call answered for a session-era caller.
+const MAX_INPUT_ROUNDS: usize = 8;
+
 /// How many progress notifications may wait for the caller before newer ones are dropped.
 pub const PROGRESS_BUFFER: usize = 32;
 
@@ -270,7 +273,7 @@ impl Gateway {
             self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications, &ctx.caller).await
         } else {
             let call = Forwarded { arguments, meta, round, deadline };
-            self.forward(&tool, call, ctx.notifications.clone(), &ctx.caller).await
+            self.forward_answering(&tool, call, ctx.notifications.clone(), &ctx.caller).await
         };
         // Nor is a call that relayed a request followed by a fallback: someone was asked.
         let relayed = ctx.notifications.relay.as_ref().is_some_and(crate::upstream::relay::Relay::relayed);
@@ -412,6 +415,66 @@ impl Gateway {
             return;
         }
         self.results.store(key, raw.clone());
+    }
+
+    /// [`Self::forward`], and for a session-era caller with a back-channel whose server is of
+    /// the modern era: the server is told what the caller's session declared, each
+    /// `input_required` question goes to the caller on its stream (the relay), and the call is
+    /// retried with the answers — at most [`MAX_INPUT_ROUNDS`] rounds. A caller that declines
+    /// or answers with an error is answered by the server (a decline is an answer); one that
+    /// never answers ends the call as `caller_did_not_answer`.
+    async fn forward_answering(
+        &self,
+        tool: &Arc<ToolRecord>,
+        call: Forwarded<'_>,
+        notifications: Notifications,
+        caller: &Arc<Caller>,
+    ) -> (SharedResult, Ending) {
+        let relay = match &notifications.relay {
+            Some(relay) if call.round == mrtr::Round::default() => relay.clone(),
+            _ => return self.forward(tool, call, notifications, caller).await,
+        };
+        let Forwarded { arguments, meta, deadline, .. } = call;
+        let (capabilities, client_info) = relay.declared();
+        let declared = mrtr::Round::declared(capabilities, client_info);
+        let mut round = declared.clone();
+        let mut last = None;
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let call = Forwarded { arguments: arguments.clone(), meta, round, deadline };
+            let (result, ending) = self.forward(tool, call, notifications.clone(), caller).await;
+            let questions = match &result {
+                Ok(raw) => match mrtr::Questions::of(raw) {
+                    None => return (result, ending),
+                    Some(Ok(questions)) => questions,
+                    Some(Err(reason)) => {
+                        let err = GatewayError::new(
+                            Category::UpstreamProtocol,
+                            format!("the server asked for input the gateway cannot relay: {reason}"),
+                        );
+                        return (Err(err), ending);
+                    }
+                },
+                Err(_) => return (result, ending),
+            };
+            let mut responses = Map::new();
+            for (key, method, params) in questions.requests.iter().cloned() {
+                match relay.ask(&method, params, deadline).await {
+                    // A decline is an answer (`action: decline` in the result); an error the
+                    // caller answered is passed on as the response to that question.
+                    Ok((_, answer)) => {
+                        responses.insert(key, answer);
+                    }
+                    Err(err) => return (Err(GatewayError::from_upstream(&err)), ending),
+                }
+            }
+            round = declared.answering(responses, questions);
+            last = Some(ending);
+        }
+        let err = GatewayError::new(
+            Category::UpstreamProtocol,
+            format!("the server was still asking for input after {MAX_INPUT_ROUNDS} rounds"),
+        );
+        (Err(err), last.unwrap_or(Ending::unsent("upstream_protocol")))
     }
 
     /// Sends the call through the server's stack and maps the answer.

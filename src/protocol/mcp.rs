@@ -209,8 +209,7 @@ impl<'a> MergedMeta<'a> {
         // `input_required` result (which passes through to it): they reach a modern upstream
         // in place of the gateway's defaults, or the server would never ask (SEP-2322).
         let callers_own = |key: &str| {
-            CLIENT_META.contains(&key)
-                && caller.and_then(|meta| meta.get(key)).is_some_and(Value::is_object)
+            CLIENT_META.contains(&key) && caller.and_then(|meta| meta.get(key)).is_some_and(Value::is_object)
         };
         let mut ours: Vec<(&str, &Value)> =
             era_entries.filter(|(k, _)| !callers_own(k)).map(|(k, v)| (k.as_str(), v)).collect();
@@ -310,8 +309,7 @@ pub fn encode_patched_request(
     }
     let callers_meta = params.get("_meta").and_then(Value::as_object);
     // A session-era server is written the caller's `_meta` as is, less a client declaration.
-    let declares =
-        || callers_meta.is_some_and(|m| CLIENT_META.iter().any(|k| m.contains_key(*k)));
+    let declares = || callers_meta.is_some_and(|m| CLIENT_META.iter().any(|k| m.contains_key(*k)));
     let meta = (era == Era::Modern || !patch.is_empty() || declares())
         .then(|| MergedMeta::new(callers_meta, era, patch));
     let message = Request { id, jsonrpc: "2.0", method, params: Params { params, meta } };

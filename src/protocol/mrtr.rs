@@ -72,6 +72,70 @@ impl Round {
     }
 }
 
+impl Round {
+    /// The round a session-era caller's session stands for: its declared capabilities and
+    /// clientInfo (told to a modern server so that it may ask), no retry fields.
+    pub fn declared(capabilities: &Value, client_info: &Value) -> Self {
+        let client = [(META_CLIENT_CAPABILITIES, capabilities), (super::mcp::META_CLIENT_INFO, client_info)]
+            .into_iter()
+            .filter(|(_, value)| value.is_object())
+            .map(|(key, value)| (key, value.clone()))
+            .collect();
+        Self { client, retry: Vec::new() }
+    }
+
+    /// The next round after `questions` were answered with `responses`.
+    pub fn answering(&self, responses: Map<String, Value>, questions: Questions) -> Self {
+        let mut retry = vec![("inputResponses", Value::Object(responses))];
+        if let Some(state) = questions.request_state {
+            retry.push(("requestState", state));
+        }
+        Self { client: self.client.clone(), retry }
+    }
+}
+
+/// Most questions one `input_required` result may ask (each becomes a request to the caller).
+pub const MAX_QUESTIONS: usize = 8;
+
+/// What an `input_required` result asks: (key, method, params) per request, and the opaque
+/// state to echo.
+#[derive(Debug, Default, PartialEq)]
+pub struct Questions {
+    pub requests: Vec<(String, String, Option<Value>)>,
+    pub request_state: Option<Value>,
+}
+
+impl Questions {
+    /// The questions of a result, `None` when it is final; `Err` with the reason when it asks
+    /// in a shape the gateway cannot relay (no `inputRequests` object, a request without a
+    /// method, more than [`MAX_QUESTIONS`]).
+    pub fn of(result: &serde_json::value::RawValue) -> Option<Result<Self, String>> {
+        if is_complete(result) {
+            return None;
+        }
+        let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(result.get()) else {
+            return Some(Err("the result is not an object".into()));
+        };
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Some(Err("a result type other than complete or input_required".into()));
+        }
+        let Some(Value::Object(asked)) = result.remove("inputRequests") else {
+            return Some(Err("input_required without an inputRequests object".into()));
+        };
+        if asked.len() > MAX_QUESTIONS {
+            return Some(Err(format!("{} questions in one round (at most {MAX_QUESTIONS})", asked.len())));
+        }
+        let mut requests = Vec::with_capacity(asked.len());
+        for (key, mut request) in asked {
+            let Some(method) = request.get("method").and_then(Value::as_str).map(str::to_string) else {
+                return Some(Err("an input request without a method".into()));
+            };
+            requests.push((key, method, request.get_mut("params").map(Value::take)));
+        }
+        Some(Ok(Self { requests, request_state: result.remove("requestState") }))
+    }
+}
+
 /// Whether a result is final (`resultType` absent or `complete`), as opposed to a question
 /// (`input_required`) that only its caller can answer.
 pub fn is_complete(result: &serde_json::value::RawValue) -> bool {
@@ -127,6 +191,36 @@ mod tests {
         let odd =
             Round::of(&params(json!({"name": "t", "_meta": {META_CLIENT_CAPABILITIES: "elicitation"}})));
         assert!(odd.client.is_empty());
+    }
+
+    #[test]
+    fn questions_are_read_and_answered_in_the_next_round() {
+        let raw = |s: &str| serde_json::value::RawValue::from_string(s.into()).unwrap();
+        assert_eq!(Questions::of(&raw(r#"{"content":[]}"#)), None);
+        let asked = raw(
+            r#"{"resultType":"input_required","requestState":"s1","inputRequests":{"q":{"method":"elicitation/create","params":{"message":"ok?"}}}}"#,
+        );
+        let questions = Questions::of(&asked).unwrap().unwrap();
+        assert_eq!(
+            questions.requests,
+            vec![("q".into(), "elicitation/create".into(), Some(json!({"message": "ok?"})))]
+        );
+        let declared = Round::declared(&json!({"elicitation": {}}), &json!({"name": "legacy"}));
+        let mut responses = Map::new();
+        responses.insert("q".into(), json!({"action": "accept"}));
+        let next = declared.answering(responses, questions);
+        assert_eq!(next.client, declared.client);
+        assert_eq!(
+            next.retry_value(),
+            json!({"inputResponses": {"q": {"action": "accept"}}, "requestState": "s1"})
+        );
+        for bad in [
+            r#"{"resultType":"input_required"}"#,
+            r#"{"resultType":"input_required","inputRequests":{"q":{"params":{}}}}"#,
+            r#"{"resultType":"later"}"#,
+        ] {
+            assert!(Questions::of(&raw(bad)).unwrap().is_err(), "{bad}");
+        }
     }
 
     #[test]

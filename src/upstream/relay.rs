@@ -290,6 +290,11 @@ impl Relay {
         }
     }
 
+    /// What the caller's session declared at `initialize`: its capabilities and clientInfo.
+    pub fn declared(&self) -> (&Value, &Value) {
+        (&self.caller.capabilities, &self.caller.client_info)
+    }
+
     /// Whether a request was relayed to the caller (the call must not be repeated).
     pub fn relayed(&self) -> bool {
         self.state.relayed.load(Ordering::Relaxed) > 0

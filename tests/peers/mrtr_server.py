@@ -1,13 +1,17 @@
 """A Python MCP SDK (2.3) server whose tools need the client mid-call, for the multi-round-trip
 tests (tests/mrtr.rs).
 
-Usage: mrtr_server.py PORT
+Usage: mrtr_server.py PORT [--modern-only]
 
 `place_order(item)` asks the user to confirm (a `Resolve` resolver returning `Elicit`);
 `summarise_reviews(title)` (read-only) asks the client's model (`Sample`). The SDK follows the era the
 client negotiated: on 2026-07-28 the first round answers `resultType: "input_required"` with
 `inputRequests` and a `requestState`, and the retry carrying `inputResponses` completes; on the
 session era it sends `elicitation/create` / `sampling/createMessage` on the call's stream.
+
+With `--modern-only` it is a 2026-07-28-only server: a session-era `initialize` is refused
+with a JSON-RPC error (-32022, unsupported protocol version), so a session-era client can only
+reach its tools through something that speaks the modern era to it.
 
 Control (GET, no MCP): /control/rounds -> every `tools/call` round the server saw, in order:
 {"tool", "protocolVersion", "clientCapabilities", "clientInfo", "inputResponses": bool,
@@ -62,8 +66,9 @@ def summarise_reviews(title: str, sampled: Annotated[CreateMessageResult, Resolv
 class RecordRounds:
     """Pure ASGI middleware: records each tools/call round's `_meta` and retry fields."""
 
-    def __init__(self, app):
+    def __init__(self, app, modern_only: bool):
         self.app = app
+        self.modern_only = modern_only
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -83,6 +88,12 @@ class RecordRounds:
             request = json.loads(body) if body else None
         except ValueError:
             request = None
+        if self.modern_only and isinstance(request, dict) and request.get("method") == "initialize":
+            error = {"jsonrpc": "2.0", "id": request.get("id"), "error": {
+                "code": -32022, "message": "this server speaks 2026-07-28 only",
+                "data": {"supported": ["2026-07-28"]}}}
+            await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
+            return await send({"type": "http.response.body", "body": json.dumps(error).encode()})
         if isinstance(request, dict) and request.get("method") == "tools/call":
             params = request.get("params") or {}
             meta = params.get("_meta") or {}
@@ -113,16 +124,18 @@ class _Uvicorn(uvicorn.Server):
             print(f"READY {self.config.port}", flush=True)
 
 
-async def _serve(port: int) -> None:
+async def _serve(port: int, modern_only: bool) -> None:
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
-    config = uvicorn.Config(RecordRounds(app), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(RecordRounds(app, modern_only), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     await _Uvicorn(config).serve()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("port", type=int)
-    anyio.run(_serve, parser.parse_args().port)
+    parser.add_argument("--modern-only", action="store_true")
+    args = parser.parse_args()
+    anyio.run(_serve, args.port, args.modern_only)
 
 
 if __name__ == "__main__":
