@@ -9,7 +9,6 @@ pub mod channel;
 pub mod connection;
 pub mod credentials;
 pub mod http;
-pub mod http_client;
 pub mod lambda;
 pub mod legacy_sse;
 pub mod outbound;

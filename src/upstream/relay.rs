@@ -2,7 +2,7 @@
 //! relayed from an upstream to the caller of the `tools/call` they belong to.
 //!
 //! The contract between the inbound side and a transport that can relay (only streamable HTTP,
-//! see `http_relay.rs`): a caller that initialized with a back-channel capability has a
+//! see `upstream/http/relay.rs`): a caller that initialized with a back-channel capability has a
 //! [`CallerSession`] (kept by `gateway::sessions`); each of its `tools/call`s carries a
 //! [`Relay`] in its [`super::UpstreamRequest`]. The transport hands each upstream request to
 //! [`Relay::ask`], which mints a fresh unguessable id, writes the request on the caller's event
@@ -74,7 +74,7 @@ pub enum Dedicated {
         session_id: Option<HeaderValue>,
         version: &'static str,
         /// The `DELETE` that ends it.
-        close: Option<Box<super::http_client::RequestBuilder>>,
+        close: Option<Box<super::http::client::RequestBuilder>>,
     },
     /// The server refused a session-era `initialize`: its calls take the normal path.
     Refused,

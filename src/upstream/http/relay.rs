@@ -26,8 +26,13 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{
-    CancelOnDrop, ERROR_BODY_PREFIX, Headers, Inner, LegacySession, drain, is_event_stream, legacy_version,
-    read_answer, read_body, read_prefix, request_error, status_error, with_outbound,
+    Headers, Inner,
+    answer::read_answer,
+    body::{ERROR_BODY_PREFIX, drain, is_event_stream, read_body, read_prefix},
+    client::Response,
+    errors::{request_error, status_error},
+    probe::{LegacySession, legacy_version},
+    request::{CancelOnDrop, with_outbound},
 };
 use crate::{
     protocol::{
@@ -229,7 +234,7 @@ impl Inner {
     /// Reads an answer stream up to the message answering `id`, relaying the server's requests.
     async fn read_relaying(
         &self,
-        mut response: super::Response,
+        mut response: Response,
         id: u64,
         relay: &Relay,
         session: &LegacySession,
