@@ -2,30 +2,9 @@
 //! published to the fleet, a probe needs a fleet-wide claim, and a failed probe re-opens this
 //! instance only. What the peers did reaches the breaker through the `apply_fleet_*` hooks.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-use super::{Breaker, Bucket, state::State};
-
-/// A change the other instances of the fleet should hear about (shared breaker state).
-/// A failed probe is deliberately not one of them: it re-opens this instance only, so an
-/// instance whose own path to the server is broken cannot keep the fleet away from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transition {
-    /// Tripped from closed by this instance's own counts: the fleet stays away until then.
-    Tripped { until: Instant },
-    /// This instance's probe succeeded: the server is back.
-    Recovered,
-    /// An operator opened the breaker (until closed by hand).
-    ForcedOpen,
-    /// An operator closed the breaker.
-    ForcedClosed,
-}
-
-/// Where transitions go when breaker state is shared across instances.
-pub type TransitionSender = tokio::sync::mpsc::UnboundedSender<(Arc<str>, Transition)>;
+use super::{Breaker, Bucket, Transition, TransitionSender, state::State};
 
 impl Breaker {
     /// Routes transitions to the shared store.

@@ -37,7 +37,6 @@ use serde_json::{Value, json};
 
 use self::state::Bucket;
 pub use self::{
-    fleet::{Transition, TransitionSender},
     layer::{BreakerLayer, BreakerService},
     state::{Admission, State},
 };
@@ -65,6 +64,24 @@ struct Inner {
     /// A peer's health probe succeeded: this instance's prober probes at once, unclaimed.
     peer_recovered: bool,
 }
+
+/// A change the other instances of the fleet should hear about (shared breaker state).
+/// A failed probe is deliberately not one of them: it re-opens this instance only, so an
+/// instance whose own path to the server is broken cannot keep the fleet away from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// Tripped from closed by this instance's own counts: the fleet stays away until then.
+    Tripped { until: Instant },
+    /// This instance's probe succeeded: the server is back.
+    Recovered,
+    /// An operator opened the breaker (until closed by hand).
+    ForcedOpen,
+    /// An operator closed the breaker.
+    ForcedClosed,
+}
+
+/// Where transitions go when breaker state is shared across instances.
+pub type TransitionSender = tokio::sync::mpsc::UnboundedSender<(Arc<str>, Transition)>;
 
 /// Metric handles of one server's breaker.
 #[derive(Clone)]

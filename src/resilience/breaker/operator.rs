@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Breaker, Bucket, fleet::Transition, state::State};
+use super::{Breaker, Bucket, Transition, state::State};
 
 impl Breaker {
     /// Operator action: open and stay open until [`Self::force_close`]; the fleet follows.

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Breaker, Bucket, fleet::Transition, state::State};
+use super::{Breaker, Bucket, Transition, state::State};
 
 impl Breaker {
     /// Whether the health prober should probe now (open, not forced open, probing on).

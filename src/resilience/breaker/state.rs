@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{Breaker, Inner, fleet::Transition};
+use super::{Breaker, Inner, Transition};
 use crate::resilience::classify::{Attribution, Outcome};
 
 /// The three states (the gauge value in brackets).
