@@ -11,6 +11,7 @@
 //! line per call decision.
 
 pub mod audit;
+pub mod backchannel;
 pub mod config;
 pub mod demo;
 pub mod error;

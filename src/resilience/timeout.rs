@@ -6,7 +6,7 @@
 //! attempt (for HTTP that closes the response stream).
 //!
 //! The attempt's clock stops while its call waits for the caller's answer to a relayed
-//! server→client request (`upstream::relay`): `timeout_ms` measures the server, and the wait is
+//! server→client request (`backchannel::relay`): `timeout_ms` measures the server, and the wait is
 //! the caller's, bounded by the call's deadline instead.
 
 use std::{
@@ -17,7 +17,10 @@ use std::{
 
 use tower::{Layer, Service};
 
-use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, relay::RelayState};
+use crate::{
+    backchannel::relay::RelayState,
+    upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest},
+};
 
 /// Builds [`AttemptTimeout`].
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +72,7 @@ where
         let delivered = request.maybe_delivered.clone();
         let delivered_before = delivered.swap(true, Ordering::Relaxed);
         // A call that relays server→client requests: the attempt clock stops while the caller
-        // is asked (upstream::relay), since that time is the caller's, bounded by its deadline.
+        // is asked (backchannel::relay), since that time is the caller's, bounded by its deadline.
         let relay = request.relay.as_ref().map(|r| r.state.clone());
         let attempt = self.inner.call(request);
         Box::pin(async move {

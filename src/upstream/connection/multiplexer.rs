@@ -32,11 +32,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{ConnectionState, Shared};
 use crate::{
+    backchannel::{
+        ProgressSink,
+        to_caller::{ProgressUpdate, ToCaller},
+    },
     protocol::{jsonrpc::ErrorObject, mcp},
     upstream::{
-        ProgressSink, RawResult, UpstreamError, UpstreamReply, UpstreamRequest,
+        RawResult, UpstreamError, UpstreamReply, UpstreamRequest,
         channel::{ChannelEnd, MessageChannel},
-        to_caller::{ProgressUpdate, ToCaller},
     },
 };
 

@@ -17,15 +17,15 @@ use std::time::{Duration, Instant};
 use http::{Method, StatusCode};
 
 use super::{
-    Headers, Inner,
+    Headers, Inner, LegacySession,
     body::{drain, is_event_stream, read_body},
     client::Response,
     errors::{request_error, status_error},
-    probe::LegacySession,
 };
 use crate::{
+    backchannel::subscriptions::ProgressRelay,
     protocol::{jsonrpc::UpstreamResponse, sse},
-    upstream::{UpstreamError, UpstreamReply, decode_reply, progress::ProgressRelay, reply_from},
+    upstream::{UpstreamError, UpstreamReply, decode_reply, reply_from},
 };
 
 /// Most reconnections of one answer stream (SEP-1699); the caller's deadline bounds them too.

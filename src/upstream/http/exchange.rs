@@ -10,19 +10,19 @@ use http::{Method, StatusCode};
 use serde_json::Value;
 
 use super::{
-    Headers, Inner,
+    Headers, Inner, Spoken,
     answer::{Resume, read_answer},
     body::{ERROR_BODY_PREFIX, read_prefix},
     errors::{request_error, status_error},
-    probe::Spoken,
     request::{CancelOnDrop, with_outbound},
 };
 use crate::{
+    backchannel::subscriptions::ProgressRelay,
     protocol::{
         jsonrpc::{ErrorObject, UpstreamResponse},
         mcp::{self, Era},
     },
-    upstream::{UpstreamError, UpstreamReply, UpstreamRequest, progress::ProgressRelay, reply_from},
+    upstream::{UpstreamError, UpstreamReply, UpstreamRequest, reply_from},
 };
 
 /// What one POST produced.
@@ -57,7 +57,13 @@ impl Inner {
             ),
             Some(session) => (Era::Legacy, session.version, Headers::Legacy(session)),
         };
-        let (patch, relay) = ProgressRelay::outbound(request, id, era);
+        let (patch, relay) = ProgressRelay::outbound(
+            &request.params,
+            request.progress.as_ref(),
+            request.logs.as_ref(),
+            id,
+            era,
+        );
         let body = mcp::encode_patched_request(id, request.method, &request.params, era, &patch);
         let builder = with_outbound(self.build(Method::POST, era_headers).body(body), &request.outbound);
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;

@@ -48,17 +48,36 @@ pub use self::{
     answer::{DEFAULT_RETRY, MAX_RECONNECTS},
     body::ERROR_BODY_PREFIX,
 };
-use self::{
-    client::HttpClient,
-    exchange::Exchange,
-    probe::{Learned, ProbeError, Spoken},
-    request::Headers,
-};
+use self::{client::HttpClient, exchange::Exchange, probe::ProbeError, request::Headers};
 use super::{
     UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest,
     credentials::{Applied, Credentials},
 };
-use crate::protocol::mcp::Era;
+use crate::protocol::mcp::{self, Era};
+
+/// The era a server was found to speak (learned in [`probe`], spoken by every request).
+#[derive(Debug, Clone)]
+enum Spoken {
+    Modern,
+    Legacy(LegacySession),
+}
+
+/// What the transport knows about a server's era, and how often it learned it.
+#[derive(Debug, Clone, Default)]
+struct Learned {
+    /// `None`: not yet learned (or the last probe failed): the next call probes.
+    spoken: Option<Spoken>,
+    /// Bumped at every successful probe, so concurrent refusals re-probe once.
+    generation: u64,
+}
+
+/// A session-era server's session: its id and the version negotiated in `initialize`.
+#[derive(Debug, Clone)]
+struct LegacySession {
+    /// `None` for a session-era server that does not use sessions.
+    session_id: Option<HeaderValue>,
+    version: &'static str,
+}
 
 /// Settings of one streamable-HTTP server.
 #[derive(Debug, Clone)]
@@ -197,6 +216,10 @@ impl Service<UpstreamRequest> for HttpTransport {
 }
 
 impl Inner {
+    fn learned(&self) -> Learned {
+        self.era.read().map(|e| e.clone()).unwrap_or_default()
+    }
+
     /// The rare paths (a relayed call, a probe, the post after a refusal) are boxed where they
     /// are awaited: inlined, their state would make every call's future (copied whole into
     /// its box) twice as large.
@@ -243,6 +266,34 @@ impl Inner {
         credentials.refused(caller, &applied);
         let renewed = credentials.for_call(caller).await?;
         CALL_CREDENTIALS.scope(renewed, self.call(&request)).await
+    }
+
+    /// The server refused the remembered era: probe again and post once more.
+    async fn after_refusal(
+        &self,
+        request: &UpstreamRequest,
+        spoken: &Spoken,
+        generation: u64,
+        error: UpstreamError,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        tracing::info!(url = %self.log_url, era = era_label(spoken), reason = %error, "upstream refused the remembered era; probing again");
+        let spoken = match self.probe(generation).await {
+            Ok((spoken, _)) => spoken,
+            Err(ProbeError::Failed(error)) => return Err(error),
+            Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
+        };
+        match self.post(request, &spoken).await? {
+            Exchange::Reply(reply) => Ok(reply),
+            Exchange::Refused(error) => Err(error),
+        }
+    }
+}
+
+/// The era as the logs name it.
+fn era_label(spoken: &Spoken) -> &'static str {
+    match spoken {
+        Spoken::Modern => mcp::MODERN_VERSION,
+        Spoken::Legacy(_) => "session",
     }
 }
 

@@ -17,46 +17,21 @@
 
 use std::sync::atomic::Ordering;
 
-use http::{Method, StatusCode, header::HeaderValue};
+use http::{Method, StatusCode};
 use serde_json::Value;
 
 use super::{
-    Headers, Inner,
+    Headers, Inner, Learned, LegacySession, Spoken,
     answer::read_answer,
     errors::{request_error, status_error},
-    exchange::Exchange,
 };
 use crate::{
     protocol::{
         jsonrpc::ErrorObject,
         mcp::{self, headers},
     },
-    upstream::{UpstreamError, UpstreamReply, UpstreamRequest},
+    upstream::{UpstreamError, UpstreamReply},
 };
-
-/// The era a server was found to speak.
-#[derive(Debug, Clone)]
-pub(super) enum Spoken {
-    Modern,
-    Legacy(LegacySession),
-}
-
-/// What the transport knows about a server's era, and how often it learned it.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Learned {
-    /// `None`: not yet learned (or the last probe failed): the next call probes.
-    pub(super) spoken: Option<Spoken>,
-    /// Bumped at every successful probe, so concurrent refusals re-probe once.
-    pub(super) generation: u64,
-}
-
-/// A session-era server's session: its id and the version negotiated in `initialize`.
-#[derive(Debug, Clone)]
-pub(super) struct LegacySession {
-    /// `None` for a session-era server that does not use sessions.
-    pub(super) session_id: Option<HeaderValue>,
-    pub(super) version: &'static str,
-}
 
 /// Why a probe learned nothing.
 pub(super) enum ProbeError {
@@ -73,30 +48,6 @@ impl From<UpstreamError> for ProbeError {
 }
 
 impl Inner {
-    pub(super) fn learned(&self) -> Learned {
-        self.era.read().map(|e| e.clone()).unwrap_or_default()
-    }
-
-    /// The server refused the remembered era: probe again and post once more.
-    pub(super) async fn after_refusal(
-        &self,
-        request: &UpstreamRequest,
-        spoken: &Spoken,
-        generation: u64,
-        error: UpstreamError,
-    ) -> Result<UpstreamReply, UpstreamError> {
-        tracing::info!(url = %self.log_url, era = era_label(spoken), reason = %error, "upstream refused the remembered era; probing again");
-        let spoken = match self.probe(generation).await {
-            Ok((spoken, _)) => spoken,
-            Err(ProbeError::Failed(error)) => return Err(error),
-            Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
-        };
-        match self.post(request, &spoken).await? {
-            Exchange::Reply(reply) => Ok(reply),
-            Exchange::Refused(error) => Err(error),
-        }
-    }
-
     /// Learns the server's era unless another task did since `seen_generation`: `server/discover`,
     /// then `initialize` on any answer that does not show a modern server.
     pub(super) async fn probe(&self, seen_generation: u64) -> Result<(Spoken, u64), ProbeError> {
@@ -222,11 +173,4 @@ impl Inner {
 /// The session-era version a server chose in `initialize`, if the gateway speaks it.
 pub(super) fn legacy_version(chosen: Option<&str>) -> Option<&'static str> {
     mcp::LEGACY_VERSIONS.iter().find(|v| Some(**v) == chosen).copied()
-}
-
-fn era_label(spoken: &Spoken) -> &'static str {
-    match spoken {
-        Spoken::Modern => mcp::MODERN_VERSION,
-        Spoken::Legacy(_) => "session",
-    }
 }

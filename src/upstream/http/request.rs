@@ -14,7 +14,7 @@ use http::{
     header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
 };
 
-use super::{CALL_CREDENTIALS, Inner, client::RequestBuilder, probe::LegacySession};
+use super::{CALL_CREDENTIALS, Inner, LegacySession, client::RequestBuilder};
 use crate::{
     protocol::{
         mcp::{self, headers},
