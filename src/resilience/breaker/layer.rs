@@ -2,20 +2,18 @@
 //! ([`UpstreamError::CircuitOpen`], nothing sent), and every admitted call's outcome is
 //! recorded; a probe dropped before its outcome frees its slot.
 
-use std::{
-    sync::Arc,
-    task::{Context, Poll},
-};
-
-use tower::{Layer, Service};
+use std::sync::Arc;
 
 use super::{Breaker, state::Admission};
 use crate::{
-    resilience::classify::Outcome,
-    upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest},
+    resilience::{
+        classify::Outcome,
+        step::{StackService, Step},
+    },
+    upstream::{UpstreamError, UpstreamFuture, UpstreamRequest},
 };
 
-/// Builds [`BreakerService`].
+/// Refuses calls while the breaker is open; reports every outcome to it.
 #[derive(Clone)]
 pub struct BreakerLayer {
     breaker: Arc<Breaker>,
@@ -25,21 +23,6 @@ impl BreakerLayer {
     pub fn new(breaker: Arc<Breaker>) -> Self {
         Self { breaker }
     }
-}
-
-impl<S> Layer<S> for BreakerLayer {
-    type Service = BreakerService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        BreakerService { inner, breaker: self.breaker.clone() }
-    }
-}
-
-/// Refuses calls while the breaker is open; reports every outcome to it.
-#[derive(Clone)]
-pub struct BreakerService<S> {
-    inner: S,
-    breaker: Arc<Breaker>,
 }
 
 /// Releases a half-open probe slot if the call is dropped before its outcome is known.
@@ -56,20 +39,8 @@ impl Drop for ProbeGuard {
     }
 }
 
-impl<S> Service<UpstreamRequest> for BreakerService<S>
-where
-    S: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>,
-    S::Future: Send + 'static,
-{
-    type Response = UpstreamReply;
-    type Error = UpstreamError;
-    type Future = UpstreamFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: UpstreamRequest) -> Self::Future {
+impl Step for BreakerLayer {
+    fn call<S: StackService>(&self, inner: &mut S, request: UpstreamRequest) -> UpstreamFuture {
         let probe = match self.breaker.admit() {
             Admission::Rejected { retry_after } => {
                 return Box::pin(std::future::ready(Err(UpstreamError::CircuitOpen { retry_after })));
@@ -78,7 +49,7 @@ where
         };
         let tools_call = request.method == "tools/call";
         let breaker = self.breaker.clone();
-        let call = self.inner.call(request);
+        let call = inner.call(request);
         Box::pin(async move {
             let mut guard = ProbeGuard { breaker: breaker.clone(), armed: probe };
             let result = call.await;

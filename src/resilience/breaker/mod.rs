@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 
 use self::state::Bucket;
 pub use self::{
-    layer::{BreakerLayer, BreakerService},
+    layer::BreakerLayer,
     state::{Admission, State},
 };
 use crate::config::BreakerSettings;
