@@ -28,8 +28,11 @@ use serde_json::{Value, value::RawValue};
 use tower::util::BoxCloneSyncService;
 
 use crate::{
-    backchannel::{LogSubscription, ProgressSink, Relay, relay::Unanswered},
-    protocol::jsonrpc::ErrorObject,
+    backchannel::{LogSubscription, ProgressSink, Relay, relay::Unanswered, subscriptions::ProgressRelay},
+    protocol::{
+        jsonrpc::ErrorObject,
+        mcp::{Era, MetaPatch},
+    },
 };
 
 /// One MCP request for an upstream server.
@@ -100,6 +103,13 @@ impl UpstreamRequest {
 
     pub fn attempts(&self) -> u32 {
         self.attempts.load(Ordering::Relaxed)
+    }
+
+    /// The changes to this request's `_meta` when it is sent with JSON-RPC id `id` in `era`
+    /// (the gateway's progress token, the modern era's log level), and the relay of the
+    /// notifications it wants, if any ([`ProgressRelay::outbound`]).
+    pub fn notifications_relay(&self, id: u64, era: Era) -> (MetaPatch, Option<ProgressRelay>) {
+        ProgressRelay::outbound(&self.params, self.progress.as_ref(), self.logs.as_ref(), id, era)
     }
 
     /// Time left before the deadline (`None`: no deadline).

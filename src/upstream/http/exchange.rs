@@ -17,7 +17,6 @@ use super::{
     request::{CancelOnDrop, with_outbound},
 };
 use crate::{
-    backchannel::subscriptions::ProgressRelay,
     protocol::{
         jsonrpc::{ErrorObject, UpstreamResponse},
         mcp::{self, Era},
@@ -57,13 +56,7 @@ impl Inner {
             ),
             Some(session) => (Era::Legacy, session.version, Headers::Legacy(session)),
         };
-        let (patch, relay) = ProgressRelay::outbound(
-            &request.params,
-            request.progress.as_ref(),
-            request.logs.as_ref(),
-            id,
-            era,
-        );
+        let (patch, relay) = request.notifications_relay(id, era);
         let body = mcp::encode_patched_request(id, request.method, &request.params, era, &patch);
         let builder = with_outbound(self.build(Method::POST, era_headers).body(body), &request.outbound);
         // A session-era server learns of a dropped call (deadline, caller gone) by notification;

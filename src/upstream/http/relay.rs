@@ -185,13 +185,7 @@ impl Inner {
         session: &LegacySession,
     ) -> Posted {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (patch, progress) = ProgressRelay::outbound(
-            &request.params,
-            request.progress.as_ref(),
-            request.logs.as_ref(),
-            id,
-            Era::Legacy,
-        );
+        let (patch, progress) = request.notifications_relay(id, Era::Legacy);
         let body = mcp::encode_patched_request(id, request.method, &request.params, Era::Legacy, &patch);
         let builder =
             with_outbound(self.build(Method::POST, Headers::Legacy(session)).body(body), &request.outbound);
