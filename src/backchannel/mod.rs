@@ -7,10 +7,10 @@
 //! - nothing else: each item is a typed value rebuilt from validated fields ([`to_caller`]),
 //!   never the upstream's JSON.
 //!
-//! This room sits below the rooms that use it: `gateway/` and `upstream/` import it, and it
-//! imports neither. The inbound side (`server/`) writes what it carries on the caller's event
-//! stream and routes the caller's answers back; a transport reads the upstream's messages off
-//! its wire and hands them here.
+//! This room sits below the rooms that use it: `gateway/`, `upstream/`, `resilience/` and
+//! `server/` import it, and it imports none of them. The inbound side (`server/`) writes what it
+//! carries on the caller's event stream and routes the caller's answers back; a transport reads
+//! the upstream's messages off its wire and hands them here.
 
 pub mod caller;
 pub mod relay;
