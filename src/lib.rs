@@ -5,11 +5,14 @@
 //! The data path of one call, module by module:
 //! [`server`] decodes JSON-RPC → [`registry`] resolves the tool → [`validation`] checks and
 //! defaults the arguments → [`quota`] checks the caller's quotas → [`upstream`] forwards
-//! through the per-server tower stack built by [`resilience`] → [`resilience::classify`] names
-//! the outcome → [`telemetry`] records it → [`error`] maps every failure to its category and
-//! JSON-RPC error in one place; [`audit`] writes one line per call decision.
+//! through the per-server call stack ([`resilience::stack`], where its order is written down)
+//! → [`resilience::classify`] names the outcome → [`telemetry`] records it →
+//! [`error`] maps every failure to its category and JSON-RPC error in one place; [`audit`] writes one
+//! line per call decision. What reaches a caller besides its answer (progress, log entries,
+//! relayed server→client requests) goes through [`backchannel`].
 
 pub mod audit;
+pub mod backchannel;
 pub mod config;
 pub mod demo;
 pub mod error;

@@ -5,11 +5,13 @@
 //! trail is on) one audit line.
 //!
 //! Progress and log entries: when the inbound side can deliver them to its caller it puts
-//! sinks in the [`CallContext`] ([`Notifications`], [`progress_channel`]); only a call that
-//! really goes upstream for this caller carries them (the direct forward, or the leader of
-//! identical calls). A cache hit, a follower sharing a leader's result and a fallback (stale or
-//! alternative tool) report nothing: their result is the caller's whole answer. Cancellation: dropping `call_tool`'s future is
-//! the one cancellation path (a caller gone, or a `notifications/cancelled` naming the call);
+//! sinks in the [`CallContext`] ([`Notifications`], from
+//! [`crate::backchannel::progress_channel`]); only a call that really goes upstream for this
+//! caller carries them (the direct forward, or the leader of identical calls). A cache hit, a
+//! follower sharing a leader's result and a fallback (stale or alternative tool) report
+//! nothing: their result is the caller's whole answer. Cancellation: dropping `call_tool`'s
+//! future is the one cancellation path (a caller gone, or a `notifications/cancelled` naming
+//! the call);
 //! [`CallContext::cancelled`] only decides which outcome the log line and metric record.
 
 use std::{
@@ -26,13 +28,14 @@ use tower::ServiceExt;
 use super::Gateway;
 use crate::{
     audit::{AuditEntry, Decision},
+    backchannel::{Notifications, Relay},
     error::{Category, GatewayError},
     identity::Caller,
     protocol::{mcp, mrtr, param_headers},
     registry::{ToolRecord, record::canonical_hash},
     resilience::{cache::SharedResult, classify::Outcome, fallback, truncate},
     singleflight::{Join, Waited},
-    upstream::{ProgressSink, UpstreamReply, UpstreamRequest, progress::LogSubscription},
+    upstream::{UpstreamReply, UpstreamRequest},
 };
 
 /// `_meta` key a caller may use to set its deadline, in milliseconds.
@@ -56,26 +59,8 @@ pub struct CallContext {
     pub caller: Arc<crate::identity::Caller>,
 }
 
-/// What a caller receives besides the answer (both `None`: nothing).
-#[derive(Debug, Clone, Default)]
-pub struct Notifications {
-    pub progress: Option<ProgressSink>,
-    pub logs: Option<LogSubscription>,
-    /// The way back to a back-channel caller for server→client requests (upstream::relay).
-    pub relay: Option<crate::upstream::relay::Relay>,
-}
-
 /// Most rounds of a multi-round-trip call answered for a session-era caller.
 const MAX_INPUT_ROUNDS: usize = 8;
-
-/// How many progress notifications may wait for the caller before newer ones are dropped.
-pub const PROGRESS_BUFFER: usize = 32;
-
-/// A call's progress sink and the inbound side's receiving end.
-pub fn progress_channel() -> (ProgressSink, tokio::sync::mpsc::Receiver<crate::upstream::to_caller::ToCaller>)
-{
-    tokio::sync::mpsc::channel(PROGRESS_BUFFER)
-}
 
 /// Tool-label for calls whose tool could not be resolved (bounded cardinality).
 const UNRESOLVED: &str = "<unresolved>";
@@ -276,7 +261,7 @@ impl Gateway {
             self.forward_answering(&tool, call, ctx.notifications.clone(), &ctx.caller).await
         };
         // Nor is a call that relayed a request followed by a fallback: someone was asked.
-        let relayed = ctx.notifications.relay.as_ref().is_some_and(crate::upstream::relay::Relay::relayed);
+        let relayed = ctx.notifications.relay.as_ref().is_some_and(Relay::relayed);
         if let Err(err) = &result
             && !relayed
             && let Some((fallback, kind)) = self
@@ -464,7 +449,12 @@ impl Gateway {
                     Ok((_, answer)) => {
                         responses.insert(key, answer);
                     }
-                    Err(err) => return (Err(GatewayError::from_upstream(&err)), ending),
+                    Err(err) => {
+                        return (
+                            Err(GatewayError::from_upstream(&crate::upstream::UpstreamError::from(err))),
+                            ending,
+                        );
+                    }
                 }
             }
             round = declared.answering(responses, questions);

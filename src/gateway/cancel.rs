@@ -39,7 +39,7 @@ use std::{
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::{identity::Caller, upstream::relay::ID_PREFIX};
+use crate::{backchannel::ID_PREFIX, identity::Caller};
 
 /// Whose a call is: see the module documentation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

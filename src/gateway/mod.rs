@@ -9,7 +9,6 @@ pub mod cancel;
 pub mod capabilities;
 pub mod drift;
 pub mod refresh;
-pub mod sessions;
 mod surface;
 pub mod upstreams;
 
@@ -26,6 +25,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::{
+    backchannel::sessions::{Limits as SessionLimits, Sessions},
     config::{Config, LambdaEvent, ServerConfig, ToolConfig, TransportKind},
     error::{Category, GatewayError},
     registry::{
@@ -181,7 +181,7 @@ pub struct Gateway {
     /// Calls in flight by the caller's request id, for `notifications/cancelled`.
     cancellable: cancel::InFlightCalls,
     /// Inbound back-channel sessions (callers that can answer server→client requests).
-    sessions: Arc<sessions::Sessions>,
+    sessions: Arc<Sessions>,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
@@ -243,8 +243,8 @@ impl Gateway {
             refused_origins: RwLock::default(),
             cancellable: Default::default(),
             sessions: Arc::new(
-                sessions::Sessions::counted(metrics.back_channel_sessions.clone())
-                    .with_limits(sessions::Limits::from_config(&config.inbound)),
+                Sessions::counted(metrics.back_channel_sessions.clone())
+                    .with_limits(SessionLimits::from_config(&config.inbound)),
             ),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),

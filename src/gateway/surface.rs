@@ -8,7 +8,8 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-use super::{Gateway, Upstream, cancel, sessions};
+use super::{Gateway, Upstream, cancel};
+use crate::backchannel::sessions;
 use crate::{
     config::Config,
     identity::Authenticator,

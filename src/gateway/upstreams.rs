@@ -1,30 +1,25 @@
-//! Builds one service stack per configured upstream server, outermost first:
-//! deadline → retry (budgeted) → circuit breaker → concurrency limit → attempt metrics →
-//! attempt span (tracing) → attempt timeout → transport (HTTP, Lambda, or a persistent
-//! [`Connection`] over a WebSocket, legacy-SSE or stdio connector: the same layers and the same
-//! classifier for all).
+//! Builds each configured upstream server: its transport (HTTP, Lambda, or a persistent
+//! [`Connection`] over a WebSocket, legacy-SSE or stdio connector), its breaker and health
+//! prober, and the call stack around the transport, whose layers and order are
+//! [`crate::resilience::stack`]'s.
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use anyhow::{Context, anyhow, bail};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use tower::{Service, ServiceBuilder, util::BoxCloneSyncService};
 
 use crate::{
     config::{Config, ServerConfig, TransportKind},
     protocol::mcp::{self, Era},
     resilience::{
-        breaker::{Breaker, BreakerLayer, BreakerMetrics},
-        deadline::DeadlineLayer,
+        breaker::{Breaker, BreakerMetrics},
         health_probe::{ProbeMethod, Prober},
-        limit::ConcurrencyLimitLayer,
-        retry::RetryLayer,
         shared::SharedBreakers,
-        timeout::AttemptTimeoutLayer,
+        stack::{call_stack, probe_stack},
     },
-    telemetry::{metered::MeteredLayer, metrics::Metrics, traced::TracedLayer},
+    telemetry::metrics::Metrics,
     upstream::{
-        UpstreamError, UpstreamReply, UpstreamRequest, UpstreamService,
+        UpstreamService,
         channel::Connector,
         connection::{Connection, ConnectionMetricFamilies, ConnectionSettings},
         credentials::{CredentialMetrics, Credentials},
@@ -81,61 +76,6 @@ impl Upstream {
         };
         tokio::spawn(prober.run());
     }
-}
-
-/// The transport behind the attempt timeout only (health probes).
-fn probe_stack<T>(server: &ServerConfig, config: &Config, transport: T) -> UpstreamService
-where
-    T: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    T::Future: Send + 'static,
-{
-    BoxCloneSyncService::new(
-        ServiceBuilder::new()
-            .layer(AttemptTimeoutLayer::new(server.timeout(&config.defaults)))
-            .service(transport),
-    )
-}
-
-/// Wraps a transport in the resilience layers configured for `server`.
-fn stack<T>(
-    name: &str,
-    server: &ServerConfig,
-    config: &Config,
-    metrics: &Metrics,
-    breaker: &Arc<Breaker>,
-    transport: T,
-) -> UpstreamService
-where
-    T: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    T::Future: Send + 'static,
-{
-    let defaults = &config.defaults;
-    let server_name: Arc<str> = name.into();
-    let service = ServiceBuilder::new()
-        .layer(DeadlineLayer::new(
-            server.deadline(defaults),
-            server_name.clone(),
-            metrics.cancellations.clone(),
-        ))
-        .layer(RetryLayer::new(server.retry(defaults).clone(), server_name, metrics.retries.clone()))
-        .layer(BreakerLayer::new(breaker.clone()))
-        .layer(ConcurrencyLimitLayer::new(
-            server.max_concurrency(defaults),
-            metrics.load_shed.with_label_values(&[name]),
-        ))
-        .layer(MeteredLayer::new(metrics, name, server.transport.as_str()))
-        .layer(TracedLayer::new(name, server.transport.as_str(), breaker.clone()))
-        .layer(AttemptTimeoutLayer::new(server.timeout(defaults)))
-        .service(transport);
-    BoxCloneSyncService::new(service)
 }
 
 /// Builds every configured server's stack.
@@ -210,7 +150,7 @@ pub fn build(
             })
             .map_err(|e| anyhow!("server {name}: {e}"))?;
             let probe = probe_stack(server, config, transport.clone());
-            (stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport), probe)
+            (call_stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport), probe)
         }
         TransportKind::Lambda => {
             let client = lambda_client.cloned().ok_or_else(|| anyhow!("lambda client missing"))?;
@@ -225,7 +165,7 @@ pub fn build(
                 target,
             );
             let probe = probe_stack(server, config, transport.clone());
-            (stack(name, server, config, metrics, &breaker, transport), None, probe)
+            (call_stack(name, server, config, metrics, &breaker, transport), None, probe)
         }
         kind @ (TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio) => {
             let defaults = &config.defaults;
@@ -247,7 +187,7 @@ pub fn build(
             );
             connection = Some(started.clone());
             let probe = probe_stack(server, config, started.clone());
-            (stack(name, server, config, metrics, &breaker, started), None, probe)
+            (call_stack(name, server, config, metrics, &breaker, started), None, probe)
         }
     };
     Ok(Upstream {

@@ -115,7 +115,7 @@ impl Outcome {
             UpstreamError::Credentials { .. } => Outcome::Refused,
             UpstreamError::DeadlineExceeded(_) => Outcome::Abandoned,
             // Waiting for the caller's answer to a relayed request: the caller's time, not the
-            // server's failure (see upstream::relay).
+            // server's failure (see backchannel::relay).
             UpstreamError::CallerDidNotAnswer(_) => Outcome::Abandoned,
         }
     }

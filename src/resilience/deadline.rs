@@ -4,17 +4,14 @@
 //! it and attempt timeouts are cut to what is left. When it passes — or the caller goes away
 //! and the call is dropped — the upstream call is cancelled and the cancellation counted.
 
-use std::{
-    task::{Context, Poll},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use prometheus::IntCounterVec;
-use tower::{Layer, Service};
 
-use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
+use super::step::{StackService, Step};
+use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamRequest};
 
-/// Builds [`Deadline`].
+/// Enforces the caller's deadline over the whole call (its place: [`super::stack`]).
 #[derive(Clone)]
 pub struct DeadlineLayer {
     default: Duration,
@@ -26,21 +23,6 @@ impl DeadlineLayer {
     pub fn new(default: Duration, server: std::sync::Arc<str>, cancellations: IntCounterVec) -> Self {
         Self { default, server, cancellations }
     }
-}
-
-impl<S> Layer<S> for DeadlineLayer {
-    type Service = Deadline<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Deadline { inner, layer: self.clone() }
-    }
-}
-
-/// Enforces the caller's deadline over the whole call.
-#[derive(Clone)]
-pub struct Deadline<S> {
-    inner: S,
-    layer: DeadlineLayer,
 }
 
 /// Counts a call dropped before it finished (the caller disconnected).
@@ -58,27 +40,15 @@ impl Drop for DisconnectGuard {
     }
 }
 
-impl<S> Service<UpstreamRequest> for Deadline<S>
-where
-    S: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>,
-    S::Future: Send + 'static,
-{
-    type Response = UpstreamReply;
-    type Error = UpstreamError;
-    type Future = UpstreamFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: UpstreamRequest) -> Self::Future {
+impl Step for DeadlineLayer {
+    fn call<S: StackService>(&self, inner: &mut S, mut request: UpstreamRequest) -> UpstreamFuture {
         let now = Instant::now();
-        let deadline = request.deadline.unwrap_or(now + self.layer.default);
+        let deadline = request.deadline.unwrap_or(now + self.default);
         request.deadline = Some(deadline);
         let budget = deadline.saturating_duration_since(now);
-        let layer = self.layer.clone();
+        let layer = self.clone();
         let relay = request.relay.as_ref().map(|r| r.state.clone());
-        let call = self.inner.call(request);
+        let call = inner.call(request);
         Box::pin(async move {
             let mut guard = DisconnectGuard { layer: layer.clone(), armed: true };
             let result = tokio::time::timeout_at(deadline.into(), call).await;

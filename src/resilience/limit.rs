@@ -2,18 +2,15 @@
 //! in flight to a server, the next one is refused at once ([`UpstreamError::Overloaded`])
 //! instead of queueing behind a server that is not keeping up.
 
-use std::{
-    sync::Arc,
-    task::{Context, Poll},
-};
+use std::sync::Arc;
 
 use prometheus::IntCounter;
 use tokio::sync::Semaphore;
-use tower::{Layer, Service};
 
-use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
+use super::step::{StackService, Step};
+use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamRequest};
 
-/// Builds [`ConcurrencyLimit`]; clones share the same permits.
+/// Sheds calls beyond the limit (its place: [`super::stack`]); clones share the same permits.
 #[derive(Clone)]
 pub struct ConcurrencyLimitLayer {
     permits: Arc<Semaphore>,
@@ -27,40 +24,13 @@ impl ConcurrencyLimitLayer {
     }
 }
 
-impl<S> Layer<S> for ConcurrencyLimitLayer {
-    type Service = ConcurrencyLimit<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        ConcurrencyLimit { inner, layer: self.clone() }
-    }
-}
-
-/// Sheds calls beyond the limit.
-#[derive(Clone)]
-pub struct ConcurrencyLimit<S> {
-    inner: S,
-    layer: ConcurrencyLimitLayer,
-}
-
-impl<S> Service<UpstreamRequest> for ConcurrencyLimit<S>
-where
-    S: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>,
-    S::Future: Send + 'static,
-{
-    type Response = UpstreamReply;
-    type Error = UpstreamError;
-    type Future = UpstreamFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: UpstreamRequest) -> Self::Future {
-        let Ok(permit) = self.layer.permits.clone().try_acquire_owned() else {
-            self.layer.shed.inc();
-            return Box::pin(std::future::ready(Err(UpstreamError::Overloaded { limit: self.layer.limit })));
+impl Step for ConcurrencyLimitLayer {
+    fn call<S: StackService>(&self, inner: &mut S, request: UpstreamRequest) -> UpstreamFuture {
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            self.shed.inc();
+            return Box::pin(std::future::ready(Err(UpstreamError::Overloaded { limit: self.limit })));
         };
-        let call = self.inner.call(request);
+        let call = inner.call(request);
         Box::pin(async move {
             let result = call.await;
             drop(permit);

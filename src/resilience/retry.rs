@@ -14,21 +14,26 @@
 
 use std::{
     sync::Arc,
-    task::{Context, Poll},
     time::{Duration, Instant},
 };
 
 use prometheus::IntCounterVec;
 use tower::{
-    Layer, Service, ServiceExt,
+    ServiceExt,
     retry::budget::{Budget, TpsBudget},
 };
 
-use super::classify::Outcome;
-use crate::config::RetrySettings;
-use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest};
+use super::{
+    classify::Outcome,
+    step::{StackService, Step},
+};
+use crate::{
+    config::RetrySettings,
+    upstream::{UpstreamFuture, UpstreamRequest},
+};
 
-/// Builds [`Retry`]; clones share one budget (the state is one `Arc`: a call clones it once).
+/// Retries failed attempts within the rules above (its place: [`super::stack`]); clones share
+/// one budget (the state is one `Arc`: a call clones it once).
 #[derive(Clone)]
 pub struct RetryLayer(Arc<Shared>);
 
@@ -48,21 +53,6 @@ impl RetryLayer {
         );
         Self(Arc::new(Shared { settings, budget, server, retries }))
     }
-}
-
-impl<S> Layer<S> for RetryLayer {
-    type Service = Retry<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Retry { inner, layer: self.clone() }
-    }
-}
-
-/// Retries failed attempts within the rules above.
-#[derive(Clone)]
-pub struct Retry<S> {
-    inner: S,
-    layer: RetryLayer,
 }
 
 impl Shared {
@@ -106,25 +96,13 @@ impl Shared {
     }
 }
 
-impl<S> Service<UpstreamRequest> for Retry<S>
-where
-    S: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = UpstreamReply;
-    type Error = UpstreamError;
-    type Future = UpstreamFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: UpstreamRequest) -> Self::Future {
+impl Step for RetryLayer {
+    fn call<S: StackService>(&self, inner: &mut S, request: UpstreamRequest) -> UpstreamFuture {
         // The service made ready for this call goes with it; a clone stays for the next call
         // (one clone of the stack per call, not one per attempt).
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let layer = self.layer.0.clone();
+        let clone = inner.clone();
+        let mut inner = std::mem::replace(inner, clone);
+        let layer = self.0.clone();
         Box::pin(async move {
             layer.budget.deposit();
             let tools_call = request.method == "tools/call";

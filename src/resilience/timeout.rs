@@ -1,25 +1,26 @@
 //! Attempt timeout: bounds one upstream attempt by the server's `timeout_ms`, cut to what is
 //! left of the caller's deadline, and turns expiry into [`UpstreamError::Timeout`] so it is
-//! classified like any other failure. It is the innermost layer: every attempt that is really
-//! sent passes here, so it also counts the attempts and notes whether any may have been
-//! delivered. Dropping the inner future cancels the
-//! attempt (for HTTP that closes the response stream).
+//! classified like any other failure. Every attempt that is really sent passes here (its
+//! place: [`super::stack`]), so it also counts the attempts and notes whether any may have been
+//! delivered. Dropping the inner future cancels the attempt (for HTTP that closes the response
+//! stream).
 //!
 //! The attempt's clock stops while its call waits for the caller's answer to a relayed
-//! server→client request (`upstream::relay`): `timeout_ms` measures the server, and the wait is
+//! server→client request (`backchannel::relay`): `timeout_ms` measures the server, and the wait is
 //! the caller's, bounded by the call's deadline instead.
 
 use std::{
     sync::atomic::Ordering,
-    task::{Context, Poll},
     time::{Duration, Instant},
 };
 
-use tower::{Layer, Service};
+use super::step::{StackService, Step};
+use crate::{
+    backchannel::relay::RelayState,
+    upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest},
+};
 
-use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest, relay::RelayState};
-
-/// Builds [`AttemptTimeout`].
+/// Fails an attempt that takes longer than its limit.
 #[derive(Debug, Clone, Copy)]
 pub struct AttemptTimeoutLayer {
     limit: Duration,
@@ -31,35 +32,8 @@ impl AttemptTimeoutLayer {
     }
 }
 
-impl<S> Layer<S> for AttemptTimeoutLayer {
-    type Service = AttemptTimeout<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        AttemptTimeout { inner, limit: self.limit }
-    }
-}
-
-/// Fails an attempt that takes longer than its limit.
-#[derive(Debug, Clone)]
-pub struct AttemptTimeout<S> {
-    inner: S,
-    limit: Duration,
-}
-
-impl<S> Service<UpstreamRequest> for AttemptTimeout<S>
-where
-    S: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>,
-    S::Future: Send + 'static,
-{
-    type Response = UpstreamReply;
-    type Error = UpstreamError;
-    type Future = UpstreamFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: UpstreamRequest) -> Self::Future {
+impl Step for AttemptTimeoutLayer {
+    fn call<S: StackService>(&self, inner: &mut S, request: UpstreamRequest) -> UpstreamFuture {
         let (limit, cut_by_deadline) = match request.remaining() {
             Some(left) if left < self.limit => (left, true),
             _ => (self.limit, false),
@@ -69,9 +43,9 @@ where
         let delivered = request.maybe_delivered.clone();
         let delivered_before = delivered.swap(true, Ordering::Relaxed);
         // A call that relays server→client requests: the attempt clock stops while the caller
-        // is asked (upstream::relay), since that time is the caller's, bounded by its deadline.
+        // is asked (backchannel::relay), since that time is the caller's, bounded by its deadline.
         let relay = request.relay.as_ref().map(|r| r.state.clone());
-        let attempt = self.inner.call(request);
+        let attempt = inner.call(request);
         Box::pin(async move {
             let timed_out = || {
                 if cut_by_deadline {

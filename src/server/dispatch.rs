@@ -15,19 +15,14 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::{
+    backchannel::{LOG_LEVELS, META_LOG_LEVEL, Notifications},
     error::{Category, GatewayError},
-    gateway::{
-        Gateway,
-        call::{CallContext, Notifications},
-        cancel::Scope,
-        capabilities,
-    },
+    gateway::{Gateway, call::CallContext, cancel::Scope, capabilities},
     protocol::{
         jsonrpc::{Entry, Message, Response},
         mcp,
     },
     telemetry::otel,
-    upstream::progress::{LOG_LEVELS, META_LOG_LEVEL},
 };
 
 /// The caller's deadline header.

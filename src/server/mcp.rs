@@ -34,15 +34,12 @@ use super::{
     sessions, stream,
 };
 use crate::{
+    backchannel::{CallerSession, LogSubscription, Notifications, Relay, progress_channel},
     error::{Category, GatewayError},
-    gateway::{Gateway, call::Notifications},
+    gateway::Gateway,
     protocol::{
         jsonrpc::{self, Inbound},
         mcp,
-    },
-    upstream::{
-        progress::LogSubscription,
-        relay::{CallerSession, Relay},
     },
 };
 
@@ -203,7 +200,7 @@ async fn for_event_stream_reader(
             Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await,
         );
     }
-    let (sink, mut received) = crate::gateway::call::progress_channel();
+    let (sink, mut received) = progress_channel();
     let notifications = Notifications {
         progress: token.is_some().then(|| sink.clone()),
         logs: log_level.map(|min_level| LogSubscription { sink: sink.clone(), min_level }),

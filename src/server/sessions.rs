@@ -1,4 +1,4 @@
-//! The HTTP side of inbound back-channel sessions (the table is [`crate::gateway::sessions`]):
+//! The HTTP side of inbound back-channel sessions (the table is [`crate::backchannel::sessions`]):
 //! telling a POSTed JSON-RPC response from a request, routing it to the relayed request that
 //! waits under its id, and the answers for unknown sessions and ids.
 
@@ -8,12 +8,12 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-pub use crate::gateway::sessions::{Lookup, Refusal, wants_back_channel};
+pub use crate::backchannel::sessions::{Lookup, Refusal, wants_back_channel};
 use crate::{
+    backchannel::CallerSession,
     error::{Category, GatewayError},
     gateway::Gateway,
     protocol::{jsonrpc, mcp},
-    upstream::relay::CallerSession,
 };
 
 /// Whether `bytes` is one JSON-RPC response (not a request or notification); its id and the

@@ -15,10 +15,10 @@
 //!
 //! Upstream log entries (`notifications/message`) come through the same channel, so they keep
 //! their order relative to progress, and so do server→client requests relayed to a
-//! back-channel caller (`upstream::relay`). Every item is typed ([`ToCaller`]) and written from
+//! back-channel caller (`backchannel::relay`). Every item is typed ([`ToCaller`]) and written from
 //! its validated fields: progress under the caller's own token, log entries as `level`,
 //! `logger`, `data`, and requests only as the relay made them. Nothing an upstream sent is
-//! written as it came (see `upstream::to_caller` for why).
+//! written as it came (see `backchannel::to_caller` for why).
 
 use std::{convert::Infallible, future::Future, pin::Pin};
 
@@ -32,9 +32,9 @@ use tokio::sync::mpsc::Receiver;
 
 use super::dispatch::is_cancelled;
 use crate::{
+    backchannel::ToCaller,
     error::{Category, GatewayError},
     protocol::jsonrpc,
-    upstream::to_caller::ToCaller,
 };
 
 /// The call running inside a streamed answer.
@@ -181,17 +181,19 @@ mod tests {
 
     fn progress(value: Value) -> ToCaller {
         let params = value.as_object().cloned().expect("an object");
-        ToCaller::Progress(crate::upstream::to_caller::ProgressUpdate::from_params(&params).expect("valid"))
+        ToCaller::Progress(
+            crate::backchannel::to_caller::ProgressUpdate::from_params(&params).expect("valid"),
+        )
     }
 
     fn log(value: Value) -> ToCaller {
         let params = value.as_object().cloned().expect("an object");
-        ToCaller::Log(crate::upstream::to_caller::LogEntry::from_params(&params).expect("valid"))
+        ToCaller::Log(crate::backchannel::to_caller::LogEntry::from_params(&params).expect("valid"))
     }
 
     #[tokio::test]
     async fn progress_keeps_its_order_drops_what_does_not_increase_and_precedes_the_answer() {
-        let (sink, received) = crate::gateway::call::progress_channel();
+        let (sink, received) = crate::backchannel::progress_channel();
         let call: Call = Box::pin(async move {
             for p in [1, 2, 1, 3] {
                 let _ = sink.send(progress(json!({"progressToken": "mcp-gateway-1", "progress": p}))).await;
@@ -220,7 +222,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_call_ends_the_stream_without_a_response() {
-        let (sink, received) = crate::gateway::call::progress_channel();
+        let (sink, received) = crate::backchannel::progress_channel();
         let call: Call = Box::pin(async move {
             let _ = sink.send(progress(json!({"progressToken": "g", "progress": 1}))).await;
             let err = crate::error::GatewayError::new(crate::error::Category::Cancelled, "cancelled");

@@ -10,15 +10,11 @@ pub mod channel;
 pub mod connection;
 pub mod credentials;
 pub mod http;
-pub mod http_client;
 pub mod lambda;
 pub mod legacy_sse;
 pub mod outbound;
-pub mod progress;
-pub mod relay;
 pub mod stdio;
 pub mod tls;
-pub mod to_caller;
 pub mod websocket;
 
 use std::{
@@ -33,7 +29,13 @@ use serde_json::{Value, value::RawValue};
 use tower::util::BoxCloneSyncService;
 
 pub use crate::error::{CredentialFailure, FunctionErrorKind, UpstreamError};
-use crate::protocol::jsonrpc::ErrorObject;
+use crate::{
+    backchannel::{LogSubscription, ProgressSink, Relay, relay::Unanswered, subscriptions::ProgressRelay},
+    protocol::{
+        jsonrpc::ErrorObject,
+        mcp::{Era, MetaPatch},
+    },
+};
 
 /// One MCP request for an upstream server.
 #[derive(Debug, Clone)]
@@ -59,27 +61,22 @@ pub struct UpstreamRequest {
     /// that provably never left leaves it as it was). Decides whether a fallback may run.
     pub maybe_delivered: Arc<AtomicBool>,
     /// Where the upstream's `notifications/progress` for this request go (their validated
-    /// fields, [`to_caller::ProgressUpdate`]), when the caller asked for progress and can
-    /// receive it. `None`: the transport asks for no progress and drops any that comes.
+    /// fields, [`ProgressUpdate`](crate::backchannel::to_caller::ProgressUpdate)), when the
+    /// caller asked for progress and can receive it. `None`: the transport asks for no
+    /// progress and drops any that comes.
     pub progress: Option<ProgressSink>,
     /// Where the upstream's `notifications/message` (log entries) for this request go, at or
     /// above a level, when the caller can receive them. `None`: no logs asked for or relayed.
-    pub logs: Option<progress::LogSubscription>,
-    /// The way back to a back-channel caller for server→client requests ([`relay`]); `None`:
+    pub logs: Option<LogSubscription>,
+    /// The way back to a back-channel caller for server→client requests ([`Relay`]); `None`:
     /// the call relays none (the transport's usual path).
-    pub relay: Option<relay::Relay>,
+    pub relay: Option<Relay>,
     /// Trace context and request ids to send along (filled in by the attempt layer).
     pub outbound: outbound::Outbound,
     /// Who the call is for: read by upstream credentials that act for the caller (token
     /// exchange, pass-through). `None` for the gateway's own requests (`tools/list`).
     pub caller: Option<Arc<crate::identity::Caller>>,
 }
-
-/// The sending end of a call's notification channel (progress, log entries and relayed
-/// requests, each rebuilt from validated fields: [`to_caller`]). Bounded and lossy on purpose:
-/// a transport uses `try_send`, so an upstream that floods progress cannot grow memory or slow
-/// the answer; progress is advisory, the result is not.
-pub type ProgressSink = tokio::sync::mpsc::Sender<to_caller::ToCaller>;
 
 impl UpstreamRequest {
     /// A gateway-internal request (e.g. `tools/list`): always safe to repeat.
@@ -108,6 +105,13 @@ impl UpstreamRequest {
 
     pub fn attempts(&self) -> u32 {
         self.attempts.load(Ordering::Relaxed)
+    }
+
+    /// The changes to this request's `_meta` when it is sent with JSON-RPC id `id` in `era`
+    /// (the gateway's progress token, the modern era's log level), and the relay of the
+    /// notifications it wants, if any ([`ProgressRelay::outbound`]).
+    pub fn notifications_relay(&self, id: u64, era: Era) -> (MetaPatch, Option<ProgressRelay>) {
+        ProgressRelay::outbound(&self.params, self.progress.as_ref(), self.logs.as_ref(), id, era)
     }
 
     /// Time left before the deadline (`None`: no deadline).
@@ -172,6 +176,18 @@ fn may_say_true(text: &str, key: &str) -> bool {
             .strip_prefix(':')
             .is_some_and(|value| value.trim_start_matches(ws).starts_with("true"))
     })
+}
+
+/// A relayed request the caller did not answer ends the call as the caller's doing.
+impl From<Unanswered> for UpstreamError {
+    fn from(unanswered: Unanswered) -> Self {
+        match unanswered {
+            Unanswered::NotDeclared(method) => {
+                UpstreamError::Protocol(format!("the client did not declare the capability {method} needs"))
+            }
+            Unanswered::Silent(method) => UpstreamError::CallerDidNotAnswer(method),
+        }
+    }
 }
 
 impl UpstreamError {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use http::HeaderValue;
 use prometheus::IntCounterVec;
 
-use super::{CredentialFailure, UpstreamError, http_client::SignRequest};
+use super::{CredentialFailure, UpstreamError, http::client::SignRequest};
 use crate::{
     config::{AuthKind, Config, UpstreamAuthConfig},
     identity::Caller,

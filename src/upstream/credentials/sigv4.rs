@@ -27,7 +27,7 @@ use bytes::Bytes;
 use super::CredentialMetrics;
 use crate::{
     config::{AwsConfig, DEFAULT_SIGV4_SERVICE, UpstreamAuthConfig},
-    upstream::{CredentialFailure, UpstreamError, http_client::SignRequest},
+    upstream::{CredentialFailure, UpstreamError, http::client::SignRequest},
 };
 
 /// Credentials are renewed this long before they expire.

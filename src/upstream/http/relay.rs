@@ -1,5 +1,5 @@
 //! Streamable HTTP with a back-channel: a `tools/call` of a caller that can answer
-//! server→client requests ([`crate::upstream::relay`]) goes over a DEDICATED session-era
+//! server→client requests ([`crate::backchannel::relay`]) goes over a DEDICATED session-era
 //! session opened for (that caller's session, this server).
 //!
 //! Why dedicated: the server decides what to ask by the capabilities its client declared, and
@@ -26,21 +26,26 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{
-    CancelOnDrop, ERROR_BODY_PREFIX, Headers, Inner, LegacySession, drain, is_event_stream, legacy_version,
-    read_answer, read_body, read_prefix, request_error, status_error, with_outbound,
+    Headers, Inner, LegacySession,
+    answer::read_answer,
+    body::{ERROR_BODY_PREFIX, drain, is_event_stream, read_body, read_prefix},
+    client::Response,
+    errors::{request_error, status_error},
+    probe::legacy_version,
+    request::{CancelOnDrop, with_outbound},
 };
 use crate::{
+    backchannel::{
+        Relay,
+        caller::{Dedicated, EndSession},
+        subscriptions::ProgressRelay,
+    },
     protocol::{
         jsonrpc::UpstreamResponse,
         mcp::{self, Era},
         sse,
     },
-    upstream::{
-        UpstreamError, UpstreamReply, UpstreamRequest, decode_reply,
-        progress::ProgressRelay,
-        relay::{Dedicated, Relay},
-        reply_from,
-    },
+    upstream::{UpstreamError, UpstreamReply, UpstreamRequest, decode_reply, reply_from},
 };
 
 /// What one POST in a dedicated session produced.
@@ -99,10 +104,13 @@ impl Inner {
         let entry = match self.open_dedicated(relay).await? {
             Some(session) => {
                 let close = session.session_id.as_ref().map(|_| {
-                    Box::new(
-                        self.build(Method::DELETE, Headers::Legacy(&session))
-                            .timeout(std::time::Duration::from_secs(2)),
-                    )
+                    let delete = self
+                        .build(Method::DELETE, Headers::Legacy(&session))
+                        .timeout(std::time::Duration::from_secs(2));
+                    let end: EndSession = Box::pin(async move {
+                        let _ = delete.send().await;
+                    });
+                    end
                 });
                 tracing::info!(url = %self.log_url, caller = %crate::redact::session_tag(&relay.caller.id), version = session.version, "dedicated upstream session opened");
                 Dedicated::Open { session_id: session.session_id, version: session.version, close }
@@ -177,7 +185,7 @@ impl Inner {
         session: &LegacySession,
     ) -> Posted {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (patch, progress) = ProgressRelay::outbound(request, id, Era::Legacy);
+        let (patch, progress) = request.notifications_relay(id, Era::Legacy);
         let body = mcp::encode_patched_request(id, request.method, &request.params, Era::Legacy, &patch);
         let builder =
             with_outbound(self.build(Method::POST, Headers::Legacy(session)).body(body), &request.outbound);
@@ -229,7 +237,7 @@ impl Inner {
     /// Reads an answer stream up to the message answering `id`, relaying the server's requests.
     async fn read_relaying(
         &self,
-        mut response: super::Response,
+        mut response: Response,
         id: u64,
         relay: &Relay,
         session: &LegacySession,

@@ -1,21 +1,23 @@
-//! A tower layer that counts every upstream attempt by status and times it
+//! The layer of the call stack that counts every upstream attempt by status and times it
 //! (`mcp_gateway_upstream_requests_total`, `mcp_gateway_upstream_request_duration_seconds`).
-//! It sits outside the attempt timeout so timed-out attempts are counted too.
+//! Its place in the stack, and why: [`super::stack`].
 //! The layer's state is shared (one `Arc` per attempt, no string copied) and the
 //! `status="200"` series is resolved once, on the first successful attempt.
 
 use std::{
     sync::{Arc, OnceLock},
-    task::{Context, Poll},
     time::Instant,
 };
 
 use prometheus::{Histogram, IntCounter, IntCounterVec};
-use tower::{Layer, Service};
 
-use crate::upstream::{UpstreamError, UpstreamFuture, UpstreamReply};
+use super::step::{StackService, Step};
+use crate::{
+    telemetry::metrics::Metrics,
+    upstream::{UpstreamFuture, UpstreamRequest},
+};
 
-/// Builds [`Metered`].
+/// Counts and times each attempt.
 #[derive(Clone)]
 pub struct MeteredLayer(Arc<Series>);
 
@@ -42,7 +44,7 @@ impl Series {
 }
 
 impl MeteredLayer {
-    pub fn new(metrics: &super::metrics::Metrics, server: &str, transport: &'static str) -> Self {
+    pub fn new(metrics: &Metrics, server: &str, transport: &'static str) -> Self {
         Self(Arc::new(Series {
             requests: metrics.upstream_requests.clone(),
             server: server.to_string(),
@@ -53,38 +55,11 @@ impl MeteredLayer {
     }
 }
 
-impl<S> Layer<S> for MeteredLayer {
-    type Service = Metered<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Metered { inner, layer: self.clone() }
-    }
-}
-
-/// Counts and times each call of the inner service.
-#[derive(Clone)]
-pub struct Metered<S> {
-    inner: S,
-    layer: MeteredLayer,
-}
-
-impl<S, R> Service<R> for Metered<S>
-where
-    S: Service<R, Response = UpstreamReply, Error = UpstreamError>,
-    S::Future: Send + 'static,
-{
-    type Response = UpstreamReply;
-    type Error = UpstreamError;
-    type Future = UpstreamFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: R) -> Self::Future {
+impl Step for MeteredLayer {
+    fn call<S: StackService>(&self, inner: &mut S, request: UpstreamRequest) -> UpstreamFuture {
         let started = Instant::now();
-        let series = self.layer.0.clone();
-        let attempt = self.inner.call(request);
+        let series = self.0.clone();
+        let attempt = inner.call(request);
         Box::pin(async move {
             let result = attempt.await;
             series.duration.observe(started.elapsed().as_secs_f64());

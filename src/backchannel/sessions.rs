@@ -1,8 +1,8 @@
-//! Inbound back-channel sessions, the table (its HTTP answers are in [`crate::server::sessions`]
-//! and the in-flight calls they may cancel in [`super::cancel`]): the one reason the gateway
-//! keeps inbound sessions at all is
-//! to relay server→client requests (sampling, elicitation, roots) to the caller of a
-//! `tools/call` ([`crate::upstream::relay`]). Everything else stays sessionless.
+//! Inbound back-channel sessions, the table (its HTTP answers are in `server/sessions.rs` and
+//! the in-flight calls they may cancel in `gateway/cancel.rs`): the one reason the gateway
+//! keeps inbound sessions at all is to relay server→client requests (sampling, elicitation,
+//! roots) to the caller of a `tools/call` ([`super::relay`]). Everything else stays
+//! sessionless.
 //!
 //! Choices:
 //! - Only an `initialize` declaring `sampling`, `elicitation` or `roots` (the capabilities a
@@ -25,7 +25,7 @@
 //!   `404` (the client initializes again, as the transport spec asks; an `initialize` still
 //!   carrying the old id is served, not refused). An id the gateway never
 //!   issued in any form is not a session of ours: it only narrows the cancellation scope of
-//!   the caller's request ids (its subject or connection, see [`super::cancel`]).
+//!   the caller's request ids (its subject or connection, see `gateway/cancel.rs`).
 //! - A POSTed JSON-RPC *response* (an `id`, a `result` or `error`, no `method`) from a known
 //!   session is routed to the relayed request with that id and answered `202`. An id no
 //!   request of that session waits under (unknown, answered already, given up, or another
@@ -38,13 +38,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::http::HeaderMap;
+use http::HeaderMap;
 use serde_json::{Value, json};
 
-use crate::{
-    protocol::{jsonrpc, mcp},
-    upstream::relay::{CallerSession, ID_PREFIX},
-};
+use super::caller::{CallerSession, ID_PREFIX};
+use crate::protocol::{jsonrpc, mcp};
 
 /// How long an unused session lives.
 pub const IDLE_TTL: Duration = Duration::from_secs(600);
@@ -292,7 +290,7 @@ impl Sessions {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
 
     use super::*;
 

@@ -1,7 +1,8 @@
-//! Notification relay on the upstream side: the gateway's own `progressToken` (and, for log
-//! entries, the modern era's per-request log level) on an outgoing request, and the upstream's
-//! `notifications/progress` and `notifications/message` for it handed to the call's sinks,
-//! rebuilt from their validated fields ([`super::to_caller`]).
+//! A call's subscriptions to the upstream's notifications, progress and log entries: what the
+//! caller wants ([`LogSubscription`], the call's progress sink), the gateway's own
+//! `progressToken` (and, for log entries, the modern era's per-request log level) on the
+//! outgoing request, and the upstream's `notifications/progress` and `notifications/message`
+//! for it handed to the call's sinks, rebuilt from their validated fields ([`super::to_caller`]).
 //!
 //! The token is the gateway's, never the caller's: a caller's token means nothing to the
 //! upstream (two callers may both use `1`), and the inbound side maps the gateway's token back
@@ -11,13 +12,14 @@
 //! era through `_meta["io.modelcontextprotocol/logLevel"]` (absent means none), while a
 //! session-era server sends what its session allows and the relay filters by level.
 //! Kept apart from the transports so each (HTTP today, persistent ones later) needs two calls:
-//! [`ProgressRelay::outbound`] before encoding, [`ProgressRelay::offer`] per received message.
+//! [`ProgressRelay::outbound`] before encoding, [`ProgressRelay::offer`] per received message;
+//! reading the messages off the wire stays the transport's.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{
-    ProgressSink, UpstreamRequest,
+    ProgressSink,
     to_caller::{LogEntry, ProgressUpdate, ToCaller},
 };
 use crate::protocol::mcp::{Era, MetaPatch};
@@ -55,21 +57,28 @@ struct Notification {
 }
 
 impl ProgressRelay {
-    /// The changes to `request`'s `_meta` (JSON-RPC id `id` on this transport, unique among
-    /// its requests in flight, in `era`) and the relay for its notifications, if it wants any.
-    /// The params themselves are not copied: the patch is applied as they are written
+    /// The changes to the `_meta` of a request with `params` (JSON-RPC id `id` on its
+    /// transport, unique among its requests in flight, in `era`) that wants `progress` and
+    /// `logs`, and the relay for its notifications, if it wants any. The params themselves are
+    /// not copied: the patch is applied as they are written
     /// ([`crate::protocol::mcp::encode_patched_request`]).
-    pub fn outbound(request: &UpstreamRequest, id: u64, era: Era) -> (MetaPatch, Option<Self>) {
-        let has_caller_token = request.params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
+    pub fn outbound(
+        params: &Map<String, Value>,
+        progress: Option<&ProgressSink>,
+        logs: Option<&LogSubscription>,
+        id: u64,
+        era: Era,
+    ) -> (MetaPatch, Option<Self>) {
+        let has_caller_token = params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
         let mut patch =
             MetaPatch { drop: if has_caller_token { &["progressToken"] } else { &[] }, set: vec![] };
         let mut relay = Self { progress: None, logs: None };
-        if let Some(sink) = &request.progress {
+        if let Some(sink) = progress {
             let token = format!("mcp-gateway-{id}");
             patch.set.push(("progressToken", Value::String(token.clone())));
             relay.progress = Some((token, sink.clone()));
         }
-        if let Some(logs) = &request.logs {
+        if let Some(logs) = logs {
             if era == Era::Modern {
                 patch.set.push((META_LOG_LEVEL, Value::String(logs.min_level.into())));
             }
@@ -121,10 +130,23 @@ mod tests {
     use super::*;
     use crate::protocol::mcp;
 
+    /// What a transport's request holds of a call's subscriptions.
+    struct Request {
+        params: Map<String, Value>,
+        progress: Option<ProgressSink>,
+        logs: Option<LogSubscription>,
+    }
+
     /// The params `request` is sent with (id `id`, in `era`), and its relay.
-    fn sent(request: &UpstreamRequest, id: u64, era: Era) -> (Value, Option<ProgressRelay>) {
-        let (patch, relay) = ProgressRelay::outbound(request, id, era);
-        let body = mcp::encode_patched_request(id, request.method, &request.params, era, &patch);
+    fn sent(request: &Request, id: u64, era: Era) -> (Value, Option<ProgressRelay>) {
+        let (patch, relay) = ProgressRelay::outbound(
+            &request.params,
+            request.progress.as_ref(),
+            request.logs.as_ref(),
+            id,
+            era,
+        );
+        let body = mcp::encode_patched_request(id, "tools/call", &request.params, era, &patch);
         let mut message: Value = serde_json::from_slice(&body).unwrap();
         if let Some(meta) = message["params"].get_mut("_meta").and_then(Value::as_object_mut) {
             meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/") || k == META_LOG_LEVEL);
@@ -135,11 +157,11 @@ mod tests {
         (message["params"].take(), relay)
     }
 
-    fn request(meta: Value) -> UpstreamRequest {
+    fn request(meta: Value) -> Request {
         let mut params = Map::new();
         params.insert("name".into(), json!("t"));
         params.insert("_meta".into(), meta);
-        UpstreamRequest::new("tools/call", params)
+        Request { params, progress: None, logs: None }
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! relayed from an upstream to the caller of the `tools/call` they belong to.
 //!
 //! The contract between the inbound side and a transport that can relay (only streamable HTTP,
-//! see `http_relay.rs`): a caller that initialized with a back-channel capability has a
-//! [`CallerSession`] (kept by `gateway::sessions`); each of its `tools/call`s carries a
-//! [`Relay`] in its [`super::UpstreamRequest`]. The transport hands each upstream request to
+//! see `upstream/http/relay.rs`): a caller that initialized with a back-channel capability has a
+//! [`CallerSession`] (kept in [`super::sessions`]); each of its `tools/call`s carries a
+//! [`Relay`] in its upstream request. The transport hands each upstream request to
 //! [`Relay::ask`], which mints a fresh unguessable id, writes the request on the caller's event
 //! stream (the call's notification channel) and waits for the caller's JSON-RPC response,
 //! which the inbound side routes back by that id ([`CallerSession::answer`]).
@@ -18,169 +18,42 @@
 //!   or `_meta` timeout, else the server's `deadline_ms`), NOT by the attempt timeout
 //!   (`timeout_ms` measures the server; its clock stops while the caller is being asked, so a
 //!   person may take longer than a server's attempt). A caller that does not answer ends the
-//!   call with [`super::UpstreamError::CallerDidNotAnswer`], attributed to the caller: not
-//!   retried, not counted by the breaker.
+//!   call with [`Unanswered::Silent`] (the upstream error `CallerDidNotAnswer`), attributed to
+//!   the caller: not retried, not counted by the breaker.
 //! - Once something was relayed ([`Relay::relayed`]), the call is neither retried nor followed
 //!   by a fallback: a person or a model may already have been asked.
 //! - One call relays at most [`MAX_RELAYED_PER_CALL`] requests, one at a time (the transport
 //!   reads on only after the caller answered), so one call never has more than one outstanding.
 
 use std::{
-    collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, AtomicU32, Ordering},
+        atomic::{AtomicU32, Ordering},
     },
     time::{Duration, Instant},
 };
 
-use reqwest::header::HeaderValue;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 use super::{
-    ProgressSink, UpstreamError,
+    ProgressSink,
+    caller::{CallerSession, mint_id, relayable},
     to_caller::{RelayedRequest, ToCaller},
 };
 
 /// Most server→client requests one call may relay to its caller.
 pub const MAX_RELAYED_PER_CALL: u32 = 16;
 
-/// The prefix of every id the gateway mints (inbound session ids and relayed request ids).
-pub const ID_PREFIX: &str = "mcpgw-";
-
-/// A fresh id of 128 random bits from the OS generator: unguessable, so a caller cannot answer
-/// (or end) what is not its own.
-pub fn mint_id(kind: &str) -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        // No OS randomness: still unique, though guessable; logged so an operator notices.
-        tracing::error!("no OS randomness for an id; falling back to a weak generator");
-        bytes = fastrand::u128(..).to_le_bytes();
-    }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{ID_PREFIX}{kind}-{hex}")
-}
-
-/// The methods a server may ask a caller through the relay (`None`: not relayable).
-fn relayable(method: &str) -> Option<&'static str> {
-    ["sampling/createMessage", "elicitation/create", "roots/list"].into_iter().find(|m| *m == method)
-}
-
-/// An upstream session-era session opened for one caller session (a DEDICATED one: it states
-/// the caller's capabilities and clientInfo), or a server that refused the session era.
-pub enum Dedicated {
-    Open {
-        session_id: Option<HeaderValue>,
-        version: &'static str,
-        /// The `DELETE` that ends it.
-        close: Option<Box<super::http_client::RequestBuilder>>,
-    },
-    /// The server refused a session-era `initialize`: its calls take the normal path.
-    Refused,
-}
-
-/// What a back-channel caller told at `initialize`, its relayed requests waiting for an
-/// answer, and the upstream sessions opened for it.
-pub struct CallerSession {
-    pub id: Arc<str>,
-    pub capabilities: Value,
-    pub client_info: Value,
-    /// The session-era version negotiated with the caller.
-    pub protocol_version: &'static str,
-    last_used: Mutex<Instant>,
-    pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-    /// By server URL; a tokio mutex so one handshake per caller runs at a time.
-    pub upstream: tokio::sync::Mutex<HashMap<String, Dedicated>>,
-    closed: AtomicBool,
-}
-
-impl std::fmt::Debug for CallerSession {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallerSession").field("id", &self.id).finish_non_exhaustive()
-    }
-}
-
-impl CallerSession {
-    pub fn new(capabilities: Value, client_info: Value, protocol_version: &'static str) -> Self {
-        Self {
-            id: mint_id("session").into(),
-            capabilities,
-            client_info,
-            protocol_version,
-            last_used: Mutex::new(Instant::now()),
-            pending: Mutex::default(),
-            upstream: tokio::sync::Mutex::default(),
-            closed: AtomicBool::new(false),
-        }
-    }
-
-    /// Whether the caller declared the capability `method` needs.
-    pub fn allows(&self, method: &str) -> bool {
-        let capability = match relayable(method) {
-            Some("sampling/createMessage") => "sampling",
-            Some("elicitation/create") => "elicitation",
-            Some("roots/list") => "roots",
-            _ => return false,
-        };
-        self.capabilities.get(capability).is_some_and(|c| !c.is_null())
-    }
-
-    pub fn touch(&self) {
-        if let Ok(mut last) = self.last_used.lock() {
-            *last = Instant::now();
-        }
-    }
-
-    #[cfg(test)]
-    pub fn last_used_for_test(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, Instant>> {
-        self.last_used.lock()
-    }
-
-    pub fn last_used(&self) -> Instant {
-        self.last_used.lock().map(|l| *l).unwrap_or_else(|_| Instant::now())
-    }
-
-    /// Routes the caller's response `message` to the relayed request `id`; `false` when no
-    /// request of this session waits under that id (never minted, answered, or given up).
-    pub fn answer(&self, id: &str, message: Value) -> bool {
-        let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(id));
-        waiting.is_some_and(|tx| tx.send(message).is_ok())
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Relaxed)
-    }
-
-    /// Ends the session: relayed requests still waiting fail, and every upstream session
-    /// opened for it is ended with `DELETE` (in the background).
-    pub fn close(self: &Arc<Self>) {
-        if self.closed.load(Ordering::Relaxed) {
-            return;
-        }
-        self.close_waiting_requests();
-        let session = self.clone();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move { session.end_upstream().await });
-    }
-
-    /// Marks the session ended; relayed requests still waiting fail at once.
-    pub fn close_waiting_requests(&self) {
-        self.closed.store(true, Ordering::Relaxed);
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.clear();
-        }
-    }
-
-    /// Ends the upstream sessions opened for this caller (`DELETE`, 2 s each at most).
-    pub async fn end_upstream(&self) {
-        let opened = std::mem::take(&mut *self.upstream.lock().await);
-        for dedicated in opened.into_values() {
-            if let Dedicated::Open { close: Some(delete), .. } = dedicated {
-                let _ = delete.send().await;
-            }
-        }
-    }
+/// Why a relayed request got no answer from the caller (the transport turns it into its own
+/// error: the caller's doing, not the server's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unanswered {
+    /// The caller's session did not declare the capability the method (cut to 64 characters)
+    /// needs: nothing was written for it.
+    NotDeclared(String),
+    /// The caller did not answer the method (cut to 64 characters) before the call's deadline,
+    /// or its session ended.
+    Silent(String),
 }
 
 /// One call's way back to its caller.
@@ -266,9 +139,7 @@ struct Pending<'a> {
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if let Ok(mut pending) = self.relay.caller.pending.lock() {
-            pending.remove(&self.id);
-        }
+        self.relay.caller.stop_waiting(&self.id);
         self.relay.count(self.method, if self.answered { "answered" } else { "unanswered" });
     }
 }
@@ -327,30 +198,24 @@ impl Relay {
 
     /// Relays `method` to the caller and waits for its answer: the `result` or `error` member
     /// to send upstream. Bounded by `deadline`; a caller gone (session ended) or silent is
-    /// [`UpstreamError::CallerDidNotAnswer`].
+    /// [`Unanswered::Silent`].
     pub async fn ask(
         &self,
         method: &str,
         params: Option<Value>,
         deadline: Option<Instant>,
-    ) -> Result<(&'static str, Value), UpstreamError> {
-        let silent = || UpstreamError::CallerDidNotAnswer(method.chars().take(64).collect());
+    ) -> Result<(&'static str, Value), Unanswered> {
+        let silent = || Unanswered::Silent(method.chars().take(64).collect());
         // Checked here too, not only by `local_answer`: a request reaches a caller's stream
         // only for a session that declared the capability it needs.
         let Some(relayable) = relayable(method).filter(|_| self.caller.allows(method)) else {
-            return Err(UpstreamError::Protocol(format!(
-                "the client did not declare the capability {} needs",
-                method.chars().take(64).collect::<String>()
-            )));
+            return Err(Unanswered::NotDeclared(method.chars().take(64).collect()));
         };
         if self.caller.is_closed() {
             return Err(silent());
         }
         let id = mint_id("relay");
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut pending) = self.caller.pending.lock() {
-            pending.insert(id.clone(), tx);
-        }
+        let rx = self.caller.expect_answer(id.clone());
         let mut pending = Pending { relay: self, method, id: id.clone(), answered: false };
         self.state.relayed.fetch_add(1, Ordering::Relaxed);
         self.state.set_waiting(Some(method));
@@ -377,17 +242,6 @@ impl Relay {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_declared_capabilities_are_relayed_and_ids_are_unguessable() {
-        let caller = CallerSession::new(json!({"sampling": {}}), json!({}), "2025-06-18");
-        assert!(caller.allows("sampling/createMessage"));
-        assert!(!caller.allows("elicitation/create") && !caller.allows("roots/list"));
-        assert!(!caller.allows("tools/call"));
-        let (a, b) = (mint_id("relay"), mint_id("relay"));
-        assert_ne!(a, b);
-        assert!(a.starts_with("mcpgw-relay-") && a.len() == "mcpgw-relay-".len() + 32, "{a}");
-    }
 
     #[test]
     fn the_gateway_answers_pings_and_undeclared_methods_itself() {

@@ -1,31 +1,28 @@
-//! A tower layer that gives every upstream attempt its own span (a child of the inbound
-//! message's span) and stamps the attempt's W3C trace context into the request's `_meta`,
-//! where the transports take it for their headers / Lambda client context. It sits just
-//! outside the attempt timeout, inside the breaker and the concurrency limit: only attempts
-//! that are really made get a span (a call refused by an open breaker has none; its message
-//! span says `circuit_open` with 0 attempts).
+//! The layer of the call stack that gives every upstream attempt its own span (a child of the
+//! inbound message's span) and stamps the attempt's W3C trace context into the request's
+//! `_meta`, where the transports take it for their headers / Lambda client context. Its place
+//! in the stack ([`super::stack`]) gives a span only to attempts that are really made.
 //!
-//! Off (see [`super::otel`]), no span is made; the caller's trace context is still stamped so
+//! Off (see [`otel`]), no span is made; the caller's trace context is still stamped so
 //! it passes through. Outside an inbound message (the registry's background `tools/list`) it
 //! does nothing.
 
-use std::{
-    sync::Arc,
-    task::{Context, Poll},
-};
+use std::sync::Arc;
 
 use opentelemetry::trace::Status;
-use tower::{Layer, Service};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::otel;
+use super::{
+    breaker::Breaker,
+    step::{StackService, Step},
+};
 use crate::{
-    resilience::breaker::Breaker,
-    upstream::{UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest},
+    telemetry::otel,
+    upstream::{UpstreamFuture, UpstreamReply, UpstreamRequest},
 };
 
-/// Builds [`Traced`].
+/// Wraps each attempt in a span.
 #[derive(Clone)]
 pub struct TracedLayer {
     server: Arc<str>,
@@ -39,39 +36,12 @@ impl TracedLayer {
     }
 }
 
-impl<S> Layer<S> for TracedLayer {
-    type Service = Traced<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Traced { inner, layer: self.clone() }
-    }
-}
-
-/// Wraps each attempt of the inner service in a span.
-#[derive(Clone)]
-pub struct Traced<S> {
-    inner: S,
-    layer: TracedLayer,
-}
-
-impl<S> Service<UpstreamRequest> for Traced<S>
-where
-    S: Service<UpstreamRequest, Response = UpstreamReply, Error = UpstreamError>,
-    S::Future: Send + 'static,
-{
-    type Response = UpstreamReply;
-    type Error = UpstreamError;
-    type Future = UpstreamFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: UpstreamRequest) -> Self::Future {
+impl Step for TracedLayer {
+    fn call<S: StackService>(&self, inner: &mut S, mut request: UpstreamRequest) -> UpstreamFuture {
         if !otel::enabled() || tracing::Span::current().is_none() {
             otel::stamp_meta(&mut request.params);
             request.outbound = otel::outbound(&request.params);
-            return Box::pin(self.inner.call(request));
+            return Box::pin(inner.call(request));
         }
         // The attempt timeout, inside, counts this attempt.
         let attempt = request.attempts() + 1;
@@ -88,15 +58,15 @@ where
             mcp.method.name = method,
             rpc.system.name = "jsonrpc",
             gen_ai.tool.name = request.tool.as_deref(),
-            mcp_gateway.server = &*self.layer.server,
-            mcp_gateway.transport = self.layer.transport,
+            mcp_gateway.server = &*self.server,
+            mcp_gateway.transport = self.transport,
             mcp_gateway.attempt = i64::from(attempt),
-            mcp_gateway.breaker.state = self.layer.breaker.state().name(),
+            mcp_gateway.breaker.state = self.breaker.state().name(),
         );
         let future = span.in_scope(|| {
             otel::stamp_meta(&mut request.params);
             request.outbound = otel::outbound(&request.params);
-            self.inner.call(request)
+            inner.call(request)
         });
         let recorded = span.clone();
         Box::pin(

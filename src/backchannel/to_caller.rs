@@ -121,7 +121,7 @@ pub const LOG_LEVELS: [&str; 8] =
 
 /// A server→client request on its way to the caller: only the relay
 /// ([`super::relay::Relay::ask`]) makes one (its fields are private; its one constructor is
-/// named for that and visible to `upstream` alone), with a fresh id the gateway minted and a
+/// named for that and visible to the back-channel room alone), with a fresh id the gateway minted and a
 /// method the caller's session declared the capability for. The upstream's own id never reaches the
 /// caller; its `params` are what the caller is asked.
 #[derive(Debug)]
