@@ -1,7 +1,7 @@
 //! Recovery after an outage does not grow with the outage, and no caller's call is risked on a
 //! server that may be down: while a breaker is open the gateway probes the server itself
 //! (`breaker.probe_interval_ms`), and with shared breakers one gateway of the fleet probes per
-//! interval. Asserted by what the upstream (`tests/peers/hostile_server.py`'s `/recorder` and
+//! interval. Asserted by what the upstream (`tests/peers/scripted/hostile_server.py`'s `/recorder` and
 //! `/flaky` modes, which record every request in order) and the callers saw, not by time.
 
 use crate::common::*;

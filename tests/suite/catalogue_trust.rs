@@ -1,5 +1,5 @@
 //! What an upstream may do to the catalogue and the gateway's telemetry, against hostile
-//! upstream processes (`tests/peers/hostile_server.py`'s MCP modes) and the real gateway:
+//! upstream processes (`tests/peers/scripted/hostile_server.py`'s MCP modes) and the real gateway:
 //! a `ttlMs: 1` hint with tools renamed on every list refreshes that server only and leaves
 //! the metric series bounded; a server offering another's tool name or namespaced alias is
 //! refused, visibly; a changed definition waits for an operator's approval when pinned.

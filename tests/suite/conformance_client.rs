@@ -1,6 +1,6 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`, run with Node 22)
 //! with the gateway as the CLIENT: for each scenario the suite starts its own test server and
-//! runs `tests/peers/conformance_client.py SERVER_URL`, which starts the gateway binary with
+//! runs `tests/peers/clients/conformance_client.py SERVER_URL`, which starts the gateway binary with
 //! that one upstream and drives it like the orchestrator (`tools/list`, then `tools/call` of
 //! every tool). A scenario passes when the suite reports no failed and no warning check AND
 //! the checks that prove the behaviour ran are there with SUCCESS — the suite itself passes a
@@ -41,7 +41,7 @@ fn suite() -> PathBuf {
 /// Runs one client scenario; returns the suite's checks after asserting it passed.
 fn run(scenario: &str) -> Vec<Value> {
     let out = temp_path(&format!("conformance-{scenario}"));
-    let wrapper = peers_dir().join("conformance_client.py");
+    let wrapper = peers_dir().join("clients/conformance_client.py");
     let output = Command::new(node22())
         .arg(suite())
         .args(["client", "--scenario", scenario, "--timeout", "60000", "--command"])

@@ -1,5 +1,5 @@
 //! The official MCP conformance suite's server scenarios about tools, run DIRECT against an
-//! upstream carrying the suite's tool fixtures (`tests/peers/conformance_server.py`, Python SDK
+//! upstream carrying the suite's tool fixtures (`tests/peers/servers/conformance_server.py`, Python SDK
 //! 2.x) and THROUGH the gateway in front of it. Every scenario that passes direct must pass
 //! through, except the ones listed in [`DIRECT_ONLY`] with the reason; those must still fail
 //! through (so the list is updated the day the gateway learns them), and nothing else may
@@ -92,7 +92,7 @@ fn strip_ansi(text: &str) -> String {
 fn the_suites_tool_scenarios_pass_through_the_gateway_wherever_they_pass_direct() {
     let port = free_port();
     let mut command = Command::new(python());
-    command.arg(peers_dir().join("conformance_server.py")).arg(port.to_string());
+    command.arg(peers_dir().join("servers/conformance_server.py")).arg(port.to_string());
     let mut fixtures = Proc::spawn("conformance-fixtures", command);
     fixtures.wait_line("READY", Duration::from_secs(30));
     let direct_url = format!("http://127.0.0.1:{port}/mcp");

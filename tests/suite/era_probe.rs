@@ -2,7 +2,7 @@
 //! `server/discover`, modern only if its `supportedVersions` lists 2026-07-28, `initialize`
 //! on any other answer, the era remembered per server and probed again (once) when a server
 //! refuses it. Each test asserts the JSON-RPC methods the upstream saw, in order, as recorded
-//! by `tests/peers/era_peer.py` — a lenient session-era peer, or a recording proxy in front
+//! by `tests/peers/scripted/era_peer.py` — a lenient session-era peer, or a recording proxy in front
 //! of the official SDK servers (server-everything: sessions enforced; Python SDK 2.x: modern).
 //! Also: 401/403 from an upstream is `upstream_auth`, tried once, not held against the breaker.
 
@@ -11,10 +11,10 @@ use std::{net::SocketAddr, process::Command};
 use crate::common::*;
 use serde_json::{Value, json};
 
-/// `tests/peers/era_peer.py` with `args`; returns the process and its address.
+/// `tests/peers/scripted/era_peer.py` with `args`; returns the process and its address.
 fn era_peer(args: &[&str]) -> (Proc, SocketAddr) {
     let mut command = Command::new("python3");
-    command.arg("-u").arg(peers_dir().join("era_peer.py")).args(args);
+    command.arg("-u").arg(peers_dir().join("scripted/era_peer.py")).args(args);
     let mut proc = Proc::spawn("era_peer.py", command);
     let line = proc.wait_line("\"listen\"", std::time::Duration::from_secs(30));
     let v: Value = serde_json::from_str(&line).unwrap();

@@ -1,4 +1,4 @@
-//! A hostile upstream process (`tests/peers/hostile_server.py`) against the real gateway:
+//! A hostile upstream process (`tests/peers/scripted/hostile_server.py`) against the real gateway:
 //! an endless SSE stream, one 100 MB SSE line, 50 MB JSON bodies (chunked and announced),
 //! a body that drips a byte a second, 5xx and 4xx answers with huge bodies. Each call gets a
 //! clear JSON-RPC error of the cap or timeout category, and the gateway's peak resident set

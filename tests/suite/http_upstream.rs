@@ -170,7 +170,7 @@ fn a_server_down_at_start_is_reported_by_readyz_and_keeps_its_static_tools() {
 /// The official Python SDK server over HTTPS, its certificate signed by a private CA.
 fn python_https_server(port: u16, dir: &Scratch) -> Proc {
     let mut command = std::process::Command::new(python());
-    command.arg(peers_dir().join("python_server.py")).arg(port.to_string()).args([
+    command.arg(peers_dir().join("servers/python_server.py")).arg(port.to_string()).args([
         "--tls",
         &dir.path("server.pem"),
         &dir.path("server.key"),

@@ -1,5 +1,5 @@
 //! Caller identity and tool policy, end to end with real processes: a real OAuth server
-//! (oauth2-mock-server, `tests/peers/oauth_server.mjs`) issues RS256 tokens over HTTP, the
+//! (oauth2-mock-server, `tests/peers/identity/oauth_server.mjs`) issues RS256 tokens over HTTP, the
 //! built gateway checks them against the server's JWKS, and the demo store server counts
 //! what reached it. The store example runs exactly `config/store-identity.toml` and
 //! `config/store-policy.cedar`.
@@ -22,7 +22,7 @@ struct OAuth {
 
 impl OAuth {
     fn start() -> Self {
-        let script = peers_dir().join("oauth_server.mjs");
+        let script = peers_dir().join("identity/oauth_server.mjs");
         let mut command = Command::new("node");
         command.arg(&script).current_dir(peers_dir());
         let mut proc = Proc::spawn("oauth_server.mjs", command);

@@ -127,7 +127,7 @@ fn a_cancelled_call_to_a_modern_server_closes_its_upstream_stream_and_an_sse_cal
 fn a_cancelled_progress_stream_ends_after_its_progress_with_no_response() {
     let port = free_port();
     let mut command = Command::new(python());
-    command.arg(peers_dir().join("progress_server.py")).arg(port.to_string());
+    command.arg(peers_dir().join("servers/progress_server.py")).arg(port.to_string());
     let mut peer = Proc::spawn("progress-server", command);
     peer.wait_line("READY", Duration::from_secs(30));
     let gw = gateway_for(&format!("http://127.0.0.1:{port}/mcp"));

@@ -1,5 +1,5 @@
 //! OpenTelemetry tracing end to end, with real processes: the gateway exports OTLP/HTTP
-//! protobuf to `tests/peers/otlp_receiver.py` (decoded with the OpenTelemetry project's own
+//! protobuf to `tests/peers/receivers/otlp_receiver.py` (decoded with the OpenTelemetry project's own
 //! Python bindings, written as JSON lines); upstreams are the demo server over HTTP and behind
 //! the Lambda Invoke API emulator, which record the trace context they received.
 //!
@@ -41,7 +41,7 @@ impl Receiver {
         let port = free_port();
         let out = temp_path("spans.jsonl");
         let mut command = Command::new(python);
-        command.arg("-u").arg(peers_dir().join("otlp_receiver.py")).arg(port.to_string()).arg(&out);
+        command.arg("-u").arg(peers_dir().join("receivers/otlp_receiver.py")).arg(port.to_string()).arg(&out);
         let mut proc = Proc::spawn("otlp_receiver.py", command);
         proc.wait_line("otlp receiver listening", Duration::from_secs(30));
         Self { _proc: proc, port, out }

@@ -17,7 +17,7 @@ const BOTH: &str = "application/json, text/event-stream";
 
 fn progress_server(port: u16) -> Proc {
     let mut command = Command::new(python());
-    command.arg(peers_dir().join("progress_server.py")).arg(port.to_string());
+    command.arg(peers_dir().join("servers/progress_server.py")).arg(port.to_string());
     let mut proc = Proc::spawn("progress-server", command);
     proc.wait_line("READY", Duration::from_secs(30));
     proc
@@ -239,7 +239,7 @@ fn a_caller_that_disconnects_mid_stream_cancels_the_upstream_call() {
 
 fn conformance_fixtures(port: u16) -> Proc {
     let mut command = Command::new(python());
-    command.arg(peers_dir().join("conformance_server.py")).arg(port.to_string());
+    command.arg(peers_dir().join("servers/conformance_server.py")).arg(port.to_string());
     let mut proc = Proc::spawn("conformance-fixtures", command);
     proc.wait_line("READY", Duration::from_secs(30));
     proc

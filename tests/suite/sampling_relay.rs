@@ -1,7 +1,7 @@
 //! Server→client requests (sampling, elicitation) relayed through the real gateway binary from
-//! the conformance fixtures (`tests/peers/conformance_server.py`, Python SDK 2.x, run with
+//! the conformance fixtures (`tests/peers/servers/conformance_server.py`, Python SDK 2.x, run with
 //! `--log-requests` so the test sees what the upstream received) to callers: the official
-//! Python SDK client with callbacks (`tests/peers/relay_client.py`), and raw HTTP where the
+//! Python SDK client with callbacks (`tests/peers/clients/relay_client.py`), and raw HTTP where the
 //! test must misbehave as a caller (never answer, answer with someone else's id).
 
 use std::{
@@ -23,7 +23,10 @@ fn fixtures() -> (Proc, String) {
 fn fixtures_with(options: &[&str]) -> (Proc, String) {
     let port = free_port();
     let mut command = Command::new(python());
-    command.arg(peers_dir().join("conformance_server.py")).arg(port.to_string()).arg("--log-requests");
+    command
+        .arg(peers_dir().join("servers/conformance_server.py"))
+        .arg(port.to_string())
+        .arg("--log-requests");
     command.args(options);
     let mut proc = Proc::spawn("conformance-fixtures", command);
     proc.wait_line("READY", Duration::from_secs(30));
@@ -147,7 +150,7 @@ fn the_sdk_clients_callbacks_answer_the_fixtures_requests_and_closing_ends_the_u
     let (mut fixtures, upstream) = fixtures();
     let gw = gateway(&upstream, "");
     let output = Command::new(python())
-        .arg(peers_dir().join("relay_client.py"))
+        .arg(peers_dir().join("clients/relay_client.py"))
         .arg(gw.url("/mcp"))
         .output()
         .expect("the relay client runs");

@@ -2,7 +2,7 @@
 //! the answer, after the server gave its events ids and a `retry:` time, is picked up again
 //! with `GET` + `Last-Event-ID` (and the session id). Against a Python SDK 2.x server with an
 //! event store that closes its own stream mid-call (what servers do during a deploy), and
-//! against `tests/peers/era_peer.py early-end` for the bounds: at most five reconnections,
+//! against `tests/peers/scripted/era_peer.py early-end` for the bounds: at most five reconnections,
 //! no wait past the caller's deadline, and the reconnected streams' bytes within
 //! `max_response_bytes`. Each peer records the requests it got, in order.
 
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 fn era_peer(args: &[&str]) -> (Proc, SocketAddr) {
     let mut command = Command::new("python3");
-    command.arg("-u").arg(peers_dir().join("era_peer.py")).args(args);
+    command.arg("-u").arg(peers_dir().join("scripted/era_peer.py")).args(args);
     let mut proc = Proc::spawn("era_peer.py", command);
     let line = proc.wait_line("\"listen\"", Duration::from_secs(30));
     let v: Value = serde_json::from_str(&line).unwrap();
@@ -63,7 +63,7 @@ fn text(answer: &Value) -> String {
 fn a_stream_closed_by_a_python_sdk_server_is_resumed_with_last_event_id() {
     let port = free_port();
     let mut command = Command::new(python());
-    command.arg(peers_dir().join("resumable_server.py")).args([&port.to_string(), "200"]);
+    command.arg(peers_dir().join("servers/resumable_server.py")).args([&port.to_string(), "200"]);
     let mut python = Proc::spawn("resumable_server.py (Python MCP SDK 2.x)", command);
     // The server's own word that it listens (a TCP connect could reach another process that
     // briefly held the port, and the gateway's first probe would then be refused).

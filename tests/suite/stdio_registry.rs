@@ -60,7 +60,7 @@ fn registry_stdio_entries_start_only_allowlisted_commands() {
 
     let config = format!(
         "refresh_interval_secs = 1\nready_min_tools = 2\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{port}\"\n[registry]\ndynamodb_timeout_ms = 30000\n\n[stdio_commands.peer]\ncommand = \"python3\"\nargs = [{:?}, {:?}]\n",
-        peers_dir().join("stdio_peer.py").display().to_string(),
+        peers_dir().join("scripted/stdio_peer.py").display().to_string(),
         events.arg().to_string(),
     );
     let gateway = Gateway::start(&config, &[]);

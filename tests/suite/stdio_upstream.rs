@@ -1,5 +1,5 @@
 //! stdio upstreams, end to end with real processes: the official `server-everything` in its
-//! stdio mode, and `tests/peers/stdio_peer.py`, a child that misbehaves on request (dies
+//! stdio mode, and `tests/peers/scripted/stdio_peer.py`, a child that misbehaves on request (dies
 //! mid-answer, answers with a wrong id, writes garbage, never answers, sends an oversized
 //! line, asks the gateway things). Every child appends its spawns and the cancellations it
 //! receives to an events file, so restarts and cancellations are counted, not timed.
@@ -22,8 +22,8 @@ fn everything_entry() -> PathBuf {
 }
 
 fn peer_script() -> PathBuf {
-    let script = peers_dir().join("stdio_peer.py");
-    assert!(script.exists(), "tests/peers/stdio_peer.py is missing");
+    let script = peers_dir().join("scripted/stdio_peer.py");
+    assert!(script.exists(), "tests/peers/scripted/stdio_peer.py is missing");
     script
 }
 

@@ -72,7 +72,7 @@ fn a_python_sdk_server_through_the_gateway_in_the_modern_era() {
 
 fn python_client(gateway: &Gateway, mode: &str, tool: &str, arguments: Value) -> Value {
     let output = Command::new(python())
-        .arg(peers_dir().join("python_client.py"))
+        .arg(peers_dir().join("clients/python_client.py"))
         .args([&gateway.url("/mcp"), mode, tool, &arguments.to_string()])
         .output()
         .expect("python client runs");

@@ -1,5 +1,5 @@
 //! What the gateway concludes from how an upstream failed, against real processes
-//! (`tests/peers/hostile_server.py`):
+//! (`tests/peers/scripted/hostile_server.py`):
 //! - "never sent" only when proven: a Lambda Invoke that was received and then reset may have
 //!   run, so a non-idempotent tool is not repeated even where unsafe retries are allowed; an
 //!   HTTP connect timeout never sent anything, so it is retried and reported as unavailable;

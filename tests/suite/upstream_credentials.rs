@@ -1,6 +1,6 @@
 //! Upstream credentials against real components: OAuth 2.0 servers from npm (`oidc-provider`
 //! as the gateway's authorization server, `oauth2-mock-server` as the shoppers' identity
-//! provider; `tests/peers/oauth_peer.mjs`), a Python MCP SDK server that admits only JWTs it
+//! provider; `tests/peers/identity/oauth_peer.mjs`), a Python MCP SDK server that admits only JWTs it
 //! verifies against the authorization server's JWKS (`auth_mcp_server.py`), and an IAM front
 //! door that recomputes every SigV4 signature with botocore (`sigv4_proxy.py`).
 //!
@@ -60,7 +60,7 @@ impl OAuth {
             );
         }
         let mut command = Command::new(node22());
-        command.arg(peers_dir().join("oauth_peer.mjs")).args(["--secret-file", secret_file]);
+        command.arg(peers_dir().join("identity/oauth_peer.mjs")).args(["--secret-file", secret_file]);
         let mut proc = Proc::spawn("oauth-peer", command);
         let line = proc.wait_line("READY ", Duration::from_secs(30));
         let urls: Value = serde_json::from_str(line.trim_start_matches("READY ")).expect("READY JSON");
@@ -120,7 +120,7 @@ impl Guarded {
     fn start(issuer: &str, jwks: &str, audience: &str) -> Self {
         let port = free_port();
         let mut command = Command::new(python());
-        command.arg(peers_dir().join("auth_mcp_server.py")).arg(port.to_string()).args([
+        command.arg(peers_dir().join("servers/auth_mcp_server.py")).arg(port.to_string()).args([
             "--jwks",
             jwks,
             "--issuer",
@@ -446,7 +446,7 @@ impl SignedUpstream {
         let backend = common::python_server(backend_port);
         let port = free_port();
         let mut command = Command::new(common::formats_python());
-        command.arg(peers_dir().join("sigv4_proxy.py")).arg(port.to_string()).args([
+        command.arg(peers_dir().join("proxies/sigv4_proxy.py")).arg(port.to_string()).args([
             "--backend",
             &format!("http://127.0.0.1:{backend_port}"),
             "--access-key",

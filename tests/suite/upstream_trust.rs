@@ -1,7 +1,7 @@
 //! What an upstream may and may not do to a caller (docs/security-upstream-trust.md), against
 //! the real gateway and real upstream processes:
 //!
-//! - a hostile server (`tests/peers/forging_server.py`, over streamable HTTP and over stdio)
+//! - a hostile server (`tests/peers/scripted/forging_server.py`, over streamable HTTP and over stdio)
 //!   whose progress and log notifications carry `jsonrpc`/`id`/`result`/`method` keys, and
 //!   which sends an unsolicited `elicitation/create` on the call's stream: the caller's event
 //!   stream holds only rebuilt notifications under its own progress token, then its answer;
@@ -114,7 +114,7 @@ fn forged_messages_in_an_http_servers_notifications_never_reach_the_caller() {
 
 #[test]
 fn forged_messages_in_a_stdio_servers_progress_never_reach_the_caller() {
-    let script = peers_dir().join("forging_server.py");
+    let script = peers_dir().join("scripted/forging_server.py");
     let config = format!(
         "[servers.forger]\ntransport = \"stdio\"\ncommand = \"python3\"\nargs = [\"-u\", \"{}\", \"stdio\"]\n",
         script.display()

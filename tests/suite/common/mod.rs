@@ -429,7 +429,7 @@ pub fn python() -> PathBuf {
 /// A Python MCP SDK server (tools `add`, `shout`) on `port`.
 pub fn python_server(port: u16) -> Proc {
     let mut command = Command::new(python());
-    command.arg(peers_dir().join("python_server.py")).arg(port.to_string());
+    command.arg(peers_dir().join("servers/python_server.py")).arg(port.to_string());
     let proc = Proc::spawn("python-mcp-server", command);
     wait_port(port, "python MCP server", Duration::from_secs(30));
     proc
@@ -499,21 +499,21 @@ pub fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// `tests/peers/hostile_server.py` (Python stdlib only) with `args` (`[]`: the HTTP modes,
+/// `tests/peers/scripted/hostile_server.py` (Python stdlib only) with `args` (`[]`: the HTTP modes,
 /// `["blackhole"]`: a port whose connects time out); returns the process and its address.
 pub fn hostile_server(args: &[&str]) -> (Proc, SocketAddr) {
     let mut command = Command::new("python3");
-    command.arg("-u").arg(peers_dir().join("hostile_server.py")).args(args);
+    command.arg("-u").arg(peers_dir().join("scripted/hostile_server.py")).args(args);
     let mut proc = Proc::spawn("hostile_server.py", command);
     let addr = listen_addr(&mut proc);
     (proc, addr)
 }
 
-/// `tests/peers/forging_server.py` over HTTP (stdlib only): a server whose notifications try to
+/// `tests/peers/scripted/forging_server.py` over HTTP (stdlib only): a server whose notifications try to
 /// forge messages on the caller's event stream; returns the process and its address.
 pub fn forging_server() -> (Proc, SocketAddr) {
     let mut command = Command::new("python3");
-    command.arg("-u").arg(peers_dir().join("forging_server.py")).arg("http");
+    command.arg("-u").arg(peers_dir().join("scripted/forging_server.py")).arg("http");
     let mut proc = Proc::spawn("forging_server.py", command);
     let addr = listen_addr(&mut proc);
     (proc, addr)
@@ -609,7 +609,7 @@ fn ready_peer(name: &str, mut command: Command) -> Proc {
     proc
 }
 
-/// The Python SDK 1.x WebSocket server (`tests/peers/python_ws_server.py`: tools `add`,
+/// The Python SDK 1.x WebSocket server (`tests/peers/servers/python_ws_server.py`: tools `add`,
 /// `shout`, `blob`) on ws://127.0.0.1:`port`/ws; with `token`, the upgrade needs it as a bearer.
 pub fn python_ws_server(port: u16, token: Option<&str>) -> Proc {
     python_ws_server_with(port, token.map(|t| vec!["--token", t]).unwrap_or_default().as_slice())
@@ -618,16 +618,20 @@ pub fn python_ws_server(port: u16, token: Option<&str>) -> Proc {
 /// [`python_ws_server`] with its command-line options (`--token T`, `--tls CERT KEY`).
 pub fn python_ws_server_with(port: u16, options: &[&str]) -> Proc {
     let mut command = Command::new(python_ws());
-    command.arg("-W").arg("ignore").arg(peers_dir().join("python_ws_server.py")).arg(port.to_string());
+    command
+        .arg("-W")
+        .arg("ignore")
+        .arg(peers_dir().join("servers/python_ws_server.py"))
+        .arg(port.to_string());
     command.args(options);
     ready_peer("python-ws-server (SDK 1.x)", command)
 }
 
-/// The Python SDK 2.x HTTP+SSE server (`tests/peers/python_sse_server.py`: tools `add`,
+/// The Python SDK 2.x HTTP+SSE server (`tests/peers/servers/python_sse_server.py`: tools `add`,
 /// `shout`, `blob`) on http://127.0.0.1:`port`/sse; with `token`, every request needs it.
 pub fn python_sse_server(port: u16, token: Option<&str>) -> Proc {
     let mut command = Command::new(python());
-    command.arg(peers_dir().join("python_sse_server.py")).arg(port.to_string());
+    command.arg(peers_dir().join("servers/python_sse_server.py")).arg(port.to_string());
     if let Some(token) = token {
         command.args(["--token", token]);
     }
@@ -648,10 +652,10 @@ pub fn everything_sse_server(port: u16) -> Proc {
     proc
 }
 
-/// `tests/peers/odd_sse_server.py` (stdlib): odd HTTP+SSE upstreams, chosen by path.
+/// `tests/peers/scripted/odd_sse_server.py` (stdlib): odd HTTP+SSE upstreams, chosen by path.
 pub fn odd_sse_server() -> (Proc, SocketAddr) {
     let mut command = Command::new("python3");
-    command.arg("-u").arg(peers_dir().join("odd_sse_server.py"));
+    command.arg("-u").arg(peers_dir().join("scripted/odd_sse_server.py"));
     let mut proc = Proc::spawn("odd_sse_server.py", command);
     let addr = listen_addr(&mut proc);
     (proc, addr)
@@ -676,10 +680,10 @@ impl Proc {
     }
 }
 
-/// `tests/peers/odd_ws_server.py`: a WebSocket echo server that selects no subprotocol.
+/// `tests/peers/scripted/odd_ws_server.py`: a WebSocket echo server that selects no subprotocol.
 pub fn odd_ws_server() -> (Proc, SocketAddr) {
     let mut command = Command::new(python_ws());
-    command.arg("-u").arg(peers_dir().join("odd_ws_server.py"));
+    command.arg("-u").arg(peers_dir().join("scripted/odd_ws_server.py"));
     let mut proc = Proc::spawn("odd_ws_server.py", command);
     let addr = listen_addr(&mut proc);
     (proc, addr)
@@ -693,12 +697,12 @@ pub fn formats_python() -> PathBuf {
     )
 }
 
-/// Runs `tests/peers/validate_tool_formats.py` on an export document: `Ok(stdout)` when the
+/// Runs `tests/peers/validators/validate_tool_formats.py` on an export document: `Ok(stdout)` when the
 /// provider's own types accept it, `Err(stderr)` when they do not.
 pub fn validate_export(doc: &Value) -> Result<String, String> {
     let file = TempFile::with("export.json", serde_json::to_vec(doc).unwrap());
     let output = Command::new(formats_python())
-        .arg(peers_dir().join("validate_tool_formats.py"))
+        .arg(peers_dir().join("validators/validate_tool_formats.py"))
         .arg(file.path())
         .output()
         .expect("run validate_tool_formats.py");
@@ -837,13 +841,13 @@ pub fn private_ca(dir: &Scratch) {
     ]);
 }
 
-// --- Hostile MCP modes (tests/peers/hostile_server.py) --------------------------------------
+// --- Hostile MCP modes (tests/peers/scripted/hostile_server.py) --------------------------------------
 
 /// The hostile server on a chosen `port` (so it can be restarted on the same one), appending
 /// every MCP-mode request to `log` as a JSON line.
 pub fn hostile_server_on(port: u16, log: &str) -> Proc {
     let mut command = Command::new("python3");
-    command.arg("-u").arg(peers_dir().join("hostile_server.py")).args([
+    command.arg("-u").arg(peers_dir().join("scripted/hostile_server.py")).args([
         "--port",
         &port.to_string(),
         "--log",

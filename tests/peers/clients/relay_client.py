@@ -1,5 +1,5 @@
 """The official Python MCP SDK (2.x) client with sampling and elicitation callbacks, for the
-gateway's relay tests (tests/sampling_relay.rs).
+gateway's relay tests (tests/suite/sampling_relay.rs).
 
 Usage: relay_client.py URL
 
