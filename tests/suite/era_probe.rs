@@ -6,25 +6,8 @@
 //! of the official SDK servers (server-everything: sessions enforced; Python SDK 2.x: modern).
 //! Also: 401/403 from an upstream is `upstream_auth`, tried once, not held against the breaker.
 
-use std::{net::SocketAddr, process::Command};
-
 use crate::common::*;
 use serde_json::{Value, json};
-
-/// `tests/peers/scripted/era_peer.py` with `args`; returns the process and its address.
-fn era_peer(args: &[&str]) -> (Proc, SocketAddr) {
-    let mut command = Command::new("python3");
-    command.arg("-u").arg(peers_dir().join("scripted/era_peer.py")).args(args);
-    let mut proc = Proc::spawn("era_peer.py", command);
-    let line = proc.wait_line("\"listen\"", std::time::Duration::from_secs(30));
-    let v: Value = serde_json::from_str(&line).unwrap();
-    (proc, v["listen"].as_str().unwrap().parse().unwrap())
-}
-
-/// Everything the peer recorded, in order.
-fn seen(addr: SocketAddr) -> Vec<Value> {
-    reqwest::blocking::get(format!("http://{addr}/_seen")).unwrap().json().unwrap()
-}
 
 /// The recorded requests as `"HTTP-method JSON-RPC-method"` (or just the HTTP method).
 fn methods(seen: &[Value]) -> Vec<String> {
@@ -36,24 +19,6 @@ fn methods(seen: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn http_server(name: &str, url: &str) -> String {
-    format!("[servers.{name}]\ntransport = \"http\"\nurl = \"{url}\"\n")
-}
-
-fn text(answer: &Value) -> String {
-    answer["result"]["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content in {answer}"))
-        .iter()
-        .filter_map(|c| c["text"].as_str())
-        .collect()
-}
-
-fn breaker(gateway: &Gateway, server: &str) -> Value {
-    let report: Value = gateway.admin_get("/admin/breakers").send().unwrap().json().unwrap();
-    report[server].clone()
-}
-
 #[test]
 fn a_lenient_session_era_server_is_initialized_before_it_is_used() {
     // The peer answers anything with 200 and never checks sessions or headers, as servers that
@@ -61,8 +26,8 @@ fn a_lenient_session_era_server_is_initialized_before_it_is_used() {
     let (_peer, addr) = era_peer(&["lenient"]);
     let gateway = Gateway::start(&http_server("lenient", &format!("http://{addr}/mcp")), &[]);
     let answer = gateway.call("lookup", json!({"q": "manga"}));
-    assert_eq!(text(&answer), "lenient:manga", "{answer}");
-    let seen = seen(addr);
+    assert_eq!(result_text(&answer), "lenient:manga", "{answer}");
+    let seen = era_seen(addr);
     assert_eq!(
         methods(&seen),
         ["server/discover", "initialize", "notifications/initialized", "tools/list", "tools/call"],
@@ -91,11 +56,11 @@ fn sdk_servers_are_probed_once_and_spoken_to_in_their_era() {
         + &http_server("python", &format!("http://{modern}/mcp"));
     let gateway = Gateway::start(&config, &[]);
     let echo = gateway.call("echo", json!({"message": "hello"}));
-    assert!(text(&echo).contains("hello"), "{echo}");
+    assert!(result_text(&echo).contains("hello"), "{echo}");
     let added = gateway.call("add", json!({"a": 20, "b": 22}));
     assert_eq!(added["result"]["structuredContent"]["result"], 42, "{added}");
 
-    let strict_seen = seen(strict);
+    let strict_seen = era_seen(strict);
     assert_eq!(
         methods(&strict_seen),
         ["server/discover", "initialize", "notifications/initialized", "tools/list", "tools/call"],
@@ -108,7 +73,7 @@ fn sdk_servers_are_probed_once_and_spoken_to_in_their_era() {
         assert_eq!(later["session"], session, "{later}");
     }
 
-    let modern_seen = seen(modern);
+    let modern_seen = era_seen(modern);
     let modern_methods = methods(&modern_seen);
     assert_eq!(modern_methods[..3], ["server/discover", "tools/list", "tools/call"], "{modern_seen:?}");
     // Past those, only refreshes (the server's `ttlMs` hint schedules them), never a handshake.
@@ -140,10 +105,10 @@ fn a_server_redeployed_in_the_other_era_is_probed_again() {
     let config = http_server("svc", &format!("http://{proxy}/mcp"))
         + "discover = false\n[[servers.svc.tools]]\nname = \"add\"\ninputSchema = { type = \"object\" }\n";
     let gateway = Gateway::start(&config, &[]);
-    assert_eq!(seen(proxy), Vec::<Value>::new(), "nothing is sent before the first call");
+    assert_eq!(era_seen(proxy), Vec::<Value>::new(), "nothing is sent before the first call");
     let added = gateway.call("add", json!({"a": 20, "b": 22}));
     assert_eq!(added["result"]["structuredContent"]["result"], 42, "{added}");
-    assert_eq!(methods(&seen(proxy)), ["server/discover", "tools/call"]);
+    assert_eq!(methods(&era_seen(proxy)), ["server/discover", "tools/call"]);
 
     // Modern → session era: the modern request is refused (400), the server probed again and
     // the request replayed once in the session era, where server-everything answers it (it
@@ -151,7 +116,7 @@ fn a_server_redeployed_in_the_other_era_is_probed_again() {
     python.terminate();
     let everything = everything_server(port);
     let answer = gateway.call("add", json!({"a": 1, "b": 2}));
-    let after = seen(proxy);
+    let after = era_seen(proxy);
     assert_eq!(
         methods(&after[2..]),
         ["tools/call", "server/discover", "initialize", "notifications/initialized", "tools/call"],
@@ -168,7 +133,7 @@ fn a_server_redeployed_in_the_other_era_is_probed_again() {
     let _python = python_server(port);
     let added = gateway.call("add", json!({"a": 1, "b": 2}));
     assert_eq!(added["result"]["structuredContent"]["result"], 3, "{added}");
-    let after = seen(proxy);
+    let after = era_seen(proxy);
     assert_eq!(methods(&after[7..]), ["tools/call", "server/discover", "tools/call"], "{after:?}");
     assert_eq!(after[7]["status"], 404, "the old session is refused: {after:?}");
     assert_eq!(after[9]["protocol_version"], "2026-07-28", "{after:?}");
@@ -188,7 +153,7 @@ fn a_server_that_refuses_every_session_is_probed_again_once_and_the_call_fails()
     assert_eq!(data["attempts"], 1, "not idempotent: one attempt: {answer}");
     let handshake = ["server/discover", "initialize", "notifications/initialized", "tools/call"];
     let expected: Vec<&str> = handshake.iter().chain(handshake.iter()).copied().collect();
-    assert_eq!(methods(&seen(addr)), expected);
+    assert_eq!(methods(&era_seen(addr)), expected);
 }
 
 #[test]
@@ -228,8 +193,8 @@ annotations = {{ readOnlyHint = true }}
             assert!(message.contains(&status.to_string()), "{name}: {message}");
         }
         let expected: Vec<&str> = (0..3).flat_map(|_| per_call.iter().copied()).collect();
-        assert_eq!(methods(&seen(addr)), expected, "{name}: no era is learned, nothing retried");
-        let state = breaker(&gateway, name);
+        assert_eq!(methods(&era_seen(addr)), expected, "{name}: no era is learned, nothing retried");
+        let state = gateway.breaker(name);
         assert_eq!(state["state"], "closed", "{name}: {state}");
         assert_eq!(state["consecutive_failures"], 0, "{name}: {state}");
     }

@@ -175,9 +175,7 @@ fn python_https_server(port: u16, dir: &Scratch) -> Proc {
         &dir.path("server.pem"),
         &dir.path("server.key"),
     ]);
-    let proc = Proc::spawn("python-mcp-server-tls", command);
-    wait_port(port, "python MCP server (TLS)", Duration::from_secs(30));
-    proc
+    Proc::spawn_on("python MCP server (TLS)", command, port)
 }
 
 #[test]

@@ -6,12 +6,10 @@
 //! session (one the gateway issued), else its identity, else its TCP connection
 //! (`gateway::cancel`). So the tests that cancel from another connection open a session first.
 
-use std::{process::Command, thread, time::Duration};
+use std::{thread, time::Duration};
 
 use crate::common::*;
 use serde_json::{Value, json};
-
-const BOTH: &str = "application/json, text/event-stream";
 
 /// A gateway whose server allows long attempts (the slow demo answers well within them).
 fn gateway_for(url: &str) -> Gateway {
@@ -106,7 +104,7 @@ fn a_cancelled_call_to_a_modern_server_closes_its_upstream_stream_and_an_sse_cal
     let call = post_in_background(
         &gw,
         call_body(json!(11), "MNG-00000002").to_string(),
-        &[("accept", BOTH), scope[0]],
+        &[("accept", ACCEPT_BOTH), scope[0]],
     );
     wait_for("the call to reach the server", || demo.stats()["calls"] == 1);
     cancel(&gw, json!(11), &scope);
@@ -126,16 +124,13 @@ fn a_cancelled_call_to_a_modern_server_closes_its_upstream_stream_and_an_sse_cal
 #[test]
 fn a_cancelled_progress_stream_ends_after_its_progress_with_no_response() {
     let port = free_port();
-    let mut command = Command::new(python());
-    command.arg(peers_dir().join("servers/progress_server.py")).arg(port.to_string());
-    let mut peer = Proc::spawn("progress-server", command);
-    peer.wait_line("READY", Duration::from_secs(30));
+    let _peer = progress_server(port);
     let gw = gateway_for(&format!("http://127.0.0.1:{port}/mcp"));
     let body = json!({"jsonrpc": "2.0", "id": "p-1", "method": "tools/call",
         "params": {"name": "progress_forever", "arguments": {"interval_ms": 50}, "_meta": {"progressToken": "t"}}});
     let session = open_session(&gw);
     let scope = [("mcp-session-id", session.as_str())];
-    let call = post_in_background(&gw, body.to_string(), &[("accept", BOTH), scope[0]]);
+    let call = post_in_background(&gw, body.to_string(), &[("accept", ACCEPT_BOTH), scope[0]]);
     let stats = || {
         let answer = gw.call("peer_stats", json!({}));
         serde_json::from_str::<Value>(answer["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
@@ -250,7 +245,7 @@ fn a_cancelled_batch_item_is_answered_cancelled_and_the_others_complete() {
     let batch = json!([call_body(json!("x"), "MNG-00000001"), call_body(json!("y"), "MNG-00000002")]);
     let session = open_session(&gw);
     let scope = [("mcp-session-id", session.as_str())];
-    let call = post_in_background(&gw, batch.to_string(), &[("accept", BOTH), scope[0]]);
+    let call = post_in_background(&gw, batch.to_string(), &[("accept", ACCEPT_BOTH), scope[0]]);
     wait_for("both items to reach the server", || demo.stats()["calls"] == 2);
     cancel(&gw, json!("x"), &scope);
     let (status, content_type, body) = call.join().unwrap();

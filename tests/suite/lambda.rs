@@ -5,7 +5,7 @@
 //! slow functions, oversized payloads.
 
 use crate::common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn static_tool(server: &str, function: &str, extra: &str) -> String {
     format!(
@@ -47,12 +47,6 @@ qualifier = "live"
     config += &static_tool("missing", "no-such-function", "");
     config += &static_tool("slow", "mcp-demo-slow-3000", "timeout_ms = 300");
     Gateway::start(&config, &[])
-}
-
-fn invocations(emulator: &Demo, function: &str) -> u64 {
-    let report: Value =
-        reqwest::blocking::get(format!("http://{}/_invocations", emulator.addr)).unwrap().json().unwrap();
-    report["functions"][function].as_u64().unwrap_or(0)
 }
 
 #[test]
@@ -129,10 +123,10 @@ fn slow_functions_time_out_at_the_configured_limit() {
 fn payloads_over_six_megabytes_are_refused_before_sending() {
     let emulator = Demo::lambda_api();
     let gw = lambda_gateway(&emulator);
-    let before = invocations(&emulator, "mcp-demo");
+    let before = emulator.invocations("mcp-demo");
     let huge = "x".repeat(6 * 1024 * 1024 + 10);
     let answer = gw.call("manga_search", json!({"query": huge}));
     let data = expect_error(&answer, -32600, "payload_too_large");
     assert_eq!(data["retryable"], false);
-    assert_eq!(invocations(&emulator, "mcp-demo"), before, "the oversized payload reached Lambda");
+    assert_eq!(emulator.invocations("mcp-demo"), before, "the oversized payload reached Lambda");
 }

@@ -11,7 +11,7 @@
 //! of a call drained at SIGTERM are exported before exit, and with tracing off the caller's
 //! context passes through unchanged.
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{path::PathBuf, process::Command};
 
 use crate::common::*;
 use serde_json::{Value, json};
@@ -42,8 +42,7 @@ impl Receiver {
         let out = temp_path("spans.jsonl");
         let mut command = Command::new(python);
         command.arg("-u").arg(peers_dir().join("receivers/otlp_receiver.py")).arg(port.to_string()).arg(&out);
-        let mut proc = Proc::spawn("otlp_receiver.py", command);
-        proc.wait_line("otlp receiver listening", Duration::from_secs(30));
+        let proc = Proc::spawn_until("otlp_receiver.py", command, "otlp receiver listening");
         Self { _proc: proc, port, out }
     }
 

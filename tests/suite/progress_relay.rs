@@ -4,41 +4,15 @@
 //! a Python SDK 2.x server (modern era), the TypeScript "everything" server (session era),
 //! and the demo server (which records the `_meta` it received).
 
-use std::{
-    io::{BufRead, BufReader},
-    process::Command,
-    time::Duration,
-};
+use std::io::{BufRead, BufReader};
 
 use crate::common::*;
 use serde_json::{Value, json};
-
-const BOTH: &str = "application/json, text/event-stream";
-
-fn progress_server(port: u16) -> Proc {
-    let mut command = Command::new(python());
-    command.arg(peers_dir().join("servers/progress_server.py")).arg(port.to_string());
-    let mut proc = Proc::spawn("progress-server", command);
-    proc.wait_line("READY", Duration::from_secs(30));
-    proc
-}
-
-fn http_server(name: &str, url: &str) -> String {
-    format!("[servers.{name}]\ntransport = \"http\"\nurl = \"{url}\"\n")
-}
 
 fn call_body(id: Value, tool: &str, arguments: Value, meta: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": tool, "arguments": arguments, "_meta": meta}})
     .to_string()
-}
-
-/// The JSON messages of an event stream's `data:` lines (one per event here).
-fn events(body: &str) -> Vec<Value> {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("event data is not JSON ({e}): {d}")))
-        .collect()
 }
 
 fn content_type(headers: &reqwest::header::HeaderMap) -> &str {
@@ -76,10 +50,10 @@ fn a_python_sdk_servers_progress_reaches_an_sse_caller_under_its_own_token_befor
         json!({"steps": 3, "delay_ms": 30}),
         json!({"progressToken": token}),
     );
-    let (status, headers, text) = gw.post_raw(body, &[("accept", BOTH)]);
+    let (status, headers, text) = gw.post_raw(body, &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200, "{text}");
     assert!(content_type(&headers).starts_with("text/event-stream"), "{headers:?}");
-    let streamed = events(&text);
+    let streamed = sse_events(&text);
     assert_eq!(progress_of(&streamed, &token), [1.0, 2.0, 3.0], "{text}");
     let last = streamed.last().unwrap();
     assert_eq!(last["id"], "a-1", "the response is the last event: {text}");
@@ -89,8 +63,8 @@ fn a_python_sdk_servers_progress_reaches_an_sse_caller_under_its_own_token_befor
     // A numeric token is mapped back as the same number.
     let body =
         call_body(json!(2), "count_up", json!({"steps": 2, "delay_ms": 10}), json!({"progressToken": 77}));
-    let (_, _, text) = gw.post_raw(body, &[("accept", BOTH)]);
-    assert_eq!(progress_of(&events(&text), &json!(77)), [1.0, 2.0], "{text}");
+    let (_, _, text) = gw.post_raw(body, &[("accept", ACCEPT_BOTH)]);
+    assert_eq!(progress_of(&sse_events(&text), &json!(77)), [1.0, 2.0], "{text}");
 }
 
 #[test]
@@ -109,10 +83,10 @@ fn the_session_era_everything_server_relays_progress_and_a_cache_hit_streams_onl
         arguments.clone(),
         json!({"progressToken": 42}),
     );
-    let (status, headers, text) = gw.post_raw(body.clone(), &[("accept", BOTH)]);
+    let (status, headers, text) = gw.post_raw(body.clone(), &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200, "{text}");
     assert!(content_type(&headers).starts_with("text/event-stream"), "{headers:?}");
-    let first = events(&text);
+    let first = sse_events(&text);
     assert_eq!(progress_of(&first, &json!(42)), [1.0, 2.0, 3.0], "{text}");
     assert!(first.last().unwrap()["result"]["content"][0]["text"].as_str().unwrap().contains("completed"));
     let metrics = gw.metrics();
@@ -123,10 +97,10 @@ fn the_session_era_everything_server_relays_progress_and_a_cache_hit_streams_onl
 
     // The same read-only call again is a cache hit: nothing goes upstream, so there is no
     // progress; the stream carries the cached result alone.
-    let (status, headers, text) = gw.post_raw(body, &[("accept", BOTH)]);
+    let (status, headers, text) = gw.post_raw(body, &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200);
     assert!(content_type(&headers).starts_with("text/event-stream"));
-    let again = events(&text);
+    let again = sse_events(&text);
     assert_eq!(again.len(), 1, "{text}");
     assert_eq!(again[0]["result"], first.last().unwrap()["result"]);
     assert_eq!(metric(&gw.metrics(), "mcp_gateway_tool_calls_total", &["outcome=\"cache_hit\""]), 1.0);
@@ -152,10 +126,10 @@ fn the_upstream_gets_the_gateways_token_only_when_the_caller_can_receive_progres
 
     // Event stream: the upstream sees the gateway's own token, never the caller's; the demo
     // sends no progress, so the stream is the response alone.
-    let (status, headers, text) = gw.post_raw(body, &[("accept", BOTH)]);
+    let (status, headers, text) = gw.post_raw(body, &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200);
     assert!(content_type(&headers).starts_with("text/event-stream"));
-    let streamed = events(&text);
+    let streamed = sse_events(&text);
     assert_eq!(streamed.len(), 1, "{text}");
     assert_eq!(streamed[0]["result"], answer["result"]);
     let seen = demo.stats()["last_meta"].clone();
@@ -164,10 +138,10 @@ fn the_upstream_gets_the_gateways_token_only_when_the_caller_can_receive_progres
 
     // Errors are JSON-RPC error events in the stream.
     let body = call_body(json!("e"), "no_such_tool", json!({}), json!({"progressToken": 1}));
-    let (status, headers, text) = gw.post_raw(body, &[("accept", BOTH)]);
+    let (status, headers, text) = gw.post_raw(body, &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200);
     assert!(content_type(&headers).starts_with("text/event-stream"));
-    let streamed = events(&text);
+    let streamed = sse_events(&text);
     assert_eq!(streamed.len(), 1, "{text}");
     expect_error(&streamed[0], -32002, "unknown_tool");
 
@@ -177,7 +151,7 @@ fn the_upstream_gets_the_gateways_token_only_when_the_caller_can_receive_progres
         call_body(json!(1), "price_lookup", arguments.clone(), json!({"progressToken": "b1"})),
         call_body(json!(2), "price_lookup", arguments, json!({"progressToken": "b2"}))
     );
-    let (status, headers, text) = gw.post_raw(batch, &[("accept", BOTH)]);
+    let (status, headers, text) = gw.post_raw(batch, &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200);
     assert!(content_type(&headers).starts_with("application/json"), "{headers:?}");
     let answers: Value = serde_json::from_str(&text).unwrap();
@@ -192,9 +166,9 @@ fn endless_progress_does_not_hold_the_call_past_its_deadline() {
     let gw = Gateway::start(&http_server("prog", &format!("http://127.0.0.1:{port}/mcp")), &[]);
     let body =
         call_body(json!(1), "progress_forever", json!({"interval_ms": 50}), json!({"progressToken": "p"}));
-    let (status, _, text) = gw.post_raw(body, &[("accept", BOTH), ("x-request-timeout-ms", "1000")]);
+    let (status, _, text) = gw.post_raw(body, &[("accept", ACCEPT_BOTH), ("x-request-timeout-ms", "1000")]);
     assert_eq!(status, 200);
-    let streamed = events(&text);
+    let streamed = sse_events(&text);
     let progress = progress_of(&streamed, &json!("p"));
     assert!(!progress.is_empty(), "progress came before the deadline: {text}");
     assert!(progress.windows(2).all(|w| w[0] < w[1]), "increasing: {progress:?}");
@@ -213,7 +187,7 @@ fn a_caller_that_disconnects_mid_stream_cancels_the_upstream_call() {
         .client
         .post(gw.url("/mcp"))
         .header("content-type", "application/json")
-        .header("accept", BOTH)
+        .header("accept", ACCEPT_BOTH)
         .body(body)
         .send()
         .expect("gateway answers");
@@ -237,14 +211,6 @@ fn a_caller_that_disconnects_mid_stream_cancels_the_upstream_call() {
     });
 }
 
-fn conformance_fixtures(port: u16) -> Proc {
-    let mut command = Command::new(python());
-    command.arg(peers_dir().join("servers/conformance_server.py")).arg(port.to_string());
-    let mut proc = Proc::spawn("conformance-fixtures", command);
-    proc.wait_line("READY", Duration::from_secs(30));
-    proc
-}
-
 fn log_data(events: &[Value]) -> Vec<String> {
     events
         .iter()
@@ -256,16 +222,16 @@ fn log_data(events: &[Value]) -> Vec<String> {
 #[test]
 fn upstream_log_entries_reach_an_sse_caller_at_its_level_and_a_call_that_cannot_receive_them_is_json() {
     let port = free_port();
-    let _fixtures = conformance_fixtures(port);
+    let _fixtures = conformance_fixtures(port, &[]);
     let gw = Gateway::start(&http_server("fixtures", &format!("http://127.0.0.1:{port}/mcp")), &[]);
     let logged = ["Tool execution started", "Tool processing data", "Tool execution completed"];
 
     // A session-era or bare caller accepting event streams gets every level, then the result.
     let body = call_body(json!(1), "test_tool_with_logging", json!({}), json!({}));
-    let (status, headers, text) = gw.post_raw(body.clone(), &[("accept", BOTH)]);
+    let (status, headers, text) = gw.post_raw(body.clone(), &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200);
     assert!(content_type(&headers).starts_with("text/event-stream"), "{headers:?}");
-    let streamed = events(&text);
+    let streamed = sse_events(&text);
     assert_eq!(log_data(&streamed), logged, "{text}");
     assert_eq!(streamed.last().unwrap()["id"], 1, "the response is last: {text}");
 
@@ -281,12 +247,12 @@ fn upstream_log_entries_reach_an_sse_caller_at_its_level_and_a_call_that_cannot_
             meta["io.modelcontextprotocol/logLevel"] = json!(level);
         }
         let body = call_body(json!("m"), "test_tool_with_logging", json!({}), meta);
-        let (_, headers, text) = gw.post_raw(body, &[("accept", BOTH)]);
+        let (_, headers, text) = gw.post_raw(body, &[("accept", ACCEPT_BOTH)]);
         (content_type(&headers).to_string(), text)
     };
     let (ct, text) = modern(Some("info"));
     assert!(ct.starts_with("text/event-stream"), "{ct}");
-    assert_eq!(log_data(&events(&text)), logged, "{text}");
+    assert_eq!(log_data(&sse_events(&text)), logged, "{text}");
     for quiet in [Some("error"), None] {
         let (ct, text) = modern(quiet);
         assert!(ct.starts_with("application/json"), "{quiet:?}: nothing to relay, plain JSON: {ct} {text}");
@@ -314,7 +280,7 @@ fn a_caller_that_stops_reading_does_not_keep_the_call_past_its_deadline() {
         .client
         .post(gw.url("/mcp"))
         .header("content-type", "application/json")
-        .header("accept", BOTH)
+        .header("accept", ACCEPT_BOTH)
         .header("x-request-timeout-ms", "3000")
         .body(body)
         .send()
@@ -352,10 +318,10 @@ fn progress_from_a_stdio_server_reaches_the_caller_under_its_own_token() {
         json!({"duration": 0.3, "steps": 3}),
         json!({"progressToken": "tok-stdio"}),
     );
-    let (status, headers, text) = gw.post_raw(body, &[("accept", BOTH)]);
+    let (status, headers, text) = gw.post_raw(body, &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200, "{text}");
     assert!(content_type(&headers).starts_with("text/event-stream"), "{headers:?}");
-    let all = events(&text);
+    let all = sse_events(&text);
     assert_eq!(progress_of(&all, &json!("tok-stdio")), [1.0, 2.0, 3.0], "{text}");
     let last = all.last().unwrap();
     assert_eq!(last["id"], "s-1", "{text}");

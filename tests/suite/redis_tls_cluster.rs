@@ -3,16 +3,14 @@
 //! joined by `redis-cli --cluster create`), for both users of Redis: the registry's Redis tier
 //! with its invalidation channel, and the shared circuit breakers.
 
-use crate::common;
-
 use std::{
     process::Command,
     time::{Duration, Instant},
 };
 
 use crate::common::{
-    Demo, Gateway, Proc, REGISTRY_LOOPBACK, Scratch, expect_error, free_port, metric, private_ca, wait_for,
-    wait_port,
+    Demo, Gateway, Proc, REGISTRY_LOOPBACK, Scratch, Stores, expect_error, free_port, manga_catalogue,
+    manga_tool, metric, private_ca, registry_cli, wait_for, wait_port,
 };
 use serde_json::{Value, json};
 
@@ -190,8 +188,7 @@ fn redis_cluster() -> RedisUnderTest {
 }
 
 fn registry_entry(name: &str, status: &str, server_url: &str) -> String {
-    let tools: Value = serde_json::from_str(include_str!("../../config/manga-tools.json")).unwrap();
-    let tool = tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap();
+    let tool = manga_tool(name, server_url);
     json!({
         "tool_name": name,
         "definition": {"description": tool["description"], "inputSchema": tool["inputSchema"], "annotations": tool["annotations"]},
@@ -352,27 +349,24 @@ fn registry_and_shared_breakers_over_a_tls_cluster() {
 #[test]
 fn a_refresh_writes_every_registry_entry_across_the_cluster_slots() {
     let redis = redis_cluster();
-    let (_dynamo, dynamo_port) = common::dynamodb_local();
-    let demo = Demo::http();
     // DynamoDB only (no Redis in the CLI's environment): the gateway's refresh is what fills Redis.
-    let env = [
-        ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
-        ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{dynamo_port}")),
-    ];
-    common::registry_cli(&env, &["create-table"]);
+    let stores = Stores::dynamodb();
+    let demo = Demo::http();
     let url = demo.url();
-    common::registry_cli(&env, &["import", "config/manga-tools.json", "--server", "catalog", "--url", &url]);
-    let names: Vec<String> = {
-        let tools: Value = serde_json::from_str(include_str!("../../config/manga-tools.json")).unwrap();
-        tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
-    };
+    registry_cli(
+        &stores.env(false),
+        &["import", "config/manga-tools.json", "--server", "catalog", "--url", &url],
+    );
+    let names: Vec<String> = manga_catalogue()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
     for name in &names {
         assert_eq!(redis.cli(&["EXISTS", &format!("mcp:tool:{name}")]).trim(), "0");
     }
-    let config = format!(
-        "{}dynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{dynamo_port}\"\n[registry]\nredis_timeout_ms = 2000\n",
-        redis.config
-    );
+    let config = format!("{}{}[registry]\nredis_timeout_ms = 2000\n", redis.config, stores.config());
     let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
     for name in &names {
         wait_for(&format!("{name} written to the cluster"), || {

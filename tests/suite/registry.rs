@@ -7,60 +7,14 @@ use std::sync::Arc;
 use crate::common::*;
 use serde_json::{Value, json};
 
-/// DynamoDB Local with the table created, and the env the CLI and gateways need.
-struct Stores {
-    dynamo: Proc,
-    dynamo_port: u16,
-    redis: Option<(Proc, u16)>,
-}
-
-impl Stores {
-    fn start(with_redis: bool) -> Self {
-        let (dynamo, dynamo_port) = dynamodb_local();
-        let stores = Self { dynamo, dynamo_port, redis: with_redis.then(redis_server) };
-        registry_cli(&stores.env(false), &["create-table"]);
-        stores
-    }
-
-    /// Environment for the CLI (`announce`: also write Redis and publish invalidations).
-    fn env(&self, announce: bool) -> Vec<(&'static str, String)> {
-        let mut env = vec![
-            ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
-            ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{}", self.dynamo_port)),
-        ];
-        if announce && let Some((_, port)) = &self.redis {
-            env.push(("MCP_GATEWAY_REDIS_URL", format!("redis://127.0.0.1:{port}")));
-        }
-        env
-    }
-
-    /// Gateway configuration reading the registry (and Redis if running).
-    fn config(&self, extra: &str) -> String {
-        let mut config = format!(
-            // ready_min_tools = 0: some tests start on an empty registry on purpose.
-            "refresh_interval_secs = 1\nready_min_tools = 0\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{}\"\n",
-            self.dynamo_port
-        );
-        if let Some((_, port)) = &self.redis {
-            config += &format!("redis_url = \"redis://127.0.0.1:{port}\"\n");
-        }
-        config += "[registry]\nscan_page_size = 100\nnegative_ttl_secs = 30\n";
-        config + extra
-    }
-
-    fn put(&self, announce: bool, tool: Value) {
-        let path = temp_path("tool.json");
-        std::fs::write(&path, tool.to_string()).unwrap();
-        registry_cli(&self.env(announce), &["put", path.to_str().unwrap()]);
-        let _ = std::fs::remove_file(path);
-    }
-}
-
-fn manga_tool(name: &str, server_url: &str) -> Value {
-    let tools: Value = serde_json::from_str(include_str!("../../config/manga-tools.json")).unwrap();
-    let mut tool = tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap().clone();
-    tool["server"] = json!({"name": "catalog", "transport": "http", "url": server_url});
-    tool
+/// The gateway's configuration reading the registry from `stores` (all pages of 100 items), then
+/// `extra`.
+fn config(stores: &Stores, extra: &str) -> String {
+    // ready_min_tools = 0: some tests start on an empty registry on purpose.
+    format!(
+        "refresh_interval_secs = 1\nready_min_tools = 0\n{}[registry]\nscan_page_size = 100\nnegative_ttl_secs = 30\n{extra}",
+        stores.config()
+    )
 }
 
 fn import_catalog(stores: &Stores, demo: &Demo, announce: bool) {
@@ -81,10 +35,10 @@ fn import_catalog(stores: &Stores, demo: &Demo, announce: bool) {
 
 #[test]
 fn registered_tools_are_listed_and_called_through_a_registry_built_server() {
-    let stores = Stores::start(true);
+    let stores = Stores::start(true, true);
     let demo = Demo::http();
     import_catalog(&stores, &demo, true);
-    let gw = Gateway::start(&stores.config(""), REGISTRY_LOOPBACK);
+    let gw = Gateway::start(&config(&stores, ""), REGISTRY_LOOPBACK);
     let names = gw.tool_names();
     assert_eq!(names.len(), 6, "{names:?}");
     let answer = gw.call("manga_search", json!({"query": "ワンピース"}));
@@ -101,7 +55,7 @@ fn registered_tools_are_listed_and_called_through_a_registry_built_server() {
     // the periodic refresh and counted.
     let mut stricter = manga_tool("manga_search", &demo.url());
     stricter["inputSchema"]["required"] = json!(["query", "genre"]);
-    stores.put(false, stricter);
+    stores.put(false, &stricter);
     wait_for("the refresh to pick up the schema change", || {
         metric(&gw.metrics(), "mcp_gateway_registry_tool_changes_total", &["change=\"changed\""]) >= 1.0
     });
@@ -110,14 +64,14 @@ fn registered_tools_are_listed_and_called_through_a_registry_built_server() {
 
 #[test]
 fn lookups_go_memory_redis_dynamodb_and_fill_the_tiers_above() {
-    let stores = Stores::start(true);
+    let stores = Stores::start(true, true);
     let demo = Demo::http();
     // Long refresh interval: names registered after start are found by point lookups.
-    let config = stores.config("").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
+    let config = config(&stores, "").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
     let a = Gateway::start(&config, REGISTRY_LOOPBACK);
     let b = Gateway::start(&config, REGISTRY_LOOPBACK);
     // Written to DynamoDB only (no Redis entry, no invalidation).
-    stores.put(false, manga_tool("price_lookup", &demo.url()));
+    stores.put(false, &manga_tool("price_lookup", &demo.url()));
     let first = a.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
     assert_eq!(first["result"]["structuredContent"]["retail_price"], 528, "{first}");
     let m = a.metrics();
@@ -151,8 +105,8 @@ fn lookups_go_memory_redis_dynamodb_and_fill_the_tiers_above() {
 
 #[test]
 fn concurrent_misses_share_one_read_and_unknown_names_are_cached_negatively() {
-    let stores = Stores::start(false);
-    let gw = Arc::new(Gateway::start(&stores.config(""), REGISTRY_LOOPBACK));
+    let stores = Stores::start(true, false);
+    let gw = Arc::new(Gateway::start(&config(&stores, ""), REGISTRY_LOOPBACK));
     let threads: Vec<_> = (0..50)
         .map(|_| {
             let gw = gw.clone();
@@ -175,15 +129,15 @@ fn concurrent_misses_share_one_read_and_unknown_names_are_cached_negatively() {
 
 #[test]
 fn redis_stopping_mid_test_only_costs_a_skip() {
-    let mut stores = Stores::start(true);
+    let mut stores = Stores::start(true, true);
     let demo = Demo::http();
-    let config = stores.config("").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
+    let config = config(&stores, "").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
     let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
     if let Some((redis, _)) = stores.redis.as_mut() {
         let _ = redis.child.kill();
         let _ = redis.child.wait();
     }
-    stores.put(false, manga_tool("inventory_check", &demo.url()));
+    stores.put(false, &manga_tool("inventory_check", &demo.url()));
     let answer = gw.call("inventory_check", json!({"manga_ids": ["MNG-00000001"]}));
     assert_eq!(answer["result"]["structuredContent"]["items"][0]["stock"], 59, "{answer}");
     let m = gw.metrics();
@@ -195,13 +149,12 @@ fn redis_stopping_mid_test_only_costs_a_skip() {
 
 #[test]
 fn dynamodb_stopping_keeps_the_last_known_good_registry() {
-    let mut stores = Stores::start(false);
+    let mut stores = Stores::start(true, false);
     let demo = Demo::http();
     import_catalog(&stores, &demo, false);
-    let gw = Gateway::start(&stores.config(""), REGISTRY_LOOPBACK);
+    let gw = Gateway::start(&config(&stores, ""), REGISTRY_LOOPBACK);
     assert_eq!(gw.tool_names().len(), 6);
-    let _ = stores.dynamo.child.kill();
-    let _ = stores.dynamo.child.wait();
+    stores.kill_dynamo();
     // Refreshes (every second) now fail; nothing is emptied.
     wait_for("two failed refreshes", || {
         metric(
@@ -237,16 +190,16 @@ fn both_tiers_down_at_start_still_serve_configuration() {
 
 #[test]
 fn schema_changes_are_picked_up_counted_and_seen_by_every_gateway_through_invalidation() {
-    let stores = Stores::start(true);
+    let stores = Stores::start(true, true);
     let demo = Demo::http();
     import_catalog(&stores, &demo, true);
-    let config = stores.config("").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
+    let config = config(&stores, "").replace("refresh_interval_secs = 1", "refresh_interval_secs = 600");
     let a = Gateway::start(&config, REGISTRY_LOOPBACK);
     let b = Gateway::start(&config, REGISTRY_LOOPBACK);
     // max_results now tops out at 3: a stricter schema.
     let mut tool = manga_tool("manga_search", &demo.url());
     tool["inputSchema"]["properties"]["max_results"]["maximum"] = json!(3);
-    stores.put(true, tool);
+    stores.put(true, &tool);
     // Refreshes run every 10 minutes here: only the invalidation channel can carry it.
     for gw in [&a, &b] {
         wait_for("the stricter schema to apply", || {
@@ -265,7 +218,7 @@ fn schema_changes_are_picked_up_counted_and_seen_by_every_gateway_through_invali
     // Deactivated tools disappear.
     let mut inactive = manga_tool("checkout", &demo.url());
     inactive["status"] = json!("inactive");
-    stores.put(true, inactive);
+    stores.put(true, &inactive);
     wait_for("the inactive tool to disappear", || !a.tool_names().contains(&"checkout".to_string()));
     expect_error(
         &a.call("checkout", json!({"shipping_address_id": "a", "payment_method_id": "p"})),
@@ -276,7 +229,7 @@ fn schema_changes_are_picked_up_counted_and_seen_by_every_gateway_through_invali
 
 #[test]
 fn refresh_reads_every_page_of_a_large_registry() {
-    let stores = Stores::start(false);
+    let stores = Stores::start(true, false);
     let mut tools = Vec::new();
     for i in 0..520 {
         tools.push(json!({"name": format!("tool_{i:04}"), "description": "generated", "inputSchema": {"type": "object"}}));
@@ -288,7 +241,7 @@ fn refresh_reads_every_page_of_a_large_registry() {
         &["import", path.to_str().unwrap(), "--server", "bulk", "--url", "http://127.0.0.1:9/mcp"],
     );
     let _ = std::fs::remove_file(path);
-    let gw = Gateway::start(&stores.config(""), REGISTRY_LOOPBACK);
+    let gw = Gateway::start(&config(&stores, ""), REGISTRY_LOOPBACK);
     let names = gw.tool_names();
     assert_eq!(names.len(), 520, "all pages (100 items each) were read");
     assert_eq!(names[0], "tool_0000");
@@ -297,15 +250,15 @@ fn refresh_reads_every_page_of_a_large_registry() {
 
 #[test]
 fn drift_against_a_live_everything_server() {
-    let stores = Stores::start(false);
+    let stores = Stores::start(true, false);
     let port = free_port();
     let _everything = everything_server(port);
     let url = format!("http://127.0.0.1:{port}/mcp");
     let server = json!({"name": "everything", "transport": "http", "url": url});
     // A deliberately stale entry: echo's schema differs, and a tool the server no longer has.
-    stores.put(false, json!({"name": "echo", "description": "old", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}, "server": server}));
-    stores.put(false, json!({"name": "retired_tool", "description": "gone", "inputSchema": {"type": "object"}, "server": server}));
-    let gw = Gateway::start(&stores.config(""), REGISTRY_LOOPBACK);
+    stores.put(false, &json!({"name": "echo", "description": "old", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}, "server": server}));
+    stores.put(false, &json!({"name": "retired_tool", "description": "gone", "inputSchema": {"type": "object"}, "server": server}));
+    let gw = Gateway::start(&config(&stores, ""), REGISTRY_LOOPBACK);
     let drift: Value = gw.admin_get("/admin/registry/drift").send().unwrap().json().unwrap();
     let everything = &drift["everything"];
     assert_eq!(everything["drifted"], true, "{drift}");

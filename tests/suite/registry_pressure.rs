@@ -6,70 +6,15 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
-/// DynamoDB Local (optional) and redis-server (optional), with the table created.
-struct Stores {
-    dynamo: Option<(Proc, u16)>,
-    redis: Option<(Proc, u16)>,
-}
-
-impl Stores {
-    fn start(with_dynamo: bool, with_redis: bool) -> Self {
-        let stores = Self { dynamo: with_dynamo.then(dynamodb_local), redis: with_redis.then(redis_server) };
-        if stores.dynamo.is_some() {
-            registry_cli(&stores.env(false), &["create-table"]);
-        }
-        stores
-    }
-
-    fn env(&self, announce: bool) -> Vec<(&'static str, String)> {
-        let mut env = vec![("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string())];
-        if let Some((_, port)) = &self.dynamo {
-            env.push(("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{port}")));
-        }
-        if announce && let Some((_, port)) = &self.redis {
-            env.push(("MCP_GATEWAY_REDIS_URL", format!("redis://127.0.0.1:{port}")));
-        }
-        env
-    }
-
-    /// Gateway configuration: top-level lines, then `[registry]` settings.
-    fn config(&self, top: &str, registry: &str) -> String {
-        let mut config = String::new();
-        if let Some((_, port)) = &self.dynamo {
-            config += &format!(
-                "dynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{port}\"\n"
-            );
-        }
-        if let Some((_, port)) = &self.redis {
-            config += &format!("redis_url = \"redis://127.0.0.1:{port}\"\n");
-        }
-        // Some of these gateways start with an empty registry: ready with no tools.
-        format!("{config}ready_min_tools = 0\n{top}\n[registry]\nnegative_ttl_secs = 600\n{registry}\n")
-    }
-
-    fn put(&self, announce: bool, tool: Value) {
-        let path = temp_path("tool.json");
-        std::fs::write(&path, tool.to_string()).unwrap();
-        registry_cli(&self.env(announce), &["put", path.to_str().unwrap()]);
-        let _ = std::fs::remove_file(path);
-    }
-
-    fn kill_dynamo(&mut self) {
-        if let Some((dynamo, _)) = self.dynamo.as_mut() {
-            let _ = dynamo.child.kill();
-            let _ = dynamo.child.wait();
-        }
-    }
-}
-
-/// A registry entry for one of the demo's tools, hosted by server "catalog" at `url`.
-fn manga_tool(name: &str, url: &str) -> Value {
-    let tools: Value = serde_json::from_str(include_str!("../../config/manga-tools.json")).unwrap();
-    let mut tool = tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap().clone();
-    tool["server"] = json!({"name": "catalog", "transport": "http", "url": url});
-    tool
+/// The gateway's configuration: the stores, `top` lines, then `[registry]` settings.
+fn config(stores: &Stores, top: &str, registry: &str) -> String {
+    // Some of these gateways start with an empty registry: ready with no tools.
+    format!(
+        "{}ready_min_tools = 0\n{top}\n[registry]\nnegative_ttl_secs = 600\n{registry}\n",
+        stores.config()
+    )
 }
 
 fn lookups(metrics: &str, tier: &str, result: &str) -> f64 {
@@ -91,7 +36,7 @@ fn made_up_names_wake_at_most_one_full_refresh_and_are_then_answered_from_memory
         "refresh_interval_secs = 600\n[servers.shop]\ntransport = \"http\"\nurl = \"{}\"\n",
         demo.url()
     );
-    let gw = Gateway::start(&stores.config(&top, ""), REGISTRY_LOOPBACK);
+    let gw = Gateway::start(&config(&stores, &top, ""), REGISTRY_LOOPBACK);
     let before = gw.metrics();
     // Fifty different made-up names, spread over more than ten seconds (the old limit was
     // one woken refresh every five seconds).
@@ -120,7 +65,7 @@ fn made_up_names_wake_at_most_one_full_refresh_and_are_then_answered_from_memory
 #[test]
 fn without_dynamodb_redis_misses_are_cached_negatively_too() {
     let stores = Stores::start(false, true);
-    let gw = Gateway::start(&stores.config("", ""), REGISTRY_LOOPBACK);
+    let gw = Gateway::start(&config(&stores, "", ""), REGISTRY_LOOPBACK);
     for _ in 0..20 {
         expect_error(&gw.call("made_up_tool", json!({})), -32002, "unknown_tool");
     }
@@ -135,13 +80,14 @@ fn during_a_dynamodb_outage_stale_entries_are_served_without_asking_it_again() {
     let demo = Demo::http();
     // A generous timeout: a cold DynamoDB Local must not fail the first read (that would
     // start the back-off before the outage).
-    let config = stores.config(
+    let config = config(
+        &stores,
         "refresh_interval_secs = 600",
         "memory_ttl_secs = 1\ndynamodb_backoff_ms = 600000\ndynamodb_timeout_ms = 10000\n",
     );
     let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
     // Registered after the start-up scan: found by a point lookup and kept in memory.
-    stores.put(false, manga_tool("price_lookup", &demo.url()));
+    stores.put(false, &manga_tool("price_lookup", &demo.url()));
     let first = gw.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
     assert_eq!(structured(&first)["retail_price"], 528, "{first}\n{}", gw.metrics());
     stores.kill_dynamo();
@@ -162,13 +108,13 @@ fn a_registry_entry_moved_to_another_server_is_followed() {
     let stores = Stores::start(true, true);
     let old = Demo::http();
     let new = Demo::http();
-    let gw = Gateway::start(&stores.config("refresh_interval_secs = 1", ""), REGISTRY_LOOPBACK);
-    stores.put(true, manga_tool("price_lookup", &old.url()));
+    let gw = Gateway::start(&config(&stores, "refresh_interval_secs = 1", ""), REGISTRY_LOOPBACK);
+    stores.put(true, &manga_tool("price_lookup", &old.url()));
     let call = || gw.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
     assert_eq!(structured(&call())["retail_price"], 528);
     assert_eq!(old.stats()["calls"], 1);
     // Same server name, another URL.
-    stores.put(true, manga_tool("price_lookup", &new.url()));
+    stores.put(true, &manga_tool("price_lookup", &new.url()));
     let deadline = Instant::now() + Duration::from_secs(60);
     while new.stats()["calls"] == 0 {
         assert!(

@@ -13,19 +13,12 @@ use std::{
 use crate::common::*;
 use serde_json::{Value, json};
 
-fn http_server(name: &str, url: &str, extra: &str) -> String {
-    format!("[servers.{name}]\ntransport = \"http\"\nurl = \"{url}\"\n{extra}\n")
-}
-
 #[test]
 fn a_killed_server_opens_its_breaker_fails_fast_and_recovers_when_restarted() {
     let port = free_port();
     let mut demo = Demo::start(false, port);
-    let config = http_server(
-        "catalog",
-        &format!("http://127.0.0.1:{port}/mcp"),
-        "[servers.catalog.breaker]\nopen_base_ms = 300\nopen_max_ms = 600\n",
-    );
+    let config = http_server("catalog", &format!("http://127.0.0.1:{port}/mcp"))
+        + "[servers.catalog.breaker]\nopen_base_ms = 300\nopen_max_ms = 600\n";
     let gw = Gateway::start(&config, &[]);
     let url = gw.url("/mcp");
     let stop = Arc::new(AtomicBool::new(false));
@@ -90,11 +83,8 @@ fn a_killed_server_opens_its_breaker_fails_fast_and_recovers_when_restarted() {
 #[test]
 fn tool_errors_and_invalid_params_never_open_the_breaker() {
     let demo = Demo::http();
-    let config = http_server(
-        "catalog",
-        &demo.url(),
-        "[servers.catalog.breaker]\nconsecutive_failures = 2\nmin_calls = 4\n[[servers.catalog.tools]]\nname = \"ghost\"\ninputSchema = { type = \"object\" }\n",
-    );
+    let config = http_server("catalog", &demo.url())
+        + "[servers.catalog.breaker]\nconsecutive_failures = 2\nmin_calls = 4\n[[servers.catalog.tools]]\nname = \"ghost\"\ninputSchema = { type = \"object\" }\n";
     let gw = Gateway::start(&config, &[]);
     for _ in 0..10 {
         let tool_error = gw.call("price_lookup", json!({"manga_id": "MNG-404"}));
@@ -121,12 +111,6 @@ fn lambda_tool(server: &str, function: &str, tool: &str, read_only: bool, extra:
     )
 }
 
-fn invocations(emulator: &Demo, function: &str) -> u64 {
-    let report: Value =
-        reqwest::blocking::get(format!("http://{}/_invocations", emulator.addr)).unwrap().json().unwrap();
-    report["functions"][function].as_u64().unwrap_or(0)
-}
-
 #[test]
 fn a_total_outage_stays_within_the_retry_budget() {
     let emulator = Demo::lambda_api();
@@ -146,7 +130,7 @@ fn a_total_outage_stays_within_the_retry_budget() {
         let answer = gw.call("manga_search", json!({}));
         expect_error(&answer, -32000, "upstream_error");
     }
-    let attempts = invocations(&emulator, "mcp-demo-unhandled");
+    let attempts = emulator.invocations("mcp-demo-unhandled");
     assert!(attempts >= calls, "every call made at least one attempt ({attempts})");
     assert!(
         attempts <= calls + calls / 5 + 2,
@@ -179,7 +163,7 @@ fn rate_limits_wait_for_retry_after_and_unsafe_tools_are_not_retried_after_a_tim
     let answer = gw.call("lookup", json!({}));
     let data = expect_error(&answer, -32003, "rate_limited");
     assert_eq!(data["attempts"], 3);
-    assert_eq!(invocations(&emulator, "mcp-demo-throttled"), 3);
+    assert_eq!(emulator.invocations("mcp-demo-throttled"), 3);
     // Each retry waited at least the upstream's Retry-After (1 s), by the gateway's own plan.
     let waits: Vec<u64> = gw
         .proc
@@ -194,13 +178,13 @@ fn rate_limits_wait_for_retry_after_and_unsafe_tools_are_not_retried_after_a_tim
     let answer = gw.call("add_to_cart", json!({}));
     let data = expect_error(&answer, -32001, "timeout");
     assert_eq!(data["attempts"], 1, "a non-idempotent call that may have run is never repeated");
-    assert_eq!(invocations(&emulator, "mcp-demo-slow-2000"), 1);
+    assert_eq!(emulator.invocations("mcp-demo-slow-2000"), 1);
 }
 
 #[test]
 fn the_callers_deadline_cuts_a_slow_call_and_the_upstream_sees_the_cancellation() {
     let demo = Demo::slow(3000);
-    let gw = Gateway::start(&http_server("slow", &demo.url(), ""), &[]);
+    let gw = Gateway::start(&http_server("slow", &demo.url()), &[]);
     let answer =
         gw.call_with("price_lookup", json!({"manga_id": "MNG-00000001"}), &[("X-Request-Timeout-Ms", "300")]);
     expect_error(&answer, -32001, "timeout");
@@ -219,8 +203,8 @@ fn the_callers_deadline_cuts_a_slow_call_and_the_upstream_sees_the_cancellation(
 fn callers_deadlines_never_open_the_breaker_of_a_slow_healthy_server() {
     // The reproduction: short caller deadlines on a slow tool of a healthy server.
     let demo = Demo::slow(1500);
-    let config =
-        http_server("slow", &demo.url(), "[servers.slow.breaker]\nconsecutive_failures = 3\nmin_calls = 4\n");
+    let config = http_server("slow", &demo.url())
+        + "[servers.slow.breaker]\nconsecutive_failures = 3\nmin_calls = 4\n";
     let gw = Gateway::start(&config, &[]);
     for i in 0..8 {
         let answer = gw.call_with(
@@ -241,7 +225,7 @@ fn callers_deadlines_never_open_the_breaker_of_a_slow_healthy_server() {
 #[test]
 fn a_caller_that_disconnects_cancels_the_upstream_call() {
     let demo = Demo::slow(3000);
-    let gw = Gateway::start(&http_server("slow", &demo.url(), ""), &[]);
+    let gw = Gateway::start(&http_server("slow", &demo.url()), &[]);
     let impatient = reqwest::blocking::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "price_lookup", "arguments": {"manga_id": "MNG-00000001"}}});
     assert!(impatient.post(gw.url("/mcp")).body(body.to_string()).send().is_err());
@@ -272,7 +256,7 @@ fn a_caller_that_disconnects_cancels_the_upstream_call() {
 fn session_era_upstreams_get_notifications_cancelled() {
     // A session-era server: a call cut by the deadline is cancelled by notification.
     let demo = Demo::with_sessions(2000);
-    let gw = Gateway::start(&http_server("legacy", &demo.url(), ""), &[]);
+    let gw = Gateway::start(&http_server("legacy", &demo.url()), &[]);
     assert!(gw.metrics().contains("mcp_gateway_upstream_era{era=\"session\",server=\"legacy\"} 1"));
     let answer =
         gw.call_with("add_to_cart", json!({"manga_id": "MNG-00000001"}), &[("X-Request-Timeout-Ms", "300")]);
@@ -294,8 +278,8 @@ fn stale_results_and_alternative_tools_stand_in_for_a_failed_server() {
     let port = free_port();
     let mut demo = Demo::start(false, port);
     let spare = Demo::http();
-    let mut config = http_server("catalog", &format!("http://127.0.0.1:{port}/mcp"), "");
-    config += &http_server("spare", &spare.url(), "");
+    let mut config = http_server("catalog", &format!("http://127.0.0.1:{port}/mcp"));
+    config += &http_server("spare", &spare.url());
     config += "[tools.catalog__manga_search]\nstale_fallback = true\n[tools.catalog__inventory_check]\nfallback_tool = \"spare__inventory_check\"\n";
     let gw = Gateway::start(&config, &[]);
     let fresh = gw.call("catalog__manga_search", json!({"query": "naruto"}));
@@ -323,7 +307,7 @@ fn stale_results_and_alternative_tools_stand_in_for_a_failed_server() {
 #[test]
 fn read_only_results_are_cached_and_identical_calls_in_flight_share_one_upstream_call() {
     let demo = Demo::slow(400);
-    let config = http_server("catalog", &demo.url(), "")
+    let config = http_server("catalog", &demo.url())
         + "[tools.manga_search]\ncache_ttl_ms = 60000\n[tools.add_to_cart]\ncache_ttl_ms = 60000\n";
     let gw = Arc::new(Gateway::start(&config, &[]));
     // Ten identical read-only calls at once: one upstream call.
@@ -360,7 +344,7 @@ fn read_only_results_are_cached_and_identical_calls_in_flight_share_one_upstream
 #[test]
 fn oversized_results_are_cut_with_a_notice() {
     let demo = Demo::http();
-    let config = http_server("catalog", &demo.url(), "") + "[tools.price_lookup]\nmax_result_bytes = 120\n";
+    let config = http_server("catalog", &demo.url()) + "[tools.price_lookup]\nmax_result_bytes = 120\n";
     let gw = Gateway::start(&config, &[]);
     let answer = gw.call("price_lookup", json!({"manga_id": "MNG-00000001", "include_history": true}));
     let content = answer["result"]["content"].as_array().unwrap();
@@ -379,7 +363,7 @@ fn redis_unreachable_leaves_local_breakers_working() {
     let dead = free_port();
     let config = format!(
         "redis_url = \"redis://127.0.0.1:{dead_redis}\"\nshared_breakers = true\n{}[[servers.down.tools]]\nname = \"order_status\"\ninputSchema = {{ type = \"object\" }}\n",
-        http_server("down", &format!("http://127.0.0.1:{dead}/mcp"), "discover = false\n")
+        http_server("down", &format!("http://127.0.0.1:{dead}/mcp")) + "discover = false\n"
     );
     let gw = Gateway::start(&config, &[]);
     for _ in 0..5 {
@@ -394,7 +378,7 @@ fn redis_unreachable_leaves_local_breakers_working() {
 #[test]
 fn calls_beyond_the_concurrency_limit_are_shed_at_once() {
     let demo = Demo::slow(1000);
-    let config = http_server("catalog", &demo.url(), "max_concurrency = 2\n");
+    let config = http_server("catalog", &demo.url()) + "max_concurrency = 2\n";
     let gw = Arc::new(Gateway::start(&config, &[]));
     let threads: Vec<_> = (0..6)
         .map(|i| {
@@ -423,11 +407,8 @@ fn a_hung_server_trips_its_breaker_even_while_calls_are_shed() {
     // calls take the permits and time out, four more are shed at once. Shed calls must not
     // reset the consecutive count, so the second round's timeouts trip the breaker.
     let demo = Demo::slow(60_000);
-    let config = http_server(
-        "hung",
-        &demo.url(),
-        "max_concurrency = 2\ntimeout_ms = 400\n[servers.hung.breaker]\nconsecutive_failures = 3\nmin_calls = 1000\nopen_base_ms = 60000\n",
-    );
+    let config = http_server("hung", &demo.url())
+        + "max_concurrency = 2\ntimeout_ms = 400\n[servers.hung.breaker]\nconsecutive_failures = 3\nmin_calls = 1000\nopen_base_ms = 60000\n";
     let gw = Arc::new(Gateway::start(&config, &[]));
     for round in 0..2u64 {
         let call = |i: u64| {
@@ -457,13 +438,10 @@ fn fallback_tools_never_repeat_a_side_effect_and_keep_the_callers_meta() {
     let slow = Demo::slow(5_000);
     let spare = Demo::http();
     let dead = free_port();
-    let mut config = http_server("checkout", &slow.url(), "timeout_ms = 300\n");
-    config += &http_server(
-        "gone",
-        &format!("http://127.0.0.1:{dead}/mcp"),
-        "discover = false\n[[servers.gone.tools]]\nname = \"add_to_cart\"\ninputSchema = { type = \"object\" }\n",
-    );
-    config += &http_server("spare", &spare.url(), "");
+    let mut config = http_server("checkout", &slow.url()) + "timeout_ms = 300\n";
+    config += &(http_server("gone", &format!("http://127.0.0.1:{dead}/mcp"))
+        + "discover = false\n[[servers.gone.tools]]\nname = \"add_to_cart\"\ninputSchema = { type = \"object\" }\n");
+    config += &http_server("spare", &spare.url());
     config += "[tools.checkout__add_to_cart]\nfallback_tool = \"spare__add_to_cart\"\n";
     config += "[tools.gone__add_to_cart]\nfallback_tool = \"spare__add_to_cart\"\n";
     let gw = Gateway::start(&config, &[]);

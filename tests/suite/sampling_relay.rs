@@ -22,14 +22,7 @@ fn fixtures() -> (Proc, String) {
 
 fn fixtures_with(options: &[&str]) -> (Proc, String) {
     let port = free_port();
-    let mut command = Command::new(python());
-    command
-        .arg(peers_dir().join("servers/conformance_server.py"))
-        .arg(port.to_string())
-        .arg("--log-requests");
-    command.args(options);
-    let mut proc = Proc::spawn("conformance-fixtures", command);
-    proc.wait_line("READY", Duration::from_secs(30));
+    let proc = conformance_fixtures(port, &[&["--log-requests"], options].concat());
     (proc, format!("http://127.0.0.1:{port}/mcp"))
 }
 

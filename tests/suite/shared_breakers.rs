@@ -6,7 +6,6 @@
 //! observe are given a working path to the server: only shared state can make them refuse.
 
 use std::{
-    process::Command,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -16,15 +15,6 @@ use std::{
 
 use crate::common::*;
 use serde_json::{Value, json};
-
-/// A redis-server on `port` (so it can be restarted on the same one).
-fn redis_on(port: u16) -> Proc {
-    let mut command = Command::new("redis-server");
-    command.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
-    let proc = Proc::spawn("redis-server", command);
-    wait_port(port, "redis-server", Duration::from_secs(10));
-    proc
-}
 
 /// A gateway whose server `catalog` is reached at `url`, its breaker shared through Redis.
 fn member(redis_port: u16, url: &str, open_base_ms: u64) -> Gateway {
@@ -65,7 +55,7 @@ fn transitions_to(gw: &Gateway, state: &str) -> f64 {
 #[test]
 fn the_fleet_recovers_through_a_health_probe_when_the_instance_that_tripped_is_gone() {
     let redis_port = free_port();
-    let _redis = redis_on(redis_port);
+    let _redis = redis_server_on(redis_port);
     let demo = Demo::http();
     let dead = format!("http://127.0.0.1:{}/mcp", free_port());
     let mut a = member(redis_port, &dead, 1000);
@@ -87,7 +77,7 @@ fn the_fleet_recovers_through_a_health_probe_when_the_instance_that_tripped_is_g
 #[test]
 fn an_instance_whose_own_path_is_broken_cannot_keep_a_healthy_server_blocked() {
     let redis_port = free_port();
-    let _redis = redis_on(redis_port);
+    let _redis = redis_server_on(redis_port);
     let demo = Demo::http();
     let dead = format!("http://127.0.0.1:{}/mcp", free_port());
     // A cannot reach the server (its own network); B and C can.
@@ -127,7 +117,7 @@ fn an_instance_whose_own_path_is_broken_cannot_keep_a_healthy_server_blocked() {
 #[test]
 fn operator_actions_on_any_instance_apply_to_the_fleet() {
     let redis_port = free_port();
-    let _redis = redis_on(redis_port);
+    let _redis = redis_server_on(redis_port);
     let a_port = free_port();
     let b_demo = Demo::http();
     // A's open period is long: only a fleet-wide close can bring it back within this test.
@@ -154,7 +144,7 @@ fn operator_actions_on_any_instance_apply_to_the_fleet() {
 #[test]
 fn a_trip_made_while_redis_was_away_reaches_the_fleet_when_it_returns() {
     let redis_port = free_port();
-    let mut redis = redis_on(redis_port);
+    let mut redis = redis_server_on(redis_port);
     let demo = Demo::http();
     let dead = format!("http://127.0.0.1:{}/mcp", free_port());
     let a = member(redis_port, &dead, 60_000);
@@ -171,29 +161,27 @@ fn a_trip_made_while_redis_was_away_reaches_the_fleet_when_it_returns() {
     wait_for("A to retry Redis after the trip", || errors(&a) >= after_trip + 3.0);
     // B knows nothing yet: its calls succeed.
     assert!(lookup(&b).get("result").is_some());
-    let _redis = redis_on(redis_port);
+    let _redis = redis_server_on(redis_port);
     wait_for("B to learn of A's trip", || category(&lookup(&b)) == "circuit_open");
 }
 
 #[test]
 fn servers_built_from_registry_entries_share_their_breaker_too() {
     let redis_port = free_port();
-    let _redis = redis_on(redis_port);
-    let (_dynamo, dynamo_port) = dynamodb_local();
-    let env = vec![
-        ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
-        ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{dynamo_port}")),
-    ];
-    registry_cli(&env, &["create-table"]);
+    let _redis = redis_server_on(redis_port);
+    let stores = Stores::dynamodb();
     // The registry says the catalogue lives on a port where nothing listens yet.
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     let catalogue = "config/manga-tools.json";
-    registry_cli(&env, &["import", catalogue, "--server", "catalog", "--transport", "http", "--url", &url]);
+    registry_cli(
+        &stores.env(false),
+        &["import", catalogue, "--server", "catalog", "--transport", "http", "--url", &url],
+    );
     let config = format!(
-        "redis_url = \"redis://127.0.0.1:{redis_port}\"\nshared_breakers = true\n\
-         dynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{dynamo_port}\"\n\
-         [defaults.breaker]\nopen_base_ms = 300000\nopen_max_ms = 300000\n"
+        "redis_url = \"redis://127.0.0.1:{redis_port}\"\nshared_breakers = true\n{}\
+         [defaults.breaker]\nopen_base_ms = 300000\nopen_max_ms = 300000\n",
+        stores.config()
     );
     let a = Gateway::start(&config, REGISTRY_LOOPBACK);
     let b = Gateway::start(&config, REGISTRY_LOOPBACK);

@@ -6,23 +6,10 @@
 //! no wait past the caller's deadline, and the reconnected streams' bytes within
 //! `max_response_bytes`. Each peer records the requests it got, in order.
 
-use std::{net::SocketAddr, process::Command, time::Duration};
+use std::{net::SocketAddr, process::Command};
 
 use crate::common::*;
 use serde_json::{Value, json};
-
-fn era_peer(args: &[&str]) -> (Proc, SocketAddr) {
-    let mut command = Command::new("python3");
-    command.arg("-u").arg(peers_dir().join("scripted/era_peer.py")).args(args);
-    let mut proc = Proc::spawn("era_peer.py", command);
-    let line = proc.wait_line("\"listen\"", Duration::from_secs(30));
-    let v: Value = serde_json::from_str(&line).unwrap();
-    (proc, v["listen"].as_str().unwrap().parse().unwrap())
-}
-
-fn seen(addr: SocketAddr) -> Vec<Value> {
-    reqwest::blocking::get(format!("http://{addr}/_seen")).unwrap().json().unwrap()
-}
 
 fn labels(seen: &[Value]) -> Vec<String> {
     seen.iter()
@@ -50,31 +37,22 @@ inputSchema = {{ type = "object" }}
     )
 }
 
-fn text(answer: &Value) -> String {
-    answer["result"]["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content in {answer}"))
-        .iter()
-        .filter_map(|c| c["text"].as_str())
-        .collect()
-}
-
 #[test]
 fn a_stream_closed_by_a_python_sdk_server_is_resumed_with_last_event_id() {
     let port = free_port();
     let mut command = Command::new(python());
     command.arg(peers_dir().join("servers/resumable_server.py")).args([&port.to_string(), "200"]);
-    let mut python = Proc::spawn("resumable_server.py (Python MCP SDK 2.x)", command);
     // The server's own word that it listens (a TCP connect could reach another process that
     // briefly held the port, and the gateway's first probe would then be refused).
-    python.wait_line(&format!("READY {port}"), Duration::from_secs(30));
+    let _python =
+        Proc::spawn_until("resumable_server.py (Python MCP SDK 2.x)", command, &format!("READY {port}"));
     let (_proxy, proxy) = era_peer(&["proxy", &format!("http://127.0.0.1:{port}/mcp")]);
     let config = format!("[servers.res]\ntransport = \"http\"\nurl = \"http://{proxy}/mcp\"\n");
     let gateway = Gateway::start(&config, &[]);
 
     let answer = gateway.call("slow_echo", json!({"text": "デプロイ中"}));
-    assert_eq!(text(&answer), "デプロイ中", "{answer}");
-    let recorded = seen(proxy);
+    assert_eq!(result_text(&answer), "デプロイ中", "{answer}");
+    let recorded = era_seen(proxy);
     assert_eq!(
         labels(&recorded),
         ["server/discover", "initialize", "notifications/initialized", "tools/list", "tools/call", "GET"],
@@ -88,8 +66,8 @@ fn a_stream_closed_by_a_python_sdk_server_is_resumed_with_last_event_id() {
 
     // A call whose stream is not closed is not reconnected.
     let echo = gateway.call("echo", json!({"text": "plain"}));
-    assert_eq!(text(&echo), "plain", "{echo}");
-    assert_eq!(gets(&seen(proxy)).len(), 1);
+    assert_eq!(result_text(&echo), "plain", "{echo}");
+    assert_eq!(gets(&era_seen(proxy)).len(), 1);
 }
 
 #[test]
@@ -111,7 +89,7 @@ fn reconnections_are_bounded_by_count_and_by_the_answer_limit() {
     assert_eq!(data["attempts"], 1, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(message.contains("after 5 reconnection"), "{message}");
-    let recorded = seen(count);
+    let recorded = era_seen(count);
     let resumed: Vec<&Value> = gets(&recorded).into_iter().map(|g| &g["last_event_id"]).collect();
     // Each reconnection names the last id the previous stream gave.
     assert_eq!(resumed, ["ev-1", "ev-2", "ev-3", "ev-4", "ev-5"], "{recorded:?}");
@@ -120,7 +98,7 @@ fn reconnections_are_bounded_by_count_and_by_the_answer_limit() {
     let data = expect_error(&answer, -32000, "response_too_large");
     assert_eq!(data["attempts"], 1, "{answer}");
     // Three reconnected streams fit in 1 MiB; the fourth crosses it and is cut there.
-    assert_eq!(gets(&seen(bytes)).len(), 4, "{:?}", seen(bytes));
+    assert_eq!(gets(&era_seen(bytes)).len(), 4, "{:?}", era_seen(bytes));
 }
 
 #[test]
@@ -133,7 +111,7 @@ fn a_retry_time_past_the_callers_deadline_is_not_waited_for() {
     assert_eq!(data["attempts"], 1, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(message.contains("would pass the caller's deadline"), "{message}");
-    let recorded = seen(addr);
+    let recorded = era_seen(addr);
     assert_eq!(
         labels(&recorded),
         ["server/discover", "initialize", "notifications/initialized", "tools/call"],

@@ -8,13 +8,6 @@ use std::process::Command;
 use crate::common::*;
 use serde_json::{Value, json};
 
-fn put(env: &[(&str, String)], tool: &Value) {
-    let path = temp_path("stdio-tool.json");
-    std::fs::write(&path, tool.to_string()).unwrap();
-    registry_cli(env, &["put", path.to_str().unwrap()]);
-    let _ = std::fs::remove_file(path);
-}
-
 fn stdio_tool(name: &str, server: &str, command: &str) -> Value {
     json!({
         "name": name,
@@ -38,9 +31,9 @@ fn registry_stdio_entries_start_only_allowlisted_commands() {
 
     let events = TempFile::new("stdio-registry.events");
 
-    put(&env, &stdio_tool("ok", "peer", "peer"));
+    registry_put(&env, &stdio_tool("ok", "peer", "peer"));
     // `touch` exists on PATH, and is not in stdio_commands.
-    put(&env, &stdio_tool("rogue", "rogue", "touch"));
+    registry_put(&env, &stdio_tool("rogue", "rogue", "touch"));
     // The CLI refuses a stdio entry without a command.
     let path = temp_path("stdio-nocmd.json");
     let mut no_command = stdio_tool("nocmd", "x", "peer");

@@ -8,18 +8,10 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{Gateway, TempFile, expect_error, get_json, metric, peers_dir, structured, wait_for};
+use crate::common::{
+    Gateway, TempFile, everything_entry, expect_error, get_json, metric, peers_dir, structured, wait_for,
+};
 use serde_json::{Value, json};
-
-fn everything_entry() -> PathBuf {
-    let entry = peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        entry.exists(),
-        "@modelcontextprotocol/server-everything is missing at {}: run scripts/install-test-deps.sh",
-        entry.display()
-    );
-    entry
-}
 
 fn peer_script() -> PathBuf {
     let script = peers_dir().join("scripted/stdio_peer.py");
@@ -55,14 +47,6 @@ fn peer_server(name: &str, events: &Path, args: &[&str], extra: &str) -> String 
     )
 }
 
-fn connections(gateway: &Gateway) -> Value {
-    gateway.admin_get("/admin/connections").send().unwrap().json().unwrap()
-}
-
-fn state_of(gateway: &Gateway, server: &str) -> String {
-    connections(gateway)[server]["state"].as_str().unwrap_or("absent").to_string()
-}
-
 fn process_exists(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -95,7 +79,7 @@ fn server_everything_over_stdio_is_listed_called_and_heard() {
 
     let answer = gateway.call("echo", json!({"message": "over stdio"}));
     assert_eq!(answer["result"]["content"][0]["text"], "Echo: over stdio", "{answer}");
-    let report = connections(&gateway);
+    let report = gateway.connections();
     assert_eq!(report["every"]["state"], "ready", "{report}");
     assert_eq!(report["every"]["transport"], "stdio");
     assert!(report["every"]["protocol_version"].is_string(), "{report}");
@@ -168,7 +152,7 @@ fn a_lying_or_babbling_child_times_out_alone_and_keeps_its_connection() {
     let again = gateway.call("ok", json!({}));
     assert_eq!(structured(&again)["pid"].as_u64().unwrap() as u32, pid);
     assert_eq!(spawns(events), vec![pid]);
-    assert_eq!(state_of(&gateway, "peer"), "ready");
+    assert_eq!(gateway.connection_state("peer"), "ready");
 
     // Requests the child sends the gateway are answered at once: ping with {}, the rest -32601.
     let asked = gateway.call("ask", json!({}));
@@ -253,7 +237,7 @@ fn a_child_flooding_its_stderr_is_logged_cut_and_rate_limited() {
     }
     // 1000 lines written at once; at most 20 a second reach the log.
     assert!(lines.len() < 1000, "no rate limit: {} lines logged", lines.len());
-    assert_eq!(state_of(&gateway, "peer"), "ready");
+    assert_eq!(gateway.connection_state("peer"), "ready");
 }
 
 #[test]
@@ -271,7 +255,7 @@ fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     let data = expect_error(&answer, -32000, "upstream_error");
     assert_eq!(data["attempts"], 1, "{answer}");
     wait_for("a second child", || spawns(events).len() == 2);
-    wait_for("the connection ready again", || state_of(&gateway, "peer") == "ready");
+    wait_for("the connection ready again", || gateway.connection_state("peer") == "ready");
     let second = structured(&gateway.call("ok", json!({})))["pid"].as_u64().unwrap() as u32;
     assert_ne!(first, second);
     // The restarted child's tools are listed again at once (the interval is 300 s).
@@ -288,12 +272,12 @@ fn a_child_that_dies_or_floods_fails_its_call_and_is_restarted() {
     let answer = gateway.call("big", json!({}));
     expect_error(&answer, -32000, "response_too_large");
     wait_for("a third child", || spawns(events).len() == 3);
-    wait_for("the connection ready again", || state_of(&gateway, "peer") == "ready");
+    wait_for("the connection ready again", || gateway.connection_state("peer") == "ready");
     let third = structured(&gateway.call("ok", json!({})))["pid"].as_u64().unwrap() as u32;
     assert_eq!(spawns(events), vec![first, second, third]);
     wait_for("the flooding child stopped", || !process_exists(second));
 
-    let report = connections(&gateway);
+    let report = gateway.connections();
     assert_eq!(report["peer"]["connects"], 3, "{report}");
     let metrics = gateway.metrics();
     assert_eq!(metric(&metrics, "mcp_gateway_upstream_reconnects_total", &["server=\"peer\""]), 2.0);
@@ -316,7 +300,7 @@ fn calls_fail_fast_while_the_child_is_being_restarted() {
     let config = format!("ready_min_tools = 1\n{}", peer_server("peer", events, &[], extra));
     let gateway = Gateway::start(&config, &[]);
     expect_error(&gateway.call("die", json!({})), -32000, "upstream_error");
-    wait_for("the connection reconnecting", || state_of(&gateway, "peer") == "reconnecting");
+    wait_for("the connection reconnecting", || gateway.connection_state("peer") == "reconnecting");
 
     let answer = gateway.call("ok", json!({}));
     let data = expect_error(&answer, -32000, "upstream_unavailable");
@@ -375,8 +359,8 @@ reconnect_give_up_ms = 200
 reconnect_slow_retry_ms = 600000
 "#;
     let gateway = Gateway::start_unready(config, &[], &[]);
-    wait_for("the connection failed", || state_of(&gateway, "gone") == "failed");
-    let report = connections(&gateway);
+    wait_for("the connection failed", || gateway.connection_state("gone") == "failed");
+    let report = gateway.connections();
     assert!(report["gone"]["last_error"].as_str().unwrap().contains("cannot start"), "{report}");
     assert!(report["gone"]["failed_attempts"].as_u64().unwrap() >= 2, "{report}");
 
@@ -414,7 +398,7 @@ fn shutdown_leaves_no_child_even_one_that_ignores_sigterm() {
     );
     let mut gateway = Gateway::start(&config, &[]);
     wait_for("both children ready", || {
-        state_of(&gateway, "polite") == "ready" && state_of(&gateway, "stubborn") == "ready"
+        gateway.connection_state("polite") == "ready" && gateway.connection_state("stubborn") == "ready"
     });
     let pids: Vec<u32> = spawns(polite).into_iter().chain(spawns(stubborn)).collect();
     assert_eq!(pids.len(), 2);

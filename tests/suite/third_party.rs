@@ -7,20 +7,6 @@ use std::{process::Command, time::Duration};
 use crate::common::*;
 use serde_json::{Value, json};
 
-fn http_server(name: &str, url: &str) -> String {
-    format!("[servers.{name}]\ntransport = \"http\"\nurl = \"{url}\"\n")
-}
-
-fn result_text(answer: &Value) -> String {
-    answer["result"]["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content in {answer}"))
-        .iter()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("")
-}
-
 #[test]
 fn the_typescript_everything_server_through_the_gateway_with_sessions_and_sse() {
     let port = free_port();

@@ -8,7 +8,7 @@
 //! - modern-era calls carry the `Mcp-Param-*` headers the tool's schema asks for.
 
 use crate::common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn tool(server: &str, name: &str, read_only: bool) -> String {
     format!(
@@ -20,11 +20,6 @@ inputSchema = {{ type = "object" }}
 annotations = {{ readOnlyHint = {read_only} }}
 "#
     )
-}
-
-fn breaker(gateway: &Gateway, server: &str) -> Value {
-    let report: Value = gateway.admin_get("/admin/breakers").send().unwrap().json().unwrap();
-    report[server].clone()
 }
 
 #[test]
@@ -135,7 +130,7 @@ breaker = {{ consecutive_failures = 2 }}
             assert_eq!(data["retryable"], false, "{response}");
         }
         assert_eq!(hostile_hits(addr, &format!("/refuse-{code}")), 3, "one POST per call");
-        let state = breaker(&gateway, server);
+        let state = gateway.breaker(server);
         assert_eq!(state["consecutive_failures"], 0, "{server}: {state}");
         assert_eq!(state["state"], "closed", "{server}: {state}");
     }

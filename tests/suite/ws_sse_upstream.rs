@@ -7,14 +7,6 @@
 use crate::common::*;
 use serde_json::{Value, json};
 
-fn connections(gateway: &Gateway) -> Value {
-    gateway.admin_get("/admin/connections").send().unwrap().json().unwrap()
-}
-
-fn state_of(gateway: &Gateway, server: &str) -> String {
-    connections(gateway)[server]["state"].as_str().unwrap_or("absent").to_string()
-}
-
 fn ws_server_config(name: &str, port: u16, extra: &str) -> String {
     format!("[servers.{name}]\ntransport = \"websocket\"\nurl = \"ws://127.0.0.1:{port}/ws\"\n{extra}\n")
 }
@@ -52,7 +44,7 @@ fn websocket_and_sse_servers_are_aggregated_and_called_through_the_gateway() {
     let echo = gateway.call("echo", json!({"message": "everything over sse"}));
     assert_eq!(echo["result"]["content"][0]["text"], "Echo: everything over sse", "{echo}");
 
-    let report = connections(&gateway);
+    let report = gateway.connections();
     for (server, transport) in [("ws", "websocket"), ("pysse", "sse"), ("every", "sse")] {
         assert_eq!(report[server]["state"], "ready", "{report}");
         assert_eq!(report[server]["transport"], transport, "{report}");
@@ -69,7 +61,7 @@ fn websocket_and_sse_servers_are_aggregated_and_called_through_the_gateway() {
     // connection is dropped and made again.
     let big = gateway.call("ws__blob", json!({"size": 200_000}));
     expect_error(&big, -32000, "response_too_large");
-    wait_for("the WebSocket connection back", || state_of(&gateway, "ws") == "ready");
+    wait_for("the WebSocket connection back", || gateway.connection_state("ws") == "ready");
     let small = gateway.call("ws__blob", json!({"size": 1000}));
     assert_eq!(small["result"]["content"][0]["text"].as_str().unwrap().len(), 1000, "{small}");
 }
@@ -86,9 +78,9 @@ fn kill_and_restart(
 ) -> Proc {
     let (tool, arguments) = call;
     assert!(gateway.call(tool, arguments.clone()).get("result").is_some());
-    let connects_before = connections(gateway)[server]["connects"].as_u64().unwrap();
+    let connects_before = gateway.connections()[server]["connects"].as_u64().unwrap();
     drop(process); // SIGKILL: no close frame, no end of stream, just a dead socket
-    wait_for("the gateway to see the server gone", || state_of(gateway, server) != "ready");
+    wait_for("the gateway to see the server gone", || gateway.connection_state(server) != "ready");
 
     let answer = gateway.call(tool, arguments.clone());
     let data = expect_error(&answer, -32000, "upstream_unavailable");
@@ -97,10 +89,10 @@ fn kill_and_restart(
     assert!(other.get("result").is_some(), "another server is not affected: {other}");
 
     let restarted = restart();
-    wait_for("the gateway to reconnect", || state_of(gateway, server) == "ready");
+    wait_for("the gateway to reconnect", || gateway.connection_state(server) == "ready");
     let answer = gateway.call(tool, arguments);
     assert!(answer.get("result").is_some(), "{answer}");
-    let report = connections(gateway);
+    let report = gateway.connections();
     assert!(report[server]["connects"].as_u64().unwrap() > connects_before, "{report}");
     assert!(report[server]["reconnects"].as_u64().unwrap() >= 1, "{report}");
     let filter = format!("server=\"{server}\"");
@@ -170,7 +162,7 @@ fn a_hung_websocket_server_is_found_by_the_keepalive_and_reconnected_when_it_res
     );
     let gateway = Gateway::start(&config, &[]);
     wait_for("the server's tools", || gateway.tool_names().iter().any(|n| n == "add"));
-    assert_eq!(state_of(&gateway, "ws"), "ready");
+    assert_eq!(gateway.connection_state("ws"), "ready");
     // No call is made while it hangs: only the keepalive can notice.
     ws.signal("STOP");
     // The transition's log line says why (the admin report's last error moves on with the
@@ -182,9 +174,9 @@ fn a_hung_websocket_server_is_found_by_the_keepalive_and_reconnected_when_it_res
                 && l.contains("no pong")
         })
     });
-    assert_ne!(state_of(&gateway, "ws"), "ready");
+    assert_ne!(gateway.connection_state("ws"), "ready");
     ws.signal("CONT");
-    wait_for("the gateway to reconnect", || state_of(&gateway, "ws") == "ready");
+    wait_for("the gateway to reconnect", || gateway.connection_state("ws") == "ready");
     let sum = gateway.call("add", json!({"a": 2, "b": 3}));
     assert_eq!(structured(&sum)["result"], 5, "{sum}");
 }
@@ -196,14 +188,14 @@ fn a_websocket_upgrade_refused_puts_the_server_in_needs_auth_and_the_configured_
     let tools = r#"tools = [{name = "add", description = "Add", inputSchema = {type = "object"}}]"#;
     let config = format!("ready_min_tools = 0\n{}", ws_server_config("ws", port, tools));
     let gateway = Gateway::start(&config, &[]);
-    wait_for("needs_auth", || state_of(&gateway, "ws") == "needs_auth");
+    wait_for("needs_auth", || gateway.connection_state("ws") == "needs_auth");
     let answer = gateway.call("add", json!({"a": 1, "b": 1}));
     expect_error(&answer, -32007, "upstream_auth");
     drop(gateway);
 
     let headers = format!("{tools}\nheaders = {{authorization = \"Bearer s3cret\"}}");
     let gateway = Gateway::start(&ws_server_config("ws", port, &headers), &[]);
-    wait_for("ready", || state_of(&gateway, "ws") == "ready");
+    wait_for("ready", || gateway.connection_state("ws") == "ready");
     let answer = gateway.call("add", json!({"a": 1, "b": 1}));
     assert_eq!(structured(&answer)["result"], 2, "{answer}");
 }
@@ -222,7 +214,7 @@ fn wss_is_verified_against_the_trust_store_reqwest_uses() {
     wait_for("the server's tools", || gateway.tool_names().iter().any(|n| n == "add"));
     let sum = gateway.call("add", json!({"a": 40, "b": 2}));
     assert_eq!(structured(&sum)["result"], 42, "{sum}");
-    assert_eq!(connections(&gateway)["ws"]["target"], url);
+    assert_eq!(gateway.connections()["ws"]["target"], url);
     drop(gateway);
 
     // Another CA trusted instead: no connection, and the reason says why.
@@ -230,8 +222,8 @@ fn wss_is_verified_against_the_trust_store_reqwest_uses() {
     private_ca(&other);
     let config = format!("ready_min_tools = 0\n{server}");
     let gateway = Gateway::start(&config, &[("SSL_CERT_FILE", &other.path("ca.pem"))]);
-    wait_for("a refused certificate", || connections(&gateway)["ws"]["last_error"].is_string());
-    let report = connections(&gateway);
+    wait_for("a refused certificate", || gateway.connections()["ws"]["last_error"].is_string());
+    let report = gateway.connections();
     let reason = report["ws"]["last_error"].as_str().unwrap();
     assert!(reason.contains("invalid peer certificate"), "{report}");
     assert_ne!(report["ws"]["state"], "ready", "{report}");
@@ -242,12 +234,7 @@ fn registry_entries_name_websocket_and_sse_servers_by_url() {
     let (ws_port, every_port) = (free_port(), free_port());
     let _ws = python_ws_server(ws_port, None);
     let _every = everything_sse_server(every_port);
-    let (_dynamo, port) = dynamodb_local();
-    let env = vec![
-        ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
-        ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{port}")),
-    ];
-    registry_cli(&env, &["create-table"]);
+    let stores = Stores::dynamodb();
     let entries = [
         (
             "add",
@@ -259,22 +246,18 @@ fn registry_entries_name_websocket_and_sse_servers_by_url() {
         ),
     ];
     for (tool, server) in entries {
-        let path = temp_path(&format!("ws-sse-entry-{tool}.json"));
-        let entry =
-            json!({"name": tool, "description": tool, "inputSchema": {"type": "object"}, "server": server});
-        std::fs::write(&path, entry.to_string()).unwrap();
-        registry_cli(&env, &["put", path.to_str().unwrap()]);
-        let _ = std::fs::remove_file(path);
+        stores.put(
+            false,
+            &json!({"name": tool, "description": tool, "inputSchema": {"type": "object"}, "server": server}),
+        );
     }
-    let config = format!(
-        "refresh_interval_secs = 1\nready_min_tools = 2\ndynamodb_table = \"mcp-tool-registry\"\ndynamodb_endpoint = \"http://127.0.0.1:{port}\"\n"
-    );
+    let config = format!("refresh_interval_secs = 1\nready_min_tools = 2\n{}", stores.config());
     let gateway = Gateway::start(&config, REGISTRY_LOOPBACK);
     let sum = gateway.call("add", json!({"a": 5, "b": 6}));
     assert_eq!(structured(&sum)["result"], 11, "{sum}");
     let echo = gateway.call("echo", json!({"message": "from the registry"}));
     assert_eq!(echo["result"]["content"][0]["text"], "Echo: from the registry", "{echo}");
-    let report = connections(&gateway);
+    let report = gateway.connections();
     assert_eq!(report["ws"]["transport"], "websocket", "{report}");
     assert_eq!(report["every"]["transport"], "sse", "{report}");
     assert_eq!(report["ws"]["state"], "ready", "{report}");
@@ -312,7 +295,7 @@ fn oversized_websocket_and_sse_messages_are_refused_while_read_not_buffered() {
         // The server's recovery re-lists every server: wait until that is over, so the next
         // oversized answer is the only call on its connection (and so named as too large).
         wait_for("the connection back and re-listed", || {
-            state_of(&gateway, server) == "ready" && listed("pysse") > before
+            gateway.connection_state(server) == "ready" && listed("pysse") > before
         });
     }
     let peak = peak_rss_kib(pid);
@@ -324,11 +307,6 @@ fn oversized_websocket_and_sse_messages_are_refused_while_read_not_buffered() {
         let small = gateway.call(&format!("{server}__blob"), json!({"size": 10}));
         assert_eq!(small["result"]["content"][0]["text"], "xxxxxxxxxx", "{small}");
     }
-}
-
-/// The JSON messages of an event stream's `data:` lines.
-fn sse_events(body: &str) -> Vec<Value> {
-    body.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect()
 }
 
 #[test]
