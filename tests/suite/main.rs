@@ -13,6 +13,7 @@ mod config_env;
 mod conformance_client;
 mod conformance_server;
 mod era_probe;
+mod golden;
 mod hostile_upstream;
 mod http_upstream;
 mod identity_policy;
