@@ -1,6 +1,6 @@
 # Shared by the benchmarks (sourced from the repository root): a work directory and the
 # background processes, both cleaned up on exit; free loopback ports; oha, installed once; the
-# release gateway and bare forwarder.
+# shipped gateway and bare forwarder.
 TOOLS="${BENCH_TOOLS:-/opt/benchtools}"
 OHA="$TOOLS/bin/oha"
 WORK="$(mktemp -d)"
@@ -36,29 +36,14 @@ need_oha() {
   [ -x "$OHA" ] || { echo "==> installing oha (once, ~10 min)"; cargo install oha --locked --root "$TOOLS"; }
 }
 
-# The gateway is built as it ships: with the profile of bench/pgo.sh when pgo/ has one
-# (BENCH_NO_PGO=1: without), in its own target directory so the two builds do not undo each
-# other. The forwarder is built plainly: it stands for a bare hyper forwarder as anyone would
-# build it.
+# The gateway is built as it ships (scripts/build-dist.sh: the `dist` profile with the
+# optimisation profile of bench/pgo.sh when pgo/ has one; BENCH_NO_PGO=1: without). The
+# forwarder is built with the same `dist` profile but no optimisation profile: it stands for a
+# bare hyper forwarder as anyone would build it for production.
 build_gateway_and_forwarder() {
   local target=${CARGO_TARGET_DIR:-target}
-  echo "==> building the forwarder (release)"
-  cargo build --release --locked --quiet --example forwarder
-  FWD=$target/release/examples/forwarder
-  if [ -f pgo/mcp-gateway.profdata ] && [ -z "${BENCH_NO_PGO:-}" ]; then
-    echo "==> building mcp-gateway (release, with pgo/mcp-gateway.profdata)"
-    CARGO_TARGET_DIR="$target/pgo-use" RUSTFLAGS="$(pgo_rustflags)" \
-      cargo build --release --locked --quiet --bin mcp-gateway
-    BIN=$target/pgo-use/release/mcp-gateway
-  else
-    echo "==> building mcp-gateway (release)"
-    cargo build --release --locked --quiet --bin mcp-gateway
-    BIN=$target/release/mcp-gateway
-  fi
-}
-
-# The flags of a profile-guided build (functions changed since the profile was taken are
-# compiled without it, silently).
-pgo_rustflags() {
-  echo "-Cprofile-use=$PWD/pgo/mcp-gateway.profdata -Cllvm-args=-no-pgo-warn-mismatch"
+  echo "==> building the forwarder (dist profile)"
+  cargo build --profile dist --locked --quiet --example forwarder
+  FWD=$target/dist/examples/forwarder
+  BIN=$(DIST_NO_PGO=${BENCH_NO_PGO:-} bash scripts/build-dist.sh --quiet)
 }

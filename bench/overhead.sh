@@ -10,10 +10,10 @@
 #               (and $BENCH_FULL_EXTRA_TOML appended to its configuration),
 #   tools10k    through mcp-gateway whose catalogue holds 10,006 tools (demo --extra-tools 10000),
 #   traced      through mcp-gateway, default configuration, with OpenTelemetry on (every call
-#               sampled; spans batch-exported over OTLP/HTTP to tests/peers/otlp_receiver.py,
+#               sampled; spans batch-exported over OTLP/HTTP to tests/peers/receivers/otlp_receiver.py,
 #               which counts them),
 #   identity    through mcp-gateway with caller identity, policy and quotas on: JWT bearer tokens
-#               from a real OAuth server (tests/peers/oauth_server.mjs) checked against its JWKS,
+#               from a real OAuth server (tests/peers/identity/oauth_server.mjs) checked against its JWKS,
 #               a 20-rule Cedar policy, and a Redis-shared quota per (caller, tool) that the
 #               run never exhausts (every call pays its decision),
 #   mcp-proxy   through mcp-proxy 0.6.0 (crates.io), same upstream (skipped if BENCH_SKIP_PROXY=1),
@@ -56,12 +56,12 @@ server "$UP10K" > "$WORK/tools10k.toml"
 # Tracing on: the OTLP receiver of the tests (scripts/install-test-deps.sh installs its venv).
 OTELPY=tests/peers/.venv-otel/bin/python
 [ -x "$OTELPY" ] || bash scripts/install-test-deps.sh
-"$OTELPY" -u tests/peers/otlp_receiver.py "$OTLP" --count > "$WORK/otlp.log" 2>&1 & PIDS+=($!)
+"$OTELPY" -u tests/peers/receivers/otlp_receiver.py "$OTLP" --count > "$WORK/otlp.log" 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$OTLP/_count"
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & GWT_PID=$!; PIDS+=($!)
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & GWF_PID=$!; PIDS+=($!)
 # Identity, policy and quotas on: a real OAuth server issues the token every call carries.
-node tests/peers/oauth_server.mjs > "$WORK/oauth.log" 2>&1 & PIDS+=($!)
+node tests/peers/identity/oauth_server.mjs > "$WORK/oauth.log" 2>&1 & PIDS+=($!)
 for _ in $(seq 100); do grep -q '"issuer"' "$WORK/oauth.log" 2>/dev/null && break; sleep 0.1; done
 ISSUER=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["issuer"])' "$WORK/oauth.log")
 TOKEN=$(curl -s -X POST "$ISSUER/token" -d grant_type=client_credentials -d client_id=shopper-1 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Profile-guided optimisation: records which code a gateway under its typical load runs, and
-# writes the merged profile to pgo/mcp-gateway.profdata, which release builds use
-# (bench/common.sh, the Dockerfile: `-Cprofile-use`). The latency a call adds at a steady
+# writes the merged profile to pgo/mcp-gateway.profdata, which the shipped build uses
+# (scripts/build-dist.sh, the Dockerfile: `-Cprofile-use` on the `dist` profile). The latency a call adds at a steady
 # rate is mostly the gateway's code and data coming back into the caches after an idle
 # gap; the profile lets LLVM lay the hot path out together and inline along it.
 #
@@ -27,18 +27,18 @@ fi
 
 GEN_TARGET="${CARGO_TARGET_DIR:-target}/pgo-generate"
 RAW="$WORK/raw"
-echo "==> building an instrumented gateway (release, ~10 min the first time)"
+echo "==> building an instrumented gateway (dist profile, as the shipped build; ~10 min the first time)"
 # A fixed default path (the runs set LLVM_PROFILE_FILE), so RUSTFLAGS stay the same from run
 # to run and cargo rebuilds only what changed; build scripts run during the build write there.
 mkdir -p "$GEN_TARGET"
 BUILD_PROFILES="$(cd "$GEN_TARGET" && pwd)/build-profiles"
 CARGO_TARGET_DIR="$GEN_TARGET" RUSTFLAGS="-Cprofile-generate=$BUILD_PROFILES" \
-  cargo build --release --locked --quiet --bin mcp-gateway
-GEN_BIN="$GEN_TARGET/release/mcp-gateway"
+  cargo build --profile dist --locked --quiet --bin mcp-gateway
+GEN_BIN="$GEN_TARGET/dist/mcp-gateway"
 
 UP=$(free_port); GW=$(free_port)
 # The upstream is not instrumented data: only the gateway's process writes to $RAW.
-DEMO="${CARGO_TARGET_DIR:-target}/release/mcp-gateway"
+DEMO="${CARGO_TARGET_DIR:-target}/dist/mcp-gateway"
 [ -x "$DEMO" ] || DEMO="$GEN_BIN"
 LLVM_PROFILE_FILE=/dev/null "$DEMO" demo-server --listen "127.0.0.1:$UP" > /dev/null 2>&1 & PIDS+=($!)
 printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"

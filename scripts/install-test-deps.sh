@@ -12,9 +12,9 @@
 #   * the model API SDKs (botocore, anthropic, openai, google-genai) pinned in
 #     tests/peers/requirements-formats.txt, in tests/peers/.venv-formats, likewise;
 #   * the OTLP protobuf bindings pinned in tests/peers/requirements-otel.txt, in
-#     tests/peers/.venv-otel (the trace receiver of tests/otel_tracing.rs), likewise.
+#     tests/peers/.venv-otel (the trace receiver of tests/suite/otel_tracing.rs), likewise.
 #   * awslabs run-mcp-servers-with-aws-lambda pinned in tests/peers/requirements-lambda.txt, in
-#     tests/peers/.venv-lambda (the Lambda Invoke API emulator of tests/agentcore_lambda.rs), likewise.
+#     tests/peers/.venv-lambda (the Lambda Invoke API emulator of tests/suite/agentcore_lambda.rs), likewise.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
 # working directory.
 set -euo pipefail
@@ -44,7 +44,7 @@ else
   step "redis-server installed ($(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'))"
 fi
 
-# --- openssl CLI and redis-cli (tests/redis_tls_cluster.rs: certificates, cluster setup) ----
+# --- openssl CLI and redis-cli (tests/suite/redis_tls_cluster.rs: certificates, cluster setup) ----
 if ! command -v openssl >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   step "installing openssl and redis-tools (apt-get)"
   apt_install openssl redis-tools

@@ -13,7 +13,7 @@ cargo clippy --locked --all-targets -- -D warnings
 bash scripts/validate-deploy.sh
 echo "==> the benchmark scripts parse (they need a quiet machine, so the test command runs none)"
 for script in bench/*.sh; do bash -n "$script"; done
-echo "==> the optimisation profile release builds use"
+echo "==> the optimisation profile the shipped build uses"
 bash scripts/check-pgo-profile.sh
 echo "==> cargo test"
 cargo test --locked --lib --bins --tests --examples -- --test-threads "${TEST_THREADS:-2}"

@@ -1,0 +1,209 @@
+//! What an upstream may do to the catalogue and the gateway's telemetry, against hostile
+//! upstream processes (`tests/peers/scripted/hostile_server.py`'s MCP modes) and the real gateway:
+//! a `ttlMs: 1` hint with tools renamed on every list refreshes that server only and leaves
+//! the metric series bounded; a server offering another's tool name or namespaced alias is
+//! refused, visibly; a changed definition waits for an operator's approval when pinned.
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+/// An HTTP server of the hostile peer's MCP mode `mode` (discovering its tools).
+fn mode_server(name: &str, addr: std::net::SocketAddr, mode: &str) -> String {
+    format!("[servers.{name}]\ntransport = \"http\"\nurl = \"http://{addr}/{mode}\"\n")
+}
+
+#[test]
+fn a_ttl_hint_refreshes_its_own_server_only_and_departed_tools_lose_their_series() {
+    let (_hostile, addr) = hostile_server(&[]);
+    let config = format!(
+        "refresh_interval_secs = 3600\n[catalogue]\nmin_refresh_interval_ms = 200\n{}{}",
+        mode_server("renamer", addr, "renaming"),
+        mode_server("steady", addr, "steady"),
+    );
+    let gateway = Gateway::start(&config, &[]);
+    let series = |gw: &Gateway| {
+        // Two scrapes: the first creates the zero series of what the catalogue holds now.
+        gw.metrics();
+        metric(&gw.metrics(), "mcp_gateway_metric_series", &[])
+    };
+    wait_for("the renamer to be listed 4 times", || hostile_methods(addr, "/renaming", "tools/list") >= 4);
+    let early = series(&gateway);
+    wait_for("the renamer to be listed 12 times", || hostile_methods(addr, "/renaming", "tools/list") >= 12);
+    // The hint honoured (bounded by min_refresh_interval_ms) for its own server only: the other
+    // server was listed once, at start, and the renamer's hint never woke it.
+    assert_eq!(hostile_methods(addr, "/steady", "tools/list"), 1);
+    let metrics = gateway.metrics();
+    let late = series(&gateway);
+    let renamed: Vec<String> = distinct_label_values(&metrics, "mcp_gateway_tool_calls_total", "tool")
+        .into_iter()
+        .filter(|t| t.starts_with("renamed_"))
+        .collect();
+    assert!(renamed.len() <= 1, "series of tools that left the catalogue remain: {renamed:?}");
+    // Eight more renames: each would add ~60 series; the count stays put.
+    assert!(late <= early + 30.0, "series grew from {early} to {late}");
+    assert!(early > 0.0);
+    // The current tools still work.
+    let answer = gateway.call("stable_tool", json!({}));
+    assert!(answer.get("result").is_some(), "{answer}");
+}
+
+#[test]
+fn tools_over_the_label_cap_are_counted_as_other() {
+    let demo = Demo::http();
+    let config = format!(
+        "[catalogue]\nmax_tool_label_values = 2\n[servers.demo]\ntransport = \"http\"\nurl = \"{}\"\n",
+        demo.url()
+    );
+    let gateway = Gateway::start(&config, &[]);
+    let answer = gateway.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
+    assert!(answer.get("result").is_some(), "{answer}");
+    let metrics = gateway.metrics();
+    let tools = distinct_label_values(&metrics, "mcp_gateway_tool_calls_total", "tool");
+    assert!(!tools.contains("price_lookup"), "{tools:?}");
+    assert!(tools.len() <= 3, "two tools and `other`: {tools:?}");
+    let other = metric(&metrics, "mcp_gateway_tool_calls_total", &["tool=\"other\"", "outcome=\"success\""]);
+    assert_eq!(other, 1.0, "{metrics}");
+    assert_eq!(metric(&metrics, "mcp_gateway_metric_tool_label_values", &[]), 2.0);
+}
+
+#[test]
+fn a_server_cannot_take_another_servers_name_or_its_alias() {
+    let demo = Demo::http();
+    let (_hostile, addr) = hostile_server(&[]);
+    let config = format!(
+        "[servers.demo]\ntransport = \"http\"\nurl = \"{}\"\n{}",
+        demo.url(),
+        mode_server("evil", addr, "shadow")
+    );
+    let gateway = Gateway::start(&config, &[]);
+    // `manga_search` is offered by both: each copy under its own server's name. The hostile
+    // server's `demo__manga_search` is the demo server's alias: refused.
+    let names = gateway.tool_names();
+    assert!(names.contains(&"demo__manga_search".to_string()), "{names:?}");
+    assert!(names.contains(&"evil__manga_search".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("evil__demo__")), "{names:?}");
+    let (_, listed) = gateway.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let shadow = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "demo__manga_search")
+        .cloned()
+        .unwrap();
+    assert!(!shadow["description"].as_str().unwrap_or("").contains("IGNORE"), "{shadow}");
+    // A call to the demo server's name reaches the demo server, never the hostile one.
+    for _ in 0..3 {
+        let answer = gateway.call("demo__manga_search", json!({"query": "naruto"}));
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    assert_eq!(hostile_methods(addr, "/shadow", "tools/call"), 0);
+    // Visible: the admin endpoint, the metric, the log.
+    let (status, report) = admin_get_json(&gateway, "/admin/registry/collisions");
+    assert_eq!(status, 200);
+    let refused: Vec<&Value> = report["collisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "alias_of_another_server")
+        .collect();
+    assert_eq!(refused.len(), 1, "{report}");
+    assert_eq!(refused[0]["name"], "demo__manga_search");
+    assert_eq!(refused[0]["server"], "evil");
+    assert_eq!(refused[0]["owner"], "demo");
+    let metrics = gateway.metrics();
+    assert_eq!(
+        metric(&metrics, "mcp_gateway_tool_name_collisions", &["kind=\"alias_of_another_server\""]),
+        1.0,
+        "{metrics}"
+    );
+    // The log line is written behind the answers; wait for it to arrive.
+    wait_for("the refusal's log line", || {
+        gateway
+            .proc
+            .output()
+            .lines()
+            .any(|l| l.contains("tool name refused") && l.contains("demo__manga_search"))
+    });
+}
+
+/// The description of `tool` in the gateway's `tools/list`.
+fn description(gateway: &Gateway, tool: &str) -> String {
+    let (_, listed) = gateway.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == tool)
+        .and_then(|t| t["description"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_changed_definition_is_not_served_until_approved() {
+    let (_hostile, addr) = hostile_server(&[]);
+    let scratch = Scratch::new("pins");
+    let pin_file = scratch.path("pins.json");
+    let config = format!(
+        "refresh_interval_secs = 3600\n[catalogue]\npin_tool_definitions = true\npin_file = \"{pin_file}\"\n{}",
+        mode_server("words", addr, "rugpull")
+    );
+    let gateway = Gateway::start(&config, &[]);
+    assert_eq!(description(&gateway, "lookup"), "Looks a word up.");
+    let metrics = gateway.metrics();
+    assert_eq!(metric(&metrics, "mcp_gateway_tool_definitions_pending", &[]), 0.0, "{metrics}");
+
+    // The server changes the description: the pinned one is still served (and called).
+    gateway.admin_post("/admin/registry/refresh").send().unwrap();
+    wait_for("the change to be pending", || {
+        metric(&gateway.metrics(), "mcp_gateway_tool_definitions_pending", &[]) == 1.0
+    });
+    assert_eq!(hostile_methods(addr, "/rugpull", "tools/list"), 2);
+    assert_eq!(description(&gateway, "lookup"), "Looks a word up.");
+    let answer = gateway.call("lookup", json!({"q": "x"}));
+    assert!(answer.get("result").is_some(), "{answer}");
+    let (_, pins) = admin_get_json(&gateway, "/admin/registry/pins");
+    assert_eq!(pins["pending"][0]["tool"], "lookup", "{pins}");
+    assert_eq!(pins["pending"][0]["serving"], "approved", "{pins}");
+    wait_for("the pending change's log line", || gateway.proc.output().contains("not served until approved"));
+
+    // The CLI without the admin token is refused by the gateway's admin guard.
+    let refused = std::process::Command::new(BIN)
+        .args(["registry", "approve", "lookup", "--url", &gateway.url("")])
+        .env_remove("MCP_GATEWAY_ADMIN__TOKEN")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("401"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    // Approved with the CLI (the token from the environment, as for the gateway): the new
+    // definition is served, without listing the server again.
+    let approved = std::process::Command::new(BIN)
+        .args(["registry", "approve", "lookup", "--url", &gateway.url("")])
+        .env("MCP_GATEWAY_ADMIN__TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    let answer: Value = serde_json::from_slice(&approved.stdout).unwrap();
+    assert_eq!(answer["approved"][0]["tool"], "lookup", "{answer}");
+    wait_for("the approved definition to be served", || {
+        description(&gateway, "lookup").contains("evil.example")
+    });
+    assert_eq!(metric(&gateway.metrics(), "mcp_gateway_tool_definitions_pending", &[]), 0.0);
+    assert_eq!(hostile_methods(addr, "/rugpull", "tools/list"), 2);
+    // Nothing left to approve.
+    let again = std::process::Command::new(BIN)
+        .args(["registry", "approve", "--all", "--url", &gateway.url("")])
+        .env("MCP_GATEWAY_ADMIN__TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+
+    // The approval survives a restart: the pin file holds the new definition.
+    let pins: Value = serde_json::from_str(&std::fs::read_to_string(&pin_file).unwrap()).unwrap();
+    let pinned = pins["pins"][0]["definition"]["description"].as_str().unwrap();
+    assert!(pinned.contains("evil.example"), "{pins}");
+}

@@ -1,0 +1,221 @@
+//! Multi-round-trip requests (2026-07-28, SEP-2322) through the gateway, with the official
+//! Python SDK 2.3 on both sides: a server whose tools ask the user (`Resolve` + `Elicit`) and
+//! the client's model (`Sample`) (`tests/peers/mrtr_server.py`), and the SDK client answering
+//! them (`tests/peers/mrtr_client.py`) in its default mode (modern: `input_required` and a
+//! retry) and in legacy mode (session era: requests on the call's stream).
+//!
+//! Decisions proven: a modern caller's own `clientCapabilities` and `clientInfo` reach the
+//! modern upstream (not the gateway's empty ones), `input_required` results and the caller's
+//! retry (`inputResponses`, `requestState`) pass through untouched, the outcome is the same as
+//! direct in both modes for an accepting, a refusing and a declining user; a session-era
+//! caller of a 2026-07-28-only server is asked on its own stream and the gateway retries with
+//! its answers; and no round of
+//! such a call is ever answered from the result cache (a question is asked again; a caller
+//! that never answers leaves nothing behind).
+
+use std::{process::Command, time::Duration};
+
+use crate::common::{Gateway, Proc, free_port, metric, peers_dir, python};
+use serde_json::{Value, json};
+
+const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+struct MrtrServer {
+    _proc: Proc,
+    url: String,
+}
+
+impl MrtrServer {
+    fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    fn start_with(options: &[&str]) -> Self {
+        let port = free_port();
+        let mut command = Command::new(python());
+        command.arg(peers_dir().join("servers/mrtr_server.py")).arg(port.to_string()).args(options);
+        let mut proc = Proc::spawn("mrtr-server", command);
+        proc.wait_line("READY", Duration::from_secs(30));
+        Self { _proc: proc, url: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// Every `tools/call` round the server saw, in order.
+    fn rounds(&self) -> Vec<Value> {
+        let rounds: Value =
+            reqwest::blocking::get(format!("{}/control/rounds", self.url)).unwrap().json().unwrap();
+        rounds.as_array().unwrap().clone()
+    }
+}
+
+/// Runs the SDK client against `url` in `mode`, the user answering `answer`.
+fn client(url: &str, mode: &str, answer: &str) -> Value {
+    let output = Command::new(python())
+        .arg(peers_dir().join("clients/mrtr_client.py"))
+        .args([url, mode, answer])
+        .output()
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "mrtr_client {mode} {answer} at {url}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON line")
+}
+
+/// What the caller experienced: who asked what, and the two results' text and error flag.
+fn outcome(report: &Value) -> Value {
+    let result = |r: &Value| json!({"text": r["content"][0]["text"], "isError": r["isError"]});
+    json!({"asked": report["asked"], "order": result(&report["order"]), "summary": result(&report["summary"])})
+}
+
+fn gateway_for(server: &MrtrServer) -> Gateway {
+    let config = format!(
+        r#"
+listen = "127.0.0.1:0"
+[defaults]
+cache_ttl_ms = 60000
+[servers.mrtr]
+transport = "http"
+url = "{}/mcp"
+"#,
+        server.url
+    );
+    Gateway::start(&config, &[])
+}
+
+#[test]
+fn the_sdk_client_gets_the_same_answers_through_the_gateway_as_direct_in_both_modes() {
+    let server = MrtrServer::start();
+    let gateway = gateway_for(&server);
+    let (direct, through) = (format!("{}/mcp", server.url), gateway.url("/mcp"));
+    for mode in ["auto", "legacy"] {
+        for answer in ["accept", "refuse", "decline"] {
+            let expected = outcome(&client(&direct, mode, answer));
+            let before = server.rounds().len();
+            let got = outcome(&client(&through, mode, answer));
+            assert_eq!(got, expected, "{mode}/{answer}: through the gateway as direct");
+            let rounds = &server.rounds()[before..];
+            if mode == "auto" {
+                // Two rounds per tool: the question, then the retry carrying the answer, each
+                // with the caller's own declaration.
+                let shape: Vec<(String, bool, bool)> = rounds
+                    .iter()
+                    .map(|r| {
+                        (
+                            r["tool"].as_str().unwrap().to_string(),
+                            r["inputResponses"].as_bool().unwrap(),
+                            r["requestState"].as_bool().unwrap(),
+                        )
+                    })
+                    .collect();
+                let expected_shape: Vec<(String, bool, bool)> = ["place_order", "summarise_reviews"]
+                    .iter()
+                    .flat_map(|t| [(t.to_string(), false, false), (t.to_string(), true, true)])
+                    .collect();
+                assert_eq!(shape, expected_shape, "{rounds:?}");
+                for round in rounds {
+                    assert_eq!(round["protocolVersion"], "2026-07-28");
+                    assert!(round["clientCapabilities"]["elicitation"].is_object(), "{round}");
+                    assert!(round["clientCapabilities"]["sampling"].is_object(), "{round}");
+                    assert_ne!(
+                        round["clientInfo"]["name"], "mcp-gateway",
+                        "the caller's clientInfo: {round}"
+                    );
+                }
+            }
+        }
+    }
+    let accepted = outcome(&client(&through, "auto", "accept"));
+    assert_eq!(accepted["order"]["text"], "order for Naruto vol. 1 placed, confirmed by yuki");
+    assert_eq!(accepted["summary"]["text"], "Naruto: five stars");
+}
+
+/// POSTs a modern `tools/call` (with the caller's declaration) to `url`.
+fn modern_call(url: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        CAPABILITIES: {"sampling": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-caller", "version": "1"}
+    });
+    let response = reqwest::blocking::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", params["name"].as_str().unwrap_or_default())
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().unwrap();
+    // A JSON body, or an SSE stream whose last `data:` line is the answer.
+    let body = text.lines().rev().find_map(|l| l.strip_prefix("data:")).unwrap_or(&text).trim().to_string();
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn questions_pass_through_and_no_round_is_answered_from_the_cache() {
+    let server = MrtrServer::start();
+    let gateway = gateway_for(&server);
+    let through = gateway.url("/mcp");
+    let call = json!({"name": "summarise_reviews", "arguments": {"title": "Naruto"}});
+
+    // Round one: the server's question reaches the caller untouched.
+    let asked = modern_call(&through, call.clone());
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{asked}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "sampling/createMessage", "{asked}");
+    let state = result["requestState"].clone();
+    assert!(state.is_string(), "{asked}");
+    assert_eq!(server.rounds().last().unwrap()["clientInfo"]["name"], "raw-caller");
+
+    // The caller answers: the retry completes.
+    let mut retry = call.clone();
+    retry["requestState"] = state;
+    retry["inputResponses"] =
+        json!({key: {"role": "assistant", "content": {"type": "text", "text": "ten stars"}, "model": "m"}});
+    let answered = modern_call(&through, retry);
+    assert_eq!(answered["result"]["content"][0]["text"], "Naruto: ten stars", "{answered}");
+
+    // The same first round again (a read-only tool, cache on): asked again, never the
+    // answer another round got; the server saw every round.
+    let again = modern_call(&through, call);
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    assert_eq!(server.rounds().len(), 3, "every round reached the server");
+    // A caller that never answers holds nothing at the gateway: nothing in flight.
+    let metrics = gateway.metrics();
+    assert_eq!(metric(&metrics, "mcp_gateway_in_flight ", &[]), 0.0);
+}
+
+#[test]
+fn a_session_era_caller_of_a_modern_only_server_is_asked_on_its_stream() {
+    let server = MrtrServer::start_with(&["--modern-only"]);
+    let gateway = gateway_for(&server);
+    let (direct, through) = (format!("{}/mcp", server.url), gateway.url("/mcp"));
+    for answer in ["accept", "refuse", "decline"] {
+        // The modern client direct is the reference; the session-era client cannot reach
+        // this server direct at all, and through the gateway must get the same answers.
+        let expected = outcome(&client(&direct, "auto", answer));
+        let before = server.rounds().len();
+        let got = outcome(&client(&through, "legacy", answer));
+        assert_eq!(got, expected, "legacy/{answer} through the gateway as modern direct");
+        let rounds = &server.rounds()[before..];
+        let retries: Vec<bool> = rounds.iter().map(|r| r["inputResponses"].as_bool().unwrap()).collect();
+        assert_eq!(
+            retries,
+            [false, true, false, true],
+            "a question, then the retry with the answer: {rounds:?}"
+        );
+        for round in rounds {
+            // What the caller's session declared at initialize, told to the modern server.
+            assert!(round["clientCapabilities"]["elicitation"].is_object(), "{round}");
+            assert!(round["clientCapabilities"]["sampling"].is_object(), "{round}");
+            assert_ne!(round["clientInfo"]["name"], "mcp-gateway", "{round}");
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! A gateway whose stdout nobody reads (a stuck log shipper) keeps answering: the log writer
+//! drops lines instead of blocking request threads, and counts what it dropped.
+
+use std::time::Duration;
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+#[test]
+fn the_gateway_keeps_answering_when_its_stdout_pipe_is_full() {
+    // Read up to the start-up line, then never again: the pipe (64 KiB) fills and stays full.
+    let UnreadGateway { mut child, stdout, addr, .. } =
+        UnreadGateway::start("log_level = \"info\"\n[inbound]\nmax_batch_items = 1000\n", &[]);
+    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let url = format!("http://{addr}/mcp");
+    // Each batch logs 1 000 call lines: 200 batches are well past the pipe and the writer's
+    // 128 000-line buffer.
+    let batch: Vec<Value> = (0..1000)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}}))
+        .collect();
+    let body = Value::Array(batch).to_string();
+    for round in 0..200 {
+        let answer = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .unwrap_or_else(|e| panic!("batch {round} got no answer (log writer blocked?): {e}"));
+        assert_eq!(answer.status(), 200);
+        let answers: Value = answer.json().unwrap();
+        assert_eq!(answers.as_array().map(Vec::len), Some(1000));
+    }
+    let metrics = client.get(format!("http://{addr}/metrics")).send().unwrap().text().unwrap();
+    let dropped = metric(&metrics, "mcp_gateway_log_lines_dropped_total", &[]);
+    assert!(dropped > 0.0, "lines beyond the buffer are dropped and counted:\n{metrics}");
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(stdout);
+}
