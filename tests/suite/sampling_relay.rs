@@ -267,12 +267,15 @@ fn a_server_that_refuses_the_session_era_keeps_the_normal_path_for_back_channel_
     let (fixtures, upstream) = fixtures_with(&["--refuse-initialize"]);
     let gw = gateway(&upstream, "");
     let session = initialize(&gw, json!({"sampling": {}}), "modern-bound").expect("a session");
-    // The dedicated handshake is refused: the call goes the normal (2026-07-28) way, where the
-    // fixture has no back-channel and says so, rather than failing in the gateway.
+    // The dedicated handshake is refused: the call goes the normal (2026-07-28) way, telling the
+    // server what the caller's session declared (so a modern server may ask with
+    // `input_required`). This fixture asks the session-era way instead, which its SDK refuses on
+    // a 2026-07-28 request: the server's failure, answered as such, not "does not support
+    // sampling" (the gateway's empty capabilities) and not a failure in the gateway.
     let response =
         call(&gw, Some(&session), "test_sampling", json!({"prompt": "hi"}), &[]).next().expect("an answer");
-    assert_eq!(response["result"]["isError"], true, "{response}");
-    assert!(text_of(&response).contains("does not support sampling"), "{response}");
+    assert!(!response.to_string().contains("does not support sampling"), "{response}");
+    expect_error(&response, -32000, "upstream_protocol");
     let response = call(&gw, Some(&session), "test_simple_text", json!({}), &[]).next().expect("an answer");
     assert_eq!(text_of(&response), "This is a simple text response for testing.", "{response}");
     // The refusal is remembered for the caller: one handshake attempt, not one per call. (The
