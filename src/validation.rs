@@ -51,6 +51,11 @@ impl ArgumentSchema {
         (compiled, problem)
     }
 
+    /// The schema as given (what it was compiled from).
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
     /// Whether calls of this tool may carry `Mcp-Param-*` headers (see [`param_headers`]).
     pub fn declares_param_headers(&self) -> bool {
         self.param_headers

@@ -29,6 +29,32 @@ pub struct CatalogueConfig {
     /// Most distinct `tool` label values the per-tool metrics may carry; calls of tools beyond
     /// it are counted under `tool="other"`. Series of tools that left the catalogue are removed.
     pub max_tool_label_values: usize,
+    /// Tool search (`[catalogue.search]`): `tools/list` holds `search_tools` and `call_tool`
+    /// (plus the pinned tools) instead of the whole catalogue.
+    pub search: SearchConfig,
+}
+
+/// The tool search mode (see `docs/catalogue-control.md`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// `tools/list` holds the `search_tools` and `call_tool` meta-tools and the pinned tools;
+    /// every tool stays callable by name.
+    pub enabled: bool,
+    /// Tools listed beside the meta-tools (the names callers see).
+    #[serde(deserialize_with = "super::lenient::strings")]
+    pub pinned: Vec<String>,
+    /// Most tools one search answers with (a caller may ask for fewer, never more).
+    pub max_results: usize,
+}
+
+/// Largest `catalogue.search.max_results`: an answer carries every tool's schema.
+pub const MAX_SEARCH_RESULTS: usize = 50;
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self { enabled: false, pinned: Vec::new(), max_results: 5 }
+    }
 }
 
 impl Default for CatalogueConfig {
@@ -38,6 +64,7 @@ impl Default for CatalogueConfig {
             pin_tool_definitions: false,
             pin_file: None,
             max_tool_label_values: 20_000,
+            search: SearchConfig::default(),
         }
     }
 }
@@ -52,6 +79,18 @@ impl CatalogueConfig {
         }
         if self.pin_file.is_some() && !self.pin_tool_definitions {
             bail!("catalogue.pin_file needs catalogue.pin_tool_definitions = true");
+        }
+        let search = &self.search;
+        if !(1..=MAX_SEARCH_RESULTS).contains(&search.max_results) {
+            bail!("catalogue.search.max_results must be between 1 and {MAX_SEARCH_RESULTS}");
+        }
+        if let Some(bad) = search.pinned.iter().find(|n| !crate::registry::control::valid_name(n)) {
+            bail!("catalogue.search.pinned: {bad:?} is not a tool name (^[a-zA-Z0-9_-]{{1,64}}$)");
+        }
+        if let Some(meta) =
+            search.pinned.iter().find(|n| crate::registry::search::META_TOOLS.contains(&n.as_str()))
+        {
+            bail!("catalogue.search.pinned: {meta:?} is a meta-tool, always listed in search mode");
         }
         Ok(())
     }

@@ -29,13 +29,14 @@ mod registry_trust;
 mod resilience;
 mod schema;
 mod server;
+mod tool_control;
 mod upstream_auth;
 mod validate;
 
 pub use admin::AdminSettings;
 pub use audit::{AuditConfig, AuditSinkKind};
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, AuthMode, PolicyConfig};
-pub use catalogue::CatalogueConfig;
+pub use catalogue::{CatalogueConfig, MAX_SEARCH_RESULTS, SearchConfig};
 pub use env::{CLI_ENV, ENV_PREFIX};
 pub use inbound::InboundLimits;
 pub use lambda_targets::{LambdaEvent, TARGET_SEPARATOR, check_definition, load_tools_file};

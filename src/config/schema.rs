@@ -242,4 +242,39 @@ pub struct ToolConfig {
     pub cache_ttl_ms: Option<u64>,
     /// Overrides `defaults.max_result_bytes` for this tool.
     pub max_result_bytes: Option<usize>,
+    /// Catalogue control (see `crate::registry::control`): the name callers see instead of
+    /// this one (the server still gets its own).
+    #[serde(deserialize_with = "lenient::opt_string", skip_serializing_if = "Option::is_none")]
+    pub rename: Option<String>,
+    /// Replaces the server's description.
+    #[serde(deserialize_with = "lenient::opt_string", skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Left out of `tools/list`, the exports, `/capabilities` and search; a call is `unknown_tool`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hide: bool,
+    /// MCP annotations set over the server's (`title`, `readOnlyHint`, `destructiveHint`,
+    /// `idempotentHint`, `openWorldHint`).
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub annotations: serde_json::Map<String, serde_json::Value>,
+    /// Arguments the gateway sets on every call, removed from the schema callers see; a caller
+    /// sending one is refused (`bad_input`).
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub fixed_arguments: serde_json::Map<String, serde_json::Value>,
+    /// Arguments filled in when a call leaves them out, shown as `default` in the schema.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub default_arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ToolConfig {
+    /// The catalogue control keys of this section.
+    pub fn overrides(&self) -> crate::registry::control::ToolOverrides {
+        crate::registry::control::ToolOverrides {
+            rename: self.rename.clone(),
+            description: self.description.clone(),
+            hide: self.hide,
+            annotations: self.annotations.clone(),
+            fixed_arguments: self.fixed_arguments.clone(),
+            default_arguments: self.default_arguments.clone(),
+        }
+    }
 }

@@ -92,6 +92,7 @@ impl Config {
         self.quotas.validate()?;
         self.audit.validate()?;
         self.catalogue.validate()?;
+        self.validate_catalogue_control()?;
         self.inbound.validate()?;
         self.auth.validate(self.listen)?;
         self.admin.validate()?;

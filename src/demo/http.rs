@@ -3,7 +3,7 @@
 //! For tests and demos of the gateway's resilience it can answer `tools/call` after a delay
 //! (`--delay-ms`), and `GET /_stats` reports what it saw: calls received, calls answered,
 //! calls abandoned by the client before the answer (cancellations),
-//! `notifications/cancelled` received, and the last call's `_meta` and trace headers. With `--sessions` it behaves as a session-era server:
+//! `notifications/cancelled` received, and the last call's `_meta`, tool name, arguments and trace headers. With `--sessions` it behaves as a session-era server:
 //! `initialize` issues an `Mcp-Session-Id`, every other request must carry a live one (400
 //! without, 404 for an unknown one), `DELETE /mcp` ends it, `POST /_expire_sessions` ends all.
 
@@ -198,6 +198,15 @@ async fn stats(State(state): State<DemoState>) -> Response {
             .ok()
             .and_then(|body| serde_json::from_str::<Value>(&body).ok())
             .and_then(|call| call.pointer("/params/_meta").cloned())
+            .unwrap_or(Value::Null),
+        // The last call's tool name and arguments as the server received them (what a gateway
+        // in front of it injected, renamed or filled in).
+        "last_tool": s
+            .last_call
+            .lock()
+            .ok()
+            .and_then(|body| serde_json::from_str::<Value>(&body).ok())
+            .map(|call| json!({"name": call.pointer("/params/name"), "arguments": call.pointer("/params/arguments")}))
             .unwrap_or(Value::Null),
         "last_headers": s
             .last_trace_headers

@@ -165,6 +165,20 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(self.refuse(ctx, started, None, bad_input("params.name must be a string")));
         };
+        // Search mode: `search_tools` is answered here; `call_tool` becomes the named tool's call.
+        if self.catalog().is_meta_tool(name) {
+            if name == crate::registry::search::SEARCH_TOOLS {
+                return self
+                    .search_tools(&params, &ctx.caller)
+                    .map_err(|err| self.refuse(ctx, started, None, err));
+            }
+            if let Err(err) = super::search::unwrap_call_tool(&mut params) {
+                return Err(self.refuse(ctx, started, None, err));
+            }
+        }
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Err(self.refuse(ctx, started, None, bad_input("params.name must be a string")));
+        };
         let resolved = match self.registry.resolve(name).await {
             Some(tool) => Some(tool),
             // A name from a model API export (`GET /tools?format=…`) that was mapped to fit the
@@ -244,7 +258,7 @@ impl Gateway {
         };
 
         // The arguments are kept (copied) only when an alternative tool may need them.
-        let kept = self.tool_settings(&tool.name).fallback_tool.is_some().then(|| arguments.clone());
+        let kept = self.settings_of(&tool).fallback_tool.is_some().then(|| arguments.clone());
         // A call that may relay requests to its caller is its own: never served from the
         // cache nor shared with identical calls (the answer may hold what its caller said).
         // Nor is a call whose server's credentials are the caller's own (token exchange,
@@ -289,13 +303,39 @@ impl Gateway {
         result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
     }
 
-    /// The arguments object, defaults filled in, checked against the tool's schema.
+    /// The arguments object, fixed arguments set and defaults filled in, checked against the
+    /// tool's schema. A caller sending a fixed argument is refused: the schema it was shown
+    /// has no such argument, and silently replacing its value would answer another question
+    /// than the one it asked.
     fn checked_arguments(
         &self,
         tool: &ToolRecord,
         params: &mut Map<String, Value>,
     ) -> Result<Value, GatewayError> {
         let mut arguments = crate::validation::arguments_object(params).map_err(bad_input)?;
+        if let Some(control) = &tool.control
+            && !control.fixed.is_empty()
+            && let Value::Object(given) = &mut arguments
+        {
+            let sent: Vec<Value> = control
+                .fixed
+                .keys()
+                .filter(|key| given.contains_key(*key))
+                .map(|key| json!({"path": format!("/{key}"), "message": format!("{key} is set by the gateway for {}; leave it out", tool.name)}))
+                .collect();
+            if !sent.is_empty() {
+                return Err(GatewayError::new(
+                    Category::BadInput,
+                    format!(
+                        "arguments of {} set what the gateway fixes ({} argument(s))",
+                        tool.name,
+                        sent.len()
+                    ),
+                )
+                .with_extra("violations", Value::Array(sent)));
+            }
+            given.extend(control.fixed.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         tool.schema.check(&mut arguments).map_err(|violations| {
             GatewayError::new(
                 Category::BadInput,
@@ -333,7 +373,7 @@ impl Gateway {
         caller: &Arc<Caller>,
     ) -> (SharedResult, Ending) {
         let ttl = Duration::from_millis(
-            self.tool_settings(&tool.name).cache_ttl_ms.unwrap_or(self.config.defaults.cache_ttl_ms),
+            self.settings_of(tool).cache_ttl_ms.unwrap_or(self.config.defaults.cache_ttl_ms),
         );
         if !ttl.is_zero()
             && let Some(hit) = self.results.fresh(key, ttl)
@@ -393,7 +433,7 @@ impl Gateway {
     /// Results with `isError` are not kept (`outcome` is the call's, already classified).
     fn remember(&self, tool: &ToolRecord, key: &str, ttl: Duration, result: &SharedResult, outcome: &str) {
         let Ok(raw) = result else { return };
-        if (ttl.is_zero() && !self.tool_settings(&tool.name).stale_fallback)
+        if (ttl.is_zero() && !self.settings_of(tool).stale_fallback)
             || outcome != Outcome::Success.label()
             || !mrtr::is_complete(raw)
         {
@@ -537,7 +577,7 @@ impl Gateway {
         if !err.category.retryable() {
             return None;
         }
-        let settings = self.tool_settings(&tool.name);
+        let settings = self.settings_of(tool);
         let reason = err.category.as_str();
         if settings.stale_fallback && tool.read_only {
             let max_age = Duration::from_millis(self.config.cache.stale_max_age_ms);
@@ -573,8 +613,7 @@ impl Gateway {
     }
 
     fn fit_budget(&self, tool: &ToolRecord, raw: Box<RawValue>) -> Box<RawValue> {
-        let budget =
-            self.tool_settings(&tool.name).max_result_bytes.unwrap_or(self.config.defaults.max_result_bytes);
+        let budget = self.settings_of(tool).max_result_bytes.unwrap_or(self.config.defaults.max_result_bytes);
         match truncate::truncate(&raw, budget) {
             Some(cut) => {
                 self.metrics.truncations.with_label_values(&[self.metrics.tool_label(&tool.name)]).inc();
@@ -821,7 +860,8 @@ fn upstream_request(tool: &ToolRecord, call: Forwarded<'_>, honours_keys: bool) 
         forwarded.insert(META_IDEMPOTENCY_KEY.into(), json!(key));
     }
     let param_headers = if tool.schema.declares_param_headers() {
-        param_headers::for_call(tool.definition.get("inputSchema"), &arguments)
+        // The schema calls are checked against: the server's own, fixed arguments included.
+        param_headers::for_call(Some(tool.schema.schema()), &arguments)
     } else {
         Vec::new()
     };
@@ -859,6 +899,7 @@ mod tests {
             read_only,
             idempotent: false,
             origin: None,
+            control: None,
         }
     }
 

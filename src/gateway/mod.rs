@@ -9,6 +9,7 @@ pub mod cancel;
 pub mod capabilities;
 pub mod drift;
 pub mod refresh;
+mod search;
 mod surface;
 pub mod upstreams;
 
@@ -235,7 +236,10 @@ impl Gateway {
         };
         let authenticator = crate::identity::Authenticator::from_config(&config.auth).await?;
         let policy = crate::policy::Policy::start(&config.policy, metrics.policy_reloads.clone())?;
-        let registry = Registry::new(Arc::new(Catalog::new(routes)), dynamic);
+        let overrides =
+            config.tools.iter().map(|(name, settings)| (name.clone(), settings.overrides())).collect();
+        let catalog = Catalog::new(routes).controlled(overrides, &config.catalogue.search);
+        let registry = Registry::new(Arc::new(catalog), dynamic);
         let gateway = Arc::new(Self {
             registry,
             upstreams,
@@ -482,6 +486,11 @@ impl Gateway {
     /// The `[tools.NAME]` settings of a tool (defaults when it has none).
     pub fn tool_settings(&self, name: &str) -> &ToolConfig {
         self.config.tools.get(name).unwrap_or(&self.default_tool)
+    }
+
+    /// The `[tools.NAME]` settings of a catalogue tool: those of its name before a rename.
+    pub fn settings_of(&self, tool: &ToolRecord) -> &ToolConfig {
+        self.tool_settings(tool.settings_name())
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {

@@ -12,9 +12,11 @@
 //!   parents are `Group::"<group>"` for each group, so `principal in Group::"ops"` works;
 //! - action `Action::"call"`, one action for listing and calling: what a caller sees is
 //!   exactly what it may call;
-//! - resource `Tool::"<exposed name>"`, attributes `name`, `server` (strings), `readOnly`,
-//!   `destructive`, `idempotent`, `openWorld` (the MCP annotations, absent ones at the spec's
-//!   defaults: false, true, false, true); its parent is `Server::"<server>"`.
+//! - resource `Tool::"<exposed name>"`, attributes `name`, `server`, `upstreamName` (strings),
+//!   `readOnly`, `destructive`, `idempotent`, `openWorld` (the MCP annotations, absent ones at
+//!   the spec's defaults: false, true, false, true); its parent is `Server::"<server>"`. The
+//!   policy judges the tool as callers see it: catalogue control's rename and annotation
+//!   overrides are in `name` and the hints; `upstreamName` is the server's own name.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -176,6 +178,7 @@ fn tool_entities(tool: &ToolRecord) -> Option<(EntityUid, [Entity; 2])> {
     let attrs = HashMap::from([
         ("name".to_string(), RestrictedExpression::new_string(tool.name.to_string())),
         ("server".to_string(), RestrictedExpression::new_string(tool.server.to_string())),
+        ("upstreamName".to_string(), RestrictedExpression::new_string(tool.upstream_name.to_string())),
         ("readOnly".to_string(), RestrictedExpression::new_bool(hint("readOnlyHint", false))),
         ("destructive".to_string(), RestrictedExpression::new_bool(hint("destructiveHint", true))),
         ("idempotent".to_string(), RestrictedExpression::new_bool(hint("idempotentHint", false))),

@@ -33,7 +33,7 @@ use crate::{
 /// The tools one caller may see in one catalogue snapshot.
 #[derive(Debug)]
 pub struct ToolView {
-    /// Exposed names of the visible tools.
+    /// Exposed names of the visible tools (every tool the caller may call, listed or not).
     pub visible: HashSet<Arc<str>>,
     /// The `tools/list` result of the visible tools (`{"tools":[…]}`), serialised once.
     pub list_result: Bytes,
@@ -100,7 +100,14 @@ impl Policy {
         let principal = Principal::of(caller);
         let tools: Vec<Arc<ToolRecord>> =
             snapshot.tools().into_iter().filter(|t| engine.decide(&principal, t).allowed).collect();
-        let definitions: Vec<&serde_json::Value> = tools.iter().map(|t| &t.definition).collect();
+        // What `tools/list` holds: every visible tool, or in search mode the meta-tools and
+        // the visible pinned tools (the others stay callable, and findable by search).
+        let listing = snapshot.listing();
+        let definitions: Vec<&serde_json::Value> = listing
+            .meta()
+            .iter()
+            .chain(tools.iter().filter(|t| listing.lists(&t.name)).map(|t| &t.definition))
+            .collect();
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
             .map(Bytes::from)
             .unwrap_or_else(|_| Bytes::from_static(br#"{"tools":[]}"#));

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use super::{
+    control::ToolOverrides,
     dynamodb::{DEFAULT_TABLE, DynamoStore},
     entry::{RegistryEntry, ServerRef},
     redis_tier::RedisStore,
@@ -68,7 +69,8 @@ impl RegistryClient {
 
 /// Reads a tool definition file for `put`: the tool (name, description, inputSchema,
 /// annotations) plus `server` ({name, transport, url | function, qualifier | command}), and
-/// optionally `status` and `healthy`.
+/// optionally `status`, `healthy` and `overrides` (catalogue control, checked here as far as
+/// the definition allows).
 pub fn entry_from_file(path: &Path) -> anyhow::Result<RegistryEntry> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut doc: Value =
@@ -79,12 +81,21 @@ pub fn entry_from_file(path: &Path) -> anyhow::Result<RegistryEntry> {
     let name = doc.get("name").and_then(Value::as_str).context("the file needs a tool `name`")?.to_string();
     let status = doc.get("status").and_then(Value::as_str).unwrap_or("active").to_string();
     let healthy = doc.get("healthy").and_then(Value::as_bool).unwrap_or(true);
+    let overrides: ToolOverrides = match doc.get("overrides") {
+        Some(value) => serde_json::from_value(value.clone()).context("`overrides`")?,
+        None => ToolOverrides::default(),
+    };
     if let Some(map) = doc.as_object_mut() {
-        for key in ["name", "server", "status", "healthy"] {
+        for key in ["name", "server", "status", "healthy", "overrides"] {
             map.remove(key);
         }
     }
-    new_entry(name, doc, server, status, healthy)
+    if let Err(problem) = overrides.apply(&name, &doc) {
+        bail!("overrides of {name}: {problem}");
+    }
+    let mut entry = new_entry(name, doc, server, status, healthy)?;
+    entry.overrides = overrides;
+    Ok(entry)
 }
 
 fn new_entry(
@@ -133,6 +144,7 @@ fn new_entry(
         healthy,
         version: 0,
         updated_at: String::new(),
+        overrides: ToolOverrides::default(),
     })
 }
 
@@ -163,7 +175,7 @@ pub async fn import(client: &RegistryClient, path: &Path, server: ServerRef) -> 
 
 /// One line per entry for `registry list`.
 pub fn summary(entry: &RegistryEntry) -> Value {
-    json!({
+    let mut line = json!({
         "name": entry.tool_name,
         "server": entry.server.name,
         "transport": entry.server.transport,
@@ -172,7 +184,11 @@ pub fn summary(entry: &RegistryEntry) -> Value {
         "version": entry.version,
         "updated_at": entry.updated_at,
         "schema_hash": entry.schema_hash(),
-    })
+    });
+    if !entry.overrides.is_empty() {
+        line["overrides"] = json!(entry.overrides);
+    }
+    line
 }
 
 /// `registry approve`: asks a running gateway (`base`, e.g. `http://127.0.0.1:8080`) to approve

@@ -27,10 +27,15 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::{
+    control::{Controlled, ToolOverrides},
     entry::{RegistryEntry, ServerRef},
-    record::{ToolRecord, canonical_hash, definition_hash},
+    record::{Control, ToolRecord, canonical_hash, definition_hash},
+    search::{META_TOOLS, SearchIndex},
 };
-use crate::{config::TransportKind, validation::SchemaCache};
+use crate::{
+    config::{SearchConfig, TransportKind},
+    validation::SchemaCache,
+};
 
 /// The tools one server offers, as it described them.
 #[derive(Debug, Clone)]
@@ -62,18 +67,75 @@ pub struct Collision {
     /// [`Collision::kind`] values: `alias_of_another_server` (refused), `name_held` (the
     /// holder kept the bare name, the newcomer is namespaced), `routed` (configuration routes
     /// the name elsewhere, this copy is namespaced), `shared_name` (no holder: every copy
-    /// namespaced), `namespaced_clash` (the namespaced name was taken: refused).
+    /// namespaced), `namespaced_clash` (the namespaced name was taken: refused); catalogue
+    /// control: `rename_clash` (a rename to a name another tool is served under: refused),
+    /// `override_invalid` (an override the tool's definition does not take: refused, see
+    /// `detail`), `reserved_name` (a meta-tool's name in search mode: namespaced, or refused
+    /// when a rename asked for it).
     pub kind: &'static str,
     /// The name it is exposed under, if any.
     pub exposed: Option<String>,
+    /// Why, when the kind alone does not say (an override that does not fit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// Every [`Collision::kind`], for zero metric series.
-pub const COLLISION_KINDS: &[&str] =
-    &["alias_of_another_server", "name_held", "routed", "shared_name", "namespaced_clash"];
+pub const COLLISION_KINDS: &[&str] = &[
+    "alias_of_another_server",
+    "name_held",
+    "routed",
+    "shared_name",
+    "namespaced_clash",
+    "rename_clash",
+    "override_invalid",
+    "reserved_name",
+];
 
 /// Tools by exposed name, probed once per call (foldhash: the names are the operator's).
 type ByName = HashMap<Arc<str>, Arc<ToolRecord>, foldhash::fast::RandomState>;
+
+/// A tool that got a catalogue name, before catalogue control.
+struct Candidate<'a> {
+    /// Its catalogue name (bare or namespaced): the key of its `[tools.NAME]` section.
+    exposed: String,
+    /// Its name on the server.
+    upstream: &'a str,
+    server: &'a ServerTools,
+    tool: &'a Value,
+}
+
+/// What `tools/list` holds: every tool, or (search mode) the meta-tools and the pinned tools.
+#[derive(Debug)]
+pub enum Listing {
+    All,
+    Search {
+        /// `search_tools` and `call_tool`.
+        meta: Vec<Value>,
+        /// Tools listed beside them (names callers see).
+        pinned: HashSet<Arc<str>>,
+        /// The index `search_tools` answers from, built with this snapshot.
+        index: Arc<SearchIndex>,
+    },
+}
+
+impl Listing {
+    /// The meta-tools' definitions (none outside search mode).
+    pub fn meta(&self) -> &[Value] {
+        match self {
+            Listing::All => &[],
+            Listing::Search { meta, .. } => meta,
+        }
+    }
+
+    /// Whether the catalogue tool `name` is in `tools/list`.
+    pub fn lists(&self, name: &str) -> bool {
+        match self {
+            Listing::All => true,
+            Listing::Search { pinned, .. } => pinned.contains(name),
+        }
+    }
+}
 
 /// One immutable version of the catalogue.
 #[derive(Debug)]
@@ -83,6 +145,8 @@ pub struct Snapshot {
     list_result: Bytes,
     /// Names offered and not granted as asked, by name then server.
     collisions: Vec<Collision>,
+    /// What `tools/list` holds (and the search index in search mode).
+    listing: Listing,
 }
 
 const EMPTY_LIST: &str = r#"{"tools":[]}"#;
@@ -93,6 +157,20 @@ impl Snapshot {
             by_name: ByName::default(),
             list_result: Bytes::from_static(EMPTY_LIST.as_bytes()),
             collisions: Vec::new(),
+            listing: Listing::All,
+        }
+    }
+
+    /// What `tools/list` holds: the search mode's meta-tools, and which tools it lists.
+    pub fn listing(&self) -> &Listing {
+        &self.listing
+    }
+
+    /// The search index (search mode only).
+    pub fn search_index(&self) -> Option<&Arc<SearchIndex>> {
+        match &self.listing {
+            Listing::All => None,
+            Listing::Search { index, .. } => Some(index),
         }
     }
 
@@ -114,6 +192,11 @@ impl Snapshot {
         self.by_name.is_empty()
     }
 
+    /// The tool callers know as `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolRecord>> {
+        self.by_name.get(name)
+    }
+
     /// All tools, ordered by exposed name.
     pub fn tools(&self) -> Vec<Arc<ToolRecord>> {
         let mut tools: Vec<_> = self.by_name.values().cloned().collect();
@@ -129,6 +212,10 @@ pub struct Catalog {
     schemas: SchemaCache,
     /// Tool name → server that owns the bare name (from configuration).
     routes: BTreeMap<String, String>,
+    /// Catalogue control from configuration, by catalogue name (`[tools.NAME]`).
+    overrides: BTreeMap<String, ToolOverrides>,
+    /// The search mode's settings (`None`: `tools/list` holds every tool).
+    search: Option<SearchConfig>,
     logged_conflicts: Mutex<HashSet<String>>,
     /// Tests: a signal the next build waits for.
     #[cfg(test)]
@@ -141,10 +228,25 @@ impl Catalog {
             current: RwLock::new(Arc::new(Snapshot::empty())),
             schemas: SchemaCache::default(),
             routes,
+            overrides: BTreeMap::new(),
+            search: None,
             logged_conflicts: Mutex::new(HashSet::new()),
             #[cfg(test)]
             test_gate: Mutex::new(None),
         }
+    }
+
+    /// With catalogue control (`overrides` by catalogue name) and the search mode when
+    /// `search.enabled`.
+    pub fn controlled(mut self, overrides: BTreeMap<String, ToolOverrides>, search: &SearchConfig) -> Self {
+        self.overrides = overrides.into_iter().filter(|(_, o)| !o.is_empty()).collect();
+        self.search = search.enabled.then(|| search.clone());
+        self
+    }
+
+    /// Whether `name` is a meta-tool of the search mode in force.
+    pub fn is_meta_tool(&self, name: &str) -> bool {
+        self.search.is_some() && META_TOOLS.contains(&name)
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {
@@ -224,6 +326,9 @@ impl Catalog {
             .collect();
         let mut collisions = Vec::new();
         let mut by_name = ByName::default();
+        // Catalogue names granted so far, and the tools that got one.
+        let mut natural: HashSet<String> = HashSet::new();
+        let mut candidates: Vec<Candidate<'_>> = Vec::new();
         for (name, copies) in &owners {
             // Another server's namespaced alias is that server's, whoever offers it.
             let mut granted: Vec<(&ServerTools, &Value)> = Vec::with_capacity(copies.len());
@@ -239,6 +344,7 @@ impl Catalog {
                         owner: Some(owner),
                         kind: "alias_of_another_server",
                         exposed: None,
+                        detail: None,
                     }),
                     None => granted.push((server, tool)),
                 }
@@ -261,13 +367,16 @@ impl Catalog {
             for (server, tool) in &granted {
                 let bare = granted.len() == 1 || holder.as_deref() == Some(server.server.as_str());
                 let exposed = if bare { name.to_string() } else { namespaced(&server.server, name) };
-                if by_name.contains_key(exposed.as_str()) {
+                if natural.contains(exposed.as_str()) {
+                    let owner =
+                        candidates.iter().find(|c| c.exposed == exposed).map(|c| c.server.server.clone());
                     collisions.push(Collision {
                         name: name.to_string(),
                         server: server.server.clone(),
-                        owner: by_name.get(exposed.as_str()).map(|t| t.server.to_string()),
+                        owner,
                         kind: "namespaced_clash",
                         exposed: None,
+                        detail: None,
                     });
                     continue;
                 }
@@ -283,30 +392,212 @@ impl Catalog {
                         owner: holder.clone(),
                         kind,
                         exposed: Some(exposed.clone()),
+                        detail: None,
                     });
                 }
-                let record = self.record(&exposed, name, server, tool);
-                by_name.insert(record.name.clone(), Arc::new(record));
+                natural.insert(exposed.clone());
+                candidates.push(Candidate { exposed, upstream: name, server, tool });
+            }
+        }
+        self.serve_candidates(candidates, &mut by_name, &mut collisions);
+        for entry in registry {
+            let overrides = self.entry_overrides(entry);
+            let exposed = overrides.rename.as_deref().unwrap_or(&entry.tool_name);
+            if by_name.contains_key(exposed) || (self.search.is_some() && META_TOOLS.contains(&exposed)) {
+                continue;
+            }
+            match self.controlled_record_for_entry(entry, &overrides) {
+                Ok(Some(record)) => {
+                    by_name.insert(record.name.clone(), Arc::new(record));
+                }
+                Ok(None) => {}
+                Err(problem) => {
+                    tracing::warn!(tool = %entry.tool_name, server = %entry.server.name, problem, "registry entry's overrides do not fit its tool; not served");
+                    collisions.push(Collision {
+                        name: entry.tool_name.clone(),
+                        server: entry.server.name.clone(),
+                        owner: None,
+                        kind: "override_invalid",
+                        exposed: None,
+                        detail: Some(problem),
+                    });
+                }
             }
         }
         self.log_collisions(&collisions);
-        for entry in registry {
-            if by_name.contains_key(entry.tool_name.as_str()) {
-                continue;
-            }
-            let record = self.record_for_entry(entry);
-            by_name.insert(record.name.clone(), Arc::new(record));
-        }
         let mut list: Vec<&Arc<ToolRecord>> = by_name.values().collect();
         list.sort_by(|a, b| a.name.cmp(&b.name));
-        let definitions: Vec<&Value> = list.iter().map(|t| &t.definition).collect();
+        let listing = match &self.search {
+            None => Listing::All,
+            Some(search) => {
+                let sorted: Vec<Arc<ToolRecord>> = list.iter().map(|t| (*t).clone()).collect();
+                Listing::Search {
+                    meta: super::search::meta_tools(search),
+                    pinned: search.pinned.iter().map(|n| Arc::from(n.as_str())).collect(),
+                    index: Arc::new(SearchIndex::build(&sorted)),
+                }
+            }
+        };
+        let definitions: Vec<&Value> = listing
+            .meta()
+            .iter()
+            .chain(list.iter().filter(|t| listing.lists(&t.name)).map(|t| &t.definition))
+            .collect();
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
             .map(Bytes::from)
             .unwrap_or_else(|_| Bytes::from_static(EMPTY_LIST.as_bytes()));
-        Snapshot { by_name, list_result, collisions }
+        Snapshot { by_name, list_result, collisions, listing }
     }
 
-    /// The record of a registry entry (its schema compiled through the shared cache).
+    /// Serves the tools that got a catalogue name, with catalogue control applied: tools
+    /// that keep their name first, then renamed ones (a rename never takes a name another
+    /// tool keeps; two tools may swap names), hidden ones left out.
+    fn serve_candidates(
+        &self,
+        candidates: Vec<Candidate<'_>>,
+        by_name: &mut ByName,
+        collisions: &mut Vec<Collision>,
+    ) {
+        let mut renamed = Vec::new();
+        for candidate in candidates {
+            let overrides = self.overrides.get(&candidate.exposed);
+            let reserved = self.search.is_some() && META_TOOLS.contains(&candidate.exposed.as_str());
+            let Some(overrides) = overrides.filter(|o| !o.is_empty()) else {
+                if !reserved {
+                    let record =
+                        self.record(&candidate.exposed, candidate.upstream, candidate.server, candidate.tool);
+                    by_name.insert(record.name.clone(), Arc::new(record));
+                    continue;
+                }
+                // A meta-tool's name in search mode: the server's tool is namespaced.
+                let exposed = namespaced(&candidate.server.server, candidate.upstream);
+                let clash = by_name.contains_key(exposed.as_str());
+                collisions.push(Collision {
+                    name: candidate.exposed.clone(),
+                    server: candidate.server.server.clone(),
+                    owner: None,
+                    kind: "reserved_name",
+                    exposed: (!clash).then(|| exposed.clone()),
+                    detail: Some("a meta-tool's name in search mode".into()),
+                });
+                if !clash {
+                    let record = self.record(&exposed, candidate.upstream, candidate.server, candidate.tool);
+                    by_name.insert(record.name.clone(), Arc::new(record));
+                }
+                continue;
+            };
+            match overrides.apply(&candidate.exposed, candidate.tool) {
+                Ok(None) => {}
+                Ok(Some(controlled)) if controlled.name != candidate.exposed => {
+                    renamed.push((candidate, controlled))
+                }
+                Ok(Some(controlled)) if reserved => renamed.push((candidate, controlled)),
+                Ok(Some(controlled)) => {
+                    let record = self.controlled_record(&candidate, controlled);
+                    by_name.insert(record.name.clone(), Arc::new(record));
+                }
+                Err(problem) => collisions.push(Collision {
+                    name: candidate.exposed.clone(),
+                    server: candidate.server.server.clone(),
+                    owner: None,
+                    kind: "override_invalid",
+                    exposed: None,
+                    detail: Some(problem),
+                }),
+            }
+        }
+        for (candidate, controlled) in renamed {
+            let reserved = self.search.is_some() && META_TOOLS.contains(&controlled.name.as_str());
+            if reserved || by_name.contains_key(controlled.name.as_str()) {
+                collisions.push(Collision {
+                    name: candidate.exposed.clone(),
+                    server: candidate.server.server.clone(),
+                    owner: by_name.get(controlled.name.as_str()).map(|t| t.server.to_string()),
+                    kind: if reserved { "reserved_name" } else { "rename_clash" },
+                    exposed: None,
+                    detail: Some(format!("renamed to {:?}, a name already served", controlled.name)),
+                });
+                continue;
+            }
+            let record = self.controlled_record(&candidate, controlled);
+            by_name.insert(record.name.clone(), Arc::new(record));
+        }
+    }
+
+    /// The overrides of a registry entry: its own, under the configuration's for its name.
+    fn entry_overrides(&self, entry: &RegistryEntry) -> ToolOverrides {
+        match self.overrides.get(&entry.tool_name) {
+            Some(config) => config.over(&entry.overrides),
+            None => entry.overrides.clone(),
+        }
+    }
+
+    /// A registry entry's record as callers are served it, for a lookup of `name` below
+    /// memory: `None` when the entry is hidden, renamed to another name, its overrides do not
+    /// fit it, or the name is a meta-tool's in search mode.
+    pub fn served_record_for_entry(&self, entry: &RegistryEntry, name: &str) -> Option<ToolRecord> {
+        if self.search.is_some() && META_TOOLS.contains(&name) {
+            return None;
+        }
+        let record = self.controlled_record_for_entry(entry, &self.entry_overrides(entry)).ok()??;
+        (&*record.name == name).then_some(record)
+    }
+
+    fn controlled_record_for_entry(
+        &self,
+        entry: &RegistryEntry,
+        overrides: &ToolOverrides,
+    ) -> Result<Option<ToolRecord>, String> {
+        if overrides.is_empty() {
+            return Ok(Some(self.record_for_entry(entry)));
+        }
+        let Some(controlled) = overrides.apply(&entry.tool_name, &entry.tool_definition())? else {
+            return Ok(None);
+        };
+        let transport = TransportKind::parse(&entry.server.transport).unwrap_or(TransportKind::Http);
+        let server = ServerTools { server: entry.server.name.clone(), transport, tools: Arc::default() };
+        let mut record = self.build_record(&entry.tool_name, &entry.tool_name, &server, controlled);
+        record.origin = Some(Arc::new(ServerRef::clone(&entry.server)));
+        Ok(Some(record))
+    }
+
+    fn controlled_record(&self, candidate: &Candidate<'_>, controlled: Controlled) -> ToolRecord {
+        self.build_record(&candidate.exposed, candidate.upstream, candidate.server, controlled)
+    }
+
+    /// The record of a tool under catalogue control (`catalogue_name`: its name before a
+    /// rename; the schema compiled is the one calls are checked against).
+    fn build_record(
+        &self,
+        catalogue_name: &str,
+        upstream: &str,
+        server: &ServerTools,
+        controlled: Controlled,
+    ) -> ToolRecord {
+        let Controlled { name, definition, schema, fixed } = controlled;
+        let schema_hash = canonical_hash(&schema);
+        let compiled = self.schemas.get_or_compile(&schema_hash, &schema, &name);
+        let hint = |key: &str| {
+            definition.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_bool).unwrap_or(false)
+        };
+        ToolRecord {
+            upstream_name: upstream.into(),
+            server: server.server.as_str().into(),
+            transport: server.transport,
+            definition_hash: definition_hash(&definition),
+            read_only: hint("readOnlyHint"),
+            idempotent: hint("idempotentHint"),
+            definition,
+            schema_hash,
+            schema: compiled,
+            origin: None,
+            control: Some(Arc::new(Control { catalogue_name: catalogue_name.into(), fixed })),
+            name: name.into(),
+        }
+    }
+
+    /// The record of a registry entry as registered, without catalogue control (its schema
+    /// compiled through the shared cache).
     pub fn record_for_entry(&self, entry: &RegistryEntry) -> ToolRecord {
         let transport = TransportKind::parse(&entry.server.transport).unwrap_or(TransportKind::Http);
         let server = ServerTools { server: entry.server.name.clone(), transport, tools: Arc::default() };
@@ -337,6 +628,7 @@ impl Catalog {
             read_only: hint("readOnlyHint"),
             idempotent: hint("idempotentHint"),
             origin: None,
+            control: None,
         }
     }
 
@@ -353,6 +645,14 @@ impl Catalog {
                 continue;
             }
             match collision.kind {
+                "override_invalid" | "rename_clash" | "reserved_name" => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    kind = collision.kind,
+                    exposed = ?collision.exposed,
+                    detail = ?collision.detail,
+                    "catalogue control: the tool is not served as configured"
+                ),
                 "alias_of_another_server" | "namespaced_clash" => tracing::warn!(
                     tool = %collision.name,
                     server = %collision.server,
@@ -511,6 +811,97 @@ mod tests {
         edited.tools = Arc::new(tools);
         let (_, changes) = runtime.block_on(catalog.rebuild_off_runtime(vec![edited], Vec::new()));
         assert_eq!(changes, Changes { added: 1, removed: 1, changed: 1 });
+    }
+
+    fn controlled(overrides: Value, search: bool) -> Catalog {
+        let overrides: BTreeMap<String, ToolOverrides> = serde_json::from_value(overrides).unwrap();
+        let search = SearchConfig { enabled: search, pinned: vec!["pinned".into()], max_results: 5 };
+        Catalog::new(BTreeMap::new()).controlled(overrides, &search)
+    }
+
+    #[test]
+    fn catalogue_control_renames_hides_and_keeps_the_settings_name() {
+        let catalog = controlled(
+            json!({"a": {"rename": "b"}, "b": {"rename": "a"}, "gone": {"hide": true},
+            "c": {"fixed_arguments": {"x": 1}}}),
+            false,
+        );
+        catalog.rebuild(&[server("s", &["a", "b", "gone", "c"])], &[]);
+        let swapped = catalog.get("b").unwrap();
+        assert_eq!(
+            (&*swapped.upstream_name, swapped.settings_name()),
+            ("a", "a"),
+            "two tools may swap names"
+        );
+        assert_eq!(&*catalog.get("a").unwrap().upstream_name, "b");
+        assert!(catalog.get("gone").is_none(), "hidden");
+        // `c`'s schema has no property `x`: withheld, and reported.
+        assert!(catalog.get("c").is_none());
+        let snapshot = catalog.snapshot();
+        let refused = &snapshot.collisions()[0];
+        assert_eq!((refused.kind, refused.name.as_str()), ("override_invalid", "c"));
+        assert!(refused.detail.as_deref().unwrap().contains("not a property"), "{refused:?}");
+        let list: Value = serde_json::from_slice(&catalog.list_result()).unwrap();
+        assert_eq!(list["tools"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_rename_never_takes_a_name_another_tool_keeps() {
+        let catalog = controlled(json!({"a": {"rename": "b"}}), false);
+        catalog.rebuild(&[server("s", &["a", "b"])], &[]);
+        assert_eq!(&*catalog.get("b").unwrap().upstream_name, "b");
+        assert!(catalog.get("a").is_none());
+        assert_eq!(catalog.snapshot().collisions()[0].kind, "rename_clash");
+    }
+
+    #[test]
+    fn search_mode_lists_the_meta_tools_and_the_pinned_ones_and_reserves_their_names() {
+        let catalog = controlled(json!({}), true);
+        catalog.rebuild(&[server("s", &["pinned", "other", "search_tools"])], &[]);
+        let list: Value = serde_json::from_slice(&catalog.list_result()).unwrap();
+        let names: Vec<&str> =
+            list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["search_tools", "call_tool", "pinned"]);
+        assert!(catalog.get("other").is_some(), "every tool stays callable by name");
+        assert_eq!(&*catalog.get("s__search_tools").unwrap().upstream_name, "search_tools");
+        assert!(catalog.get("search_tools").is_none());
+        let snapshot = catalog.snapshot();
+        assert_eq!(snapshot.search_index().unwrap().len(), 3);
+        assert_eq!(snapshot.collisions()[0].kind, "reserved_name");
+    }
+
+    #[test]
+    fn registry_entries_take_their_own_overrides_under_the_configurations() {
+        let catalog = controlled(json!({"entry_tool": {"description": "from configuration"}}), false);
+        let entry = RegistryEntry {
+            tool_name: "entry_tool".into(),
+            definition: json!({"description": "d", "inputSchema": {"type": "object", "properties": {"k": {"type": "string"}}}}),
+            server: ServerRef {
+                name: "reg".into(),
+                transport: "http".into(),
+                url: Some("http://127.0.0.1:1/mcp".into()),
+                function: None,
+                qualifier: None,
+                command: None,
+                lambda_event: None,
+                agentcore_target: None,
+            },
+            status: "active".into(),
+            healthy: true,
+            version: 1,
+            updated_at: String::new(),
+            overrides: serde_json::from_value(
+                json!({"rename": "renamed_entry", "fixed_arguments": {"k": "v"}}),
+            )
+            .unwrap(),
+        };
+        catalog.rebuild(&[], std::slice::from_ref(&entry));
+        let record = catalog.get("renamed_entry").unwrap();
+        assert_eq!(record.definition["description"], "from configuration");
+        assert_eq!(record.control.as_ref().unwrap().fixed["k"], "v");
+        assert!(record.definition["inputSchema"]["properties"].get("k").is_none());
+        assert!(catalog.served_record_for_entry(&entry, "entry_tool").is_none(), "not under its old name");
+        assert!(catalog.served_record_for_entry(&entry, "renamed_entry").is_some());
     }
 
     #[test]

@@ -161,7 +161,9 @@ impl MissBudget {
 #[derive(Debug)]
 pub struct Live {
     pub entry: RegistryEntry,
-    record: OnceLock<Arc<ToolRecord>>,
+    /// `None` inside: the entry is not served under the name it was looked up by (hidden,
+    /// renamed, overrides that do not fit).
+    record: OnceLock<Option<Arc<ToolRecord>>>,
 }
 
 impl Live {
@@ -170,8 +172,11 @@ impl Live {
     }
 
     /// The entry's tool record, built once (by `build`) for the life of this entry.
-    pub fn record(&self, build: impl FnOnce(&RegistryEntry) -> ToolRecord) -> Arc<ToolRecord> {
-        self.record.get_or_init(|| Arc::new(build(&self.entry))).clone()
+    pub fn record(
+        &self,
+        build: impl FnOnce(&RegistryEntry) -> Option<ToolRecord>,
+    ) -> Option<Arc<ToolRecord>> {
+        self.record.get_or_init(|| build(&self.entry).map(Arc::new)).clone()
     }
 }
 

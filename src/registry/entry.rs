@@ -19,6 +19,7 @@
 //! | `version` | N | incremented on every write |
 //! | `updated_at` | S | RFC 3339 time of the last write |
 //! | `schema_hash`, `definition_hash` | S | hashes of the canonical schema / definition |
+//! | `overrides` | S | optional JSON: catalogue control (`rename`, `description`, `hide`, `annotations`, `fixed_arguments`, `default_arguments`; see [`super::control`]) |
 
 use std::collections::HashMap;
 
@@ -26,7 +27,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::hash::{canonical_hash, definition_hash};
+use super::{
+    control::ToolOverrides,
+    hash::{canonical_hash, definition_hash},
+};
 
 /// Where a registered tool's server is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +67,9 @@ pub struct RegistryEntry {
     pub healthy: bool,
     pub version: u64,
     pub updated_at: String,
+    /// Catalogue control of this tool; `[tools.NAME]` of the configuration wins key by key.
+    #[serde(default, skip_serializing_if = "ToolOverrides::is_empty")]
+    pub overrides: ToolOverrides,
 }
 
 impl RegistryEntry {
@@ -103,6 +110,9 @@ impl RegistryEntry {
             ("schema_hash".to_string(), s(&self.schema_hash())),
             ("definition_hash".to_string(), s(&self.definition_hash())),
         ]);
+        if !self.overrides.is_empty() {
+            item.insert("overrides".to_string(), s(&json!(self.overrides).to_string()));
+        }
         for (key, value) in [
             ("url", &self.server.url),
             ("function_name", &self.server.function),
@@ -124,6 +134,12 @@ impl RegistryEntry {
         let required = |key: &str| text(key).ok_or_else(|| format!("item lacks {key}"));
         let definition: Value = serde_json::from_str(&required("definition")?)
             .map_err(|e| format!("definition is not JSON: {e}"))?;
+        // An entry whose overrides cannot be read is refused whole: serving it without them
+        // would drop the operator's constraints (a fixed argument, a hidden tool).
+        let overrides = match text("overrides") {
+            Some(text) => serde_json::from_str(&text).map_err(|e| format!("overrides are not valid: {e}"))?,
+            None => ToolOverrides::default(),
+        };
         Ok(Self {
             tool_name: required("tool_name")?,
             definition,
@@ -145,6 +161,7 @@ impl RegistryEntry {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0),
             updated_at: text("updated_at").unwrap_or_default(),
+            overrides,
         })
     }
 }
@@ -194,8 +211,20 @@ mod tests {
             healthy: true,
             version: 3,
             updated_at: now_rfc3339(),
+            overrides: ToolOverrides::default(),
         };
         assert_eq!(RegistryEntry::from_item(&entry.to_item()).unwrap(), entry);
+        let controlled = RegistryEntry {
+            overrides: serde_json::from_value(
+                json!({"rename": "find_manga", "fixed_arguments": {"language": "en"}}),
+            )
+            .unwrap(),
+            ..entry.clone()
+        };
+        assert_eq!(RegistryEntry::from_item(&controlled.to_item()).unwrap(), controlled);
+        let mut broken = controlled.to_item();
+        broken.insert("overrides".into(), AttributeValue::S(r#"{"renam": "x"}"#.into()));
+        assert!(RegistryEntry::from_item(&broken).unwrap_err().contains("overrides are not valid"));
         assert_eq!(entry.tool_definition()["name"], "manga_search");
         assert!(now_rfc3339().starts_with("20"));
     }

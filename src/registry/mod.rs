@@ -7,6 +7,7 @@
 
 pub mod admin_cli;
 pub mod catalog;
+pub mod control;
 pub mod dynamic;
 pub mod dynamodb;
 pub mod entry;
@@ -14,6 +15,7 @@ pub mod hash;
 pub mod pins;
 pub mod record;
 pub mod redis_tier;
+pub mod search;
 pub mod url_policy;
 
 use std::sync::Arc;
@@ -56,7 +58,7 @@ impl Registry {
         // Boxed: the tiers' futures (Redis, the DynamoDB SDK) are kilobytes, and inline they
         // would size every call's future, memory hits included.
         let live = Box::pin(self.dynamic.as_ref()?.lookup(name)).await?;
-        Some(live.record(|entry| self.catalog.record_for_entry(entry)))
+        live.record(|entry| self.catalog.served_record_for_entry(entry, name))
     }
 }
 

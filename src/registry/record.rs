@@ -30,4 +30,22 @@ pub struct ToolRecord {
     /// Where the tool came from when not from configuration or discovery: its registry
     /// entry's server (DynamoDB-registered tools).
     pub origin: Option<Arc<super::entry::ServerRef>>,
+    /// Catalogue control applied to this tool (`None`: served as its server describes it).
+    pub control: Option<Arc<Control>>,
+}
+
+/// What catalogue control left on a tool for its calls.
+#[derive(Debug, Clone, Default)]
+pub struct Control {
+    /// The tool's catalogue name before a rename: the key of its `[tools.NAME]` settings.
+    pub catalogue_name: Arc<str>,
+    /// Arguments the gateway sets on every call (a caller sending one is refused).
+    pub fixed: serde_json::Map<String, Value>,
+}
+
+impl ToolRecord {
+    /// The name of the tool's `[tools.NAME]` settings (its name before a rename).
+    pub fn settings_name(&self) -> &str {
+        self.control.as_ref().map_or(&self.name, |c| &c.catalogue_name)
+    }
 }

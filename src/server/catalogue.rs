@@ -39,22 +39,31 @@ pub fn export_catalogue(
     let health = capabilities::server_health(gateway);
     let summary = capabilities::summarize(gateway, &health, view);
     let mut left_out = Vec::new();
-    let tools: Vec<Value> = gateway
-        .catalog()
-        .snapshot()
-        .tools()
+    let snapshot = gateway.catalog().snapshot();
+    // What `tools/list` holds: in search mode the meta-tools and the pinned tools.
+    let listing = snapshot.listing();
+    let tools: Vec<Value> = listing
+        .meta()
         .iter()
-        .filter(|t| view.is_none_or(|v| v.shows(&t.name)))
-        .filter(|t| {
-            let hidden = hide && summary.unavailable.contains(t.name.as_ref());
-            if hidden {
-                let reason = health.get(t.server.as_ref()).map(|h| h.reason);
-                left_out
-                    .push(json!({"name": t.name.as_ref(), "server": t.server.as_ref(), "reason": reason}));
-            }
-            !hidden
-        })
-        .map(|t| t.definition.clone())
+        .cloned()
+        .chain(
+            snapshot
+                .tools()
+                .iter()
+                .filter(|t| listing.lists(&t.name))
+                .filter(|t| view.is_none_or(|v| v.shows(&t.name)))
+                .filter(|t| {
+                    let hidden = hide && summary.unavailable.contains(t.name.as_ref());
+                    if hidden {
+                        let reason = health.get(t.server.as_ref()).map(|h| h.reason);
+                        left_out.push(
+                            json!({"name": t.name.as_ref(), "server": t.server.as_ref(), "reason": reason}),
+                        );
+                    }
+                    !hidden
+                })
+                .map(|t| t.definition.clone()),
+        )
         .collect();
     let mut body = export::export(format, &tools, options);
     body["gateway"]["left_out"] = Value::Array(left_out);

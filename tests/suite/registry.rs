@@ -271,3 +271,36 @@ fn drift_against_a_live_everything_server() {
         1.0
     );
 }
+
+#[test]
+fn registry_entries_carry_catalogue_control_under_the_configurations() {
+    let stores = Stores::start(false);
+    let demo = Demo::http();
+    let mut search = manga_tool("manga_search", &demo.url());
+    search["overrides"] = json!({"rename": "find_manga", "fixed_arguments": {"language": "en"}});
+    stores.put(false, search);
+    let mut price = manga_tool("price_lookup", &demo.url());
+    price["overrides"] = json!({"hide": true});
+    stores.put(false, price);
+    stores.put(false, manga_tool("inventory_check", &demo.url()));
+    let gw = Gateway::start(
+        &stores.config("[tools.manga_search]\ndescription = \"Find manga (configured).\"\n"),
+        REGISTRY_LOOPBACK,
+    );
+    wait_for("the registry's tools", || gw.tool_names().len() == 2);
+    assert_eq!(gw.tool_names(), ["find_manga", "inventory_check"]);
+    let (_, listed) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let find = &listed["result"]["tools"][0];
+    assert_eq!(find["description"], "Find manga (configured).", "configuration wins over the entry");
+    assert!(find["inputSchema"]["properties"].get("language").is_none(), "{find}");
+    let answer = gw.call("find_manga", json!({"query": "One Piece"}));
+    assert!(answer.get("result").is_some(), "{answer}");
+    let received = &demo.stats()["last_tool"];
+    assert_eq!(received["name"], "manga_search");
+    assert_eq!(received["arguments"]["language"], "en", "{received}");
+    // Neither the old name nor the hidden tool is served, from memory or below it.
+    expect_error(&gw.call("manga_search", json!({"query": "x"})), -32002, "unknown_tool");
+    expect_error(&gw.call("price_lookup", json!({"manga_id": "MNG-00000001"})), -32002, "unknown_tool");
+    let listed = registry_cli(&stores.env(false), &["list"]);
+    assert!(listed.contains("\"rename\":\"find_manga\""), "{listed}");
+}
