@@ -274,17 +274,17 @@ fn drift_against_a_live_everything_server() {
 
 #[test]
 fn registry_entries_carry_catalogue_control_under_the_configurations() {
-    let stores = Stores::start(false);
+    let stores = Stores::start(true, false);
     let demo = Demo::http();
     let mut search = manga_tool("manga_search", &demo.url());
     search["overrides"] = json!({"rename": "find_manga", "fixed_arguments": {"language": "en"}});
-    stores.put(false, search);
+    stores.put(false, &search);
     let mut price = manga_tool("price_lookup", &demo.url());
     price["overrides"] = json!({"hide": true});
-    stores.put(false, price);
-    stores.put(false, manga_tool("inventory_check", &demo.url()));
+    stores.put(false, &price);
+    stores.put(false, &manga_tool("inventory_check", &demo.url()));
     let gw = Gateway::start(
-        &stores.config("[tools.manga_search]\ndescription = \"Find manga (configured).\"\n"),
+        &format!("{}[tools.manga_search]\ndescription = \"Find manga (configured).\"\n", stores.config()),
         REGISTRY_LOOPBACK,
     );
     wait_for("the registry's tools", || gw.tool_names().len() == 2);

@@ -4,12 +4,10 @@
 //! exports and its CLI. What is checked is what callers see (`tools/list`, `/tools`,
 //! `/capabilities`, `tools export`), what the upstream received, and what the policy decided.
 
-mod common;
-
 use std::process::Command;
 
-use common::{
-    BIN, Demo, Gateway, everything_server, expect_error, free_port, get_json, metric, tempfile_path, wait_for,
+use crate::common::{
+    BIN, Demo, Gateway, TempFile, everything_server, expect_error, free_port, get_json, metric, wait_for,
 };
 use serde_json::{Value, json};
 
@@ -66,9 +64,8 @@ fn get_as(gw: &Gateway, subject: &str, path: &str) -> Value {
 
 /// Runs `mcp-gateway tools export ARGS --config CONFIG`.
 fn cli_export(config: &str, args: &[&str]) -> Value {
-    let path =
-        std::env::temp_dir().join(format!("catalogue-control-{}-{}.toml", std::process::id(), free_port()));
-    let _cleanup = tempfile_path::TempPath(path.clone());
+    let file = TempFile::new("catalogue-control.toml");
+    let path = file.path().to_path_buf();
     std::fs::write(&path, config).unwrap();
     let output =
         Command::new(BIN).args(["tools", "export"]).args(args).arg("--config").arg(&path).output().unwrap();
@@ -191,12 +188,8 @@ hide = true
 
 #[test]
 fn check_config_shows_catalogue_control_and_refuses_what_cannot_apply() {
-    let path = std::env::temp_dir().join(format!(
-        "catalogue-control-check-{}-{}.toml",
-        std::process::id(),
-        free_port()
-    ));
-    let _cleanup = tempfile_path::TempPath(path.clone());
+    let file = TempFile::new("catalogue-control-check.toml");
+    let path = file.path().to_path_buf();
     let check = |toml: &str| {
         std::fs::write(&path, toml).unwrap();
         Command::new(BIN).args(["check-config", "--json", "--config"]).arg(&path).output().unwrap()
@@ -231,7 +224,7 @@ fn check_config_shows_catalogue_control_and_refuses_what_cannot_apply() {
 /// The demo store and server-everything behind one gateway in search mode.
 struct SearchSetup {
     demo: Demo,
-    _everything: common::Proc,
+    _everything: crate::common::Proc,
     gw: Gateway,
 }
 
