@@ -29,6 +29,7 @@ pub mod resilience;
 pub mod server;
 pub mod singleflight;
 pub mod telemetry;
+pub mod tool_control;
 pub mod upstream;
 pub mod validation;
 

@@ -84,11 +84,11 @@ impl CatalogueConfig {
         if !(1..=MAX_SEARCH_RESULTS).contains(&search.max_results) {
             bail!("catalogue.search.max_results must be between 1 and {MAX_SEARCH_RESULTS}");
         }
-        if let Some(bad) = search.pinned.iter().find(|n| !crate::registry::control::valid_name(n)) {
+        if let Some(bad) = search.pinned.iter().find(|n| !crate::tool_control::valid_name(n)) {
             bail!("catalogue.search.pinned: {bad:?} is not a tool name (^[a-zA-Z0-9_-]{{1,64}}$)");
         }
         if let Some(meta) =
-            search.pinned.iter().find(|n| crate::registry::search::META_TOOLS.contains(&n.as_str()))
+            search.pinned.iter().find(|n| crate::tool_control::META_TOOLS.contains(&n.as_str()))
         {
             bail!("catalogue.search.pinned: {meta:?} is a meta-tool, always listed in search mode");
         }

@@ -242,7 +242,7 @@ pub struct ToolConfig {
     pub cache_ttl_ms: Option<u64>,
     /// Overrides `defaults.max_result_bytes` for this tool.
     pub max_result_bytes: Option<usize>,
-    /// Catalogue control (see `crate::registry::control`): the name callers see instead of
+    /// Catalogue control (see `crate::tool_control`): the name callers see instead of
     /// this one (the server still gets its own).
     #[serde(deserialize_with = "lenient::opt_string", skip_serializing_if = "Option::is_none")]
     pub rename: Option<String>,
@@ -267,8 +267,8 @@ pub struct ToolConfig {
 
 impl ToolConfig {
     /// The catalogue control keys of this section.
-    pub fn overrides(&self) -> crate::registry::control::ToolOverrides {
-        crate::registry::control::ToolOverrides {
+    pub fn overrides(&self) -> crate::tool_control::ToolOverrides {
+        crate::tool_control::ToolOverrides {
             rename: self.rename.clone(),
             description: self.description.clone(),
             hide: self.hide,

@@ -10,7 +10,7 @@ use anyhow::bail;
 use serde_json::Value;
 
 use super::Config;
-use crate::registry::search::META_TOOLS;
+use crate::tool_control::META_TOOLS;
 
 impl Config {
     /// Catalogue control and search settings that contradict themselves or the static tools.

@@ -167,7 +167,7 @@ impl Gateway {
         };
         // Search mode: `search_tools` is answered here; `call_tool` becomes the named tool's call.
         if self.catalog().is_meta_tool(name) {
-            if name == crate::registry::search::SEARCH_TOOLS {
+            if name == crate::tool_control::SEARCH_TOOLS {
                 return self
                     .search_tools(&params, &ctx.caller)
                     .map_err(|err| self.refuse(ctx, started, None, err));

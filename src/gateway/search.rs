@@ -14,7 +14,8 @@ use super::{Gateway, capabilities};
 use crate::{
     error::{Category, GatewayError},
     identity::Caller,
-    registry::search::{CALL_TOOL, MAX_QUERY_CHARS, META_TOOLS, SEARCH_TOOLS},
+    registry::search::MAX_QUERY_CHARS,
+    tool_control::{CALL_TOOL, META_TOOLS, SEARCH_TOOLS},
 };
 
 fn bad_input(tool: &str, detail: String) -> GatewayError {

@@ -7,8 +7,9 @@ use std::{io::Write, path::Path, time::Duration};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
+use crate::tool_control::ToolOverrides;
+
 use super::{
-    control::ToolOverrides,
     dynamodb::{DEFAULT_TABLE, DynamoStore},
     entry::{RegistryEntry, ServerRef},
     redis_tier::RedisStore,

@@ -26,11 +26,12 @@ use std::{
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::tool_control::{Controlled, META_TOOLS, ToolOverrides};
+
 use super::{
-    control::{Controlled, ToolOverrides},
     entry::{RegistryEntry, ServerRef},
     record::{Control, ToolRecord, canonical_hash, definition_hash},
-    search::{META_TOOLS, SearchIndex},
+    search::SearchIndex,
 };
 use crate::{
     config::{SearchConfig, TransportKind},

@@ -27,10 +27,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{
-    control::ToolOverrides,
-    hash::{canonical_hash, definition_hash},
-};
+use super::hash::{canonical_hash, definition_hash};
+use crate::tool_control::ToolOverrides;
 
 /// Where a registered tool's server is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,6 @@
 
 pub mod admin_cli;
 pub mod catalog;
-pub mod control;
 pub mod dynamic;
 pub mod dynamodb;
 pub mod entry;

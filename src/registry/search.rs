@@ -18,14 +18,10 @@ use bm25::{Embedder, EmbedderBuilder, Scorer};
 use serde_json::{Value, json};
 
 use super::ToolRecord;
-use crate::config::SearchConfig;
-
-/// The meta-tool that searches the catalogue.
-pub const SEARCH_TOOLS: &str = "search_tools";
-/// The meta-tool that calls a tool by name.
-pub const CALL_TOOL: &str = "call_tool";
-/// The names the gateway's own tools hold in search mode.
-pub const META_TOOLS: &[&str] = &[SEARCH_TOOLS, CALL_TOOL];
+use crate::{
+    config::SearchConfig,
+    tool_control::{CALL_TOOL, SEARCH_TOOLS},
+};
 
 /// The definitions of `search_tools` and `call_tool` as `tools/list` shows them.
 pub fn meta_tools(search: &SearchConfig) -> Vec<Value> {

@@ -16,6 +16,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+/// The meta-tool that searches the catalogue in search mode (`[catalogue.search]`).
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// The meta-tool that calls a tool by name in search mode.
+pub const CALL_TOOL: &str = "call_tool";
+/// The names the gateway's own tools hold in search mode: no tool is served under them there.
+pub const META_TOOLS: &[&str] = &[SEARCH_TOOLS, CALL_TOOL];
+
 /// The annotations an override may set, with the JSON type each takes.
 pub const ANNOTATIONS: &[(&str, &str)] = &[
     ("title", "string"),
