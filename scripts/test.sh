@@ -1,16 +1,36 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need on a fresh machine, then checks
 # formatting and lints, and runs every test (unit and integration, real peers on loopback).
+#
+# The installers (apt, npm, pip) and the deployment validators wait on the network and on
+# Python; the Rust build needs both cores. So they run beside the build, their output kept
+# and printed once the build is done, and the tests start only when both have finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-test-deps.sh
+setup_log=$(mktemp)
+echo "==> installing the test peers and validating the deployment files, beside the build"
+(bash scripts/install-test-deps.sh && bash scripts/validate-deploy.sh) > "$setup_log" 2>&1 &
+setup=$!
+trap 'kill "$setup" 2> /dev/null || true; rm -f "$setup_log"' EXIT
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy -D warnings"
 cargo clippy --locked --all-targets -- -D warnings
-bash scripts/validate-deploy.sh
+echo "==> building every test (lib, bins, the suite, examples, benches)"
+cargo test --locked --lib --bins --tests --examples --benches --no-run
+
+echo "==> waiting for the peers' installation and the deployment validation"
+if wait "$setup"; then
+  cat "$setup_log"
+else
+  status=$?
+  cat "$setup_log"
+  echo "test.sh: installing the test peers or validating the deployment files failed (exit $status)" >&2
+  exit "$status"
+fi
+
 echo "==> the benchmark scripts parse (they need a quiet machine, so the test command runs none)"
 for script in bench/*.sh; do bash -n "$script"; done
 echo "==> the optimisation profile the shipped build uses"
