@@ -385,7 +385,11 @@ impl Gateway {
     /// checked), or for a modern caller that declared the tasks extension an empty one when
     /// the tool can only run as a task (the extension lets the server decide; the gateway
     /// decides for a session-era server that cannot).
-    fn task_parameter(&self, tool: &ToolRecord, params: &Map<String, Value>) -> Result<Option<Value>, GatewayError> {
+    fn task_parameter(
+        &self,
+        tool: &ToolRecord,
+        params: &Map<String, Value>,
+    ) -> Result<Option<Value>, GatewayError> {
         if let Some(task) = crate::protocol::tasks::requested(params).map_err(bad_input)? {
             return Ok(Some(task));
         }
@@ -393,7 +397,8 @@ impl Gateway {
         let modern = mcp::is_modern(wrapped.as_ref());
         if modern
             && crate::protocol::tasks::declares_extension(wrapped.as_ref())
-            && crate::protocol::tasks::task_support(&tool.definition) == crate::protocol::tasks::TaskSupport::Required
+            && crate::protocol::tasks::task_support(&tool.definition)
+                == crate::protocol::tasks::TaskSupport::Required
         {
             return Ok(Some(json!({})));
         }
@@ -439,7 +444,8 @@ impl Gateway {
                         .result_cache
                         .with_label_values(&[self.metrics.tool_label(&tool.name), "miss"])
                         .inc();
-                    let call = Forwarded { arguments, meta, round: mrtr::Round::default(), deadline, task: None };
+                    let call =
+                        Forwarded { arguments, meta, round: mrtr::Round::default(), deadline, task: None };
                     let (result, ending) = self.forward(tool, call, notifications.clone(), caller).await;
                     self.remember(tool, key, ttl, &result, ending.outcome);
                     if ran_out_of_own_time(&result, deadline) {
@@ -653,7 +659,13 @@ impl Gateway {
         let (result, _) = self
             .forward(
                 &alternative,
-                Forwarded { arguments: alt_arguments, meta, round: mrtr::Round::default(), deadline, task: None },
+                Forwarded {
+                    arguments: alt_arguments,
+                    meta,
+                    round: mrtr::Round::default(),
+                    deadline,
+                    task: None,
+                },
                 Notifications::default(),
                 caller,
             )
@@ -1030,7 +1042,13 @@ mod tests {
                 .unwrap(),
         );
         let args = json!({"manga_id": "MNG-1"});
-        let call = |round| Forwarded { arguments: args.clone(), meta: Some(&meta), round, deadline: None, task: None };
+        let call = |round| Forwarded {
+            arguments: args.clone(),
+            meta: Some(&meta),
+            round,
+            deadline: None,
+            task: None,
+        };
         let asked = upstream_request(&t, call(first), false);
         let answered = upstream_request(&t, call(retry), false);
         assert_eq!(

@@ -35,7 +35,7 @@ use tower::ServiceExt;
 use super::{Gateway, Upstream};
 use crate::{
     backchannel::{CallerSession, ID_PREFIX, Relay, caller::mint_id},
-    error::{Category, GatewayError, ErrorObject},
+    error::{Category, ErrorObject, GatewayError},
     identity::Caller,
     protocol::tasks::{self, Created, Form},
     upstream::{UpstreamReply, UpstreamRequest},
@@ -155,7 +155,10 @@ impl TaskTable {
         if table.entries.len() + table.reserved >= self.max {
             return Err(GatewayError::new(
                 Category::Overloaded,
-                format!("the gateway routes at most {} tasks at once; try again when some have ended", self.max),
+                format!(
+                    "the gateway routes at most {} tasks at once; try again when some have ended",
+                    self.max
+                ),
             )
             .with_limit("tasks.max_tasks", self.max as u64));
         }
@@ -299,7 +302,12 @@ impl Gateway {
             // gateway, and the extension asks a server to ignore responses to keys it never
             // issued: acknowledged, as the extension asks.
             "tasks/update" => json!({"resultType": "complete"}),
-            other => return Err(GatewayError::new(Category::MethodNotFound, other.chars().take(64).collect::<String>())),
+            other => {
+                return Err(GatewayError::new(
+                    Category::MethodNotFound,
+                    other.chars().take(64).collect::<String>(),
+                ));
+            }
         };
         Ok(answer)
     }
@@ -453,9 +461,8 @@ impl Gateway {
         let result = entry.upstream.service.clone().oneshot(request).await;
         match result {
             Ok(UpstreamReply::Result(raw)) => {
-                let value: Value = serde_json::from_str(raw.get()).map_err(|e| {
-                    protocol_error(&format!("the server's answer is not JSON: {e}"), entry)
-                })?;
+                let value: Value = serde_json::from_str(raw.get())
+                    .map_err(|e| protocol_error(&format!("the server's answer is not JSON: {e}"), entry))?;
                 Ok(Ok(value))
             }
             Ok(UpstreamReply::Error(error)) => Ok(Err(error)),
@@ -480,8 +487,9 @@ impl Gateway {
             None => return Ok(raw),
             Some(Ok(created)) => created,
             Some(Err(reason)) => {
-                return Err(GatewayError::new(Category::UpstreamProtocol, reason)
-                    .with_server(upstream.name.clone()));
+                return Err(
+                    GatewayError::new(Category::UpstreamProtocol, reason).with_server(upstream.name.clone())
+                );
             }
         };
         let server = upstream.name.clone();

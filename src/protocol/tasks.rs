@@ -115,7 +115,11 @@ pub fn created(result: &Value) -> Option<Result<Created, String>> {
 pub fn checked_task(task: &Map<String, Value>, form: Form) -> Result<Created, String> {
     let upstream_id = match task.get("taskId") {
         Some(Value::String(id)) if !id.is_empty() && id.chars().count() <= MAX_ID_CHARS => id.clone(),
-        _ => return Err(format!("the server's task has no usable taskId (a string of 1 to {MAX_ID_CHARS} characters)")),
+        _ => {
+            return Err(format!(
+                "the server's task has no usable taskId (a string of 1 to {MAX_ID_CHARS} characters)"
+            ));
+        }
     };
     status_of(task)?;
     let ttl_ms = task.get("ttl").or_else(|| task.get("ttlMs")).and_then(Value::as_u64);
@@ -142,7 +146,10 @@ pub fn task_object(task: &Map<String, Value>, id: &str, form: Form) -> Result<Ma
     out.insert("taskId".into(), json!(id));
     out.insert("status".into(), json!(status));
     if let Some(message) = task.get("statusMessage").and_then(Value::as_str) {
-        out.insert("statusMessage".into(), json!(message.chars().take(MAX_STATUS_MESSAGE_CHARS).collect::<String>()));
+        out.insert(
+            "statusMessage".into(),
+            json!(message.chars().take(MAX_STATUS_MESSAGE_CHARS).collect::<String>()),
+        );
     }
     for key in ["createdAt", "lastUpdatedAt"] {
         if let Some(Value::String(at)) = task.get(key)
@@ -164,7 +171,9 @@ pub fn task_object(task: &Map<String, Value>, id: &str, form: Form) -> Result<Ma
             out.insert(ttl_key.into(), Value::Null);
         }
     }
-    if let Some(poll) = task.get("pollInterval").or_else(|| task.get("pollIntervalMs")).filter(|p| p.as_u64().is_some()) {
+    if let Some(poll) =
+        task.get("pollInterval").or_else(|| task.get("pollIntervalMs")).filter(|p| p.as_u64().is_some())
+    {
         out.insert(poll_key.into(), poll.clone());
     }
     Ok(out)
@@ -244,14 +253,20 @@ mod tests {
     #[test]
     fn a_create_task_result_of_either_form_is_recognised_and_rebuilt() {
         let created = created(&session_task()).expect("a task").expect("usable");
-        assert_eq!((created.upstream_id.as_str(), created.ttl_ms, created.form), ("up-1", Some(300000), Form::Session));
+        assert_eq!(
+            (created.upstream_id.as_str(), created.ttl_ms, created.form),
+            ("up-1", Some(300000), Form::Session)
+        );
         let for_session = create_result(&created, "gw-1", Form::Session).unwrap();
         assert_eq!(for_session["task"]["taskId"], "gw-1");
         assert_eq!(for_session["task"]["ttl"], 300000);
         assert!(for_session["task"].get("secret").is_none(), "unknown fields are not passed on");
         let for_modern = create_result(&created, "gw-1", Form::Extension).unwrap();
         assert_eq!(for_modern["resultType"], "task");
-        assert_eq!((for_modern["ttlMs"].clone(), for_modern["pollIntervalMs"].clone()), (json!(300000), json!(1000)));
+        assert_eq!(
+            (for_modern["ttlMs"].clone(), for_modern["pollIntervalMs"].clone()),
+            (json!(300000), json!(1000))
+        );
         let modern = json!({"resultType": "task", "taskId": "m-1", "status": "working", "ttlMs": null});
         let created = super::created(&modern).unwrap().unwrap();
         assert_eq!((created.form, created.ttl_ms), (Form::Extension, None));
@@ -263,7 +278,10 @@ mod tests {
     #[test]
     fn the_task_parameter_and_the_extension_are_read_strictly() {
         let params = |v: Value| v.as_object().cloned().unwrap();
-        assert_eq!(requested(&params(json!({"task": {"ttl": 5000, "x": 1}}))), Ok(Some(json!({"ttl": 5000}))));
+        assert_eq!(
+            requested(&params(json!({"task": {"ttl": 5000, "x": 1}}))),
+            Ok(Some(json!({"ttl": 5000})))
+        );
         assert_eq!(requested(&params(json!({"task": {}}))), Ok(Some(json!({}))));
         assert_eq!(requested(&params(json!({}))), Ok(None));
         assert!(requested(&params(json!({"task": {"ttl": -1}}))).is_err());
@@ -279,11 +297,15 @@ mod tests {
     fn a_detailed_task_inlines_the_outcome() {
         let task = task_object(session_task()["task"].as_object().unwrap(), "gw", Form::Extension).unwrap();
         let done = detailed(task.clone(), Some(Ok(json!({"content": []}))));
-        assert_eq!((done["resultType"].clone(), done["result"].clone()), (json!("complete"), json!({"content": []})));
+        assert_eq!(
+            (done["resultType"].clone(), done["result"].clone()),
+            (json!("complete"), json!({"content": []}))
+        );
         let mut asking = task;
         asking.insert("status".into(), json!("input_required"));
         assert_eq!(detailed(asking, None)["inputRequests"], json!({}));
-        let related = with_related_task(json!({"content": [], "_meta": {RELATED_TASK: {"taskId": "up"}}}), "gw");
+        let related =
+            with_related_task(json!({"content": [], "_meta": {RELATED_TASK: {"taskId": "up"}}}), "gw");
         assert_eq!(related["_meta"][RELATED_TASK]["taskId"], "gw");
     }
 }

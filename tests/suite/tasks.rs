@@ -40,7 +40,8 @@ fn rpc(gw: &Gateway, method: &str, params: Value, headers: &[(&str, &str)]) -> V
 
 /// A task-augmented `tools/call` of `server`'s research tool; the answer.
 fn create(gw: &Gateway, server: &str, topic: &str, headers: &[(&str, &str)]) -> Value {
-    let params = json!({"name": format!("{server}__{TOOL}"), "arguments": {"topic": topic}, "task": {"ttl": 60000}});
+    let params =
+        json!({"name": format!("{server}__{TOOL}"), "arguments": {"topic": topic}, "task": {"ttl": 60000}});
     rpc(gw, "tools/call", params, headers)
 }
 
@@ -57,7 +58,8 @@ fn poll(gw: &Gateway, id: &str, headers: &[(&str, &str)]) -> Vec<String> {
     loop {
         let got = rpc(gw, "tasks/get", json!({"taskId": id}), headers);
         assert_eq!(got["result"]["taskId"], id, "{got}");
-        let status = got["result"]["status"].as_str().unwrap_or_else(|| panic!("no status: {got}")).to_string();
+        let status =
+            got["result"]["status"].as_str().unwrap_or_else(|| panic!("no status: {got}")).to_string();
         if seen.last() != Some(&status) {
             seen.push(status.clone());
         }
@@ -95,15 +97,18 @@ fn a_research_task_is_created_polled_listed_cancelled_and_outlives_its_calls_dea
         "{init}"
     );
 
-    // Without `task` the server refuses the tool (task support `required`): its own error.
-    let plain = rpc(&gw, "tools/call", json!({"name": format!("alpha__{TOOL}"), "arguments": {"topic": "x"}}), &[]);
-    assert!(plain["error"].is_object(), "{plain}");
+    // Without `task` the server refuses the tool (task support `required`): its own answer.
+    let plain =
+        rpc(&gw, "tools/call", json!({"name": format!("alpha__{TOOL}"), "arguments": {"topic": "x"}}), &[]);
+    assert_eq!(plain["result"]["isError"], true, "{plain}");
+    assert!(result_text(&plain).contains("requires task augmentation"), "{plain}");
 
     // Created at once, with a deadline shorter than the research: the task outlives it.
     let created = create(&gw, "alpha", "tokyo", &[("x-request-timeout-ms", "1500")]);
     let first = task_id(&created);
     assert_eq!(created["result"]["task"]["status"], "working", "{created}");
-    assert_eq!(created["result"]["task"]["ttl"], 60000, "{created}");
+    // The server decides the task's ttl (this one always keeps its tasks 5 minutes).
+    assert_eq!(created["result"]["task"]["ttl"], 300000, "{created}");
     let second = task_id(&create(&gw, "alpha", "osaka", &[]));
     let on_beta = task_id(&create(&gw, "beta", "kyoto", &[]));
     assert!(first != second && second != on_beta);
@@ -119,7 +124,11 @@ fn a_research_task_is_created_polled_listed_cancelled_and_outlives_its_calls_dea
 
     // tasks/cancel of the beta task while it works.
     let cancelled = rpc(&gw, "tasks/cancel", json!({"taskId": on_beta}), &[]);
-    assert_eq!((cancelled["result"]["taskId"].as_str(), cancelled["result"]["status"].as_str()), (Some(on_beta.as_str()), Some("cancelled")), "{cancelled}");
+    assert_eq!(
+        (cancelled["result"]["taskId"].as_str(), cancelled["result"]["status"].as_str()),
+        (Some(on_beta.as_str()), Some("cancelled")),
+        "{cancelled}"
+    );
     assert_eq!(rpc(&gw, "tasks/get", json!({"taskId": on_beta}), &[])["result"]["status"], "cancelled");
 
     // The first task, answered while `working`, completes: its call's deadline (1.5 s; the
@@ -128,14 +137,18 @@ fn a_research_task_is_created_polled_listed_cancelled_and_outlives_its_calls_dea
     assert_eq!(statuses.last().map(String::as_str), Some("completed"), "{statuses:?}");
     let result = rpc(&gw, "tasks/result", json!({"taskId": first}), &[]);
     assert!(result_text(&result).contains("Research Report: tokyo"), "{result}");
-    assert_eq!(result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], first, "{result}");
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], first,
+        "{result}"
+    );
 
     // tasks/result of a task still working waits for it (its own bound, not the server's).
     let waited = rpc(&gw, "tasks/result", json!({"taskId": second}), &[]);
     assert!(result_text(&waited).contains("Research Report: osaka"), "{waited}");
 
     // An id the gateway never issued.
-    let unknown = rpc(&gw, "tasks/get", json!({"taskId": "mcpgw-task-00000000000000000000000000000000"}), &[]);
+    let unknown =
+        rpc(&gw, "tasks/get", json!({"taskId": "mcpgw-task-00000000000000000000000000000000"}), &[]);
     assert_eq!(expect_error(&unknown, -32602, "bad_input")["reason"], "unknown_task", "{unknown}");
 }
 
@@ -163,7 +176,11 @@ fn a_modern_caller_uses_the_tasks_extension_against_a_session_era_server() {
         &gw,
         "tools/call",
         json!({"name": format!("alpha__{TOOL}"), "arguments": {"topic": "nara"}, "_meta": meta}),
-        &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", &format!("alpha__{TOOL}"))],
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", &format!("alpha__{TOOL}")),
+        ],
     );
     assert_eq!(created["result"]["resultType"], "task", "{created}");
     let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_string();
@@ -184,7 +201,8 @@ fn a_modern_caller_uses_the_tasks_extension_against_a_session_era_server() {
     assert!(text.contains("Research Report: nara"), "{done}");
     // tasks/update for keys never issued is acknowledged; tasks/cancel of an ended task is the
     // server's own refusal.
-    let updated = rpc(&gw, "tasks/update", json!({"taskId": id, "inputResponses": {}, "_meta": meta}), &headers);
+    let updated =
+        rpc(&gw, "tasks/update", json!({"taskId": id, "inputResponses": {}, "_meta": meta}), &headers);
     assert_eq!(updated["result"], json!({"resultType": "complete"}), "{updated}");
     let cancel = rpc(&gw, "tasks/cancel", json!({"taskId": id, "_meta": meta}), &headers);
     assert!(cancel["error"].is_object(), "a completed task cannot be cancelled: {cancel}");
@@ -198,19 +216,31 @@ fn a_caller_cannot_use_a_task_it_does_not_own() {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
             "clientInfo": {"name": name, "version": "1"}}});
-        let (status, headers, text) = gw.post_raw(body.to_string(), &[("accept", "application/json, text/event-stream")]);
+        let (status, headers, text) =
+            gw.post_raw(body.to_string(), &[("accept", "application/json, text/event-stream")]);
         assert_eq!(status, 200, "{text}");
-        headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_else(|| panic!("no session: {text}")).to_string()
+        headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_else(|| panic!("no session: {text}"))
+            .to_string()
     };
     let owner = session("owner");
     let other = session("other");
     let created = create(&gw, "alpha", "sapporo", &[("mcp-session-id", &owner)]);
     let id = task_id(&created);
-    assert_eq!(rpc(&gw, "tasks/get", json!({"taskId": id}), &[("mcp-session-id", &owner)])["result"]["taskId"], id);
+    assert_eq!(
+        rpc(&gw, "tasks/get", json!({"taskId": id}), &[("mcp-session-id", &owner)])["result"]["taskId"],
+        id
+    );
     for headers in [vec![("mcp-session-id", other.as_str())], vec![]] {
         for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
             let refused = rpc(&gw, method, json!({"taskId": id}), &headers);
-            assert_eq!(expect_error(&refused, -32008, "forbidden")["reason"], "task_not_owned", "{method}: {refused}");
+            assert_eq!(
+                expect_error(&refused, -32008, "forbidden")["reason"],
+                "task_not_owned",
+                "{method}: {refused}"
+            );
         }
         let listed = rpc(&gw, "tasks/list", json!({}), &headers);
         assert_eq!(listed["result"]["tasks"], json!([]), "another caller's list: {listed}");
@@ -230,7 +260,8 @@ fn a_full_task_table_refuses_the_call_before_the_server_sees_it() {
     assert_eq!(data["limit"]["key"], "tasks.max_tasks", "{refused}");
     assert_eq!(data["attempts"], 0, "refused before the server was called: {refused}");
     let listed = rpc(&gw, "tasks/list", json!({}), &[]);
-    let ids: Vec<&str> = listed["result"]["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
+    let ids: Vec<&str> =
+        listed["result"]["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
     assert_eq!(ids.len(), 2, "{listed}");
     assert!(ids.contains(&one.as_str()) && ids.contains(&two.as_str()), "{listed}");
 }
@@ -252,15 +283,29 @@ fn an_ambiguous_query_asks_the_python_sdk_client_on_its_tasks_result_stream() {
         gw.proc.output()
     );
     let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert!(seen["created"]["task"]["taskId"].as_str().is_some_and(|id| id.starts_with("mcpgw-task-")), "{seen}");
-    assert_eq!(seen["statuses"], json!(["working", "input_required"]), "the task waited for the caller: {seen}");
+    assert!(
+        seen["created"]["task"]["taskId"].as_str().is_some_and(|id| id.starts_with("mcpgw-task-")),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["statuses"],
+        json!(["working", "input_required"]),
+        "the task waited for the caller: {seen}"
+    );
     let asked = seen["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 1, "{seen}");
     assert!(asked[0].as_str().unwrap_or_default().contains("python"), "{seen}");
     let report = seen["result"]["content"][0]["text"].as_str().unwrap_or_default();
-    assert!(report.contains("Research Report: python (snake)"), "the caller's answer reached the server: {seen}");
+    assert!(
+        report.contains("Research Report: python (snake)"),
+        "the caller's answer reached the server: {seen}"
+    );
     assert_eq!(seen["final"]["status"], "completed", "{seen}");
     assert!(
-        metric(&gw.metrics(), "mcp_gateway_relayed_requests_total", &["method=\"elicitation/create\"", "outcome=\"answered\""]) >= 1.0
+        metric(
+            &gw.metrics(),
+            "mcp_gateway_relayed_requests_total",
+            &["method=\"elicitation/create\"", "outcome=\"answered\""]
+        ) >= 1.0
     );
 }

@@ -1,6 +1,7 @@
 """The official Python MCP SDK (2.x) client driving a 2025-11-25 task through the gateway, for
 tests/suite/tasks.rs: the SDK has the task request types but no task helpers, so the requests
-are sent with the client session's `send_request`.
+are sent with the client session's `send_request` (the task-augmented call through the same
+session's dispatcher, see `send_raw`).
 
 Usage: task_client.py URL TOOL TOPIC INTERPRETATION
 
@@ -26,6 +27,16 @@ from mcp.client.streamable_http import streamable_http_client
 MAX_POLLS = 240
 
 
+async def send_raw(session, request) -> dict:
+    """`session.send_request` without its result check: the SDK checks a `tools/call` answer as a
+    `CallToolResult`, and a task-augmented call is answered with a `CreateTaskResult`. Same
+    stamping (headers, `_meta`) and the same dispatcher as `send_request`."""
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    opts: dict = {}
+    session._stamp(data, opts)
+    return await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)
+
+
 async def main(url: str, tool: str, topic: str, interpretation: str) -> None:
     asked: list[str] = []
 
@@ -38,15 +49,17 @@ async def main(url: str, tool: str, topic: str, interpretation: str) -> None:
         streamable_http_client(url), mode="legacy", cache=None, elicitation_callback=elicitation
     ) as client:
         session = client.session
-        created = await session.send_request(
-            types.CallToolRequest(
-                params=types.CallToolRequestParams(
-                    name=tool,
-                    arguments={"topic": topic, "ambiguous": True},
-                    task=types.TaskMetadata(ttl=120000),
-                )
-            ),
-            types.CreateTaskResult,
+        created = types.CreateTaskResult.model_validate(
+            await send_raw(
+                session,
+                types.CallToolRequest(
+                    params=types.CallToolRequestParams(
+                        name=tool,
+                        arguments={"topic": topic, "ambiguous": True},
+                        task=types.TaskMetadata(ttl=120000),
+                    )
+                ),
+            )
         )
         task_id = created.task.task_id
         statuses = [created.task.status]
