@@ -445,19 +445,16 @@ impl Gateway {
         } else {
             request.deadline = call.deadline;
         }
-        request.relay = match &entry.dedicated {
-            // The task lives in the caller's dedicated upstream session: its requests go there,
-            // and what the server asks meanwhile goes to the caller's stream when it reads one
-            // (else the caller cannot be asked: a closed way back answers "did not answer").
-            Some(session) => Some(match &call.relay {
-                Some(relay) if Arc::ptr_eq(&relay.caller, session) => relay.clone(),
-                _ => {
-                    let (closed, _) = crate::backchannel::progress_channel();
-                    Relay::new(session.clone(), closed)
-                }
-            }),
-            None => None,
-        };
+        // The task lives in the caller's dedicated upstream session: its requests go there, and
+        // what the server asks meanwhile goes to the caller's stream when it reads one (else the
+        // caller cannot be asked: a closed way back answers "did not answer").
+        request.relay = entry.dedicated.as_ref().map(|session| match &call.relay {
+            Some(relay) if Arc::ptr_eq(&relay.caller, session) => relay.clone(),
+            _ => {
+                let (closed, _) = crate::backchannel::progress_channel();
+                Relay::new(session.clone(), closed)
+            }
+        });
         let result = entry.upstream.service.clone().oneshot(request).await;
         match result {
             Ok(UpstreamReply::Result(raw)) => {
