@@ -551,7 +551,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_and_foreign_ids_are_refused_precisely() {
+    fn an_unknown_id_is_refused_precisely() {
         let tasks = table(4);
         let refused = tasks.lookup("mcpgw-task-nope", &Owner::Anonymous).err().unwrap();
         assert_eq!(refused.category, Category::BadInput);
