@@ -491,7 +491,8 @@ impl Gateway {
         };
         let server = upstream.name.clone();
         let id = slot.fill(upstream, &created, owner, dedicated);
-        tracing::info!(server = %server, task = %id, "task created");
+        // The id is a bearer of access for anonymous callers: logged as a tag, like session ids.
+        tracing::info!(server = %server, task = %crate::redact::session_tag(&id), "task created");
         let answer = tasks::create_result(&created, &id, caller_form)
             .map_err(|reason| GatewayError::new(Category::UpstreamProtocol, reason).with_server(server))?;
         serde_json::value::to_raw_value(&answer)
