@@ -29,6 +29,7 @@ mod registry_trust;
 mod resilience;
 mod schema;
 mod server;
+mod tasks;
 mod tool_control;
 mod upstream_auth;
 mod validate;
@@ -45,6 +46,7 @@ pub use registry_trust::{RemoteMissBudget, UpstreamUrlSettings};
 pub use resilience::{BreakerSettings, RetrySettings};
 pub use schema::{AwsConfig, CacheConfig, Config, RegistryConfig, StdioCommand, ToolConfig};
 pub use server::{ReconnectSettings, ServerConfig, ServerDefaults, TransportKind};
+pub use tasks::TasksConfig;
 pub use upstream_auth::{
     ACCESS_TOKEN_TYPE, AuthKind, ClientAuthMethod, DEFAULT_SIGV4_SERVICE, UpstreamAuthConfig,
 };

@@ -93,6 +93,8 @@ pub struct Config {
     /// Who may use `/admin/*`: a bearer token and/or a listener of their own (off unless
     /// configured; see `docs/security-edge-and-registry.md`).
     pub admin: AdminSettings,
+    /// MCP tasks relayed through the gateway: the routing table's bounds (`[tasks]`).
+    pub tasks: super::TasksConfig,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -211,6 +213,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             policy: PolicyConfig::default(),
             admin: AdminSettings::default(),
+            tasks: super::TasksConfig::default(),
         }
     }
 }

@@ -96,6 +96,7 @@ impl Config {
         self.inbound.validate()?;
         self.auth.validate(self.listen)?;
         self.admin.validate()?;
+        self.tasks.validate()?;
         Ok(())
     }
 }

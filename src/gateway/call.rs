@@ -57,6 +57,9 @@ pub struct CallContext {
     pub cancelled: Arc<AtomicBool>,
     /// Who is calling.
     pub caller: Arc<crate::identity::Caller>,
+    /// The caller's `Mcp-Session-Id`, for the owner of a task the call creates
+    /// ([`super::tasks::Owner`]).
+    pub session: Option<Arc<str>>,
 }
 
 /// Most rounds of a multi-round-trip call answered for a session-era caller.
@@ -222,6 +225,20 @@ impl Gateway {
             Ok(arguments) => arguments,
             Err(err) => return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision)),
         };
+        // Tasks: a 2025-11-25 `task` parameter goes to the server as the caller sent it (checked);
+        // a modern caller declaring the tasks extension lets the gateway ask for a task where
+        // the tool can only run as one. Such a call holds a slot of the task table.
+        let task = match self.task_parameter(&tool, &params) {
+            Ok(task) => task,
+            Err(err) => return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision)),
+        };
+        let slot = match &task {
+            Some(_) => match self.tasks().reserve() {
+                Ok(slot) => Some(slot),
+                Err(err) => return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision)),
+            },
+            None => None,
+        };
         let meta = params.get("_meta");
         let round = mrtr::Round::of(&params);
         let deadline = caller_deadline(ctx.deadline, meta);
@@ -265,19 +282,33 @@ impl Gateway {
         // pass-through): its result is for that caller only. Nor is a round of a
         // multi-round-trip request (the server may ask this caller, or it answers a question).
         let (mut result, mut ending) = if tool.read_only
+            && task.is_none()
             && ctx.notifications.relay.is_none()
             && !self.credentials_per_caller(&tool.server)
             && !round.is_conversation()
         {
             self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications, &ctx.caller).await
         } else {
-            let call = Forwarded { arguments, meta, round, deadline };
+            let call = Forwarded { arguments, meta, round, deadline, task: task.clone() };
             self.forward_answering(&tool, call, ctx.notifications.clone(), &ctx.caller).await
         };
+        // A task the server created: recorded for routing, its id the gateway's own. The call
+        // ends here; the task lives on upstream.
+        if let (Some(slot), Ok(raw)) = (slot, &result) {
+            result = match self.upstream_for(&tool).await {
+                Ok(upstream) => {
+                    let owner = super::tasks::Owner::of(ctx.session.as_ref(), &ctx.caller);
+                    let dedicated = ctx.notifications.relay.as_ref().map(|r| r.caller.clone());
+                    self.record_task(slot, raw.clone(), upstream, owner, dedicated, task_form(meta))
+                }
+                Err(err) => Err(err),
+            };
+        }
         // Nor is a call that relayed a request followed by a fallback: someone was asked.
         let relayed = ctx.notifications.relay.as_ref().is_some_and(Relay::relayed);
         if let Err(err) = &result
             && !relayed
+            && task.is_none()
             && let Some((fallback, kind)) = self
                 .fallback(
                     &tool,
@@ -350,6 +381,30 @@ impl Gateway {
         Ok(arguments)
     }
 
+    /// The `task` parameter the upstream call carries, if any: the caller's own (2025-11-25,
+    /// checked), or for a modern caller that declared the tasks extension an empty one when
+    /// the tool can only run as a task (the extension lets the server decide; the gateway
+    /// decides for a session-era server that cannot).
+    fn task_parameter(
+        &self,
+        tool: &ToolRecord,
+        params: &Map<String, Value>,
+    ) -> Result<Option<Value>, GatewayError> {
+        if let Some(task) = crate::protocol::tasks::requested(params).map_err(bad_input)? {
+            return Ok(Some(task));
+        }
+        let wrapped = params.get("_meta").map(|meta| json!({"_meta": meta}));
+        let modern = mcp::is_modern(wrapped.as_ref());
+        if modern
+            && crate::protocol::tasks::declares_extension(wrapped.as_ref())
+            && crate::protocol::tasks::task_support(&tool.definition)
+                == crate::protocol::tasks::TaskSupport::Required
+        {
+            return Ok(Some(json!({})));
+        }
+        Ok(None)
+    }
+
     /// Whether `server`'s credentials are the caller's own (token exchange, pass-through).
     fn credentials_per_caller(&self, server: &str) -> bool {
         self.config
@@ -389,7 +444,8 @@ impl Gateway {
                         .result_cache
                         .with_label_values(&[self.metrics.tool_label(&tool.name), "miss"])
                         .inc();
-                    let call = Forwarded { arguments, meta, round: mrtr::Round::default(), deadline };
+                    let call =
+                        Forwarded { arguments, meta, round: mrtr::Round::default(), deadline, task: None };
                     let (result, ending) = self.forward(tool, call, notifications.clone(), caller).await;
                     self.remember(tool, key, ttl, &result, ending.outcome);
                     if ran_out_of_own_time(&result, deadline) {
@@ -459,13 +515,13 @@ impl Gateway {
             Some(relay) if call.round == mrtr::Round::default() => relay.clone(),
             _ => return self.forward(tool, call, notifications, caller).await,
         };
-        let Forwarded { arguments, meta, deadline, .. } = call;
+        let Forwarded { arguments, meta, deadline, task, .. } = call;
         let (capabilities, client_info) = relay.declared();
         let declared = mrtr::Round::declared(capabilities, client_info);
         let mut round = declared.clone();
         let mut last = None;
         for _ in 0..MAX_INPUT_ROUNDS {
-            let call = Forwarded { arguments: arguments.clone(), meta, round, deadline };
+            let call = Forwarded { arguments: arguments.clone(), meta, round, deadline, task: task.clone() };
             let (result, ending) = self.forward(tool, call, notifications.clone(), caller).await;
             let questions = match &result {
                 Ok(raw) => match mrtr::Questions::of(raw) {
@@ -603,7 +659,13 @@ impl Gateway {
         let (result, _) = self
             .forward(
                 &alternative,
-                Forwarded { arguments: alt_arguments, meta, round: mrtr::Round::default(), deadline },
+                Forwarded {
+                    arguments: alt_arguments,
+                    meta,
+                    round: mrtr::Round::default(),
+                    deadline,
+                    task: None,
+                },
                 Notifications::default(),
                 caller,
             )
@@ -804,7 +866,7 @@ fn caller_deadline(header: Option<Instant>, meta: Option<&Value>) -> Option<Inst
 /// gateway's own (`io.mcp-gateway/…`), the progress token (the transport sets the gateway's own
 /// when the call relays progress) and the trace context (each attempt stamps its own, from the
 /// caller's: `otel::stamp_meta`). Everything else goes to the server as the caller sent it.
-fn forwarded_meta(meta: Option<&Value>) -> Map<String, Value> {
+pub(super) fn forwarded_meta(meta: Option<&Value>) -> Map<String, Value> {
     let mut forwarded = meta.and_then(mcp::forwardable_meta).unwrap_or_default();
     forwarded.retain(|k, _| {
         !k.starts_with("io.mcp-gateway/")
@@ -839,6 +901,8 @@ struct Forwarded<'a> {
     meta: Option<&'a Value>,
     round: mrtr::Round,
     deadline: Option<Instant>,
+    /// The `task` parameter of a task-augmented call (2025-11-25 form).
+    task: Option<Value>,
 }
 
 /// The upstream `tools/call`: the upstream's own tool name, the checked arguments, the
@@ -846,7 +910,7 @@ struct Forwarded<'a> {
 /// fields of a multi-round-trip request, and for tools that are neither read-only nor
 /// idempotent an idempotency key derived from the operation (each round its own).
 fn upstream_request(tool: &ToolRecord, call: Forwarded<'_>, honours_keys: bool) -> UpstreamRequest {
-    let Forwarded { arguments, meta, round, deadline } = call;
+    let Forwarded { arguments, meta, round, deadline, task } = call;
     let mut forwarded = forwarded_meta(meta);
     let naturally_safe = tool.read_only || tool.idempotent;
     if !naturally_safe {
@@ -868,6 +932,9 @@ fn upstream_request(tool: &ToolRecord, call: Forwarded<'_>, honours_keys: bool) 
     let mut params = Map::new();
     params.insert("name".into(), json!(tool.upstream_name.as_ref()));
     params.insert("arguments".into(), arguments);
+    if let Some(task) = task {
+        params.insert("task".into(), task);
+    }
     round.apply(&mut params, &mut forwarded);
     if !forwarded.is_empty() {
         params.insert("_meta".into(), Value::Object(forwarded));
@@ -878,6 +945,16 @@ fn upstream_request(tool: &ToolRecord, call: Forwarded<'_>, honours_keys: bool) 
     request.safe_to_repeat = naturally_safe || honours_keys;
     request.deadline = deadline;
     request
+}
+
+/// The form a caller reads tasks in: the extension's for a modern caller.
+fn task_form(meta: Option<&Value>) -> crate::protocol::tasks::Form {
+    let wrapped = meta.map(|meta| json!({"_meta": meta}));
+    if mcp::is_modern(wrapped.as_ref()) {
+        crate::protocol::tasks::Form::Extension
+    } else {
+        crate::protocol::tasks::Form::Session
+    }
 }
 
 #[cfg(test)]
@@ -926,7 +1003,7 @@ mod tests {
     }
 
     fn plain(arguments: Value, meta: Option<&Value>) -> Forwarded<'_> {
-        Forwarded { arguments, meta, round: mrtr::Round::default(), deadline: None }
+        Forwarded { arguments, meta, round: mrtr::Round::default(), deadline: None, task: None }
     }
 
     #[test]
@@ -965,7 +1042,13 @@ mod tests {
                 .unwrap(),
         );
         let args = json!({"manga_id": "MNG-1"});
-        let call = |round| Forwarded { arguments: args.clone(), meta: Some(&meta), round, deadline: None };
+        let call = |round| Forwarded {
+            arguments: args.clone(),
+            meta: Some(&meta),
+            round,
+            deadline: None,
+            task: None,
+        };
         let asked = upstream_request(&t, call(first), false);
         let answered = upstream_request(&t, call(retry), false);
         assert_eq!(

@@ -11,6 +11,7 @@ pub mod drift;
 pub mod refresh;
 mod search;
 mod surface;
+pub mod tasks;
 pub mod upstreams;
 
 use std::{
@@ -197,6 +198,8 @@ pub struct Gateway {
     authenticator: crate::identity::Authenticator,
     /// Tool policy (`[policy]`); `None`: every caller may list and call every tool.
     policy: Option<Arc<crate::policy::Policy>>,
+    /// Tasks relayed through the gateway: where each one lives and whose it is.
+    tasks: tasks::TaskTable,
 }
 
 impl Gateway {
@@ -266,6 +269,7 @@ impl Gateway {
             pins,
             authenticator,
             policy,
+            tasks: tasks::TaskTable::new(&config.tasks),
             config,
         });
         gateway.refresh_on_recovery();

@@ -5,3 +5,4 @@ pub mod mcp;
 pub mod mrtr;
 pub mod param_headers;
 pub mod sse;
+pub mod tasks;

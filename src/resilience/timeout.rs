@@ -34,9 +34,11 @@ impl AttemptTimeoutLayer {
 
 impl Step for AttemptTimeoutLayer {
     fn call<S: StackService>(&self, inner: &mut S, request: UpstreamRequest) -> UpstreamFuture {
+        // A request may carry its own limit (a `tasks/result` waiting for its task).
+        let own = request.attempt_timeout.unwrap_or(self.limit);
         let (limit, cut_by_deadline) = match request.remaining() {
-            Some(left) if left < self.limit => (left, true),
-            _ => (self.limit, false),
+            Some(left) if left < own => (left, true),
+            _ => (own, false),
         };
         request.attempts.fetch_add(1, Ordering::Relaxed);
         // Assume delivery until the attempt proves otherwise (a dropped attempt may have left).

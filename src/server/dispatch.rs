@@ -17,10 +17,16 @@ use tracing::Instrument;
 use crate::{
     backchannel::{LOG_LEVELS, META_LOG_LEVEL, Notifications},
     error::{Category, GatewayError},
-    gateway::{Gateway, call::CallContext, cancel::Scope, capabilities},
+    gateway::{
+        Gateway,
+        call::CallContext,
+        cancel::Scope,
+        capabilities,
+        tasks::{Owner, TaskCall},
+    },
     protocol::{
         jsonrpc::{Entry, Message, Response},
-        mcp,
+        mcp, tasks,
     },
     telemetry::otel,
 };
@@ -167,6 +173,7 @@ async fn message_answer(
                 notifications,
                 cancelled: cancelled.clone(),
                 caller: info.caller.clone(),
+                session: info.session.clone(),
             };
             let scope = Scope::of(info.session.as_ref(), &info.caller);
             let registration = gateway.register_cancellable(scope, &id, cancelled);
@@ -216,8 +223,25 @@ async fn message_answer(
             // Upstream log entries are relayed on tools/call answers (see `log_level`).
             if let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
                 capabilities.insert("logging".into(), json!({}));
+                // Tasks are relayed when some upstream tool can run as one.
+                if gateway.offers_tasks() {
+                    capabilities.insert("tasks".into(), tasks::session_capability());
+                }
             }
             result
+        }
+        "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
+            let call = TaskCall {
+                owner: Owner::of(info.session.as_ref(), &info.caller),
+                modern,
+                deadline: caller_deadline(info.deadline, params.as_ref()),
+                relay: notifications.relay,
+                caller: info.caller.clone(),
+            };
+            return Some(match Box::pin(gateway.task_method(&message.method, params, call)).await {
+                Ok(result) => Response::result_value(id, &result),
+                Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
+            });
         }
         // Session era: accepted and answered, but the gateway keeps no sessions to hold a level
         // in, so it relays every level and the client filters (see `log_level`).
@@ -232,7 +256,15 @@ async fn message_answer(
             }
             json!({})
         }
-        "server/discover" => mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms),
+        "server/discover" => {
+            let mut result = mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms);
+            if gateway.offers_tasks()
+                && let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut)
+            {
+                capabilities.insert("extensions".into(), json!({tasks::EXTENSION: {}}));
+            }
+            result
+        }
         "ping" => json!({}),
         other => {
             let shown: String = other.chars().take(64).collect();
@@ -280,5 +312,19 @@ pub fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayEr
             "the Mcp-Method header does not match the request body",
         )),
         _ => None,
+    }
+}
+
+/// A `tasks/*` request's own deadline: `X-Request-Timeout-Ms` or
+/// `_meta["io.mcp-gateway/timeoutMs"]`, the earlier wins (`None`: the gateway's bounds apply).
+fn caller_deadline(header: Option<std::time::Instant>, params: Option<&Value>) -> Option<std::time::Instant> {
+    let from_meta = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(crate::gateway::call::META_TIMEOUT_MS))
+        .and_then(Value::as_u64)
+        .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms));
+    match (header, from_meta) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

@@ -194,7 +194,9 @@ async fn for_event_stream_reader(
     let token = dispatch::progress_token(&message).cloned();
     let log_level = if message.method == "tools/call" { dispatch::log_level(&message) } else { None };
     // A back-channel caller's tools/call may relay server→client requests on its stream.
-    let session = session.filter(|_| message.method == "tools/call" && message.id.is_some());
+    // So may a tasks/result: a task waiting for input asks on that stream (2025-11-25).
+    let session = session
+        .filter(|_| matches!(message.method.as_str(), "tools/call" | "tasks/result") && message.id.is_some());
     if token.is_none() && log_level.is_none() && session.is_none() {
         return answer_for_event_stream_reader(
             Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await,

@@ -55,6 +55,9 @@ pub struct UpstreamRequest {
     pub safe_to_repeat: bool,
     /// When the caller stops waiting; set by the deadline layer, read by retry and timeout.
     pub deadline: Option<Instant>,
+    /// Replaces the server's attempt timeout (`timeout_ms`) for this request: a `tasks/result`
+    /// waits for its task, not for the server's usual answer time (`gateway/tasks.rs`).
+    pub attempt_timeout: Option<Duration>,
     /// Attempts made so far, shared by every clone of the request (reported in `error.data`).
     pub attempts: Arc<AtomicU32>,
     /// Whether any attempt may have reached the server (set by the attempt layer; an attempt
@@ -88,6 +91,7 @@ impl UpstreamRequest {
             param_headers: Vec::new(),
             safe_to_repeat: true,
             deadline: None,
+            attempt_timeout: None,
             attempts: Arc::default(),
             maybe_delivered: Arc::default(),
             progress: None,

@@ -170,6 +170,9 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("inbound.body_read_timeout_ms"), "7000", json!(7000)),
         (s("inbound.idle_timeout_ms"), "15000", json!(15000)),
         (s("inbound.max_connections"), "100", json!(100)),
+        (s("tasks.max_tasks"), "64", json!(64)),
+        (s("tasks.max_ttl_ms"), "600000", json!(600000)),
+        (s("tasks.result_timeout_ms"), "90000", json!(90000)),
         // Header mode on the loopback listen above: valid with every other auth key set.
         (s("auth.mode"), "header", json!("header")),
         (s("auth.issuer"), "https://auth.example", json!("https://auth.example")),

@@ -224,8 +224,9 @@ impl Inner {
     /// are awaited: inlined, their state would make every call's future (copied whole into
     /// its box) twice as large.
     async fn call(&self, request: &UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
+        // A task lives in the upstream session that created it: its requests follow the call.
         if let Some(relay) = &request.relay
-            && request.method == "tools/call"
+            && (request.method == "tools/call" || request.method.starts_with("tasks/"))
             && let Some(result) = Box::pin(self.relay_call(request, relay)).await
         {
             return result;
