@@ -8,6 +8,7 @@ pub mod call;
 pub mod cancel;
 pub mod capabilities;
 pub mod drift;
+pub mod list_changes;
 pub mod refresh;
 mod search;
 mod surface;
@@ -197,6 +198,10 @@ pub struct Gateway {
     authenticator: crate::identity::Authenticator,
     /// Tool policy (`[policy]`); `None`: every caller may list and call every tool.
     policy: Option<Arc<crate::policy::Policy>>,
+    /// Upstreams' list changes in, callers' list-change notifications out.
+    list_changes: list_changes::ListChanges,
+    /// Callers' change-notification streams.
+    listeners: Arc<crate::backchannel::listeners::Listeners>,
 }
 
 impl Gateway {
@@ -252,7 +257,6 @@ impl Gateway {
             ),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
-            metrics,
             readiness: Readiness::default(),
             refresh_now: Notify::new(),
             refresh_forced: Notify::new(),
@@ -266,9 +270,16 @@ impl Gateway {
             pins,
             authenticator,
             policy,
+            list_changes: Default::default(),
+            listeners: Arc::new(crate::backchannel::listeners::Listeners::new(
+                config.inbound.max_listen_streams,
+                Some(metrics.listen_streams.clone()),
+            )),
+            metrics,
             config,
         });
         gateway.refresh_on_recovery();
+        gateway.watch_list_changes();
         for upstream in gateway.upstreams.values() {
             upstream.start_health_prober(
                 gateway.shared_breakers.clone(),

@@ -217,6 +217,7 @@ async fn message_answer(
             if let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
                 capabilities.insert("logging".into(), json!({}));
             }
+            declare_list_changed(&mut result, gateway.lists_changes());
             result
         }
         // Session era: accepted and answered, but the gateway keeps no sessions to hold a level
@@ -232,7 +233,11 @@ async fn message_answer(
             }
             json!({})
         }
-        "server/discover" => mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms),
+        "server/discover" => {
+            let mut result = mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms);
+            declare_list_changed(&mut result, gateway.lists_changes());
+            result
+        }
         "ping" => json!({}),
         other => {
             let shown: String = other.chars().take(64).collect();
@@ -241,6 +246,14 @@ async fn message_answer(
         }
     };
     Some(Response::result_value(id, &answer))
+}
+
+/// `capabilities.tools.listChanged`: true while callers can be told of list changes (the
+/// GET stream, `subscriptions/listen`: `server/listen.rs`).
+fn declare_list_changed(result: &mut Value, on: bool) {
+    if let Some(tools) = result.pointer_mut("/capabilities/tools").and_then(Value::as_object_mut) {
+        tools.insert("listChanged".into(), Value::Bool(on));
+    }
 }
 
 /// `notifications/cancelled`: cancels the caller's call `params.requestId`, if in flight.
