@@ -36,7 +36,7 @@ use super::{Gateway, capabilities};
 use crate::identity::Caller;
 
 /// How often the set of unavailable servers (and the policy generation) is compared with the
-/// last one, while streams are open.
+/// last one.
 pub const AVAILABILITY_EVERY: Duration = Duration::from_millis(500);
 
 /// The gateway's side of list changes (see the module doc).
@@ -92,9 +92,7 @@ impl ListChanges {
             // The same buffer (kept alive by the memo, so its address cannot be reused).
             return *hash;
         }
-        let mut hasher = foldhash::quality::FixedState::with_seed(0x6c69_7374).build_hasher();
-        list.hash(&mut hasher);
-        let hash = hasher.finish();
+        let hash = foldhash::quality::FixedState::with_seed(0x6c69_7374).hash_one(list);
         if let Ok(mut hashed) = self.hashed.lock() {
             *hashed = Some((list.clone(), hash));
         }
@@ -204,12 +202,10 @@ async fn watch_availability(gateway: Weak<Gateway>) {
     loop {
         tick.tick().await;
         let Some(gateway) = gateway.upgrade() else { return };
-        if gateway.listeners.is_empty() {
-            last = None;
-            continue;
-        }
+        // Compared on every tick, streams or not, so a stream opened just before a change
+        // still sees it (its own baseline is taken when it opens).
         let now = (gateway.hidden_servers(), gateway.policy_generation());
-        if last.as_ref().is_some_and(|l| *l != now) {
+        if last.as_ref().is_some_and(|l| *l != now) && !gateway.listeners.is_empty() {
             gateway.list_changes.bump();
         }
         last = Some(now);

@@ -277,7 +277,7 @@ pub fn registry_put(env: &[(&str, String)], entry: &Value) {
 /// `mcp-gateway check-config ARGS` with nothing but `PATH` and `env` in its environment (none
 /// of the test process's own `MCP_GATEWAY_*` variables), run to completion.
 pub fn check_config(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(BIN)
+    Command::new(bin())
         .arg("check-config")
         .args(args)
         .env_clear()
