@@ -13,6 +13,7 @@
 //! the upstream's messages off its wire and hands them here.
 
 pub mod caller;
+pub mod listeners;
 pub mod relay;
 pub mod sessions;
 pub mod subscriptions;

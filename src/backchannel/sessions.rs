@@ -199,6 +199,10 @@ impl Sessions {
         if !id.starts_with(ID_PREFIX) {
             return Lookup::Sessionless;
         }
+        // A stateless listen id (`super::listeners`): no session is kept for it.
+        if id.starts_with(super::listeners::LISTEN_ID_PREFIX) {
+            return if super::listeners::is_listen_id(id) { Lookup::Sessionless } else { Lookup::Unknown };
+        }
         let found = self.table.lock().ok().and_then(|t| t.get(id).cloned());
         match found {
             Some(session) if session.last_used().elapsed() < IDLE_TTL => {

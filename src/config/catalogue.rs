@@ -19,6 +19,11 @@ pub struct CatalogueConfig {
     /// server's `tools/list` is read again, in milliseconds. A hint refreshes its own server
     /// only; the other servers and the DynamoDB scan keep `refresh_interval_secs`.
     pub min_refresh_interval_ms: u64,
+    /// Shortest time between two refreshes of one server caused by its
+    /// `notifications/tools/list_changed`, in milliseconds: notifications arriving sooner are
+    /// coalesced into one refresh at the end of the interval, so an upstream cannot drive a
+    /// refresh storm. Refreshes that server only.
+    pub list_changed_min_interval_ms: u64,
     /// A discovered tool's definition is pinned at first sight (or from `pin_file`); a changed
     /// definition is not served until approved (`mcp-gateway registry approve`), the approved
     /// one stays in service meanwhile.
@@ -61,6 +66,7 @@ impl Default for CatalogueConfig {
     fn default() -> Self {
         Self {
             min_refresh_interval_ms: 30_000,
+            list_changed_min_interval_ms: 2_000,
             pin_tool_definitions: false,
             pin_file: None,
             max_tool_label_values: 20_000,
@@ -73,6 +79,9 @@ impl CatalogueConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.min_refresh_interval_ms < 100 {
             bail!("catalogue.min_refresh_interval_ms must be at least 100");
+        }
+        if self.list_changed_min_interval_ms < 100 {
+            bail!("catalogue.list_changed_min_interval_ms must be at least 100");
         }
         if self.max_tool_label_values == 0 {
             bail!("catalogue.max_tool_label_values must be positive");

@@ -46,6 +46,10 @@ pub struct InboundLimits {
     /// Most inbound connections open at once (the MCP and metrics listeners each); one more
     /// is answered `503` with a JSON-RPC error and closed.
     pub max_connections: usize,
+    /// Most change-notification streams open at once (`GET /mcp` of session-era callers,
+    /// `subscriptions/listen` of modern ones); one more is answered `503` (`-32005`). `0`
+    /// turns list-change notifications off (`listChanged: false`, `GET /mcp` is 405).
+    pub max_listen_streams: usize,
 }
 
 impl Default for InboundLimits {
@@ -62,6 +66,7 @@ impl Default for InboundLimits {
             body_read_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
             max_connections: 512,
+            max_listen_streams: 256,
         }
     }
 }

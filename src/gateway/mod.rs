@@ -8,6 +8,7 @@ pub mod call;
 pub mod cancel;
 pub mod capabilities;
 pub mod drift;
+pub mod list_changes;
 pub mod refresh;
 mod search;
 mod surface;
@@ -200,6 +201,10 @@ pub struct Gateway {
     policy: Option<Arc<crate::policy::Policy>>,
     /// Tasks relayed through the gateway: where each one lives and whose it is.
     tasks: tasks::TaskTable,
+    /// Upstreams' list changes in, callers' list-change notifications out.
+    list_changes: list_changes::ListChanges,
+    /// Callers' change-notification streams.
+    listeners: Arc<crate::backchannel::listeners::Listeners>,
 }
 
 impl Gateway {
@@ -255,7 +260,6 @@ impl Gateway {
             ),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
-            metrics,
             readiness: Readiness::default(),
             refresh_now: Notify::new(),
             refresh_forced: Notify::new(),
@@ -270,9 +274,16 @@ impl Gateway {
             authenticator,
             policy,
             tasks: tasks::TaskTable::new(&config.tasks),
+            list_changes: Default::default(),
+            listeners: Arc::new(crate::backchannel::listeners::Listeners::new(
+                config.inbound.max_listen_streams,
+                Some(metrics.listen_streams.clone()),
+            )),
+            metrics,
             config,
         });
         gateway.refresh_on_recovery();
+        gateway.watch_list_changes();
         for upstream in gateway.upstreams.values() {
             upstream.start_health_prober(
                 gateway.shared_breakers.clone(),

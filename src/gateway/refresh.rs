@@ -52,6 +52,9 @@ const MIN_RETRY: Duration = Duration::from_secs(2);
 pub const MISS_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 /// No refresh woken by an unknown tool this soon after any refresh (it would learn nothing).
 const MIN_WAKE_INTERVAL: Duration = Duration::from_secs(5);
+/// A server's `list_changed` refreshes it this long after it arrives at the soonest, so a
+/// burst of notifications (one per tool registered) is read as one list.
+pub const LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// A server's tools and its freshness hint.
 pub struct Listing {
@@ -130,6 +133,10 @@ pub struct Refresher {
     /// When the DynamoDB registry is scanned next.
     registry_due: tokio::time::Instant,
     loaded: bool,
+    /// Servers whose refresh a `list_changed` scheduled and that has not run yet.
+    list_scheduled: std::collections::HashSet<String>,
+    /// When each server's last `list_changed` refresh was due (the rate limit's clock).
+    list_last: HashMap<String, tokio::time::Instant>,
 }
 
 impl Refresher {
@@ -147,6 +154,8 @@ impl Refresher {
             server_due: HashMap::new(),
             registry_due: tokio::time::Instant::now(),
             loaded: false,
+            list_scheduled: Default::default(),
+            list_last: HashMap::new(),
         }
     }
 
@@ -211,6 +220,7 @@ impl Refresher {
                 }
             }
             let due = tokio::time::Instant::now() + self.server_wait(&name);
+            self.list_scheduled.remove(&name);
             self.server_due.insert(name, due);
         }
         if scan {
@@ -293,6 +303,8 @@ impl Refresher {
             gateway.metrics.tool_definitions_pending.set(pins.pending_count() as i64);
             gateway.metrics.tool_definitions_pinned.set(pins.pinned_count() as i64);
         }
+        // Streams of callers whose list this changed are told (`list_changes`).
+        gateway.list_changes.bump();
         let tools = after.tools();
         let departed =
             gateway.metrics.retain_tools(tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())));
@@ -353,6 +365,28 @@ impl Refresher {
         }
     }
 
+    /// Schedules the refresh of every server whose `list_changed` arrived: after
+    /// [`LIST_CHANGED_DEBOUNCE`], and no sooner than `catalogue.list_changed_min_interval_ms`
+    /// after its last one; a server already scheduled absorbs the notification.
+    fn schedule_list_changed(&mut self) {
+        let now = tokio::time::Instant::now();
+        let floor = Duration::from_millis(self.gateway.config.catalogue.list_changed_min_interval_ms);
+        for server in self.gateway.list_changes.take_pending() {
+            let name = server.to_string();
+            if self.list_scheduled.contains(&name) {
+                self.gateway.record_list_changed(&name, false);
+                continue;
+            }
+            let earliest = self.list_last.get(&name).map_or(now, |last| *last + floor);
+            let at = earliest.max(now + LIST_CHANGED_DEBOUNCE);
+            self.list_last.insert(name.clone(), at);
+            self.list_scheduled.insert(name.clone());
+            let due = self.server_due.entry(name.clone()).or_insert(at);
+            *due = (*due).min(at);
+            self.gateway.record_list_changed(&name, true);
+        }
+    }
+
     /// The servers whose refresh is due at `now`.
     fn due_servers(&self, now: tokio::time::Instant) -> Vec<String> {
         self.server_due.iter().filter(|(_, due)| **due <= now).map(|(name, _)| name.clone()).collect()
@@ -384,6 +418,10 @@ impl Refresher {
                     continue;
                 }
                 _ = self.gateway.refresh_forced.notified() => {}
+                _ = self.gateway.list_changes.wake.notified() => {
+                    self.schedule_list_changed();
+                    continue;
+                }
                 _ = self.gateway.rebuild_now.notified() => {
                     self.rebuild(Instant::now()).await;
                     continue;

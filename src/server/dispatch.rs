@@ -228,6 +228,7 @@ async fn message_answer(
                     capabilities.insert("tasks".into(), tasks::session_capability());
                 }
             }
+            declare_list_changed(&mut result, gateway.lists_changes());
             result
         }
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
@@ -263,6 +264,7 @@ async fn message_answer(
             {
                 capabilities.insert("extensions".into(), json!({tasks::EXTENSION: {}}));
             }
+            declare_list_changed(&mut result, gateway.lists_changes());
             result
         }
         "ping" => json!({}),
@@ -273,6 +275,14 @@ async fn message_answer(
         }
     };
     Some(Response::result_value(id, &answer))
+}
+
+/// `capabilities.tools.listChanged`: true while callers can be told of list changes (the
+/// GET stream, `subscriptions/listen`: `server/listen.rs`).
+fn declare_list_changed(result: &mut Value, on: bool) {
+    if let Some(tools) = result.pointer_mut("/capabilities/tools").and_then(Value::as_object_mut) {
+        tools.insert("listChanged".into(), Value::Bool(on));
+    }
 }
 
 /// `notifications/cancelled`: cancels the caller's call `params.requestId`, if in flight.

@@ -146,6 +146,26 @@ async fn handle(
                 None => StatusCode::ACCEPTED.into_response(),
             }
         }
+        // A modern caller's change stream (`listen`).
+        Inbound::Single(Ok(message)) if super::listen::is_listen(gateway, &message) => {
+            super::listen::subscribe(gateway, message, &info)
+        }
+        // A session-era `initialize` that opened no back-channel session gets a stateless
+        // listen id, so it can open the GET stream of list changes (`listen`).
+        Inbound::Single(Ok(message))
+            if message.method == "initialize"
+                && message.id.is_some()
+                && gateway.lists_changes()
+                && !mcp::is_modern(message.params.as_ref()) =>
+        {
+            match Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await {
+                Some(answer) if answer.body.is_ok() => {
+                    super::listen::with_listen_id(answer_response(&answer))
+                }
+                Some(answer) => answer_response(&answer),
+                None => StatusCode::ACCEPTED.into_response(),
+            }
+        }
         Inbound::Single(Ok(message))
             if info.accepts_sse && dispatch::protocol_error(&message, &info).is_none() =>
         {
@@ -265,7 +285,7 @@ async fn read_limited(body: Body, limit: usize, drain_cap: usize) -> Option<Byte
     Some(kept.freeze())
 }
 
-/// `GET`/`DELETE /mcp`: the gateway offers no server-initiated stream and keeps no sessions.
+/// `GET`/`DELETE /mcp` without a session of the gateway's (or with list-change streams off).
 pub async fn not_allowed() -> Response {
     let mut response = error_response(
         StatusCode::METHOD_NOT_ALLOWED,
@@ -278,16 +298,21 @@ pub async fn not_allowed() -> Response {
     response
 }
 
-/// `DELETE /mcp`: ends a back-channel session (and the upstream sessions opened for it). Without
-/// one of the gateway's session ids there is nothing to end: `405`, as for `GET`.
+/// `DELETE /mcp`: ends a back-channel session (and the upstream sessions opened for it) or a
+/// listen id, and the change streams opened under either. Without one of the gateway's session
+/// ids there is nothing to end: `405`.
 pub async fn delete(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
     match gateway.sessions().lookup(&headers) {
         sessions::Lookup::Found(session) => {
             gateway.sessions().end(&session.id);
+            gateway.listeners().close_session(&session.id);
             StatusCode::NO_CONTENT.into_response()
         }
         sessions::Lookup::Unknown => sessions::unknown_session(),
-        sessions::Lookup::Sessionless => not_allowed().await,
+        sessions::Lookup::Sessionless => match super::listen::end_listen_session(&gateway, &headers) {
+            Some(ended) => ended,
+            None => not_allowed().await,
+        },
     }
 }
 

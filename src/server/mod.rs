@@ -1,4 +1,4 @@
-//! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /metrics`, `GET /healthz`, `GET /readyz`,
+//! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /mcp` (list changes, [`listen`]), `GET /metrics`, `GET /healthz`, `GET /readyz`,
 //! `GET /tools` (exports), `GET /capabilities`, `/admin/*` (behind [`admin::guard`]), the
 //! optional metrics-only listener (`metrics_listen`) and the optional admin listener
 //! (`admin.listen`). Every request on the main and admin listeners first passes
@@ -11,6 +11,7 @@ pub mod catalogue;
 pub mod dispatch;
 pub mod edge;
 pub mod health;
+pub mod listen;
 pub mod listener;
 pub mod mcp;
 pub mod probe;
@@ -32,7 +33,7 @@ use crate::gateway::Gateway;
 /// All routes of the main listener; `/admin/*` answer as `admin` says.
 pub fn router(gateway: Arc<Gateway>, admin: &admin::AdminAccess) -> Router {
     Router::new()
-        .route("/mcp", post(mcp::post).get(mcp::not_allowed).delete(mcp::delete))
+        .route("/mcp", post(mcp::post).get(listen::get).delete(mcp::delete))
         .route("/metrics", get(health::metrics))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -173,8 +174,11 @@ pub async fn serve(
         result = &mut server => return result,
         _ = stop.wait_for(|stopping| *stopping) => {}
     }
+    // Change-notification streams never end by themselves: they end now, gracefully.
+    let streams = gateway.listeners().close_all();
     tracing::info!(
         in_flight = gateway.calls_in_flight(),
+        streams,
         grace_secs = grace.as_secs(),
         "shutting down: draining in-flight requests"
     );

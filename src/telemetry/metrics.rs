@@ -62,6 +62,18 @@ pub struct Metrics {
     pub relayed_requests: IntCounterVec,
     /// `mcp_gateway_back_channel_sessions`: inbound back-channel sessions open
     pub back_channel_sessions: IntGauge,
+    /// `mcp_gateway_upstream_list_changed_total{server,result}`: upstream
+    /// `notifications/tools/list_changed` received, by what they caused (`refreshed`: the
+    /// server's refresh ran for it, `coalesced`: absorbed by a refresh already due)
+    pub upstream_list_changed: IntCounterVec,
+    /// `mcp_gateway_upstream_change_streams{server}`: 1 while the gateway reads a
+    /// streamable-HTTP server's change stream (session-era GET, `subscriptions/listen`)
+    pub upstream_change_streams: IntGaugeVec,
+    /// `mcp_gateway_listen_streams`: callers' change-notification streams open (`GET /mcp`,
+    /// `subscriptions/listen`)
+    pub listen_streams: IntGauge,
+    /// `mcp_gateway_list_changed_sent_total`: `notifications/tools/list_changed` sent to callers
+    pub list_changed_sent: prometheus::IntCounter,
     /// `mcp_gateway_http_rejections_total{reason}` (403, 413, parse errors)
     pub rejections: IntCounterVec,
     /// `mcp_gateway_registry_tools`
@@ -340,6 +352,32 @@ impl Metrics {
                 "mcp_gateway_back_channel_sessions",
                 "inbound back-channel sessions open (callers that can answer server requests)",
             ),
+            upstream_list_changed: counters(
+                &r,
+                "mcp_gateway_upstream_list_changed_total",
+                "upstream notifications/tools/list_changed received, by whether a refresh ran for it",
+                &["server", "result"],
+            ),
+            upstream_change_streams: gauges(
+                &r,
+                "mcp_gateway_upstream_change_streams",
+                "1 while a streamable-HTTP server's change stream is open (GET or subscriptions/listen)",
+                &["server"],
+            ),
+            listen_streams: gauge(
+                &r,
+                "mcp_gateway_listen_streams",
+                "callers' change-notification streams open (GET /mcp, subscriptions/listen)",
+            ),
+            list_changed_sent: {
+                let counter = prometheus::IntCounter::new(
+                    "mcp_gateway_list_changed_sent_total",
+                    "notifications/tools/list_changed sent to callers",
+                )
+                .expect("valid metric");
+                r.register(Box::new(counter.clone())).expect("metric names are unique");
+                counter
+            },
             requests: counters(
                 &r,
                 "mcp_gateway_requests_total",
@@ -830,6 +868,7 @@ pub fn method_label(method: &str) -> &'static str {
         "server/discover" => "server/discover",
         "ping" => "ping",
         "logging/setLevel" => "logging/setLevel",
+        "subscriptions/listen" => "subscriptions/listen",
         _ => "other",
     }
 }

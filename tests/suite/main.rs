@@ -23,6 +23,7 @@ mod inbound;
 mod inbound_bounds;
 mod inbound_cancel;
 mod lambda;
+mod list_changes;
 mod mrtr;
 mod ops_metric_series;
 mod ops_probe_metrics;

@@ -81,6 +81,8 @@ struct Shared {
     opening: Mutex<Option<Arc<Live>>>,
     next_id: AtomicU64,
     metrics: ConnectionMetrics,
+    /// How many `notifications/tools/list_changed` the server sent, over every connection.
+    list_changed: Arc<watch::Sender<u64>>,
 }
 
 impl Connection {
@@ -101,6 +103,7 @@ impl Connection {
             opening: Mutex::new(None),
             next_id: AtomicU64::new(1),
             metrics,
+            list_changed: Arc::new(watch::channel(0).0),
         });
         let (stop_tx, stop_rx) = watch::channel(Stop::Running);
         tracing::info!(
@@ -147,6 +150,11 @@ impl Connection {
         let status = self.shared.status.subscribe();
         let seen = status.borrow().connects;
         Recoveries { status, seen }
+    }
+
+    /// A counter of the server's `notifications/tools/list_changed`, watched for increments.
+    pub fn list_changes(&self) -> watch::Receiver<u64> {
+        self.shared.list_changed.subscribe()
     }
 
     /// Stops the connection (for stdio: SIGTERM, then kill after the grace) and waits until

@@ -17,7 +17,8 @@
 //! `-32601`. `notifications/progress` carrying a call's progress token (the gateway's own,
 //! set only when the call asked for progress) go to [`UpstreamRequest::progress`], rebuilt
 //! from their validated fields ([`ProgressUpdate`]): nothing else in their params reaches the
-//! caller.
+//! caller. `notifications/tools/list_changed` is counted ([`super::Connection::list_changes`]):
+//! the gateway then refreshes this server's tools, at a rate it bounds itself.
 
 use std::{
     collections::HashMap,
@@ -138,6 +139,8 @@ pub(super) struct Live {
     /// The connector's own account of the end (set once the connection is really down).
     ended: watch::Receiver<Option<ChannelEnd>>,
     dropped: IntCounterVec,
+    /// Counts the server's `notifications/tools/list_changed` (see [`super::Connection::list_changes`]).
+    list_changed: Arc<watch::Sender<u64>>,
 }
 
 #[derive(Default)]
@@ -167,7 +170,12 @@ struct Incoming<'a> {
 }
 
 impl Live {
-    pub(super) fn start(channel: MessageChannel, server: Arc<str>, dropped: IntCounterVec) -> Arc<Self> {
+    pub(super) fn start(
+        channel: MessageChannel,
+        server: Arc<str>,
+        dropped: IntCounterVec,
+        list_changed: Arc<watch::Sender<u64>>,
+    ) -> Arc<Self> {
         let MessageChannel { outgoing, incoming, ended } = channel;
         let live = Arc::new(Self {
             server,
@@ -177,6 +185,7 @@ impl Live {
             done: watch::channel(None).0,
             ended,
             dropped,
+            list_changed,
         });
         tokio::spawn(read(live.clone(), incoming));
         live
@@ -296,6 +305,11 @@ impl Live {
         match (message.method.as_deref(), id) {
             (Some(method), Some(id)) => self.answer_server_request(method, id),
             (Some("notifications/progress"), None) => self.progress(message.params),
+            // Only counted: the gateway refreshes this server's tools (rate-limited there);
+            // nothing of the notification reaches a caller.
+            (Some("notifications/tools/list_changed"), None) => {
+                self.list_changed.send_modify(|n| *n = n.wrapping_add(1));
+            }
             (Some(_), None) => {}
             (None, Some(id)) => {
                 let reply = match (message.result, message.error) {

@@ -58,7 +58,12 @@ impl Shared {
             Ok(Err(e)) => return Err(Failure::Other(e.to_string())),
             Err(_) => return Err(Failure::Other(format!("no connection within {within:?}"))),
         };
-        let live = Live::start(channel, self.settings.server.clone(), self.metrics.dropped.clone());
+        let live = Live::start(
+            channel,
+            self.settings.server.clone(),
+            self.metrics.dropped.clone(),
+            self.list_changed.clone(),
+        );
         if let Ok(mut opening) = self.opening.lock() {
             *opening = Some(live.clone());
         }

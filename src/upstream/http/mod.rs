@@ -9,6 +9,7 @@
 //! - [`body`]: bodies read within their bounds;
 //! - [`errors`]: HTTP statuses and client failures as [`UpstreamError`]s;
 //! - [`relay`]: a back-channel caller's calls over a dedicated session;
+//! - [`watch`]: the server's change stream (session-era GET, modern `subscriptions/listen`);
 //! - [`client`]: the pooled HTTP/1.1 client under all of them.
 //!
 //! **Credentials**: `401`/`403` on any request — probe, handshake, call, reconnection — is
@@ -31,6 +32,7 @@ mod exchange;
 mod probe;
 mod relay;
 mod request;
+mod watch;
 
 use std::{
     sync::{Arc, RwLock, atomic::AtomicU64},
@@ -69,6 +71,9 @@ struct Learned {
     spoken: Option<Spoken>,
     /// Bumped at every successful probe, so concurrent refusals re-probe once.
     generation: u64,
+    /// Whether the server declared `tools.listChanged` (in `server/discover` or `initialize`):
+    /// only then does [`watch`] open a change stream.
+    list_changed: bool,
 }
 
 /// A session-era server's session: its id and the version negotiated in `initialize`.

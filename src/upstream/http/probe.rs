@@ -59,18 +59,23 @@ impl Inner {
             return Ok((spoken, current.generation));
         }
         let learned = match self.discover().await {
-            Ok(true) => Ok(Spoken::Modern),
-            Ok(false) => self.initialize().await.map(Spoken::Legacy),
+            Ok(Some(list_changed)) => Ok((Spoken::Modern, list_changed)),
+            Ok(None) => {
+                self.initialize().await.map(|(session, list_changed)| (Spoken::Legacy(session), list_changed))
+            }
             Err(error) => Err(ProbeError::Failed(error)),
         };
         let generation = current.generation + 1;
         if let Ok(mut era) = self.era.write() {
             *era = match &learned {
-                Ok(spoken) => Learned { spoken: Some(spoken.clone()), generation },
+                Ok((spoken, list_changed)) => {
+                    Learned { spoken: Some(spoken.clone()), generation, list_changed: *list_changed }
+                }
                 // Nothing learned: the next call probes again.
-                Err(_) => Learned { spoken: None, generation: current.generation },
+                Err(_) => Learned { spoken: None, generation: current.generation, list_changed: false },
             };
         }
+        let learned = learned.map(|(spoken, _)| spoken);
         match &learned {
             Ok(Spoken::Modern) => {
                 tracing::info!(url = %self.log_url, era = mcp::MODERN_VERSION, "upstream speaks the modern era")
@@ -86,10 +91,11 @@ impl Inner {
         learned.map(|spoken| (spoken, generation))
     }
 
-    /// `server/discover`: `Ok(true)` only for a result listing the modern version; `Ok(false)`
-    /// for any other answer; `Err` when there was no answer about the era (connection, timeout,
-    /// 429, 5xx, an over-limit body) or the credentials were refused.
-    async fn discover(&self) -> Result<bool, UpstreamError> {
+    /// `server/discover`: `Ok(Some(list_changed))` only for a result listing the modern version
+    /// (with whether it declares `tools.listChanged`); `Ok(None)` for any other answer; `Err`
+    /// when there was no answer about the era (connection, timeout, 429, 5xx, an over-limit
+    /// body) or the credentials were refused.
+    async fn discover(&self) -> Result<Option<bool>, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let response = self
             .build(Method::POST, Headers::Modern { method: mcp::DISCOVER, tool: None, params: &[] })
@@ -100,10 +106,11 @@ impl Inner {
         let status = response.status();
         if status.is_success() {
             return match read_answer(response, id, self.max_response_bytes, None, None).await {
-                Ok(UpstreamReply::Result(raw)) => {
-                    Ok(serde_json::from_str::<Value>(raw.get()).is_ok_and(|r| mcp::shows_modern(&r)))
-                }
-                Ok(UpstreamReply::Error(_)) | Err(UpstreamError::Protocol(_)) => Ok(false),
+                Ok(UpstreamReply::Result(raw)) => Ok(serde_json::from_str::<Value>(raw.get())
+                    .ok()
+                    .filter(mcp::shows_modern)
+                    .map(|result| declares_list_changed(&result))),
+                Ok(UpstreamReply::Error(_)) | Err(UpstreamError::Protocol(_)) => Ok(None),
                 Err(error) => Err(error),
             };
         }
@@ -112,12 +119,13 @@ impl Inner {
                 Err(status_error(status, response.headers()))
             }
             s if s.is_server_error() => Err(status_error(status, response.headers())),
-            _ => Ok(false),
+            _ => Ok(None),
         }
     }
 
-    /// Runs the session-era handshake and returns the session.
-    async fn initialize(&self) -> Result<LegacySession, ProbeError> {
+    /// Runs the session-era handshake and returns the session (and whether the server declared
+    /// `tools.listChanged`).
+    async fn initialize(&self) -> Result<(LegacySession, bool), ProbeError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let response = self
             .build(Method::POST, Headers::Handshake)
@@ -131,10 +139,12 @@ impl Inner {
         }
         let session_id = response.headers().get(headers::SESSION_ID).cloned();
         let reply = read_answer(response, id, self.max_response_bytes, None, None).await?;
+        let mut list_changed = false;
         let version = match &reply {
-            UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get())
-                .ok()
-                .and_then(|v| v.get("protocolVersion").and_then(Value::as_str).map(str::to_string)),
+            UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get()).ok().and_then(|v| {
+                list_changed = declares_list_changed(&v);
+                v.get("protocolVersion").and_then(Value::as_str).map(str::to_string)
+            }),
             // The server's own failure (internal error, implementation-defined server errors)
             // is its answer to the call; any other error means the handshake is not understood.
             UpstreamReply::Error(e) if e.code == -32603 || (-32099..=-32000).contains(&e.code) => {
@@ -152,7 +162,7 @@ impl Inner {
         })?;
         let session = LegacySession { session_id, version };
         self.send_initialized(&session).await?;
-        Ok(session)
+        Ok((session, list_changed))
     }
 
     /// Ends a session-era handshake: `notifications/initialized` under the new session.
@@ -173,4 +183,9 @@ impl Inner {
 /// The session-era version a server chose in `initialize`, if the gateway speaks it.
 pub(super) fn legacy_version(chosen: Option<&str>) -> Option<&'static str> {
     mcp::LEGACY_VERSIONS.iter().find(|v| Some(**v) == chosen).copied()
+}
+
+/// Whether an `initialize` or `server/discover` result declares `capabilities.tools.listChanged`.
+fn declares_list_changed(result: &Value) -> bool {
+    result.pointer("/capabilities/tools/listChanged").and_then(Value::as_bool) == Some(true)
 }

@@ -6,7 +6,7 @@ use std::{net::SocketAddr, process::Command};
 
 use serde_json::Value;
 
-use super::{BIN, Proc};
+use super::{Proc, bin};
 
 pub struct Demo {
     pub proc: Proc,
@@ -47,7 +47,7 @@ impl Demo {
     }
 
     fn start_args(lambda: bool, port: u16, delay_ms: u64, extra: &[&str]) -> Self {
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(bin());
         let listen = format!("127.0.0.1:{port}");
         let delay = delay_ms.to_string();
         command.args(["demo-server", "--listen", &listen, "--delay-ms", &delay]).args(extra);

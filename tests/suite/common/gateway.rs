@@ -15,6 +15,13 @@ use super::{Proc, TempFile};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-gateway");
 
+/// The binary the gateway and demo servers are started from: `MCPGW_TEST_BIN` when set
+/// (a copy of this worktree's build, when several worktrees share one target directory and
+/// overwrite each other's `target/debug/mcp-gateway`), else [`BIN`].
+pub fn bin() -> String {
+    std::env::var("MCPGW_TEST_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
 /// The admin bearer token of gateways the harness starts (`admin.token`).
 pub const ADMIN_TOKEN: &str = "harness-admin-token-0123456789";
 
@@ -75,7 +82,7 @@ impl Gateway {
 
     fn spawn(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
         let config_file = TempFile::with("gateway.toml", config);
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(bin());
         command
             .args(["serve", "--config", config_file.arg(), "--listen", "127.0.0.1:0"])
             .args(args)
@@ -270,7 +277,7 @@ pub fn registry_put(env: &[(&str, String)], entry: &Value) {
 /// `mcp-gateway check-config ARGS` with nothing but `PATH` and `env` in its environment (none
 /// of the test process's own `MCP_GATEWAY_*` variables), run to completion.
 pub fn check_config(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(BIN)
+    Command::new(bin())
         .arg("check-config")
         .args(args)
         .env_clear()

@@ -1,0 +1,311 @@
+//! The HTTP side of callers' change notifications: the session era's `GET /mcp` stream and the
+//! 2026-07-28 `subscriptions/listen` stream. Both carry `notifications/tools/list_changed`,
+//! sent when the list *this caller* may see changed (`gateway/list_changes.rs` decides; the
+//! caller is established per request as for `POST`, and the `Host`/`Origin` edge guard has
+//! already run), plus a keep-alive comment every [`KEEPALIVE`]. Their bound and their ends
+//! (session `DELETE`, shutdown) are kept in `backchannel/listeners.rs`.
+//!
+//! - `GET /mcp` needs a session of the gateway's (`Mcp-Session-Id`: a back-channel session, or
+//!   the stateless listen id a session-era `initialize` is given). Without one: `405` with a
+//!   JSON-RPC error (the transport lets a server offer no stream); an unknown or expired one
+//!   of ours: `404`; a caller that does not accept `text/event-stream`: `406`.
+//! - `subscriptions/listen` (modern callers, `POST`): the answer is an event stream that opens
+//!   with `notifications/subscriptions/acknowledged` (the `notifications` the gateway honours:
+//!   `toolsListChanged` only), then carries the notifications the caller asked for, each with
+//!   `_meta["io.modelcontextprotocol/subscriptionId"]` = the request's id. At shutdown the
+//!   stream ends with the request's `complete` result (a graceful close); the caller closing
+//!   the stream cancels it.
+//! - More than `inbound.max_listen_streams` open: `503` (`-32005`), the key named.
+
+use std::{convert::Infallible, sync::Arc, time::Duration};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::State,
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::{caller, dispatch::RequestInfo, sessions};
+use crate::{
+    backchannel::listeners::{self, Refused, Registration},
+    error::{Category, GatewayError},
+    gateway::{Gateway, list_changes},
+    identity::Caller,
+    protocol::{jsonrpc, mcp},
+};
+
+/// How often an idle stream carries a keep-alive comment.
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The `_meta` key that ties a listen stream's messages to its request.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// `GET /mcp`: the session era's stream of server messages (list changes only).
+pub async fn get(State(gateway): State<Arc<Gateway>>, request: axum::extract::Request) -> Response {
+    let peer =
+        request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0);
+    let headers = request.headers();
+    if !gateway.lists_changes() {
+        return super::mcp::not_allowed().await;
+    }
+    let caller = match caller::establish(&gateway, headers, peer).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    if let Some(version) = headers.get(mcp::headers::names::PROTOCOL_VERSION) {
+        let version = version.to_str().unwrap_or_default();
+        if !mcp::is_supported(version) || version == mcp::MODERN_VERSION {
+            gateway.record_rejection("unsupported_protocol_version");
+            let err = GatewayError::new(
+                Category::UnsupportedProtocolVersion,
+                format!("{version:?} has no GET stream; a 2026-07-28 caller sends subscriptions/listen"),
+            )
+            .with_extra("supported", json!(mcp::LEGACY_VERSIONS));
+            return refusal(StatusCode::BAD_REQUEST, &err);
+        }
+    }
+    let session: Arc<str> = match gateway.sessions().lookup(headers) {
+        sessions::Lookup::Found(session) => session.id.clone(),
+        sessions::Lookup::Unknown => return sessions::unknown_session(),
+        sessions::Lookup::Sessionless => match session_header(headers) {
+            Some(id) if listeners::is_listen_id(id) => id.into(),
+            _ => {
+                let mut response = refusal(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    &GatewayError::new(
+                        Category::InvalidRequest,
+                        "GET /mcp needs the Mcp-Session-Id the gateway's initialize answer gave; 2026-07-28 callers send subscriptions/listen",
+                    ),
+                );
+                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+                return response;
+            }
+        },
+    };
+    let info = RequestInfo::from_headers(headers, "", caller.clone());
+    if !info.accepts_sse {
+        return refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            &GatewayError::new(Category::InvalidRequest, "GET /mcp answers text/event-stream only"),
+        );
+    }
+    let registration = match gateway.listeners().open(Some(session)) {
+        Ok(registration) => registration,
+        Err(refused) => return refused_stream(&gateway, &refused),
+    };
+    stream(Listening::new(gateway, caller, registration, None, true))
+}
+
+/// Whether `message` is a `subscriptions/listen` this gateway serves: a modern request while
+/// list-change streams are on (anything else goes the usual way: `-32601`).
+pub fn is_listen(gateway: &Gateway, message: &jsonrpc::Message) -> bool {
+    message.method == "subscriptions/listen"
+        && message.id.is_some()
+        && gateway.lists_changes()
+        && mcp::is_modern(message.params.as_ref())
+}
+
+/// `subscriptions/listen` from a modern caller (see the module doc).
+pub fn subscribe(gateway: &Arc<Gateway>, message: jsonrpc::Message, info: &RequestInfo) -> Response {
+    gateway.record_request(&message.method);
+    let id = message.id.clone().unwrap_or(Value::Null);
+    if let Some(err) = super::dispatch::protocol_error(&message, info) {
+        return refusal_for(StatusCode::BAD_REQUEST, id, &err);
+    }
+    if !info.accepts_sse {
+        let err = GatewayError::new(
+            Category::InvalidRequest,
+            "subscriptions/listen is answered with an event stream: send Accept: text/event-stream",
+        );
+        return refusal_for(StatusCode::NOT_ACCEPTABLE, id, &err);
+    }
+    let filter = message.params.as_ref().and_then(|p| p.get("notifications"));
+    if filter.is_some_and(|f| !f.is_object()) {
+        let err = GatewayError::new(Category::BadInput, "params.notifications must be an object");
+        return refusal_for(StatusCode::OK, id, &err);
+    }
+    let tools = filter.and_then(|f| f.get("toolsListChanged")).and_then(Value::as_bool) == Some(true);
+    let registration = match gateway.listeners().open(None) {
+        Ok(registration) => registration,
+        Err(refused) => return refused_stream(gateway, &refused),
+    };
+    let subscription = Subscription { id, tools };
+    stream(Listening::new(gateway.clone(), info.caller.clone(), registration, Some(subscription), tools))
+}
+
+/// A modern caller's subscription: the request's id and whether it asked for tool list changes.
+struct Subscription {
+    id: Value,
+    tools: bool,
+}
+
+/// One open stream.
+struct Listening {
+    gateway: Arc<Gateway>,
+    caller: Arc<Caller>,
+    registration: Registration,
+    generation: watch::Receiver<u64>,
+    /// The fingerprint of the caller's list as last told (or as it was when the stream opened).
+    seen: u64,
+    subscription: Option<Subscription>,
+    /// Whether list changes are sent on this stream at all.
+    notify: bool,
+    acknowledged: bool,
+    keepalive: tokio::time::Interval,
+    ended: bool,
+}
+
+impl Listening {
+    fn new(
+        gateway: Arc<Gateway>,
+        caller: Arc<Caller>,
+        registration: Registration,
+        subscription: Option<Subscription>,
+        notify: bool,
+    ) -> Self {
+        let mut generation = gateway.list_changes().subscribe();
+        generation.borrow_and_update();
+        let seen = list_changes::fingerprint(&gateway, &caller);
+        let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
+        keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self {
+            gateway,
+            caller,
+            registration,
+            generation,
+            seen,
+            subscription,
+            notify,
+            acknowledged: false,
+            keepalive,
+            ended: false,
+        }
+    }
+
+    fn meta(&self) -> Option<Value> {
+        self.subscription.as_ref().map(|s| json!({ SUBSCRIPTION_ID: s.id }))
+    }
+
+    async fn next_event(&mut self) -> Option<Bytes> {
+        if self.ended {
+            return None;
+        }
+        if !self.acknowledged {
+            self.acknowledged = true;
+            if let Some(subscription) = &self.subscription {
+                let honoured = if subscription.tools { json!({"toolsListChanged": true}) } else { json!({}) };
+                let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": {"_meta": self.meta(), "notifications": honoured}});
+                return Some(event(&ack));
+            }
+        }
+        loop {
+            tokio::select! {
+                () = self.registration.closed() => {
+                    self.ended = true;
+                    // A graceful close of a subscription: its request's result.
+                    let subscription = self.subscription.as_ref()?;
+                    let done = json!({"jsonrpc": "2.0", "id": subscription.id,
+                        "result": {"resultType": "complete", "_meta": self.meta()}});
+                    return Some(event(&done));
+                }
+                changed = self.generation.changed() => {
+                    if changed.is_err() {
+                        self.ended = true;
+                        return None;
+                    }
+                    self.generation.borrow_and_update();
+                    if !self.notify {
+                        continue;
+                    }
+                    let now = list_changes::fingerprint(&self.gateway, &self.caller);
+                    if now == self.seen {
+                        continue;
+                    }
+                    self.seen = now;
+                    self.gateway.record_list_changed_sent();
+                    let mut notification = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                    if let Some(meta) = self.meta() {
+                        notification["params"] = json!({"_meta": meta});
+                    }
+                    return Some(event(&notification));
+                }
+                _ = self.keepalive.tick() => return Some(Bytes::from_static(b":\n\n")),
+            }
+        }
+    }
+}
+
+fn event(message: &Value) -> Bytes {
+    let data = serde_json::to_string(message).unwrap_or_default();
+    Bytes::from(format!("event: message\ndata: {data}\n\n"))
+}
+
+fn stream(listening: Listening) -> Response {
+    let events = futures_util::stream::unfold(listening, |mut listening| async move {
+        let bytes = listening.next_event().await?;
+        Some((Ok::<_, Infallible>(bytes), listening))
+    });
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(events),
+    )
+        .into_response()
+}
+
+fn session_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(mcp::headers::names::SESSION_ID).and_then(|v| v.to_str().ok())
+}
+
+/// The answer when no stream could be opened.
+fn refused_stream(gateway: &Gateway, refused: &Refused) -> Response {
+    match refused {
+        Refused::Full { limit } => {
+            gateway.record_rejection("listen_streams_full");
+            let err = GatewayError::new(
+                Category::Overloaded,
+                format!("the gateway holds its most change-notification streams ({limit}); try again later"),
+            )
+            .with_limit("inbound.max_listen_streams", *limit as u64);
+            refusal(StatusCode::SERVICE_UNAVAILABLE, &err)
+        }
+        Refused::Off => refusal(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &GatewayError::new(Category::InvalidRequest, "list-change notifications are off"),
+        ),
+    }
+}
+
+fn refusal(status: StatusCode, err: &GatewayError) -> Response {
+    refusal_for(status, Value::Null, err)
+}
+
+fn refusal_for(status: StatusCode, id: Value, err: &GatewayError) -> Response {
+    let body = jsonrpc::Response::error(id, err);
+    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&body).unwrap_or_default())
+        .into_response()
+}
+
+/// `DELETE /mcp` under a stateless listen id: its streams end. `None`: not such an id.
+pub fn end_listen_session(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
+    let id = session_header(headers).filter(|id| listeners::is_listen_id(id))?;
+    gateway.listeners().close_session(id);
+    Some(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The `Mcp-Session-Id` a session-era `initialize` answer gets when it opened no back-channel
+/// session: a stateless listen id, so the caller can open the GET stream.
+pub fn with_listen_id(mut response: Response) -> Response {
+    if let Ok(value) = HeaderValue::from_str(&listeners::mint_listen_id()) {
+        response.headers_mut().insert(mcp::headers::names::SESSION_ID, value);
+    }
+    response
+}
