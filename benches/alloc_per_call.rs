@@ -190,6 +190,7 @@ fn call_future_stays_small(gateway: &Gateway) {
         notifications: Default::default(),
         cancelled: Default::default(),
         caller: Default::default(),
+        session: None,
     };
     let size = std::mem::size_of_val(&gateway.call_tool(None, &ctx));
     println!("the tools/call future: {size} bytes");

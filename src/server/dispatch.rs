@@ -167,6 +167,7 @@ async fn message_answer(
                 notifications,
                 cancelled: cancelled.clone(),
                 caller: info.caller.clone(),
+                session: info.session.clone(),
             };
             let scope = Scope::of(info.session.as_ref(), &info.caller);
             let registration = gateway.register_cancellable(scope, &id, cancelled);

@@ -9,6 +9,8 @@
 //! - [`body`]: bodies read within their bounds;
 //! - [`errors`]: HTTP statuses and client failures as [`UpstreamError`]s;
 //! - [`relay`]: a back-channel caller's calls over a dedicated session;
+//! - [`held`]: a modern caller's calls to a session-era server, over a session of their own
+//!   whose requests become `input_required` results;
 //! - [`client`]: the pooled HTTP/1.1 client under all of them.
 //!
 //! **Credentials**: `401`/`403` on any request — probe, handshake, call, reconnection — is
@@ -28,6 +30,7 @@ mod body;
 pub mod client;
 mod errors;
 mod exchange;
+mod held;
 mod probe;
 mod relay;
 mod request;
@@ -223,7 +226,7 @@ impl Inner {
     /// The rare paths (a relayed call, a probe, the post after a refusal) are boxed where they
     /// are awaited: inlined, their state would make every call's future (copied whole into
     /// its box) twice as large.
-    async fn call(&self, request: &UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
+    async fn call(self: &Arc<Self>, request: &UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
         if let Some(relay) = &request.relay
             && request.method == "tools/call"
             && let Some(result) = Box::pin(self.relay_call(request, relay)).await
@@ -239,6 +242,12 @@ impl Inner {
                 Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
             },
         };
+        if let (Some(ask), Spoken::Legacy(shared)) = (&request.ask, &spoken)
+            && request.method == "tools/call"
+            && let Some(result) = Box::pin(self.held_call(request, ask, shared.version)).await
+        {
+            return result;
+        }
         match self.post(request, &spoken).await? {
             Exchange::Reply(reply) => Ok(reply),
             Exchange::Refused(error) => {
@@ -250,7 +259,10 @@ impl Inner {
     /// [`Inner::call`] for a server with credentials: obtained before anything is sent (none
     /// to be had: the call fails, nothing is sent), in scope for every request of the call;
     /// an OAuth token refused with `401` is renewed once and the call run once more.
-    async fn call_with_credentials(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
+    async fn call_with_credentials(
+        self: &Arc<Self>,
+        request: UpstreamRequest,
+    ) -> Result<UpstreamReply, UpstreamError> {
         let Some(credentials) = &self.credentials else {
             return self.call(&request).await;
         };
