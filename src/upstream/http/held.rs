@@ -16,7 +16,9 @@
 //!   cannot carry, anything else, or more than [`MAX_RELAYED_PER_CALL`] questions are answered
 //!   with an error by the gateway;
 //! - progress and log entries are not relayed (the caller's request that could carry them may
-//!   already have ended with a question).
+//!   already have ended with a question);
+//! - the session's standalone stream (`GET`), when the server offers one, is read too: servers
+//!   may send their requests there, and the session is the call's alone.
 //!
 //! The call ends, the server told with `notifications/cancelled` while its answer is owed and
 //! the session ended with `DELETE`, when nobody waits for the next step any more (the caller's
@@ -96,6 +98,8 @@ impl Inner {
         session: LegacySession,
         permit: OwnedSemaphorePermit,
     ) -> Result<UpstreamReply, UpstreamError> {
+        // Opened before the call, so that nothing the server sends there for it is missed.
+        let standalone = self.standalone_stream(&session).await;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = mcp::encode_request(id, request.method, &request.params, Era::Legacy);
         let builder =
@@ -137,6 +141,7 @@ impl Inner {
         let reader = Reader {
             response,
             decoder: sse::Decoder::with_limit(self.max_response_bytes),
+            standalone,
             queued: VecDeque::new(),
         };
         let exchange = Exchange { open, reader, id, ask: ask.clone(), _permit: permit };
@@ -200,27 +205,62 @@ impl Drop for Open {
     }
 }
 
-/// An answer stream's events, one at a time.
+/// The events of a call's answer stream and of its session's standalone stream (`GET`), one
+/// at a time.
 struct Reader {
     response: Response,
     decoder: sse::Decoder,
+    /// The session's standalone stream, while it lasts: a server may send its requests there
+    /// rather than on the call's stream (the TypeScript SDK does unless told the related
+    /// request). The session is the call's alone, so whatever comes there is for it.
+    standalone: Option<(Response, sse::Decoder)>,
     queued: VecDeque<sse::Event>,
 }
 
 impl Reader {
-    /// The next event; `None` when the stream ended.
+    /// The next event; `None` when the call's answer stream ended.
     async fn next_event(&mut self) -> Result<Option<sse::Event>, UpstreamError> {
+        let too_large = |e: sse::TooLarge| UpstreamError::ResponseTooLarge { limit: e.limit };
         loop {
             if let Some(event) = self.queued.pop_front() {
                 return Ok(Some(event));
             }
-            let Some(chunk) = self.response.chunk().await.map_err(request_error)? else {
+            let Reader { response, decoder, standalone, queued } = self;
+            let main = match standalone {
+                None => response.chunk().await,
+                Some((side, side_decoder)) => tokio::select! {
+                    chunk = response.chunk() => chunk,
+                    chunk = side.chunk() => {
+                        match chunk {
+                            Ok(Some(chunk)) => queued.extend(side_decoder.feed(&chunk).map_err(too_large)?),
+                            // The standalone stream ended or broke: the call's stream goes on.
+                            _ => *standalone = None,
+                        }
+                        continue;
+                    }
+                },
+            };
+            let Some(chunk) = main.map_err(request_error)? else {
                 return Ok(None);
             };
-            let events =
-                self.decoder.feed(&chunk).map_err(|e| UpstreamError::ResponseTooLarge { limit: e.limit })?;
-            self.queued.extend(events);
+            queued.extend(decoder.feed(&chunk).map_err(too_large)?);
         }
+    }
+}
+
+impl Inner {
+    /// The session's standalone stream (`GET`), when the server offers one (a session id, a
+    /// `2xx` event stream within 2 s); `None` otherwise.
+    async fn standalone_stream(&self, session: &LegacySession) -> Option<(Response, sse::Decoder)> {
+        session.session_id.as_ref()?;
+        let response = self
+            .build(Method::GET, Headers::Legacy(session))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?;
+        (response.status().is_success() && is_event_stream(&response))
+            .then(|| (response, sse::Decoder::with_limit(self.max_response_bytes)))
     }
 }
 
