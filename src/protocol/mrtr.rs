@@ -312,6 +312,36 @@ mod tests {
     }
 
     #[test]
+    fn a_session_era_request_is_asked_in_the_2026_07_28_shape() {
+        let elicit = json!({"mode": "form", "message": "ok?", "requestedSchema": {"type": "object"},
+            "task": {"ttl": 1}, "_meta": {"progressToken": 1}});
+        assert_eq!(
+            input_request_params("elicitation/create", Some(&elicit)),
+            Some(json!({"mode": "form", "message": "ok?", "requestedSchema": {"type": "object"}}))
+        );
+        let url = json!({"mode": "url", "message": "sign in", "url": "https://x", "elicitationId": "e1"});
+        assert_eq!(
+            input_request_params("elicitation/create", Some(&url)),
+            Some(json!({"mode": "url", "message": "sign in", "url": "https://x"}))
+        );
+        let sample = json!({"messages": [], "maxTokens": 5, "task": {}});
+        assert_eq!(
+            input_request_params("sampling/createMessage", Some(&sample)),
+            Some(json!({"messages": [], "maxTokens": 5}))
+        );
+        assert_eq!(input_request_params("roots/list", None), Some(Value::Null));
+        assert_eq!(input_request_params("sampling/createMessage", Some(&json!({"messages": []}))), None);
+        assert_eq!(input_request_params("elicitation/create", None), None);
+        assert_eq!(input_request_params("tools/list", None), None);
+        let asked: Value =
+            serde_json::from_str(input_required_result("k", "roots/list", &Value::Null, "s").get()).unwrap();
+        assert_eq!(
+            asked,
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "roots/list"}}, "requestState": "s"})
+        );
+    }
+
+    #[test]
     fn only_complete_results_are_final() {
         let raw = |s: &str| serde_json::value::RawValue::from_string(s.into()).unwrap();
         assert!(is_complete(&raw(r#"{"content":[]}"#)));
