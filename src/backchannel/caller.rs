@@ -39,6 +39,15 @@ pub(super) fn relayable(method: &str) -> Option<&'static str> {
     ["sampling/createMessage", "elicitation/create", "roots/list"].into_iter().find(|m| *m == method)
 }
 
+/// The client capability a relayable method needs (`None`: not relayable).
+pub fn capability_for(method: &str) -> Option<&'static str> {
+    match relayable(method)? {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        _ => Some("roots"),
+    }
+}
+
 /// What ends an upstream session opened for a caller (the transport's `DELETE`, built when the
 /// session was opened); run when the caller's session ends.
 pub type EndSession = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -93,13 +102,8 @@ impl CallerSession {
 
     /// Whether the caller declared the capability `method` needs.
     pub fn allows(&self, method: &str) -> bool {
-        let capability = match relayable(method) {
-            Some("sampling/createMessage") => "sampling",
-            Some("elicitation/create") => "elicitation",
-            Some("roots/list") => "roots",
-            _ => return false,
-        };
-        self.capabilities.get(capability).is_some_and(|c| !c.is_null())
+        capability_for(method)
+            .is_some_and(|capability| self.capabilities.get(capability).is_some_and(|c| !c.is_null()))
     }
 
     pub fn touch(&self) {

@@ -4,6 +4,9 @@
 //! - progress and log entries the upstream sends for the call ([`subscriptions`]);
 //! - server→client requests (sampling, elicitation, roots) relayed to a caller that declared
 //!   the capability ([`relay`]), over an inbound session ([`caller`], kept in [`sessions`]);
+//! - for a modern (2026-07-28) caller, which has no such stream: a session-era server's
+//!   requests become `input_required` results while the upstream exchange is held open
+//!   ([`held`]), and the caller's retry answers them;
 //! - nothing else: each item is a typed value rebuilt from validated fields ([`to_caller`]),
 //!   never the upstream's JSON.
 //!
@@ -13,6 +16,7 @@
 //! the upstream's messages off its wire and hands them here.
 
 pub mod caller;
+pub mod held;
 pub mod listeners;
 pub mod relay;
 pub mod sessions;
@@ -47,4 +51,6 @@ pub struct Notifications {
     pub logs: Option<LogSubscription>,
     /// The way back to a back-channel caller for server→client requests ([`relay`]).
     pub relay: Option<Relay>,
+    /// A modern caller a session-era server may ask through held exchanges ([`held`]).
+    pub ask: Option<held::Asker>,
 }

@@ -27,6 +27,14 @@ pub struct InboundLimits {
     pub max_session_bytes: usize,
     /// Longest kept clientInfo `name` / `version`, in characters (longer ones are cut).
     pub max_client_info_chars: usize,
+    /// Most calls of modern (2026-07-28) callers to session-era servers open at once whose
+    /// server may ask the caller something (each holds an upstream session and its answer
+    /// stream while the caller is asked: `backchannel::held`); one more is refused before
+    /// anything is sent (`-32005`, `overloaded`).
+    pub max_held_exchanges: usize,
+    /// How long such a server's question waits for the caller's retry, in milliseconds; then
+    /// the server gets a JSON-RPC error for it and the exchange is dropped.
+    pub held_exchange_ttl_ms: u64,
     /// Longest value of one log line field, in bytes; longer values are cut and marked
     /// `…[truncated N bytes]`.
     pub log_max_field_bytes: usize,
@@ -60,6 +68,8 @@ impl Default for InboundLimits {
             max_sessions: 1024,
             max_session_bytes: 16 * 1024,
             max_client_info_chars: 256,
+            max_held_exchanges: 256,
+            held_exchange_ttl_ms: 300_000,
             log_max_field_bytes: 4096,
             log_queue_bytes: 64 * 1024 * 1024,
             header_read_timeout_ms: 10_000,
@@ -79,6 +89,8 @@ impl InboundLimits {
             ("max_sessions", self.max_sessions as u64),
             ("max_session_bytes", self.max_session_bytes as u64),
             ("max_client_info_chars", self.max_client_info_chars as u64),
+            ("max_held_exchanges", self.max_held_exchanges as u64),
+            ("held_exchange_ttl_ms", self.held_exchange_ttl_ms),
             ("log_max_field_bytes", self.log_max_field_bytes as u64),
             ("log_queue_bytes", self.log_queue_bytes as u64),
             ("header_read_timeout_ms", self.header_read_timeout_ms),
@@ -95,6 +107,10 @@ impl InboundLimits {
             bail!("inbound.log_max_field_bytes must be at least 16");
         }
         Ok(())
+    }
+
+    pub fn held_exchange_ttl(&self) -> Duration {
+        Duration::from_millis(self.held_exchange_ttl_ms)
     }
 
     pub fn header_read_timeout(&self) -> Duration {

@@ -65,6 +65,12 @@ pub enum UpstreamError {
     /// the call's time ran out, or its session ended: the caller's doing, not the server's.
     #[error("the caller did not answer the relayed {0} request in time")]
     CallerDidNotAnswer(String),
+    /// The gateway already holds its most exchanges of modern callers with session-era servers
+    /// (`inbound.max_held_exchanges`, see `backchannel::held`): nothing was sent.
+    #[error(
+        "the gateway holds its most exchanges that may wait for a caller's input ({limit}, inbound.max_held_exchanges); try again later"
+    )]
+    HeldFull { limit: usize },
     /// No credentials for the server could be had ([`crate::upstream::credentials`]): nothing was sent.
     #[error("{detail}")]
     Credentials { failure: CredentialFailure, detail: String },
@@ -130,7 +136,7 @@ impl UpstreamError {
             UpstreamError::NotConnected { state: "needs_auth" } => Category::UpstreamAuth,
             UpstreamError::NotConnected { .. } => Category::UpstreamUnavailable,
             UpstreamError::CircuitOpen { .. } => Category::CircuitOpen,
-            UpstreamError::Overloaded { .. } => Category::Overloaded,
+            UpstreamError::Overloaded { .. } | UpstreamError::HeldFull { .. } => Category::Overloaded,
             UpstreamError::DeadlineExceeded(_) => Category::Timeout,
             UpstreamError::CallerDidNotAnswer(_) => Category::Timeout,
             UpstreamError::Credentials { failure, .. } => match failure {

@@ -28,7 +28,10 @@ use tower::ServiceExt;
 use super::Gateway;
 use crate::{
     audit::{AuditEntry, Decision},
-    backchannel::{Notifications, Relay},
+    backchannel::{
+        Notifications, Relay,
+        held::{self, Asker, Binding, Step, Taken},
+    },
     error::{Category, GatewayError},
     identity::Caller,
     protocol::{mcp, mrtr, param_headers},
@@ -57,8 +60,9 @@ pub struct CallContext {
     pub cancelled: Arc<AtomicBool>,
     /// Who is calling.
     pub caller: Arc<crate::identity::Caller>,
-    /// The caller's `Mcp-Session-Id`, for the owner of a task the call creates
-    /// ([`super::tasks::Owner`]).
+    /// The caller's `Mcp-Session-Id`, if it sent one: the owner of a task the call creates
+    /// ([`super::tasks::Owner`]), and with its subject, whose retry may answer a question held
+    /// for it (`backchannel::held`).
     pub session: Option<Arc<str>>,
 }
 
@@ -289,8 +293,9 @@ impl Gateway {
         {
             self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications, &ctx.caller).await
         } else {
+            let notifications = self.with_asker(ctx, meta, &round, &tool, &unanswered.args_hash);
             let call = Forwarded { arguments, meta, round, deadline, task: task.clone() };
-            self.forward_answering(&tool, call, ctx.notifications.clone(), &ctx.caller).await
+            self.forward_answering(&tool, call, notifications, ctx).await
         };
         // A task the server created: recorded for routing, its id the gateway's own. The call
         // ends here; the task lives on upstream.
@@ -509,8 +514,13 @@ impl Gateway {
         tool: &Arc<ToolRecord>,
         call: Forwarded<'_>,
         notifications: Notifications,
-        caller: &Arc<Caller>,
+        ctx: &CallContext,
     ) -> (SharedResult, Ending) {
+        let caller = &ctx.caller;
+        // A modern caller's retry answering a question the gateway held for it.
+        if let Some(state) = call.round.request_state().filter(|s| held::is_ours(s)) {
+            return self.answer_held(tool, &call, state, ctx).await;
+        }
         let relay = match &notifications.relay {
             Some(relay) if call.round == mrtr::Round::default() => relay.clone(),
             _ => return self.forward(tool, call, notifications, caller).await,
@@ -563,6 +573,96 @@ impl Gateway {
         (Err(err), last.unwrap_or(Ending::unsent("upstream_protocol")))
     }
 
+    /// The caller's notifications, with the way to ask it for a modern caller whose first
+    /// round declares a capability a server may ask under (used if the server turns out to
+    /// speak the session era: `backchannel::held`).
+    fn with_asker(
+        &self,
+        ctx: &CallContext,
+        meta: Option<&Value>,
+        round: &mrtr::Round,
+        tool: &ToolRecord,
+        args_hash: &str,
+    ) -> Notifications {
+        let mut notifications = ctx.notifications.clone();
+        let modern = meta.and_then(|m| m.get(mcp::META_PROTOCOL_VERSION)).and_then(Value::as_str)
+            == Some(mcp::MODERN_VERSION);
+        if modern && notifications.relay.is_none() && round.retry.is_empty() && round.may_be_asked() {
+            let client_info = match round.client_value(mcp::META_CLIENT_INFO) {
+                info @ Value::Object(_) => info,
+                _ => json!({"name": "mcp-gateway", "version": crate::VERSION}),
+            };
+            notifications.ask = Some(Asker {
+                exchanges: self.held.clone(),
+                capabilities: round.client_value(mcp::META_CLIENT_CAPABILITIES),
+                client_info,
+                binding: self.binding(ctx, tool, args_hash),
+            });
+        }
+        notifications
+    }
+
+    /// Whose retry may answer a question held for this call.
+    fn binding(&self, ctx: &CallContext, tool: &ToolRecord, args_hash: &str) -> Binding {
+        Binding::new(ctx.caller.subject.as_deref(), ctx.session.as_deref(), &tool.name, args_hash)
+    }
+
+    /// A retry carrying a `requestState` the gateway handed out: checked, its answer handed to
+    /// the held exchange, and the exchange's next step awaited (the result, or the server's
+    /// next question as another `input_required`). A refused state never reaches the server.
+    async fn answer_held(
+        &self,
+        tool: &Arc<ToolRecord>,
+        call: &Forwarded<'_>,
+        state: &str,
+        ctx: &CallContext,
+    ) -> (SharedResult, Ending) {
+        let binding = self.binding(ctx, tool, &canonical_hash(&call.arguments));
+        let next = match self.held.take(state, &binding, call.round.input_responses()) {
+            Ok(Taken::Answered(next)) => next,
+            Ok(Taken::AskAgain(asked)) => return (Ok(asked), Ending::unsent("success")),
+            Err(refusal) => {
+                tracing::info!(request_id = %ctx.request_id, tool = %tool.name, reason = refusal.reason(), "requestState refused");
+                let err = GatewayError::new(Category::BadInput, refusal.message())
+                    .with_extra("reason", json!(refusal.reason()));
+                return (Err(err), Ending::unsent(Category::BadInput.as_str()));
+            }
+        };
+        let answered = Ending { outcome: Outcome::Success.label(), attempts: 1, maybe_delivered: true };
+        let deadline = match call.deadline {
+            Some(deadline) => deadline,
+            None => {
+                let limit = match self.upstream_for(tool).await {
+                    Ok(upstream) => upstream.config.deadline(&self.config.defaults),
+                    Err(_) => Duration::from_millis(self.config.defaults.deadline_ms),
+                };
+                Instant::now() + limit
+            }
+        };
+        // Dropping `next` (the deadline passed, the caller went away) ends the exchange.
+        let step = tokio::time::timeout_at(deadline.into(), next).await;
+        let in_error = |err: GatewayError| {
+            let outcome = err.category.as_str();
+            (Err(err), Ending { outcome, ..answered })
+        };
+        match step {
+            Err(_) => in_error(GatewayError::new(
+                Category::Timeout,
+                "the caller's deadline passed before the server answered",
+            )),
+            Ok(Err(_)) => in_error(GatewayError::new(
+                Category::UpstreamError,
+                "the server's exchange ended before it answered",
+            )),
+            Ok(Ok(Step::Asks { question, answer })) => {
+                (Ok(self.held.hold(&binding, question, answer)), answered)
+            }
+            Ok(Ok(Step::Done(Ok(Ok(raw))))) => (Ok(raw), answered),
+            Ok(Ok(Step::Done(Ok(Err(error))))) => in_error(GatewayError::from_upstream_reply(error, false)),
+            Ok(Ok(Step::Done(Err(error)))) => in_error(GatewayError::from_upstream(&error)),
+        }
+    }
+
     /// Sends the call through the server's stack and maps the answer.
     async fn forward(
         &self,
@@ -585,6 +685,7 @@ impl Gateway {
         request.progress = notifications.progress;
         request.logs = notifications.logs;
         request.relay = notifications.relay;
+        request.ask = notifications.ask;
         request.caller = Some(caller.clone());
         let attempts = request.attempts.clone();
         let delivered = request.maybe_delivered.clone();

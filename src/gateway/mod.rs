@@ -185,6 +185,8 @@ pub struct Gateway {
     cancellable: cancel::InFlightCalls,
     /// Inbound back-channel sessions (callers that can answer server→client requests).
     sessions: Arc<Sessions>,
+    /// Session-era servers' questions to modern callers, held open for their answer.
+    held: Arc<crate::backchannel::held::HeldExchanges>,
     /// Settings of tools without a `[tools.NAME]` section.
     default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
@@ -258,6 +260,10 @@ impl Gateway {
                 Sessions::counted(metrics.back_channel_sessions.clone())
                     .with_limits(SessionLimits::from_config(&config.inbound)),
             ),
+            held: Arc::new(crate::backchannel::held::HeldExchanges::new(
+                config.inbound.max_held_exchanges,
+                config.inbound.held_exchange_ttl(),
+            )),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
             readiness: Readiness::default(),

@@ -136,6 +136,94 @@ impl Questions {
     }
 }
 
+/// The params of a session-era server→client request as a 2026-07-28 `InputRequest` carries
+/// them (the schema's `CreateMessageRequestParams`, `ElicitRequestParams`, `ListRootsRequest`):
+/// only the members that revision defines (no `task`, `elicitationId` or `_meta`, which belong
+/// to the session's own exchange). `Null` for `roots/list` (no params). `None` when the request
+/// lacks what the revision requires (`messages` and `maxTokens`; `message`) or is not one of
+/// the three.
+pub fn input_request_params(method: &str, params: Option<&Value>) -> Option<Value> {
+    const SAMPLING: [&str; 10] = [
+        "messages",
+        "modelPreferences",
+        "systemPrompt",
+        "includeContext",
+        "temperature",
+        "maxTokens",
+        "stopSequences",
+        "metadata",
+        "tools",
+        "toolChoice",
+    ];
+    const ELICITATION: [&str; 4] = ["mode", "message", "requestedSchema", "url"];
+    let given = params.and_then(Value::as_object);
+    let kept = |keys: &[&str]| -> Map<String, Value> {
+        keys.iter().filter_map(|k| Some((k.to_string(), given?.get(*k)?.clone()))).collect()
+    };
+    match method {
+        "sampling/createMessage" => {
+            let kept = kept(&SAMPLING);
+            (kept.get("messages").is_some_and(Value::is_array)
+                && kept.get("maxTokens").is_some_and(Value::is_number))
+            .then_some(Value::Object(kept))
+        }
+        "elicitation/create" => {
+            let kept = kept(&ELICITATION);
+            kept.get("message").is_some_and(Value::is_string).then_some(Value::Object(kept))
+        }
+        "roots/list" => Some(Value::Null),
+        _ => None,
+    }
+}
+
+/// An `input_required` result asking one question (`key`: `method` with `params`, `Null`: none)
+/// with the state the retry must echo.
+pub fn input_required_result(
+    key: &str,
+    method: &str,
+    params: &Value,
+    request_state: &str,
+) -> Box<serde_json::value::RawValue> {
+    let mut request = Map::new();
+    request.insert("method".into(), Value::String(method.into()));
+    if !params.is_null() {
+        request.insert("params".into(), params.clone());
+    }
+    let mut asked = Map::new();
+    asked.insert(key.into(), Value::Object(request));
+    let result = serde_json::json!({
+        "resultType": "input_required",
+        "inputRequests": asked,
+        "requestState": request_state,
+    });
+    serde_json::value::to_raw_value(&result).unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
+}
+
+impl Round {
+    /// Whether the caller declared a capability under which a server may ask it something.
+    pub fn may_be_asked(&self) -> bool {
+        self.client.iter().any(|(key, value)| {
+            *key == META_CLIENT_CAPABILITIES
+                && ASKABLE.iter().any(|capability| value.get(capability).is_some())
+        })
+    }
+
+    /// The caller's declared `clientCapabilities` / `clientInfo` (`Null` when not declared).
+    pub fn client_value(&self, key: &str) -> Value {
+        self.client.iter().find(|(k, _)| *k == key).map_or(Value::Null, |(_, v)| v.clone())
+    }
+
+    /// The `requestState` the caller echoes, when it is a string.
+    pub fn request_state(&self) -> Option<&str> {
+        self.retry.iter().find(|(k, _)| *k == "requestState").and_then(|(_, v)| v.as_str())
+    }
+
+    /// The `inputResponses` the caller sent, if any.
+    pub fn input_responses(&self) -> Option<&Value> {
+        self.retry.iter().find(|(k, _)| *k == "inputResponses").map(|(_, v)| v)
+    }
+}
+
 /// Whether a result is final (`resultType` absent or `complete`), as opposed to a question
 /// (`input_required`) that only its caller can answer.
 pub fn is_complete(result: &serde_json::value::RawValue) -> bool {
@@ -221,6 +309,36 @@ mod tests {
         ] {
             assert!(Questions::of(&raw(bad)).unwrap().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_session_era_request_is_asked_in_the_2026_07_28_shape() {
+        let elicit = json!({"mode": "form", "message": "ok?", "requestedSchema": {"type": "object"},
+            "task": {"ttl": 1}, "_meta": {"progressToken": 1}});
+        assert_eq!(
+            input_request_params("elicitation/create", Some(&elicit)),
+            Some(json!({"mode": "form", "message": "ok?", "requestedSchema": {"type": "object"}}))
+        );
+        let url = json!({"mode": "url", "message": "sign in", "url": "https://x", "elicitationId": "e1"});
+        assert_eq!(
+            input_request_params("elicitation/create", Some(&url)),
+            Some(json!({"mode": "url", "message": "sign in", "url": "https://x"}))
+        );
+        let sample = json!({"messages": [], "maxTokens": 5, "task": {}});
+        assert_eq!(
+            input_request_params("sampling/createMessage", Some(&sample)),
+            Some(json!({"messages": [], "maxTokens": 5}))
+        );
+        assert_eq!(input_request_params("roots/list", None), Some(Value::Null));
+        assert_eq!(input_request_params("sampling/createMessage", Some(&json!({"messages": []}))), None);
+        assert_eq!(input_request_params("elicitation/create", None), None);
+        assert_eq!(input_request_params("tools/list", None), None);
+        let asked: Value =
+            serde_json::from_str(input_required_result("k", "roots/list", &Value::Null, "s").get()).unwrap();
+        assert_eq!(
+            asked,
+            json!({"resultType": "input_required", "inputRequests": {"k": {"method": "roots/list"}}, "requestState": "s"})
+        );
     }
 
     #[test]

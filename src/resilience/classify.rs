@@ -110,6 +110,7 @@ impl Outcome {
             UpstreamError::Unauthorized { .. } => Outcome::Unauthorized,
             UpstreamError::CircuitOpen { .. }
             | UpstreamError::Overloaded { .. }
+            | UpstreamError::HeldFull { .. }
             | UpstreamError::NotConnected { .. } => Outcome::Refused,
             // Nothing was sent: the token endpoint or the caller, not the server.
             UpstreamError::Credentials { .. } => Outcome::Refused,

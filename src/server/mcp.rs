@@ -230,6 +230,7 @@ async fn for_event_stream_reader(
             counter: Some(gateway.relayed_requests_counter()),
             ..Relay::new(caller, sink.clone())
         }),
+        ask: None,
     };
     drop(sink);
     let gateway = gateway.clone();

@@ -74,6 +74,9 @@ pub struct UpstreamRequest {
     /// The way back to a back-channel caller for server→client requests ([`Relay`]); `None`:
     /// the call relays none (the transport's usual path).
     pub relay: Option<Relay>,
+    /// A modern caller a session-era server may ask (its questions become `input_required`
+    /// results while the exchange is held: [`crate::backchannel::held`]); `None`: as usual.
+    pub ask: Option<crate::backchannel::held::Asker>,
     /// Trace context and request ids to send along (filled in by the attempt layer).
     pub outbound: outbound::Outbound,
     /// Who the call is for: read by upstream credentials that act for the caller (token
@@ -97,6 +100,7 @@ impl UpstreamRequest {
             progress: None,
             logs: None,
             relay: None,
+            ask: None,
             outbound: outbound::Outbound::default(),
             caller: None,
         }
@@ -203,6 +207,7 @@ impl UpstreamError {
             UpstreamError::Connect(_)
                 | UpstreamError::CircuitOpen { .. }
                 | UpstreamError::Overloaded { .. }
+                | UpstreamError::HeldFull { .. }
                 | UpstreamError::PayloadTooLarge { .. }
                 | UpstreamError::NotConnected { .. }
                 | UpstreamError::Credentials { .. }
@@ -229,6 +234,7 @@ impl UpstreamError {
             UpstreamError::NotConnected { .. } => "not_connected",
             UpstreamError::CircuitOpen { .. } => "circuit_open",
             UpstreamError::Overloaded { .. } => "overloaded",
+            UpstreamError::HeldFull { .. } => "held_full",
             UpstreamError::DeadlineExceeded(_) => "deadline_exceeded",
             UpstreamError::CallerDidNotAnswer(_) => "caller_did_not_answer",
             UpstreamError::Credentials { .. } => "no_credentials",

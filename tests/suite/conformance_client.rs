@@ -12,6 +12,12 @@
 //! - `tools_call`: `add_numbers` called through the gateway on a stateless TypeScript SDK server.
 //! - `sse-retry` (SEP-1699): the answer stream ends early; the client must reconnect with GET
 //!   after the `retry:` time, sending `Last-Event-ID`.
+//! - `elicitation-sep1034-client-defaults` (SEP-1034): the suite's session-era server elicits
+//!   with defaults and checks the client accepted them. Driven by a 2026-07-28 caller that
+//!   declares `elicitation` (`CONFORMANCE_CALLER=modern`): the gateway holds the server's
+//!   request and asks it as `input_required`; the caller accepts the defaults and retries.
+//!   Without a caller that can be asked, the gateway's own session declares no elicitation and
+//!   the server's tool fails (a client must not invent answers for a person).
 
 use std::process::Command;
 
@@ -20,6 +26,12 @@ use serde_json::Value;
 
 /// Runs one client scenario; returns the suite's checks after asserting it passed.
 fn run(scenario: &str) -> Vec<Value> {
+    run_as(scenario, "orchestrator")
+}
+
+/// [`run`] with the wrapper driving the gateway as `caller` (`orchestrator`, or `modern`: a
+/// 2026-07-28 caller that can be asked for elicitation).
+fn run_as(scenario: &str, caller: &str) -> Vec<Value> {
     let out = temp_path(&format!("conformance-{scenario}"));
     let wrapper = peers_dir().join("clients/conformance_client.py");
     let output = Command::new(node22())
@@ -30,6 +42,7 @@ fn run(scenario: &str) -> Vec<Value> {
         .arg("-o")
         .arg(&out)
         .env("CONFORMANCE_GATEWAY_BIN", BIN)
+        .env("CONFORMANCE_CALLER", caller)
         .output()
         .expect("the conformance suite runs");
     let report =
@@ -82,5 +95,21 @@ fn conformance_client_sse_retry() {
         "sse-retry",
         &checks,
         &["client-sse-graceful-reconnect", "client-sse-retry-timing", "client-sse-last-event-id"],
+    );
+}
+
+#[test]
+fn conformance_client_elicitation_defaults_through_a_modern_caller() {
+    let checks = run_as("elicitation-sep1034-client-defaults", "modern");
+    assert_succeeded(
+        "elicitation-sep1034-client-defaults",
+        &checks,
+        &[
+            "client-elicitation-sep1034-string-default",
+            "client-elicitation-sep1034-integer-default",
+            "client-elicitation-sep1034-number-default",
+            "client-elicitation-sep1034-enum-default",
+            "client-elicitation-sep1034-boolean-default",
+        ],
     );
 }

@@ -23,13 +23,17 @@ const SCENARIOS: &[&str] = &[
     "tools-call-with-progress",
     "tools-call-sampling",
     "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
     "json-schema-2020-12",
     "dns-rebinding-protection",
 ];
 
 /// Scenarios that pass direct but not through the gateway, and why: none. Sampling and
-/// elicitation (server→client requests) are relayed to a caller that declared the capability
-/// (inbound back-channel session, dedicated session-era upstream session).
+/// elicitation (server→client requests, SEP-1034 defaults and SEP-1330 enum schemas included)
+/// are relayed to a caller that declared the capability (inbound back-channel session,
+/// dedicated session-era upstream session). The suite (0.1.16) has no scenario for
+/// 2026-07-28 multi-round-trip requests, tasks or list changes.
 const DIRECT_ONLY: &[(&str, &str)] = &[];
 
 /// Runs one scenario against `url`; returns (passed, total) checks and the output.

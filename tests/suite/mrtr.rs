@@ -11,7 +11,11 @@
 //! caller of a 2026-07-28-only server is asked on its own stream and the gateway retries with
 //! its answers; and no round of
 //! such a call is ever answered from the result cache (a question is asked again; a caller
-//! that never answers leaves nothing behind).
+//! that never answers leaves nothing behind). A modern caller of a session-era-only server
+//! (`--legacy-only`) is asked through `input_required` while the gateway holds the server's
+//! request open, with the same answers as the session-era client direct; the server sees a
+//! decline as a decline, an error for a question never answered, and nothing of a tampered,
+//! replayed or expired `requestState`.
 
 use std::{process::Command, time::Duration};
 
@@ -41,9 +45,18 @@ impl MrtrServer {
 
     /// Every `tools/call` round the server saw, in order.
     fn rounds(&self) -> Vec<Value> {
-        let rounds: Value =
-            reqwest::blocking::get(format!("{}/control/rounds", self.url)).unwrap().json().unwrap();
-        rounds.as_array().unwrap().clone()
+        self.control("rounds")
+    }
+
+    /// Every response a client POSTed to the server's own requests, in order.
+    fn answers(&self) -> Vec<Value> {
+        self.control("answers")
+    }
+
+    fn control(&self, what: &str) -> Vec<Value> {
+        let list: Value =
+            reqwest::blocking::get(format!("{}/control/{what}", self.url)).unwrap().json().unwrap();
+        list.as_array().unwrap().clone()
     }
 }
 
@@ -69,9 +82,15 @@ fn outcome(report: &Value) -> Value {
 }
 
 fn gateway_for(server: &MrtrServer) -> Gateway {
+    gateway_with(server, "")
+}
+
+/// A gateway in front of `server`, `extra` prepended to its configuration (top-level sections).
+fn gateway_with(server: &MrtrServer, extra: &str) -> Gateway {
     let config = format!(
         r#"
 listen = "127.0.0.1:0"
+{extra}
 [defaults]
 cache_ttl_ms = 60000
 [servers.mrtr]
@@ -132,14 +151,22 @@ fn the_sdk_client_gets_the_same_answers_through_the_gateway_as_direct_in_both_mo
 
 /// POSTs a modern `tools/call` (with the caller's declaration) to `url`.
 fn modern_call(url: &str, params: Value) -> Value {
+    modern_call_as(url, params, None)
+}
+
+/// [`modern_call`] with the identity header `x-caller-subject: subject`.
+fn modern_call_as(url: &str, params: Value, subject: Option<&str>) -> Value {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         CAPABILITIES: {"sampling": {}},
         "io.modelcontextprotocol/clientInfo": {"name": "raw-caller", "version": "1"}
     });
-    let response = reqwest::blocking::Client::new()
-        .post(url)
+    let mut request = reqwest::blocking::Client::new().post(url);
+    if let Some(subject) = subject {
+        request = request.header("x-caller-subject", subject);
+    }
+    let response = request
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
@@ -218,4 +245,159 @@ fn a_session_era_caller_of_a_modern_only_server_is_asked_on_its_stream() {
             assert_ne!(round["clientInfo"]["name"], "mcp-gateway", "{round}");
         }
     }
+}
+
+/// What the server was answered to its own requests, as comparable text (the elicitation's
+/// action and content, the sampled text, an error's code).
+fn answered(answers: &[Value]) -> Vec<Value> {
+    answers
+        .iter()
+        .map(|a| match (&a["result"], &a["error"]) {
+            (Value::Null, error) => json!({"error": error["code"]}),
+            (result, _) if result.get("action").is_some() => {
+                json!({"action": result["action"], "content": result["content"]})
+            }
+            (result, _) => json!({"sampled": result["content"]["text"]}),
+        })
+        .collect()
+}
+
+#[test]
+fn a_modern_caller_of_a_session_era_only_server_is_asked_through_input_required() {
+    let server = MrtrServer::start_with(&["--legacy-only"]);
+    let gateway = gateway_for(&server);
+    let (direct, through) = (format!("{}/mcp", server.url), gateway.url("/mcp"));
+    for answer in ["accept", "refuse", "decline"] {
+        // The session-era client direct is the reference (the only era this server speaks).
+        let before = (server.rounds().len(), server.answers().len());
+        let expected = outcome(&client(&direct, "legacy", answer));
+        let expected_answers = answered(&server.answers()[before.1..]);
+        for mode in ["auto", "legacy"] {
+            let before = (server.rounds().len(), server.answers().len());
+            let got = outcome(&client(&through, mode, answer));
+            assert_eq!(
+                got, expected,
+                "{mode}/{answer}: through the gateway as the session-era client direct"
+            );
+            assert_eq!(
+                answered(&server.answers()[before.1..]),
+                expected_answers,
+                "{mode}/{answer}: the server was answered what the direct client answered it"
+            );
+            // One session-era call per tool: the caller's retry answered the held request,
+            // it never became a second call.
+            let rounds = &server.rounds()[before.0..];
+            let tools: Vec<&str> = rounds.iter().map(|r| r["tool"].as_str().unwrap()).collect();
+            assert_eq!(tools, ["place_order", "summarise_reviews"], "{mode}/{answer}: {rounds:?}");
+            for round in rounds {
+                assert!(round["protocolVersion"].is_null(), "session era: {round}");
+                assert_eq!(round["inputResponses"], false, "{round}");
+            }
+        }
+        if answer == "decline" {
+            assert_eq!(
+                expected_answers[0],
+                json!({"action": "decline", "content": null}),
+                "{expected_answers:?}"
+            );
+        }
+    }
+    let accepted = outcome(&client(&through, "auto", "accept"));
+    assert_eq!(accepted["order"]["text"], "order for Naruto vol. 1 placed, confirmed by yuki");
+    assert_eq!(accepted["summary"]["text"], "Naruto: five stars");
+    assert_eq!(metric(&gateway.metrics(), "mcp_gateway_in_flight ", &[]), 0.0);
+}
+
+/// The `error.data` of a JSON-RPC error answer.
+fn refused(answer: &Value) -> (i64, String) {
+    let error = &answer["error"];
+    (
+        error["code"].as_i64().unwrap_or_default(),
+        error["data"]["reason"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn a_modern_caller_that_never_answers_leaves_the_server_an_error_and_nothing_held() {
+    let server = MrtrServer::start_with(&["--legacy-only"]);
+    let gateway = gateway_with(&server, "[inbound]\nheld_exchange_ttl_ms = 1000");
+    let through = gateway.url("/mcp");
+    let call = json!({"name": "summarise_reviews", "arguments": {"title": "Naruto"}});
+    let asked = modern_call(&through, call.clone());
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let (_, request) = result["inputRequests"].as_object().unwrap().iter().next().unwrap();
+    assert_eq!(request["method"], "sampling/createMessage", "{asked}");
+    assert!(request["params"]["maxTokens"].is_number(), "the 2026-07-28 shape: {asked}");
+    let state = result["requestState"].as_str().expect("a requestState").to_string();
+    assert!(state.starts_with("mcpgw-state."), "{state}");
+    // Nobody answers: once the question expires, the server gets an error for its request.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while server.answers().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the server was never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(answered(&server.answers()), [json!({"error": -32001})]);
+    // A retry after that is refused by the gateway; the server saw one call and one answer.
+    let mut late = call;
+    late["requestState"] = json!(state);
+    late["inputResponses"] =
+        json!({"mcpgw-input": {"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"}});
+    let answer = modern_call(&through, late);
+    assert_eq!(refused(&answer), (-32602, "request_state_expired".to_string()), "{answer}");
+    assert_eq!((server.rounds().len(), server.answers().len()), (1, 1));
+    assert_eq!(metric(&gateway.metrics(), "mcp_gateway_in_flight ", &[]), 0.0);
+}
+
+#[test]
+fn tampered_replayed_and_over_the_bound_states_never_reach_the_server() {
+    let server = MrtrServer::start_with(&["--legacy-only"]);
+    let gateway = gateway_with(
+        &server,
+        "[inbound]\nmax_held_exchanges = 1\n[auth]\nmode = \"header\"\nsubject_header = \"x-caller-subject\"",
+    );
+    let through = gateway.url("/mcp");
+    let call = json!({"name": "summarise_reviews", "arguments": {"title": "Naruto"}});
+    let asked = modern_call_as(&through, call.clone(), Some("alice"));
+    let state = asked["result"]["requestState"].as_str().expect("a requestState").to_string();
+    let key = asked["result"]["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let retry = |state: &str| {
+        let mut retry = call.clone();
+        retry["requestState"] = json!(state);
+        retry["inputResponses"] = json!({&key: {"role": "assistant", "content": {"type": "text", "text": "ten stars"}, "model": "m"}});
+        retry
+    };
+    // The bound: alice's exchange is held, so another call that may be asked is refused.
+    let over = modern_call_as(&through, call.clone(), Some("carol"));
+    assert_eq!(over["error"]["code"], -32005, "{over}");
+    assert_eq!(over["error"]["data"]["category"], "overloaded", "{over}");
+    // One character of the state changed.
+    let mut tampered = state.clone().into_bytes();
+    let at = tampered.len() - 5;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let answer = modern_call_as(&through, retry(&tampered), Some("alice"));
+    assert_eq!(refused(&answer), (-32602, "request_state_forged".to_string()), "{answer}");
+    assert_eq!(answer["error"]["data"]["category"], "bad_input", "{answer}");
+    // Alice's state replayed by bob.
+    let answer = modern_call_as(&through, retry(&state), Some("bob"));
+    assert_eq!(refused(&answer), (-32602, "request_state_other_caller".to_string()), "{answer}");
+    // Alice's state on another call.
+    let mut other = retry(&state);
+    other["arguments"]["title"] = json!("One Piece");
+    let answer = modern_call_as(&through, other, Some("alice"));
+    assert_eq!(refused(&answer), (-32602, "request_state_other_call".to_string()), "{answer}");
+    assert_eq!(
+        (server.rounds().len(), server.answers().len()),
+        (1, 0),
+        "nothing refused reached the server (carol's call was refused before it was sent)"
+    );
+    // Alice herself answers: the held request gets her answer and the call completes.
+    let answer = modern_call_as(&through, retry(&state), Some("alice"));
+    assert_eq!(answer["result"]["content"][0]["text"], "Naruto: ten stars", "{answer}");
+    assert_eq!(answered(&server.answers()), [json!({"sampled": "ten stars"})]);
+    // Once: the same state again is refused.
+    let again = modern_call_as(&through, retry(&state), Some("alice"));
+    assert_eq!(refused(&again), (-32602, "request_state_unknown".to_string()), "{again}");
+    assert_eq!((server.rounds().len(), server.answers().len()), (1, 1));
 }

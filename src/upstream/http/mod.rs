@@ -10,6 +10,8 @@
 //! - [`errors`]: HTTP statuses and client failures as [`UpstreamError`]s;
 //! - [`relay`]: a back-channel caller's calls over a dedicated session;
 //! - [`watch`]: the server's change stream (session-era GET, modern `subscriptions/listen`);
+//! - [`held`]: a modern caller's calls to a session-era server, over a session of their own
+//!   whose requests become `input_required` results;
 //! - [`client`]: the pooled HTTP/1.1 client under all of them.
 //!
 //! **Credentials**: `401`/`403` on any request — probe, handshake, call, reconnection — is
@@ -29,6 +31,7 @@ mod body;
 pub mod client;
 mod errors;
 mod exchange;
+mod held;
 mod probe;
 mod relay;
 mod request;
@@ -228,7 +231,7 @@ impl Inner {
     /// The rare paths (a relayed call, a probe, the post after a refusal) are boxed where they
     /// are awaited: inlined, their state would make every call's future (copied whole into
     /// its box) twice as large.
-    async fn call(&self, request: &UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
+    async fn call(self: &Arc<Self>, request: &UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
         // A task lives in the upstream session that created it: its requests follow the call.
         if let Some(relay) = &request.relay
             && (request.method == "tools/call" || request.method.starts_with("tasks/"))
@@ -245,6 +248,12 @@ impl Inner {
                 Err(ProbeError::Answered(error)) => return Ok(UpstreamReply::Error(error)),
             },
         };
+        if let (Some(ask), Spoken::Legacy(shared)) = (&request.ask, &spoken)
+            && request.method == "tools/call"
+            && let Some(result) = Box::pin(self.held_call(request, ask, shared.version)).await
+        {
+            return result;
+        }
         match self.post(request, &spoken).await? {
             Exchange::Reply(reply) => Ok(reply),
             Exchange::Refused(error) => {
@@ -256,7 +265,10 @@ impl Inner {
     /// [`Inner::call`] for a server with credentials: obtained before anything is sent (none
     /// to be had: the call fails, nothing is sent), in scope for every request of the call;
     /// an OAuth token refused with `401` is renewed once and the call run once more.
-    async fn call_with_credentials(&self, request: UpstreamRequest) -> Result<UpstreamReply, UpstreamError> {
+    async fn call_with_credentials(
+        self: &Arc<Self>,
+        request: UpstreamRequest,
+    ) -> Result<UpstreamReply, UpstreamError> {
         let Some(credentials) = &self.credentials else {
             return self.call(&request).await;
         };

@@ -133,16 +133,28 @@ impl Inner {
     /// `initialize` with the caller's capabilities and clientInfo, then
     /// `notifications/initialized`. `Ok(None)`: the server refuses the session era.
     async fn open_dedicated(&self, relay: &Relay) -> Result<Option<LegacySession>, UpstreamError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let caller = &relay.caller;
+        self.open_session(&caller.capabilities, &caller.client_info, caller.protocol_version).await
+    }
+
+    /// A session of its own for one client: `initialize` stating `capabilities` and
+    /// `client_info` at `version`, then `notifications/initialized`. `Ok(None)`: the server
+    /// refuses the session era.
+    pub(super) async fn open_session(
+        &self,
+        capabilities: &Value,
+        client_info: &Value,
+        version: &str,
+    ) -> Result<Option<LegacySession>, UpstreamError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = json!({
             "jsonrpc": "2.0",
             "id": id,
             "method": "initialize",
             "params": {
-                "protocolVersion": caller.protocol_version,
-                "capabilities": caller.capabilities,
-                "clientInfo": caller.client_info,
+                "protocolVersion": version,
+                "capabilities": capabilities,
+                "clientInfo": client_info,
             },
         });
         let response = self
@@ -294,6 +306,18 @@ impl Inner {
                 relay.ask(method, params, request.deadline).await?
             }
         };
+        self.answer_upstream(session, upstream_id, member, value).await
+    }
+
+    /// POSTs the JSON-RPC answer (`member`: `result` or `error`) to the server's request
+    /// `upstream_id` in `session`.
+    pub(super) async fn answer_upstream(
+        &self,
+        session: &LegacySession,
+        upstream_id: Value,
+        member: &str,
+        value: Value,
+    ) -> Result<(), UpstreamError> {
         let mut answer = serde_json::Map::new();
         answer.insert("jsonrpc".into(), json!("2.0"));
         answer.insert("id".into(), upstream_id);

@@ -9,6 +9,13 @@ drives it the way the orchestrator does: `tools/list`, then one `tools/call` per
 with arguments made from the tool's `inputSchema` (required properties only). It exits 0 when
 every call got a JSON-RPC result, 1 otherwise; the gateway is stopped (SIGTERM) either way and
 its log is copied to stderr, which the suite keeps in its results.
+
+With `CONFORMANCE_CALLER=modern` in the environment the calls are made as a 2026-07-28 client
+that declares `elicitation` (`_meta` and headers): an `input_required` result asking
+`elicitation/create` is answered by accepting the requested schema's defaults, and the call is
+retried with `inputResponses` and the `requestState` echoed (at most 8 rounds). Against the
+suite's session-era servers this is the gateway turning their requests into questions for a
+modern caller.
 """
 
 import json
@@ -50,14 +57,48 @@ def arguments(tool):
     return args
 
 
-def post(base, message):
+def post(base, message, headers=None):
     request = urllib.request.Request(
         base + "/mcp",
         data=json.dumps(message).encode(),
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        headers={"Content-Type": "application/json", "Accept": "application/json", **(headers or {})},
     )
     with urllib.request.urlopen(request, timeout=20) as response:
         return json.loads(response.read())
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    "io.modelcontextprotocol/clientInfo": {"name": "conformance-modern-caller", "version": "1.0.0"},
+}
+
+
+def with_defaults(params):
+    """An elicitation result accepting every default of the requested schema."""
+    properties = (params.get("requestedSchema") or {}).get("properties") or {}
+    content = {name: prop["default"] for name, prop in properties.items() if "default" in prop}
+    return {"action": "accept", "content": content}
+
+
+def call_modern(base, request_id, name, args):
+    """A 2026-07-28 tools/call, answering `input_required` elicitation questions with defaults."""
+    params = {"name": name, "arguments": args, "_meta": MODERN_META}
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+    for round_ in range(8):
+        answer = post(base, {"jsonrpc": "2.0", "id": request_id * 100 + round_, "method": "tools/call", "params": params}, headers)
+        result = answer.get("result") or {}
+        if result.get("resultType") != "input_required":
+            return answer
+        responses = {}
+        for key, asked in (result.get("inputRequests") or {}).items():
+            if asked.get("method") != "elicitation/create":
+                raise RuntimeError(f"asked {asked.get('method')!r}, which this caller did not declare")
+            responses[key] = with_defaults(asked.get("params") or {})
+        params = {"name": name, "arguments": args, "_meta": MODERN_META, "inputResponses": responses}
+        if "requestState" in result:
+            params["requestState"] = result["requestState"]
+    raise RuntimeError("still asked after 8 rounds")
 
 
 def main():
@@ -116,16 +157,20 @@ def main():
         print(json.dumps(listed))
         tools = listed["result"]["tools"]
         ok = True
+        modern = os.environ.get("CONFORMANCE_CALLER") == "modern"
         for n, tool in enumerate(tools):
-            answer = post(
-                base,
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2 + n,
-                    "method": "tools/call",
-                    "params": {"name": tool["name"], "arguments": arguments(tool)},
-                },
-            )
+            if modern:
+                answer = call_modern(base, 2 + n, tool["name"], arguments(tool))
+            else:
+                answer = post(
+                    base,
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 2 + n,
+                        "method": "tools/call",
+                        "params": {"name": tool["name"], "arguments": arguments(tool)},
+                    },
+                )
             print(json.dumps(answer))
             ok = ok and "result" in answer
     except Exception as e:  # noqa: BLE001 - reported, then the exit code says it failed

@@ -6,7 +6,8 @@ The suite (`@modelcontextprotocol/conformance`) ships the scenarios but no serve
 the upstream its tool scenarios expect, written from the scenarios' own descriptions:
 `test_simple_text`, `test_image_content`, `test_audio_content`, `test_embedded_resource`,
 `test_multiple_content_types`, `test_tool_with_logging`, `test_error_handling`,
-`test_tool_with_progress`, `test_sampling`, `test_elicitation` and `json_schema_2020_12_tool`.
+`test_tool_with_progress`, `test_sampling`, `test_elicitation`, `test_elicitation_sep1034_defaults`,
+`test_elicitation_sep1330_enums` and `json_schema_2020_12_tool`.
 Serves streamable HTTP (session era with SSE answers, and the stateless 2026-07-28 era) on
 127.0.0.1:PORT/mcp. Prints `READY <port>` once listening.
 
@@ -145,6 +146,44 @@ async def test_elicitation(message: str, ctx: Context) -> str:
     }
     result = await ctx.session.elicit(message, schema, related_request_id=ctx.request_id)
     return f"User response: action={result.action}, content={result.content}"
+
+
+async def _elicit(ctx: Context, message: str, properties: dict) -> str:
+    if not ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability())):
+        raise ToolError("the client does not support elicitation")
+    schema = {"type": "object", "properties": properties, "required": []}
+    result = await ctx.session.elicit(message, schema, related_request_id=ctx.request_id)
+    return f"Elicitation completed: action={result.action}, content={json.dumps(result.content)}"
+
+
+@server.tool(description="Asks the user with a default for every primitive type (SEP-1034)")
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    return await _elicit(ctx, "Please review and update the form fields with defaults", {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    })
+
+
+@server.tool(description="Asks the user with every enum variant (SEP-1330)")
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    return await _elicit(ctx, "Please select options from the enum fields", {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {"type": "string", "oneOf": [
+            {"const": "value1", "title": "First Option"},
+            {"const": "value2", "title": "Second Option"},
+            {"const": "value3", "title": "Third Option"},
+        ]},
+        "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+        "titledMulti": {"type": "array", "items": {"anyOf": [
+            {"const": "value1", "title": "First Choice"},
+            {"const": "value2", "title": "Second Choice"},
+            {"const": "value3", "title": "Third Choice"},
+        ]}},
+    })
 
 
 @server.tool(description="Tool with JSON Schema 2020-12 features")

@@ -1,7 +1,7 @@
 """A Python MCP SDK (2.3) server whose tools need the client mid-call, for the multi-round-trip
 tests (tests/mrtr.rs).
 
-Usage: mrtr_server.py PORT [--modern-only]
+Usage: mrtr_server.py PORT [--modern-only | --legacy-only]
 
 `place_order(item)` asks the user to confirm (a `Resolve` resolver returning `Elicit`);
 `summarise_reviews(title)` (read-only) asks the client's model (`Sample`). The SDK follows the era the
@@ -13,9 +13,17 @@ With `--modern-only` it is a 2026-07-28-only server: a session-era `initialize` 
 with a JSON-RPC error (-32022, unsupported protocol version), so a session-era client can only
 reach its tools through something that speaks the modern era to it.
 
+With `--legacy-only` it is a session-era-only server: `server/discover` and any request sent in
+the 2026-07-28 era (its `MCP-Protocol-Version` header) are refused as a session-era server
+refuses a request without a session (HTTP 400, -32600 "Bad Request: No valid session ID
+provided"), so a client must `initialize`, declare its capabilities there, and be asked with
+requests on the call's stream.
+
 Control (GET, no MCP): /control/rounds -> every `tools/call` round the server saw, in order:
 {"tool", "protocolVersion", "clientCapabilities", "clientInfo", "inputResponses": bool,
-"requestState": bool}. Prints `READY <port>` once listening.
+"requestState": bool}; /control/answers -> every JSON-RPC response a client POSTed to the
+server's own requests, in order: {"result": ..., "error": ...} (one of them null).
+Prints `READY <port>` once listening.
 """
 
 import argparse
@@ -32,6 +40,8 @@ from pydantic import BaseModel
 
 server = MCPServer("mrtr-peer")
 ROUNDS: list[dict] = []
+ANSWERS: list[dict] = []
+NO_SESSION = {"code": -32600, "message": "Bad Request: No valid session ID provided"}
 
 
 class Confirmation(BaseModel):
@@ -66,15 +76,16 @@ def summarise_reviews(title: str, sampled: Annotated[CreateMessageResult, Resolv
 class RecordRounds:
     """Pure ASGI middleware: records each tools/call round's `_meta` and retry fields."""
 
-    def __init__(self, app, modern_only: bool):
+    def __init__(self, app, modern_only: bool, legacy_only: bool):
         self.app = app
         self.modern_only = modern_only
+        self.legacy_only = legacy_only
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        if scope["path"] == "/control/rounds":
-            body = json.dumps(ROUNDS).encode()
+        if scope["path"] in ("/control/rounds", "/control/answers"):
+            body = json.dumps(ROUNDS if scope["path"] == "/control/rounds" else ANSWERS).encode()
             await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
             return await send({"type": "http.response.body", "body": body})
         chunks = []
@@ -94,6 +105,14 @@ class RecordRounds:
                 "data": {"supported": ["2026-07-28"]}}}
             await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
             return await send({"type": "http.response.body", "body": json.dumps(error).encode()})
+        headers = dict(scope.get("headers") or [])
+        modern = headers.get(b"mcp-protocol-version") == b"2026-07-28"
+        if self.legacy_only and isinstance(request, dict) and (request.get("method") == "server/discover" or modern):
+            error = {"jsonrpc": "2.0", "id": request.get("id"), "error": NO_SESSION}
+            await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
+            return await send({"type": "http.response.body", "body": json.dumps(error).encode()})
+        if isinstance(request, dict) and "method" not in request and "id" in request:
+            ANSWERS.append({"result": request.get("result"), "error": request.get("error")})
         if isinstance(request, dict) and request.get("method") == "tools/call":
             params = request.get("params") or {}
             meta = params.get("_meta") or {}
@@ -124,18 +143,20 @@ class _Uvicorn(uvicorn.Server):
             print(f"READY {self.config.port}", flush=True)
 
 
-async def _serve(port: int, modern_only: bool) -> None:
+async def _serve(port: int, modern_only: bool, legacy_only: bool) -> None:
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
-    config = uvicorn.Config(RecordRounds(app, modern_only), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(RecordRounds(app, modern_only, legacy_only), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     await _Uvicorn(config).serve()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("port", type=int)
-    parser.add_argument("--modern-only", action="store_true")
+    era = parser.add_mutually_exclusive_group()
+    era.add_argument("--modern-only", action="store_true")
+    era.add_argument("--legacy-only", action="store_true")
     args = parser.parse_args()
-    anyio.run(_serve, args.port, args.modern_only)
+    anyio.run(_serve, args.port, args.modern_only, args.legacy_only)
 
 
 if __name__ == "__main__":
