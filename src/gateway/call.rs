@@ -526,6 +526,9 @@ impl Gateway {
             _ => return self.forward(tool, call, notifications, caller).await,
         };
         let Forwarded { arguments, meta, deadline, task, .. } = call;
+        // The caller is asked within the call's time: its own deadline, else the server's (as
+        // when a session-era server's request is relayed within that server's call).
+        let asking_until = self.deadline_or_the_servers(tool, deadline).await;
         let (capabilities, client_info) = relay.declared();
         let declared = mrtr::Round::declared(capabilities, client_info);
         let mut round = declared.clone();
@@ -549,7 +552,7 @@ impl Gateway {
             };
             let mut responses = Map::new();
             for (key, method, params) in questions.requests.iter().cloned() {
-                match relay.ask(&method, params, deadline).await {
+                match relay.ask(&method, params, Some(asking_until)).await {
                     // A decline is an answer (`action: decline` in the result); an error the
                     // caller answered is passed on as the response to that question.
                     Ok((_, answer)) => {
@@ -571,6 +574,19 @@ impl Gateway {
             format!("the server was still asking for input after {MAX_INPUT_ROUNDS} rounds"),
         );
         (Err(err), last.unwrap_or(Ending::unsent("upstream_protocol")))
+    }
+
+    /// The caller's deadline, else the tool's server's own (`deadline_ms`) from now: how long a
+    /// caller may be waited for when it is asked during a call.
+    async fn deadline_or_the_servers(&self, tool: &ToolRecord, deadline: Option<Instant>) -> Instant {
+        if let Some(deadline) = deadline {
+            return deadline;
+        }
+        let limit = match self.upstream_for(tool).await {
+            Ok(upstream) => upstream.config.deadline(&self.config.defaults),
+            Err(_) => Duration::from_millis(self.config.defaults.deadline_ms),
+        };
+        Instant::now() + limit
     }
 
     /// The caller's notifications, with the way to ask it for a modern caller whose first
@@ -629,16 +645,7 @@ impl Gateway {
             }
         };
         let answered = Ending { outcome: Outcome::Success.label(), attempts: 1, maybe_delivered: true };
-        let deadline = match call.deadline {
-            Some(deadline) => deadline,
-            None => {
-                let limit = match self.upstream_for(tool).await {
-                    Ok(upstream) => upstream.config.deadline(&self.config.defaults),
-                    Err(_) => Duration::from_millis(self.config.defaults.deadline_ms),
-                };
-                Instant::now() + limit
-            }
-        };
+        let deadline = self.deadline_or_the_servers(tool, call.deadline).await;
         // Dropping `next` (the deadline passed, the caller went away) ends the exchange.
         let step = tokio::time::timeout_at(deadline.into(), next).await;
         let in_error = |err: GatewayError| {

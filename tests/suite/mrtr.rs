@@ -247,6 +247,66 @@ fn a_session_era_caller_of_a_modern_only_server_is_asked_on_its_stream() {
     }
 }
 
+#[test]
+fn a_session_era_caller_that_never_answers_a_modern_only_server_gets_a_timeout_and_no_retry_is_sent() {
+    let server = MrtrServer::start_with(&["--modern-only"]);
+    // The wait for the caller is bounded by the call's deadline (4 s), longer than the
+    // attempt timeout (1.5 s): the caller's silence is its own, never an upstream timeout.
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\n[servers.mrtr]\ntransport = \"http\"\nurl = \"{}/mcp\"\ntimeout_ms = 1500\ndeadline_ms = 4000\n",
+        server.url
+    );
+    let gateway = Gateway::start(&config, &[]);
+    // A guard far beyond the 4 s deadline: a wait for the caller that the deadline does not
+    // bound (it once lasted until the session expired) fails here instead of passing late.
+    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(90)).build().unwrap();
+    let post = |session: Option<&str>, body: Value| {
+        let mut request = client
+            .post(gateway.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.body(body.to_string()).send().unwrap()
+    };
+    let initialized = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "silent-caller", "version": "1"}}}),
+    );
+    let session = initialized.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "place_order", "arguments": {"item": "Naruto vol. 1"}}});
+    // The whole answer stream: the question, then (nobody answering) the call's end.
+    let stream = post(Some(&session), call).text().unwrap();
+    let messages: Vec<Value> = stream
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    assert_eq!(messages.len(), 2, "{stream}");
+    assert_eq!(messages[0]["method"], "elicitation/create", "{stream}");
+    let answer = &messages[1];
+    assert_eq!(answer["id"], 7, "{stream}");
+    assert_eq!(answer["error"]["code"], -32001, "{stream}");
+    assert_eq!(answer["error"]["data"]["category"], "timeout", "{stream}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("caller did not answer"), "{answer}");
+    // The server saw the first round only: no retry was made up without the caller's answer.
+    let rounds = server.rounds();
+    let retries: Vec<bool> = rounds.iter().map(|r| r["inputResponses"].as_bool().unwrap()).collect();
+    assert_eq!(retries, [false], "{rounds:?}");
+    assert_eq!(metric(&gateway.metrics(), "mcp_gateway_in_flight ", &[]), 0.0);
+    let (status, breakers) = crate::common::admin_get_json(&gateway, "/admin/breakers");
+    assert_eq!(status, 200, "{breakers}");
+    assert_eq!(
+        breakers["mrtr"]["consecutive_failures"], 0,
+        "the caller's silence is not the server's: {breakers}"
+    );
+}
+
 /// What the server was answered to its own requests, as comparable text (the elicitation's
 /// action and content, the sampled text, an error's code).
 fn answered(answers: &[Value]) -> Vec<Value> {
