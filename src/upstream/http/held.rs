@@ -32,15 +32,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use http::{Method, StatusCode};
+use http::Method;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use super::{
     CALL_CREDENTIALS, Headers, Inner, LegacySession,
-    body::{ERROR_BODY_PREFIX, drain, is_event_stream, read_body, read_prefix},
+    body::{drain, is_event_stream, read_body},
     client::Response,
-    errors::{request_error, status_error},
+    errors::request_error,
     request::with_outbound,
 };
 use crate::{
@@ -110,21 +110,7 @@ impl Inner {
         let status = response.status();
         if !status.is_success() {
             open.owed = None;
-            if status.is_client_error()
-                && !matches!(
-                    status,
-                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
-                )
-            {
-                let failed = status_error(status, response.headers());
-                let body = read_prefix(response, ERROR_BODY_PREFIX).await;
-                let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
-                return match parsed.and_then(|p| reply_from(p).ok()) {
-                    Some(reply @ UpstreamReply::Error(_)) => Ok(reply),
-                    _ => Err(failed),
-                };
-            }
-            return Err(status_error(status, response.headers()));
+            return super::relay::refused_answer(response).await;
         }
         if !is_event_stream(&response) {
             let body = read_body(response, self.max_response_bytes).await;

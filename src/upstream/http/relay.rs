@@ -215,21 +215,7 @@ impl Inner {
             if status == StatusCode::NOT_FOUND && session.session_id.is_some() {
                 return Posted::SessionGone;
             }
-            if status.is_client_error()
-                && !matches!(
-                    status,
-                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
-                )
-            {
-                let failed = status_error(status, response.headers());
-                let body = read_prefix(response, ERROR_BODY_PREFIX).await;
-                let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
-                return Posted::Done(match parsed.and_then(|p| reply_from(p).ok()) {
-                    Some(reply @ UpstreamReply::Error(_)) => Ok(reply),
-                    _ => Err(failed),
-                });
-            }
-            return Posted::Done(Err(status_error(status, response.headers())));
+            return Posted::Done(refused_answer(response).await);
         }
         let answer = if is_event_stream(&response) {
             self.read_relaying(response, id, relay, session, request, progress.as_ref()).await
@@ -332,5 +318,23 @@ impl Inner {
             return Err(status_error(sent.status(), sent.headers()));
         }
         Ok(())
+    }
+}
+
+/// A non-success answer to a POST in a session: a 4xx (but 401, 403, 429) whose body is a
+/// JSON-RPC error is that error, passed on; anything else is the status's failure.
+pub(super) async fn refused_answer(response: Response) -> Result<UpstreamReply, UpstreamError> {
+    let status = response.status();
+    let failed = status_error(status, response.headers());
+    if !status.is_client_error()
+        || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS)
+    {
+        return Err(failed);
+    }
+    let body = read_prefix(response, ERROR_BODY_PREFIX).await;
+    let parsed = serde_json::from_slice::<UpstreamResponse>(&body).ok();
+    match parsed.and_then(|p| reply_from(p).ok()) {
+        Some(reply @ UpstreamReply::Error(_)) => Ok(reply),
+        _ => Err(failed),
     }
 }
