@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need on a fresh machine, then checks
-# formatting and lints, and runs every test (unit and integration, real peers on loopback).
+# formatting and lints (clippy, during the build), and runs every test (unit and integration,
+# real peers on loopback).
 #
 # The installers (apt, npm, pip) and the deployment validators wait on the network and on
 # Python; the Rust build needs both cores. So they run beside the build, their output kept
@@ -16,9 +17,11 @@ trap 'kill "$setup" 2> /dev/null || true; rm -f "$setup_log"' EXIT
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
-echo "==> cargo clippy -D warnings"
-cargo clippy --locked --all-targets -- -D warnings
-echo "==> building every test (lib, bins, the suite, examples, benches)"
+# Clippy rides on the test build (scripts/clippy-rustc.sh compiles this crate's targets with
+# its lints, every warning an error), so the dependencies are compiled once. Every cargo call
+# below keeps the setting, or cargo would rebuild this crate without it.
+export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/clippy-rustc.sh"
+echo "==> building every test (lib, bins, the suite, examples, benches) with clippy -D warnings"
 cargo test --locked --lib --bins --tests --examples --benches --no-run
 
 echo "==> waiting for the peers' installation and the deployment validation"
