@@ -24,8 +24,15 @@ pub struct QuotasConfig {
     /// it, in milliseconds. A call running longer than this loses its slot (the slot is freed
     /// early), so keep it above the longest call deadline.
     pub lease_ms: u64,
-    /// Most (rule, caller, tool/server) keys each instance keeps for local decisions.
+    /// Most (rule, caller, tool/server) keys each instance keeps for local decisions (and for
+    /// the unspent calls of fleet batches).
     pub local_max_keys: usize,
+    /// How much of a rate-only quota's sustained allowance one instance may take from Redis in
+    /// one decision, in milliseconds of that rate: calls then spend the batch without a round
+    /// trip, and what is not spent within this time is given up (never handed to another
+    /// call later). A quota slower than one call per this time is decided in Redis call by
+    /// call, as is every rule with `max_concurrent`. 0: every call decided in Redis.
+    pub fleet_batch_ms: u64,
 }
 
 impl Default for QuotasConfig {
@@ -36,6 +43,7 @@ impl Default for QuotasConfig {
             redis_retry_ms: 1_000,
             lease_ms: 120_000,
             local_max_keys: 100_000,
+            fleet_batch_ms: 10,
         }
     }
 }
@@ -126,6 +134,9 @@ impl QuotasConfig {
             }
             if self.local_max_keys == 0 {
                 bail!("quotas.local_max_keys must be positive");
+            }
+            if self.fleet_batch_ms > 3_600_000 {
+                bail!("quotas.fleet_batch_ms must be at most 3600000 (an hour)");
             }
         }
         Ok(())

@@ -4,7 +4,9 @@
 //! The script reads Redis's own clock (`TIME`), so instances with skewed clocks agree. It
 //! checks the concurrency leases first (expired ones removed, then counted), then the rate
 //! (GCRA: a key holding the theoretical arrival time, expiring with it), and writes nothing
-//! unless the call is allowed: a refusal by one limit never uses up the other. An allowed call
+//! unless the call is allowed: a refusal by one limit never uses up the other. A rule without a
+//! concurrency limit may ask for a batch of calls (`quotas.fleet_batch_ms`); the script grants
+//! as many as the allowance holds now, and the caller spends them locally. An allowed call
 //! under a concurrency limit adds its lease (score: expiry time); [`Fleet::release`] removes it
 //! with `ZREM` when the call ends, a second round trip after the answer has been sent.
 //!
@@ -26,8 +28,10 @@ use super::{CONCURRENCY_RETRY_HINT, Limit, Limits};
 use crate::redis_link::{RedisConnection, RedisLink, Timeouts};
 
 /// KEYS: rate key, concurrency key. ARGV: emission interval (ms), tolerance (ms), most calls
-/// in flight (0: none), lease (ms), lease member, concurrency retry hint (ms).
-/// Returns `{allowed (1/0), retry_after_ms, limit (1 rate, 2 concurrency)}`.
+/// in flight (0: none), lease (ms), lease member, concurrency retry hint (ms), calls wanted
+/// (a batch: more than 1 only for a rule without a concurrency limit).
+/// Returns `{allowed (1/0), retry_after_ms, limit (1 rate, 2 concurrency), calls granted}`:
+/// of a batch, as many calls as the allowance holds now (at least 1 when allowed).
 const SCRIPT: &str = r"
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
@@ -36,10 +40,11 @@ local emission = tonumber(ARGV[1])
 local tolerance = tonumber(ARGV[2])
 local max_conc = tonumber(ARGV[3])
 local lease = tonumber(ARGV[4])
+local granted = math.max(1, tonumber(ARGV[7]) or 1)
 if max_conc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   if redis.call('ZCARD', KEYS[2]) >= max_conc then
-    return {0, tonumber(ARGV[6]), 2}
+    return {0, tonumber(ARGV[6]), 2, 0}
   end
 end
 if emission > 0 then
@@ -47,16 +52,18 @@ if emission > 0 then
   if tat < now then tat = now end
   local allow_at = tat - tolerance
   if now < allow_at then
-    return {0, math.max(1, math.ceil(allow_at - now)), 1}
+    return {0, math.max(1, math.ceil(allow_at - now)), 1, 0}
   end
-  local new_tat = tat + emission
+  local fit = math.floor((now + tolerance - tat) / emission) + 1
+  if fit < granted then granted = math.max(1, fit) end
+  local new_tat = tat + granted * emission
   redis.call('SET', KEYS[1], string.format('%.3f', new_tat), 'PX', math.max(1, math.ceil(new_tat - now)))
 end
 if max_conc > 0 then
   redis.call('ZADD', KEYS[2], now + lease, ARGV[5])
   redis.call('PEXPIRE', KEYS[2], lease)
 end
-return {1, 0, 0}
+return {1, 0, 0, granted}
 ";
 
 /// The fleet's quota state in Redis, as one instance reaches it.
@@ -149,14 +156,17 @@ impl Fleet {
         connection
     }
 
-    /// Decides one call in Redis: `None` when Redis cannot decide now (decide locally).
+    /// Decides one call in Redis, or a batch of up to `wanted` calls of a rule without a
+    /// concurrency limit: `Ok(calls granted)`, or `None` when Redis cannot decide now (decide
+    /// locally).
     pub async fn decide(
         self: &Arc<Self>,
         key: &str,
         limits: &Limits,
         lease: Duration,
         member: &str,
-    ) -> Option<Result<(), (Limit, Duration)>> {
+        wanted: u64,
+    ) -> Option<Result<u64, (Limit, Duration)>> {
         let mut connection = self.usable()?;
         let mut invocation = self.script.prepare_invoke();
         invocation
@@ -167,14 +177,16 @@ impl Fleet {
             .arg(limits.max_concurrent)
             .arg(lease.as_millis() as u64)
             .arg(member)
-            .arg(CONCURRENCY_RETRY_HINT.as_millis() as u64);
+            .arg(CONCURRENCY_RETRY_HINT.as_millis() as u64)
+            .arg(wanted.max(1));
         let reply =
             tokio::time::timeout(self.timeout, invocation.invoke_async::<Vec<i64>>(&mut connection)).await;
         match reply {
-            Ok(Ok(reply)) if reply.len() == 3 => {
+            Ok(Ok(reply)) if reply.len() == 4 => {
                 self.available.set(1);
                 Some(match (reply[0], reply[2]) {
-                    (1, _) => Ok(()),
+                    // Never more than asked for, whatever the reply says.
+                    (1, _) => Ok((reply[3].max(1) as u64).min(wanted.max(1))),
                     (_, 2) => Err((Limit::Concurrency, Duration::from_millis(reply[1].max(1) as u64))),
                     _ => Err((Limit::Rate, Duration::from_millis(reply[1].max(1) as u64))),
                 })

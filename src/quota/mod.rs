@@ -12,7 +12,9 @@
 //!   ([`fleet`]): GCRA for the rate, a sorted set of leases for concurrency, both read and
 //!   written atomically with Redis's own clock, so every instance sees the same allowance.
 //!   A concurrency slot is given back with a second command (`ZREM`) when the call ends; a
-//!   gateway that dies leaves its leases to expire after `quotas.lease_ms`.
+//!   gateway that dies leaves its leases to expire after `quotas.lease_ms`. A fast rate-only
+//!   rule takes a batch of calls per decision and spends it locally ([`batches`]): one round
+//!   trip per `quotas.fleet_batch_ms` of its rate instead of one per call.
 //! - **Locally** ([`local`]): the same algorithms in memory, per instance, when no Redis is
 //!   configured, or while Redis errors or times out (then for `quotas.redis_retry_ms` before
 //!   Redis is tried again). Each instance then enforces every quota alone, so a fleet of N
@@ -23,6 +25,7 @@
 //! Keys never hold a subject: `mcpgw:q:{<quota>:<sha256(subject)[..16]>:<tool|server>}:rate`
 //! (and `:conc`); the braces keep both keys of a decision in one Redis Cluster slot.
 
+pub mod batches;
 pub mod fleet;
 pub mod local;
 
@@ -33,7 +36,7 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use sha2::{Digest, Sha256};
@@ -97,6 +100,9 @@ pub struct Limits {
     pub max_concurrent: u64,
 }
 
+/// Most calls one fleet decision may grant (`quotas.fleet_batch_ms`).
+pub const MAX_BATCH: u64 = 1024;
+
 struct Rule {
     name: Arc<str>,
     scope: QuotaScope,
@@ -104,6 +110,18 @@ struct Rule {
     match_server: Option<String>,
     subjects: HashSet<String>,
     limits: Limits,
+    /// Calls one Redis decision may grant (1: call by call).
+    batch: u64,
+    counters: RuleCounters,
+}
+
+/// How many calls of `limits` one fleet decision may grant: `batch_ms` of the sustained rate,
+/// for a rule with a rate and no concurrency limit (a lease is per call), else 1.
+pub fn batch_size(limits: &Limits, batch_ms: u64) -> u64 {
+    if limits.max_concurrent > 0 || limits.emission_ms <= 0.0 || batch_ms == 0 {
+        return 1;
+    }
+    ((batch_ms as f64 / limits.emission_ms).floor() as u64).clamp(1, MAX_BATCH)
 }
 
 impl Rule {
@@ -114,12 +132,34 @@ impl Rule {
     }
 }
 
-/// Counters of quota decisions (labels: quota names only).
-#[derive(Clone)]
-struct Counters {
-    rejections: prometheus::IntCounterVec,
-    local: prometheus::IntCounterVec,
-    redis: prometheus::IntCounterVec,
+/// One rule's counters (labels: quota names only), resolved once.
+struct RuleCounters {
+    rejected_rate: prometheus::IntCounter,
+    rejected_concurrency: prometheus::IntCounter,
+    local: prometheus::IntCounter,
+    redis: prometheus::IntCounter,
+    batched: prometheus::IntCounter,
+}
+
+impl RuleCounters {
+    fn of(name: &str, metrics: &Metrics) -> Self {
+        Self {
+            rejected_rate: metrics.quota_rejections.with_label_values(&[name, Limit::Rate.as_str()]),
+            rejected_concurrency: metrics
+                .quota_rejections
+                .with_label_values(&[name, Limit::Concurrency.as_str()]),
+            local: metrics.quota_local_decisions.with_label_values(&[name]),
+            redis: metrics.quota_redis_decisions.with_label_values(&[name]),
+            batched: metrics.quota_batched_decisions.with_label_values(&[name]),
+        }
+    }
+
+    fn rejected(&self, limit: Limit) -> &prometheus::IntCounter {
+        match limit {
+            Limit::Rate => &self.rejected_rate,
+            Limit::Concurrency => &self.rejected_concurrency,
+        }
+    }
 }
 
 /// Every quota of a gateway.
@@ -127,7 +167,7 @@ pub struct Quotas {
     rules: Vec<Rule>,
     local: Arc<local::LocalQuotas>,
     fleet: Option<Arc<fleet::Fleet>>,
-    counters: Counters,
+    batches: batches::Batches,
     lease: Duration,
     instance: Arc<str>,
     next_lease: AtomicU64,
@@ -167,32 +207,23 @@ impl Quotas {
             .map(|r| {
                 let emission_ms =
                     if r.rate == 0 { 0.0 } else { r.window_secs as f64 * 1000.0 / r.rate as f64 };
+                let limits = Limits {
+                    emission_ms,
+                    tolerance_ms: r.burst().saturating_sub(1) as f64 * emission_ms,
+                    max_concurrent: r.max_concurrent,
+                };
                 Rule {
                     name: r.name.as_str().into(),
                     scope: r.scope,
                     match_tool: r.match_tool.clone(),
                     match_server: r.match_server.clone(),
                     subjects: r.subjects.iter().cloned().collect(),
-                    limits: Limits {
-                        emission_ms,
-                        tolerance_ms: r.burst().saturating_sub(1) as f64 * emission_ms,
-                        max_concurrent: r.max_concurrent,
-                    },
+                    batch: batch_size(&limits, config.fleet_batch_ms),
+                    limits,
+                    counters: RuleCounters::of(&r.name, metrics),
                 }
             })
             .collect();
-        let counters = Counters {
-            rejections: metrics.quota_rejections.clone(),
-            local: metrics.quota_local_decisions.clone(),
-            redis: metrics.quota_redis_decisions.clone(),
-        };
-        for rule in &rules {
-            for limit in [Limit::Rate, Limit::Concurrency] {
-                counters.rejections.with_label_values(&[&rule.name, limit.as_str()]);
-            }
-            counters.local.with_label_values(&[&rule.name]);
-            counters.redis.with_label_values(&[&rule.name]);
-        }
         let fleet = link.map(|link| {
             fleet::Fleet::start(
                 link,
@@ -206,7 +237,10 @@ impl Quotas {
             rules,
             local: Arc::new(local::LocalQuotas::new(config.local_max_keys)),
             fleet,
-            counters,
+            batches: batches::Batches::new(
+                config.local_max_keys,
+                Duration::from_millis(config.fleet_batch_ms),
+            ),
             lease: Duration::from_millis(config.lease_ms),
             instance: format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into(),
             next_lease: AtomicU64::new(0),
@@ -230,7 +264,7 @@ impl Quotas {
                 Ok(None) => {}
                 Err(limit) => {
                     let (limit, retry_after) = limit;
-                    self.counters.rejections.with_label_values(&[&rule.name, limit.as_str()]).inc();
+                    rule.counters.rejected(limit).inc();
                     // `permit` drops here: slots taken for earlier rules are given back.
                     return Err(Denial { quota: rule.name.clone(), limit, retry_after });
                 }
@@ -239,27 +273,37 @@ impl Quotas {
         Ok(permit)
     }
 
-    /// One rule's decision: in Redis when it answers, else locally.
+    /// One rule's decision: from a batch Redis granted earlier, else in Redis when it answers,
+    /// else locally.
     async fn decide(&self, rule: &Rule, key: String) -> Result<Option<Lease>, (Limit, Duration)> {
         if let Some(fleet) = &self.fleet {
+            if rule.batch > 1 && self.batches.spend(&key, Instant::now()) {
+                rule.counters.batched.inc();
+                return Ok(None);
+            }
             let member = if rule.limits.max_concurrent > 0 {
                 let n = self.next_lease.fetch_add(1, Ordering::Relaxed);
                 format!("{}:{n}", self.instance)
             } else {
                 String::new()
             };
-            if let Some(verdict) = fleet.decide(&key, &rule.limits, self.lease, &member).await {
-                self.counters.redis.with_label_values(&[&rule.name]).inc();
+            let asked_at = Instant::now();
+            if let Some(verdict) = fleet.decide(&key, &rule.limits, self.lease, &member, rule.batch).await {
+                rule.counters.redis.inc();
                 return match verdict {
-                    Ok(()) if rule.limits.max_concurrent > 0 => {
+                    Ok(_) if rule.limits.max_concurrent > 0 => {
                         Ok(Some(Lease::Fleet { fleet: fleet.clone(), key, member }))
                     }
-                    Ok(()) => Ok(None),
+                    Ok(granted) => {
+                        // This call spends one; the rest wait for the next calls of the key.
+                        self.batches.keep(key, granted.saturating_sub(1), asked_at);
+                        Ok(None)
+                    }
                     Err(refused) => Err(refused),
                 };
             }
         }
-        self.counters.local.with_label_values(&[&rule.name]).inc();
+        rule.counters.local.inc();
         match self.local.decide(&key, &rule.limits) {
             Ok(true) => Ok(Some(Lease::Local { local: self.local.clone(), key })),
             Ok(false) => Ok(None),
@@ -390,6 +434,22 @@ mod tests {
             drop(held);
             assert!(q.check("bob", "checkout", "orders").await.is_ok(), "the slot came back");
         });
+    }
+
+    #[test]
+    fn only_fast_rate_only_rules_are_batched_and_never_past_the_cap() {
+        let rate = |per_sec: f64, max_concurrent| Limits {
+            emission_ms: 1000.0 / per_sec,
+            tolerance_ms: 0.0,
+            max_concurrent,
+        };
+        assert_eq!(batch_size(&rate(1000.0, 0), 10), 10, "10 ms of 1,000 calls/s");
+        assert_eq!(batch_size(&rate(50.0, 0), 10), 1, "slower than a call per 10 ms: call by call");
+        assert_eq!(batch_size(&rate(1e8, 0), 10), MAX_BATCH);
+        assert_eq!(batch_size(&rate(1000.0, 5), 10), 1, "a concurrency lease is per call");
+        assert_eq!(batch_size(&rate(1000.0, 0), 0), 1, "fleet_batch_ms = 0");
+        let concurrency_only = Limits { emission_ms: 0.0, tolerance_ms: 0.0, max_concurrent: 3 };
+        assert_eq!(batch_size(&concurrency_only, 10), 1);
     }
 
     #[test]

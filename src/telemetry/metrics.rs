@@ -143,6 +143,9 @@ pub struct Metrics {
     pub quota_local_decisions: IntCounterVec,
     /// `mcp_gateway_quota_redis_decisions_total{quota}`: quota decisions made in Redis
     pub quota_redis_decisions: IntCounterVec,
+    /// `mcp_gateway_quota_batched_decisions_total{quota}`: calls allowed from a batch an
+    /// earlier Redis decision granted (`quotas.fleet_batch_ms`)
+    pub quota_batched_decisions: IntCounterVec,
     /// `mcp_gateway_quota_redis_available`: 1 while quota decisions go to Redis, 0 while they
     /// are local (and when no Redis is configured)
     pub quota_redis_available: IntGauge,
@@ -532,7 +535,13 @@ impl Metrics {
             quota_redis_decisions: counters(
                 &r,
                 "mcp_gateway_quota_redis_decisions_total",
-                "quota decisions made in Redis, shared by the fleet",
+                "quota decisions made in Redis, shared by the fleet (round trips)",
+                &["quota"],
+            ),
+            quota_batched_decisions: counters(
+                &r,
+                "mcp_gateway_quota_batched_decisions_total",
+                "calls allowed from a batch of a quota's rate that an earlier Redis decision granted",
                 &["quota"],
             ),
             quota_redis_available: gauge(

@@ -151,6 +151,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("quotas.redis_retry_ms"), "1500", json!(1500)),
         (s("quotas.lease_ms"), "90000", json!(90000)),
         (s("quotas.local_max_keys"), "5000", json!(5000)),
+        (s("quotas.fleet_batch_ms"), "25", json!(25)),
         (s("audit.sink"), "stdout", json!("stdout")),
         (s("audit.file"), "/var/log/mcp-gateway/audit.jsonl", json!("/var/log/mcp-gateway/audit.jsonl")),
         (s("audit.queue_bytes"), "65536", json!(65536)),

@@ -147,6 +147,63 @@ fn a_rate_quota_holds_across_two_gateways_and_through_a_redis_restart() {
     });
 }
 
+#[test]
+fn a_fast_quota_takes_a_batch_per_round_trip_and_the_fleet_never_allows_more_than_the_quota() {
+    // 20 calls an hour with batches of an hour of the rate: the first decision may take all 20.
+    // (A real fast quota has a 10 ms batch; an hour keeps this independent of timing.)
+    let redis_port = free_port();
+    let _redis = redis_server_on(redis_port);
+    let demo = Demo::http();
+    let config = format!(
+        r#"redis_url = "redis://127.0.0.1:{redis_port}"
+[servers.catalog]
+transport = "http"
+url = "{url}"
+[quotas]
+redis_timeout_ms = 5000
+fleet_batch_ms = 3600000
+[[quotas.rules]]
+name = "lookups"
+match_tool = "price_*"
+rate = 20
+window_secs = 3600
+[[quotas.rules]]
+name = "probe"
+match_tool = "manga_search"
+rate = 100000
+window_secs = 1
+"#,
+        url = demo.url()
+    );
+    let a = Gateway::start(&config, &[]);
+    let b = Gateway::start(&config, &[]);
+    back_on_redis(&a);
+    back_on_redis(&b);
+
+    assert!(allowed(&lookup(&a)), "the first call takes the batch");
+    assert_eq!(counter(&a, "mcp_gateway_quota_redis_decisions_total", "lookups"), 1.0);
+    // The whole allowance is in a's batch: b is refused by Redis (early, as documented).
+    assert!(!allowed(&lookup(&b)), "b finds the fleet's allowance taken");
+    assert_eq!(counter(&b, "mcp_gateway_quota_redis_decisions_total", "lookups"), 1.0);
+    // a spends its batch without a round trip, then Redis refuses it too.
+    let spent = (0..25).filter(|_| allowed(&lookup(&a))).count();
+    assert_eq!(spent, 19, "20 calls in all, the quota");
+    assert_eq!(counter(&a, "mcp_gateway_quota_batched_decisions_total", "lookups"), 19.0);
+    assert_eq!(
+        counter(&a, "mcp_gateway_quota_redis_decisions_total", "lookups"),
+        7.0,
+        "one round trip for the batch, then one per refused call"
+    );
+    assert!(!allowed(&lookup(&b)));
+    let searches =
+        |gw: &Gateway| metric(&gw.metrics(), "mcp_gateway_tool_calls_total", &["tool=\"manga_search\""]);
+    let seen = demo.stats()["calls"].as_u64().unwrap() as f64 - searches(&a) - searches(&b);
+    assert_eq!(seen, 20.0, "the server saw exactly the quota's calls");
+    for gw in [&a, &b] {
+        assert_eq!(counter(gw, "mcp_gateway_quota_local_decisions_total", "lookups"), 0.0);
+    }
+}
+
 /// A gateway whose one server holds every call until the test opens it.
 fn holding_member(redis_port: u16, upstream: std::net::SocketAddr) -> Gateway {
     let config = format!(
@@ -340,6 +397,13 @@ fn lines_a_blocked_sink_cannot_take_are_counted_and_the_gap_is_reported_in_the_t
         gap_reported()
     });
     wait_for("every line written or counted", || read.lock().unwrap().len() as u64 + dropped(&gw) == calls);
+    // Lines dropped after the last line written are reported on the next one: one more call,
+    // its line into the now empty queue, so every gap so far is in the trail.
+    let dropped_so_far = dropped(&gw);
+    gw.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
+    calls += 1;
+    wait_for("the last line written", || read.lock().unwrap().len() as u64 + dropped_so_far == calls);
+    assert_eq!(dropped(&gw), dropped_so_far, "an empty queue took the line");
     let lines: Vec<Value> = read.lock().unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
     let reported: u64 = lines.iter().filter_map(|l| l["dropped_before"].as_u64()).sum();
     assert_eq!(reported, dropped(&gw), "the trail itself says how many lines are missing");
