@@ -9,7 +9,10 @@
 //! here runs: the gateway holds `None` and every path is one branch.
 //!
 //! A filtered list costs one decision per tool, so views are cached per (policy generation,
-//! catalogue snapshot, principal), bounded by `list_cache_entries`.
+//! catalogue snapshot, principal), bounded by `list_cache_entries`. A call's decision is
+//! cached too, per (principal, tool record, policy generation), bounded by
+//! [`MAX_CACHED_DECISIONS`]: a caller's repeat calls of a tool cost a map lookup, not a Cedar
+//! evaluation. Both caches compare the whole principal (never a hash of it).
 
 pub mod engine;
 pub mod reload;
@@ -45,6 +48,20 @@ impl ToolView {
     }
 }
 
+/// Most per-call decisions kept (every caller and tool); when full, the cache starts afresh.
+pub const MAX_CACHED_DECISIONS: usize = 65_536;
+
+struct CachedDecision {
+    generation: u64,
+    /// The record decided on (weak: its memory cannot be reused while this is held, so an
+    /// equal pointer is the same record; a refreshed record is a new one).
+    record: Weak<ToolRecord>,
+    verdict: Verdict,
+}
+
+/// Per principal key, per tool name.
+type Decisions = HashMap<String, HashMap<Arc<str>, CachedDecision>>;
+
 struct CachedView {
     generation: u64,
     /// The snapshot the view was built from (weak: an old catalogue is not kept alive).
@@ -57,6 +74,7 @@ pub struct Policy {
     pub store: PolicyStore,
     views: Mutex<HashMap<String, CachedView>>,
     max_views: usize,
+    decisions: Mutex<(Decisions, usize)>,
 }
 
 impl Policy {
@@ -70,6 +88,7 @@ impl Policy {
             store: PolicyStore::load(path)?,
             views: Mutex::new(HashMap::new()),
             max_views: config.list_cache_entries,
+            decisions: Mutex::new((HashMap::new(), 0)),
         });
         if config.reload_secs > 0 {
             reload::watch(
@@ -81,9 +100,31 @@ impl Policy {
         Ok(Some(policy))
     }
 
-    /// May `caller` call `tool`?
-    pub fn decide(&self, caller: &Caller, tool: &ToolRecord) -> Verdict {
-        self.store.current().1.decide(&Principal::of(caller), tool)
+    /// May `caller` call `tool`? (Cached per principal, tool record and policy generation.)
+    pub fn decide(&self, caller: &Caller, tool: &Arc<ToolRecord>) -> Verdict {
+        let (generation, engine) = self.store.current();
+        let key = principal_key(caller);
+        if let Ok(cache) = self.decisions.lock()
+            && let Some(cached) = cache.0.get(&key).and_then(|tools| tools.get(&*tool.name))
+            && cached.generation == generation
+            && std::ptr::eq(cached.record.as_ptr(), Arc::as_ptr(tool))
+        {
+            return cached.verdict.clone();
+        }
+        let verdict = engine.decide(&Principal::of(caller), tool);
+        if let Ok(mut cache) = self.decisions.lock() {
+            let (decisions, count) = &mut *cache;
+            if *count >= MAX_CACHED_DECISIONS {
+                decisions.clear();
+                *count = 0;
+            }
+            let cached =
+                CachedDecision { generation, record: Arc::downgrade(tool), verdict: verdict.clone() };
+            if decisions.entry(key).or_default().insert(tool.name.clone(), cached).is_none() {
+                *count += 1;
+            }
+        }
+        verdict
     }
 
     /// The tools of `snapshot` that `caller` may see (cached).
@@ -148,6 +189,70 @@ fn principal_key(caller: &Caller) -> String {
         }
     }
     key.push('\0');
-    key.push_str(&serde_json::Value::Object(caller.claims.clone()).to_string());
+    // Serialised without a copy of the claims (a map of JSON values always serialises).
+    key.push_str(&serde_json::to_string(&caller.claims).unwrap_or_default());
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{config::TransportKind, validation::ArgumentSchema};
+    use serde_json::json;
+
+    fn tool(read_only: bool) -> Arc<ToolRecord> {
+        let (schema, _) = ArgumentSchema::compile(&json!({"type": "object"}));
+        Arc::new(ToolRecord {
+            name: "add_to_cart".into(),
+            upstream_name: "add_to_cart".into(),
+            server: "cart".into(),
+            transport: TransportKind::Http,
+            definition: json!({"annotations": {"readOnlyHint": read_only}}),
+            schema_hash: String::new(),
+            definition_hash: String::new(),
+            schema: Arc::new(schema),
+            read_only,
+            idempotent: false,
+            origin: None,
+            control: None,
+        })
+    }
+
+    fn caller(scopes: &[&str]) -> Caller {
+        Caller {
+            subject: Some("alice".into()),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            ..Caller::default()
+        }
+    }
+
+    #[test]
+    fn cached_call_decisions_are_per_principal_and_per_record() {
+        let dir = std::env::temp_dir().join(format!("mcpgw-policy-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("policy.cedar");
+        std::fs::write(
+            &file,
+            "@id(\"buy\")\npermit (principal, action, resource) when { principal.scopes.contains(\"buy\") };\n\
+             @id(\"browse\")\npermit (principal, action, resource) when { resource.readOnly };\n",
+        )
+        .unwrap();
+        let config = PolicyConfig { file: Some(file), reload_secs: 0, ..PolicyConfig::default() };
+        let policy = Policy::start(&config, crate::telemetry::metrics::Metrics::new().policy_reloads.clone())
+            .unwrap()
+            .unwrap();
+        let writable = tool(false);
+        // The same subject with other scopes is another principal: never the cached verdict.
+        assert!(!policy.decide(&caller(&["browse"]), &writable).allowed);
+        assert!(policy.decide(&caller(&["buy"]), &writable).allowed);
+        assert!(!policy.decide(&caller(&["browse"]), &writable).allowed, "from the cache, still denied");
+        let verdict = policy.decide(&caller(&["buy"]), &writable);
+        assert_eq!((verdict.allowed, &*verdict.rule), (true, "buy"));
+        // A new record of the same tool (a refreshed catalogue made it read-only) is decided anew.
+        let read_only = tool(true);
+        let verdict = policy.decide(&caller(&["browse"]), &read_only);
+        assert_eq!((verdict.allowed, &*verdict.rule), (true, "browse"));
+        assert!(!policy.decide(&caller(&["browse"]), &writable).allowed, "the old record's verdict");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

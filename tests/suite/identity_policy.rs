@@ -341,6 +341,9 @@ fn policy_reloads_without_restart_and_a_broken_file_keeps_the_old_policy() {
     let gw = Gateway::start(&jwt_config(&oauth, &demo, Some(&policy)), &[]);
     let browse = oauth.token("bob", "store:browse");
     assert_eq!(list(&gw, &browse), READ_ONLY);
+    // Denied, and that decision is cached: the reload below must still change it.
+    let answer = call(&gw, &browse, "add_to_cart", json!({"manga_id": "MNG-00000001"}));
+    expect_error(&answer, -32008, "forbidden");
 
     // A new rule: browsers may now add to cart (by name pattern).
     policy.replace(&format!(
