@@ -9,22 +9,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step says when it starts (minutes:seconds since the command began).
+step() { printf '==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+
 setup_log=$(mktemp)
-echo "==> installing the test peers and validating the deployment files, beside the build"
+step "installing the test peers and validating the deployment files, beside the build"
 (bash scripts/install-test-deps.sh && bash scripts/validate-deploy.sh) > "$setup_log" 2>&1 &
 setup=$!
 trap 'kill "$setup" 2> /dev/null || true; rm -f "$setup_log"' EXIT
 
-echo "==> cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
 # Clippy rides on the test build (scripts/clippy-rustc.sh compiles this crate's targets with
 # its lints, every warning an error), so the dependencies are compiled once. Every cargo call
 # below keeps the setting, or cargo would rebuild this crate without it.
 export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/clippy-rustc.sh"
-echo "==> building every test (lib, bins, the suite, examples, benches) with clippy -D warnings"
+step "building every test (lib, bins, the suite, examples, benches) with clippy -D warnings"
 cargo test --locked --lib --bins --tests --examples --benches --no-run
 
-echo "==> waiting for the peers' installation and the deployment validation"
+step "waiting for the peers' installation and the deployment validation"
 if wait "$setup"; then
   cat "$setup_log"
 else
@@ -34,12 +37,13 @@ else
   exit "$status"
 fi
 
-echo "==> the benchmark scripts parse (they need a quiet machine, so the test command runs none)"
+step "the benchmark scripts parse (they need a quiet machine, so the test command runs none)"
 for script in bench/*.sh; do bash -n "$script"; done
-echo "==> the optimisation profile the shipped build uses"
+step "the optimisation profile the shipped build uses"
 bash scripts/check-pgo-profile.sh
-echo "==> cargo test"
+step "cargo test"
 cargo test --locked --lib --bins --tests --examples -- --test-threads "${TEST_THREADS:-2}"
 # The benches once each, as tests (criterion's test mode; its CLI refuses libtest's flags).
-echo "==> cargo test --benches"
+step "cargo test --benches"
 cargo test --locked --benches
+step "all passed"
