@@ -11,7 +11,11 @@
 # gateway for a JSON caller and for one accepting event streams), the gateway's own (the
 # difference), and the gateway's 40 costliest functions (self cost) in bench/instructions.md.
 # The forwarder is counted a second time with --read-json (it parses the request and the
-# answer whole): what reading JSON alone costs any JSON-RPC-aware intermediary.
+# answer whole): what reading JSON alone costs any JSON-RPC-aware intermediary. Then the
+# gateway with identity, policy and quotas on (as bench/overhead.sh's `identity` row: a JWT from
+# a real OAuth server, 20 Cedar rules, a Redis-shared quota per caller and tool), twice: with
+# the quota decided in Redis call by call (`fleet_batch_ms = 0`) and batched (the default).
+# Redis's own work is not counted: it runs natively.
 # Usage: bash bench/instructions.sh [calls]   (needs valgrind: apt-get install valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +31,9 @@ UP=$(free_port)
 printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
 write_calls "$WORK/calls.lines" 20000
 
+# Headers every counted call carries besides Content-Type and Accept (the identity runs' token).
+HEADERS=()
+
 # count NAME ACCEPT COMMAND...: prints the instructions per call of COMMAND, which listens on
 # the address given where its arguments say @LISTEN@; the calls carry `Accept: ACCEPT`.
 count() {
@@ -41,9 +48,9 @@ count() {
     curl -s -o /dev/null -X POST -H 'content-type: application/json' -d "$ping" "http://127.0.0.1:$port/mcp" && break
     sleep 0.2
   done
-  "$OHA" --no-tui -n 500 -c 4 -m POST -T application/json -A "$accept" -Z "$WORK/calls.lines" --output-format quiet "http://127.0.0.1:$port/mcp"
+  "$OHA" --no-tui -n 500 -c 4 -m POST -T application/json -A "$accept" "${HEADERS[@]}" -Z "$WORK/calls.lines" --output-format quiet "http://127.0.0.1:$port/mcp"
   callgrind_control -z "$pid" > /dev/null
-  "$OHA" --no-tui -n "$CALLS" -c 4 -m POST -T application/json -A "$accept" -Z "$WORK/calls.lines" --output-format json \
+  "$OHA" --no-tui -n "$CALLS" -c 4 -m POST -T application/json -A "$accept" "${HEADERS[@]}" -Z "$WORK/calls.lines" --output-format json \
     -o "$WORK/$name.json" "http://127.0.0.1:$port/mcp"
   callgrind_control -d "$pid" > /dev/null
   sleep 0.5
@@ -76,9 +83,42 @@ echo "==> forwarder under callgrind ($CALLS counted calls)"
 FW_IR=$(count forwarder 'application/json' "$FWD" @LISTEN@ "http://127.0.0.1:$UP/mcp")
 echo "==> forwarder reading JSON under callgrind ($CALLS counted calls)"
 JFW_IR=$(count json-forwarder 'application/json' "$FWD" @LISTEN@ "http://127.0.0.1:$UP/mcp" --read-json)
-python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" "$JFW_IR" <<'PY' | tee bench/instructions.md
+
+# Identity, policy and quotas: the OAuth server of the tests, a Redis, the benchmark's policy.
+RP=$(free_port)
+redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 & PIDS+=($!)
+node tests/peers/identity/oauth_server.mjs > "$WORK/oauth.log" 2>&1 & PIDS+=($!)
+for _ in $(seq 100); do grep -q '"issuer"' "$WORK/oauth.log" 2>/dev/null && break; sleep 0.1; done
+ISSUER=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["issuer"])' "$WORK/oauth.log")
+TOKEN=$(curl -s -X POST "$ISSUER/token" -d grant_type=client_credentials -d client_id=shopper-1 \
+  -d 'scope=store:browse store:buy' -d aud=mcp-gateway | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+python3 - "$WORK/policy.cedar" <<'CEDAR'
+import sys
+rules = [f'@id("deny-retired-{i}")\nforbid (principal, action == Action::"call", resource)\nwhen {{ resource.name == "retired_tool_{i}" }};\n' for i in range(18)]
+rules.append('@id("browse")\npermit (principal, action == Action::"call", resource)\nwhen { resource.readOnly && principal.scopes.contains("store:browse") };\n')
+rules.append('@id("buy")\npermit (principal, action == Action::"call", resource)\nwhen { principal.scopes.contains("store:buy") };\n')
+open(sys.argv[1], "w").write("\n".join(rules))
+CEDAR
+identity_config() { # fleet_batch_ms
+  { printf 'redis_url = "redis://127.0.0.1:%s"\n' "$RP"
+    printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"
+    printf '[policy]\nfile = "%s"\n' "$WORK/policy.cedar"
+    printf '[quotas]\nfleet_batch_ms = %s\n' "$1"
+    printf '[[quotas.rules]]\nname = "per-shopper-tool"\nscope = "tool"\nrate = 100000000\nwindow_secs = 1\n'
+    printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP"; } > "$WORK/identity-$1.toml"
+}
+identity_config 0; identity_config 10
+HEADERS=(-H "Authorization: Bearer $TOKEN")
+echo "==> gateway with identity, policy and a quota decided in Redis per call, under callgrind"
+ID0_IR=$(count identity-per-call 'application/json' "$BIN" serve --config "$WORK/identity-0.toml" --listen @LISTEN@)
+echo "==> gateway with identity, policy and a batched quota, under callgrind"
+ID_IR=$(count identity 'application/json' "$BIN" serve --config "$WORK/identity-10.toml" --listen @LISTEN@)
+HEADERS=()
+
+python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" "$JFW_IR" "$ID0_IR" "$ID_IR" "$WORK/identity.txt" <<'PY' | tee bench/instructions.md
 import re, sys
 path, calls, gw, fw, sse, jfw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+id0, idb, id_path = int(sys.argv[7]), int(sys.argv[8]), sys.argv[9]
 print("# Instructions per call (callgrind)\n")
 print(f"`bash bench/instructions.sh {calls}`: one `tools/call` of the demo server's `price_lookup`, "
       "counted over the calls after 500 warm-up calls.\n")
@@ -89,21 +129,29 @@ print(f"| reading JSON alone (difference) | {jfw - fw:,} |")
 print(f"| gateway, default configuration | {gw:,} |")
 print(f"| the gateway's own (difference) | {gw - fw:,} |")
 print(f"| gateway, caller accepting event streams (`Accept: application/json, text/event-stream`) | {sse:,} |")
-print(f"| the gateway's own for that caller | {sse - fw:,} |\n")
+print(f"| the gateway's own for that caller | {sse - fw:,} |")
+print(f"| gateway, identity + policy + quota decided in Redis per call (`fleet_batch_ms = 0`) | {id0:,} |")
+print(f"| gateway, identity + policy + quota batched (`fleet_batch_ms = 10`, the default) | {idb:,} |")
+print(f"| identity + policy + quota over the default configuration (batched) | {idb - gw:,} ({idb / gw:.2f}x) |\n")
 print("The gateway's costliest functions (JSON caller, self cost per call; valgrind runs SHA-256 without the "
       "CPU's SHA extensions, so `sha2` weighs more here than natively):\n")
 print("| instructions per call | function |\n|---:|---|")
-rows = 0
-for line in open(path):
-    m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*)$", line)
-    if not m or "PROGRAM TOTALS" in line:
-        continue
-    cost = int(m.group(1).replace(",", "")) / calls
-    if cost > 0.5 * gw:
-        continue  # `main` and the frames above it: inclusive by nature, not a cost of their own
-    name = re.sub(r" \[[^]]*\]$", "", m.group(2)).split(":", 1)[-1].replace("|", "\\|")
-    print(f"| {cost:,.0f} | `{name[:120]}` |")
-    rows += 1
-    if rows == 40:
-        break
+def top(path, total, limit):
+    rows = 0
+    for line in open(path):
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*)$", line)
+        if not m or "PROGRAM TOTALS" in line:
+            continue
+        cost = int(m.group(1).replace(",", "")) / calls
+        if cost > 0.5 * total:
+            continue  # `main` and the frames above it: inclusive by nature, not a cost of their own
+        name = re.sub(r" \[[^]]*\]$", "", m.group(2)).split(":", 1)[-1].replace("|", "\\|")
+        print(f"| {cost:,.0f} | `{name[:120]}` |")
+        rows += 1
+        if rows == limit:
+            break
+top(path, gw, 40)
+print("\nWith identity, policy and the batched quota (self cost per call):\n")
+print("| instructions per call | function |\n|---:|---|")
+top(id_path, idb, 25)
 PY

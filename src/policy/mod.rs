@@ -59,8 +59,9 @@ struct CachedDecision {
     verdict: Verdict,
 }
 
-/// Per principal key, per tool name.
-type Decisions = HashMap<String, HashMap<Arc<str>, CachedDecision>>;
+/// Per principal key, per tool name (foldhash, seeded per process: the keys are long).
+type Decisions = HashMap<String, HashMap<Arc<str>, CachedDecision, Seeded>, Seeded>;
+type Seeded = foldhash::quality::RandomState;
 
 struct CachedView {
     generation: u64,
@@ -88,7 +89,7 @@ impl Policy {
             store: PolicyStore::load(path)?,
             views: Mutex::new(HashMap::new()),
             max_views: config.list_cache_entries,
-            decisions: Mutex::new((HashMap::new(), 0)),
+            decisions: Mutex::new((HashMap::default(), 0)),
         });
         if config.reload_secs > 0 {
             reload::watch(

@@ -171,6 +171,11 @@ pub struct Quotas {
     lease: Duration,
     instance: Arc<str>,
     next_lease: AtomicU64,
+    /// Subjects' key hashes, remembered (a SHA-256 per call otherwise); bounded like the local
+    /// state, started afresh when full.
+    subject_hashes:
+        std::sync::Mutex<std::collections::HashMap<Arc<str>, Arc<str>, foldhash::quality::RandomState>>,
+    max_subjects: usize,
 }
 
 /// Slots held by a call that passed its quotas: given back when dropped (the call ended).
@@ -244,6 +249,8 @@ impl Quotas {
             lease: Duration::from_millis(config.lease_ms),
             instance: format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into(),
             next_lease: AtomicU64::new(0),
+            subject_hashes: std::sync::Mutex::default(),
+            max_subjects: config.local_max_keys,
         }))
     }
 
@@ -251,9 +258,9 @@ impl Quotas {
     /// permit holds the call's concurrency slots until dropped.
     pub async fn check(&self, subject: &str, tool: &str, server: &str) -> Result<QuotaPermit, Denial> {
         let mut permit = QuotaPermit::default();
-        let mut subject_hash: Option<String> = None;
+        let mut subject_hash: Option<Arc<str>> = None;
         for rule in self.rules.iter().filter(|r| r.applies(subject, tool, server)) {
-            let hash = subject_hash.get_or_insert_with(|| hash_subject(subject));
+            let hash = subject_hash.get_or_insert_with(|| self.subject_hash(subject));
             let target = match rule.scope {
                 QuotaScope::Tool => tool,
                 QuotaScope::Server => server,
@@ -271,6 +278,20 @@ impl Quotas {
             }
         }
         Ok(permit)
+    }
+
+    /// `hash_subject(subject)`, remembered.
+    fn subject_hash(&self, subject: &str) -> Arc<str> {
+        let mut known = self.subject_hashes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(hash) = known.get(subject) {
+            return hash.clone();
+        }
+        if known.len() >= self.max_subjects {
+            known.clear();
+        }
+        let hash: Arc<str> = hash_subject(subject).into();
+        known.insert(subject.into(), hash.clone());
+        hash
     }
 
     /// One rule's decision: from a batch Redis granted earlier, else in Redis when it answers,
