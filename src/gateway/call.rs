@@ -14,6 +14,7 @@
 //! the call);
 //! [`CallContext::cancelled`] only decides which outcome the log line and metric record.
 
+use super::forwarded_meta::forwarded_meta;
 use std::{
     sync::{
         Arc,
@@ -968,19 +969,6 @@ fn caller_deadline(header: Option<Instant>, meta: Option<&Value>) -> Option<Inst
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// The caller's `_meta` as forwarded upstream: without the keys the protocol reserves, the
-/// gateway's own (`io.mcp-gateway/…`), the progress token (the transport sets the gateway's own
-/// when the call relays progress) and the trace context (each attempt stamps its own, from the
-/// caller's: `otel::stamp_meta`). Everything else goes to the server as the caller sent it.
-pub(super) fn forwarded_meta(meta: Option<&Value>) -> Map<String, Value> {
-    let mut forwarded = meta.and_then(mcp::forwardable_meta).unwrap_or_default();
-    forwarded.retain(|k, _| {
-        !k.starts_with("io.mcp-gateway/")
-            && !matches!(k.as_str(), "progressToken" | "traceparent" | "tracestate")
-    });
-    forwarded
 }
 
 /// The key under which a read-only call's result is cached and shared with identical calls in

@@ -8,6 +8,7 @@ pub mod call;
 pub mod cancel;
 pub mod capabilities;
 pub mod drift;
+mod forwarded_meta;
 pub mod list_changes;
 pub mod refresh;
 mod search;

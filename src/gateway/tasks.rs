@@ -427,7 +427,7 @@ impl Gateway {
         if let Some(responses) = params.get("inputResponses") {
             upstream_params.insert("inputResponses".into(), responses.clone());
         }
-        let forwarded = super::call::forwarded_meta(params.get("_meta"));
+        let forwarded = super::forwarded_meta::forwarded_meta(params.get("_meta"));
         if !forwarded.is_empty() {
             upstream_params.insert("_meta".into(), Value::Object(forwarded));
         }

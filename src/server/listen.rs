@@ -43,14 +43,12 @@ pub const KEEPALIVE: Duration = Duration::from_secs(15);
 /// The `_meta` key that ties a listen stream's messages to its request.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// `GET /mcp`: the session era's stream of server messages (list changes only).
+/// `GET /mcp`: the session era's stream of server messages (list changes only). Routed here
+/// only while the gateway follows list changes ([`super::get_mcp`]).
 pub async fn get(State(gateway): State<Arc<Gateway>>, request: axum::extract::Request) -> Response {
     let peer =
         request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0);
     let headers = request.headers();
-    if !gateway.lists_changes() {
-        return super::mcp::not_allowed().await;
-    }
     let caller = match caller::establish(&gateway, headers, peer).await {
         Ok(caller) => caller,
         Err(refused) => return refused,

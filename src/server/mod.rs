@@ -33,7 +33,7 @@ use crate::gateway::Gateway;
 /// All routes of the main listener; `/admin/*` answer as `admin` says.
 pub fn router(gateway: Arc<Gateway>, admin: &admin::AdminAccess) -> Router {
     Router::new()
-        .route("/mcp", post(mcp::post).get(listen::get).delete(mcp::delete))
+        .route("/mcp", post(mcp::post).get(get_mcp).delete(mcp::delete))
         .route("/metrics", get(health::metrics))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -198,4 +198,16 @@ pub async fn serve(
             Ok(())
         }
     }
+}
+
+/// `GET /mcp`: the list-change stream ([`listen::get`]) while the gateway follows list
+/// changes, else 405 with `Allow: POST` ([`mcp::not_allowed`]).
+pub async fn get_mcp(
+    axum::extract::State(gateway): axum::extract::State<Arc<Gateway>>,
+    request: axum::extract::Request,
+) -> Response {
+    if !gateway.lists_changes() {
+        return mcp::not_allowed().await;
+    }
+    listen::get(axum::extract::State(gateway), request).await
 }
