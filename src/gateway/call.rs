@@ -1056,24 +1056,9 @@ fn task_form(meta: Option<&Value>) -> crate::protocol::tasks::Form {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{config::TransportKind, validation::ArgumentSchema};
 
     fn tool(read_only: bool) -> ToolRecord {
-        let (schema, _) = ArgumentSchema::compile(&json!({"type": "object"}));
-        ToolRecord {
-            name: "add_to_cart".into(),
-            upstream_name: "add_to_cart".into(),
-            server: "cart".into(),
-            transport: TransportKind::Http,
-            definition: json!({}),
-            schema_hash: String::new(),
-            definition_hash: String::new(),
-            schema: Arc::new(schema),
-            read_only,
-            idempotent: false,
-            origin: None,
-            control: None,
-        }
+        ToolRecord::for_tests("add_to_cart", "cart", json!({}), read_only)
     }
 
     fn key(request: &UpstreamRequest) -> Option<&Value> {

@@ -198,25 +198,11 @@ fn principal_key(caller: &Caller) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{config::TransportKind, validation::ArgumentSchema};
     use serde_json::json;
 
     fn tool(read_only: bool) -> Arc<ToolRecord> {
-        let (schema, _) = ArgumentSchema::compile(&json!({"type": "object"}));
-        Arc::new(ToolRecord {
-            name: "add_to_cart".into(),
-            upstream_name: "add_to_cart".into(),
-            server: "cart".into(),
-            transport: TransportKind::Http,
-            definition: json!({"annotations": {"readOnlyHint": read_only}}),
-            schema_hash: String::new(),
-            definition_hash: String::new(),
-            schema: Arc::new(schema),
-            read_only,
-            idempotent: false,
-            origin: None,
-            control: None,
-        })
+        let definition = json!({"annotations": {"readOnlyHint": read_only}});
+        Arc::new(ToolRecord::for_tests("add_to_cart", "cart", definition, read_only))
     }
 
     fn caller(scopes: &[&str]) -> Caller {

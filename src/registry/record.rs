@@ -34,6 +34,28 @@ pub struct ToolRecord {
     pub control: Option<Arc<Control>>,
 }
 
+#[cfg(test)]
+impl ToolRecord {
+    /// A plain record for unit tests: an object schema, the given name, server and definition.
+    pub fn for_tests(name: &str, server: &str, definition: Value, read_only: bool) -> Self {
+        let (schema, _) = ArgumentSchema::compile(&serde_json::json!({"type": "object"}));
+        Self {
+            name: name.into(),
+            upstream_name: name.into(),
+            server: server.into(),
+            transport: TransportKind::Http,
+            definition,
+            schema_hash: String::new(),
+            definition_hash: String::new(),
+            schema: Arc::new(schema),
+            read_only,
+            idempotent: false,
+            origin: None,
+            control: None,
+        }
+    }
+}
+
 /// What catalogue control left on a tool for its calls.
 #[derive(Debug, Clone, Default)]
 pub struct Control {

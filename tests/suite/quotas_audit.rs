@@ -20,7 +20,13 @@ const PER_WINDOW: usize = 6;
 /// allows PER_WINDOW `price_lookup` calls an hour (per caller: every caller is anonymous here),
 /// `probe` is generous (its calls bring a gateway back to Redis without using `lookups`).
 fn member(redis_port: u16, demo: &Demo) -> Gateway {
-    let config = format!(
+    Gateway::start(&shared_quota_config(redis_port, demo, PER_WINDOW, ""), &[])
+}
+
+/// The members' configuration: `lookups` allows `per_hour` calls, `quotas_extra` goes into
+/// `[quotas]`.
+fn shared_quota_config(redis_port: u16, demo: &Demo, per_hour: usize, quotas_extra: &str) -> String {
+    format!(
         r#"redis_url = "redis://127.0.0.1:{redis_port}"
 [servers.catalog]
 transport = "http"
@@ -28,10 +34,11 @@ url = "{url}"
 [quotas]
 redis_timeout_ms = 5000
 redis_retry_ms = 100
+{quotas_extra}
 [[quotas.rules]]
 name = "lookups"
 match_tool = "price_*"
-rate = {PER_WINDOW}
+rate = {per_hour}
 window_secs = 3600
 [[quotas.rules]]
 name = "probe"
@@ -42,8 +49,7 @@ window_secs = 1
 sink = "stdout"
 "#,
         url = demo.url()
-    );
-    Gateway::start(&config, &[])
+    )
 }
 
 fn lookup(gw: &Gateway) -> Value {
@@ -154,27 +160,7 @@ fn a_fast_quota_takes_a_batch_per_round_trip_and_the_fleet_never_allows_more_tha
     let redis_port = free_port();
     let _redis = redis_server_on(redis_port);
     let demo = Demo::http();
-    let config = format!(
-        r#"redis_url = "redis://127.0.0.1:{redis_port}"
-[servers.catalog]
-transport = "http"
-url = "{url}"
-[quotas]
-redis_timeout_ms = 5000
-fleet_batch_ms = 3600000
-[[quotas.rules]]
-name = "lookups"
-match_tool = "price_*"
-rate = 20
-window_secs = 3600
-[[quotas.rules]]
-name = "probe"
-match_tool = "manga_search"
-rate = 100000
-window_secs = 1
-"#,
-        url = demo.url()
-    );
+    let config = shared_quota_config(redis_port, &demo, 20, "fleet_batch_ms = 3600000");
     let a = Gateway::start(&config, &[]);
     let b = Gateway::start(&config, &[]);
     back_on_redis(&a);
