@@ -47,3 +47,20 @@ build_gateway_and_forwarder() {
   FWD=$target/dist/examples/forwarder
   BIN=$(DIST_NO_PGO=${BENCH_NO_PGO:-} bash scripts/build-dist.sh --quiet)
 }
+
+# The identity rows' peers: the tests' OAuth server (ISSUER) and a token it issued to a
+# shopper who may browse and buy (TOKEN), and a 20-rule Cedar policy in $WORK/policy.cedar.
+start_identity() {
+  node tests/peers/identity/oauth_server.mjs > "$WORK/oauth.log" 2>&1 & PIDS+=($!)
+  for _ in $(seq 100); do grep -q '"issuer"' "$WORK/oauth.log" 2>/dev/null && break; sleep 0.1; done
+  ISSUER=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["issuer"])' "$WORK/oauth.log")
+  TOKEN=$(curl -s -X POST "$ISSUER/token" -d grant_type=client_credentials -d client_id=shopper-1 \
+    -d 'scope=store:browse store:buy' -d aud=mcp-gateway | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+  python3 - "$WORK/policy.cedar" <<'CEDAR'
+import sys
+rules = [f'@id("deny-retired-{i}")\nforbid (principal, action == Action::"call", resource)\nwhen {{ resource.name == "retired_tool_{i}" }};\n' for i in range(18)]
+rules.append('@id("browse")\npermit (principal, action == Action::"call", resource)\nwhen { resource.readOnly && principal.scopes.contains("store:browse") };\n')
+rules.append('@id("buy")\npermit (principal, action == Action::"call", resource)\nwhen { principal.scopes.contains("store:buy") };\n')
+open(sys.argv[1], "w").write("\n".join(rules))
+CEDAR
+}

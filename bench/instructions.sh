@@ -87,18 +87,7 @@ JFW_IR=$(count json-forwarder 'application/json' "$FWD" @LISTEN@ "http://127.0.0
 # Identity, policy and quotas: the OAuth server of the tests, a Redis, the benchmark's policy.
 RP=$(free_port)
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 & PIDS+=($!)
-node tests/peers/identity/oauth_server.mjs > "$WORK/oauth.log" 2>&1 & PIDS+=($!)
-for _ in $(seq 100); do grep -q '"issuer"' "$WORK/oauth.log" 2>/dev/null && break; sleep 0.1; done
-ISSUER=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["issuer"])' "$WORK/oauth.log")
-TOKEN=$(curl -s -X POST "$ISSUER/token" -d grant_type=client_credentials -d client_id=shopper-1 \
-  -d 'scope=store:browse store:buy' -d aud=mcp-gateway | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
-python3 - "$WORK/policy.cedar" <<'CEDAR'
-import sys
-rules = [f'@id("deny-retired-{i}")\nforbid (principal, action == Action::"call", resource)\nwhen {{ resource.name == "retired_tool_{i}" }};\n' for i in range(18)]
-rules.append('@id("browse")\npermit (principal, action == Action::"call", resource)\nwhen { resource.readOnly && principal.scopes.contains("store:browse") };\n')
-rules.append('@id("buy")\npermit (principal, action == Action::"call", resource)\nwhen { principal.scopes.contains("store:buy") };\n')
-open(sys.argv[1], "w").write("\n".join(rules))
-CEDAR
+start_identity
 identity_config() { # fleet_batch_ms
   { printf 'redis_url = "redis://127.0.0.1:%s"\n' "$RP"
     printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"

@@ -61,18 +61,7 @@ wait_http "http://127.0.0.1:$OTLP/_count"
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & GWT_PID=$!; PIDS+=($!)
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & GWF_PID=$!; PIDS+=($!)
 # Identity, policy and quotas on: a real OAuth server issues the token every call carries.
-node tests/peers/identity/oauth_server.mjs > "$WORK/oauth.log" 2>&1 & PIDS+=($!)
-for _ in $(seq 100); do grep -q '"issuer"' "$WORK/oauth.log" 2>/dev/null && break; sleep 0.1; done
-ISSUER=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["issuer"])' "$WORK/oauth.log")
-TOKEN=$(curl -s -X POST "$ISSUER/token" -d grant_type=client_credentials -d client_id=shopper-1 \
-  -d 'scope=store:browse store:buy' -d aud=mcp-gateway | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
-python3 - "$WORK/policy.cedar" <<'CEDAR'
-import sys
-rules = [f'@id("deny-retired-{i}")\nforbid (principal, action == Action::"call", resource)\nwhen {{ resource.name == "retired_tool_{i}" }};\n' for i in range(18)]
-rules.append('@id("browse")\npermit (principal, action == Action::"call", resource)\nwhen { resource.readOnly && principal.scopes.contains("store:browse") };\n')
-rules.append('@id("buy")\npermit (principal, action == Action::"call", resource)\nwhen { principal.scopes.contains("store:buy") };\n')
-open(sys.argv[1], "w").write("\n".join(rules))
-CEDAR
+start_identity
 { printf 'redis_url = "redis://127.0.0.1:%s"\n' "$RP"
   printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"
   printf '[policy]\nfile = "%s"\n' "$WORK/policy.cedar"
