@@ -15,7 +15,10 @@
 # gateway with identity, policy and quotas on (as bench/overhead.sh's `identity` row: a JWT from
 # a real OAuth server, 20 Cedar rules, a Redis-shared quota per caller and tool), twice: with
 # the quota decided in Redis call by call (`fleet_batch_ms = 0`) and batched (the default).
-# Redis's own work is not counted: it runs natively.
+# Redis's own work is not counted: it runs natively. Then the gateway with OpenTelemetry on
+# (as overhead.sh's `traced` row: every call sampled, a server and a client span each,
+# batch-exported over OTLP/HTTP to the tests' receiver, which runs natively); the export's
+# encoding and sending happen in the gateway and are counted.
 # Usage: bash bench/instructions.sh [calls]   (needs valgrind: apt-get install valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -104,10 +107,20 @@ echo "==> gateway with identity, policy and a batched quota, under callgrind"
 ID_IR=$(count identity 'application/json' "$BIN" serve --config "$WORK/identity-10.toml" --listen @LISTEN@)
 HEADERS=()
 
-python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" "$JFW_IR" "$ID0_IR" "$ID_IR" "$WORK/identity.txt" <<'PY' | tee bench/instructions.md
+# Tracing on: the tests' OTLP receiver (scripts/install-test-deps.sh installs its venv).
+OTLP=$(free_port)
+OTELPY=tests/peers/.venv-otel/bin/python
+[ -x "$OTELPY" ] || bash scripts/install-test-deps.sh
+"$OTELPY" -u tests/peers/receivers/otlp_receiver.py "$OTLP" --count > "$WORK/otlp.log" 2>&1 & PIDS+=($!)
+wait_http "http://127.0.0.1:$OTLP/_count"
+echo "==> gateway with OpenTelemetry on (every call sampled and exported), under callgrind"
+TR_IR=$(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" count traced 'application/json' "$BIN" serve --config "$WORK/gateway.toml" --listen @LISTEN@)
+
+python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" "$JFW_IR" "$ID0_IR" "$ID_IR" "$WORK/identity.txt" "$TR_IR" "$WORK/traced.txt" <<'PY' | tee bench/instructions.md
 import re, sys
 path, calls, gw, fw, sse, jfw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 id0, idb, id_path = int(sys.argv[7]), int(sys.argv[8]), sys.argv[9]
+traced, traced_path = int(sys.argv[10]), sys.argv[11]
 print("# Instructions per call (callgrind)\n")
 print(f"`bash bench/instructions.sh {calls}`: one `tools/call` of the demo server's `price_lookup`, "
       "counted over the calls after 500 warm-up calls.\n")
@@ -121,7 +134,9 @@ print(f"| gateway, caller accepting event streams (`Accept: application/json, te
 print(f"| the gateway's own for that caller | {sse - fw:,} |")
 print(f"| gateway, identity + policy + quota decided in Redis per call (`fleet_batch_ms = 0`) | {id0:,} |")
 print(f"| gateway, identity + policy + quota batched (`fleet_batch_ms = 10`, the default) | {idb:,} |")
-print(f"| identity + policy + quota over the default configuration (batched) | {idb - gw:,} ({idb / gw:.2f}x) |\n")
+print(f"| identity + policy + quota over the default configuration (batched) | {idb - gw:,} ({idb / gw:.2f}x) |")
+print(f"| gateway, OpenTelemetry on (every call sampled and exported over OTLP/HTTP) | {traced:,} |")
+print(f"| tracing over the default configuration | {traced - gw:,} ({traced / gw:.2f}x) |\n")
 print("The gateway's costliest functions (JSON caller, self cost per call; valgrind runs SHA-256 without the "
       "CPU's SHA extensions, so `sha2` weighs more here than natively):\n")
 print("| instructions per call | function |\n|---:|---|")
@@ -143,4 +158,7 @@ top(path, gw, 40)
 print("\nWith identity, policy and the batched quota (self cost per call):\n")
 print("| instructions per call | function |\n|---:|---|")
 top(id_path, idb, 25)
+print("\nWith OpenTelemetry on (self cost per call):\n")
+print("| instructions per call | function |\n|---:|---|")
+top(traced_path, traced, 25)
 PY

@@ -24,15 +24,13 @@ pub async fn run(
     let mut config = Config::load(config_path.as_deref(), std::env::vars())?;
     // Tracing is off unless an OTLP endpoint is configured; a broken set-up is reported and
     // the gateway runs without it (traces are auxiliary, serving calls is not).
-    let (otel, tracer, otel_error) = match telemetry::otel::init() {
-        Ok(Some((otel, tracer))) => (Some(otel), Some(tracer), None),
-        Ok(None) => (None, None, None),
-        Err(e) => (None, None, Some(e)),
+    let (otel, otel_error) = match telemetry::otel::init() {
+        Ok(otel) => (otel, None),
+        Err(e) => (None, Some(e)),
     };
-    let _log_guard = telemetry::logging::init_with_tracer(
+    let _log_guard = telemetry::logging::init_bounded(
         &config.log_level,
         matches!(log_format, LogFormat::Json),
-        tracer,
         telemetry::logging::Bounds::from_config(&config.inbound),
     );
     if let Some(e) = otel_error {

@@ -9,16 +9,14 @@
 
 use std::sync::Arc;
 
-use opentelemetry::trace::Status;
-use tracing::Instrument;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
+use opentelemetry::KeyValue;
 
 use super::{
     breaker::Breaker,
     step::{StackService, Step},
 };
 use crate::{
-    telemetry::otel,
+    telemetry::otel::{self, AttemptSpan},
     upstream::{UpstreamFuture, UpstreamReply, UpstreamRequest},
 };
 
@@ -34,14 +32,11 @@ impl TracedLayer {
     pub fn new(server: &str, transport: &'static str, breaker: Arc<Breaker>) -> Self {
         Self { server: server.into(), transport, breaker }
     }
-}
 
-impl Step for TracedLayer {
-    fn call<S: StackService>(&self, inner: &mut S, mut request: UpstreamRequest) -> UpstreamFuture {
-        if !otel::enabled() || tracing::Span::current().is_none() {
-            otel::stamp_meta(&mut request.params);
-            request.outbound = otel::outbound(&request.params);
-            return Box::pin(inner.call(request));
+    /// The attempt's span, when tracing is on and a message's span is current.
+    fn span(&self, request: &UpstreamRequest) -> Option<AttemptSpan> {
+        if !otel::enabled() {
+            return None;
         }
         // The attempt timeout, inside, counts this attempt.
         let attempt = request.attempts() + 1;
@@ -50,48 +45,53 @@ impl Step for TracedLayer {
             Some(tool) => format!("{method} {tool}"),
             None => method.to_string(),
         };
-        let span = tracing::info_span!(
-            target: otel::SPAN_TARGET,
-            "mcp.client",
-            otel.name = name,
-            otel.kind = "client",
-            mcp.method.name = method,
-            rpc.system.name = "jsonrpc",
-            gen_ai.tool.name = request.tool.as_deref(),
-            mcp_gateway.server = &*self.server,
-            mcp_gateway.transport = self.transport,
-            mcp_gateway.attempt = i64::from(attempt),
-            mcp_gateway.breaker.state = self.breaker.state().name(),
-        );
+        let mut attributes = Vec::with_capacity(7);
+        attributes.push(KeyValue::new("mcp.method.name", method));
+        attributes.push(KeyValue::new("rpc.system.name", "jsonrpc"));
+        if let Some(tool) = &request.tool {
+            attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_string()));
+        }
+        attributes.push(KeyValue::new("mcp_gateway.server", self.server.to_string()));
+        attributes.push(KeyValue::new("mcp_gateway.transport", self.transport));
+        attributes.push(KeyValue::new("mcp_gateway.attempt", i64::from(attempt)));
+        attributes.push(KeyValue::new("mcp_gateway.breaker.state", self.breaker.state().name()));
+        AttemptSpan::start(name, attributes)
+    }
+}
+
+impl Step for TracedLayer {
+    fn call<S: StackService>(&self, inner: &mut S, mut request: UpstreamRequest) -> UpstreamFuture {
+        let Some(span) = self.span(&request) else {
+            otel::stamp_meta(&mut request.params);
+            request.outbound = otel::outbound(&request.params);
+            return Box::pin(inner.call(request));
+        };
         let future = span.in_scope(|| {
             otel::stamp_meta(&mut request.params);
             request.outbound = otel::outbound(&request.params);
             inner.call(request)
         });
-        let recorded = span.clone();
-        Box::pin(
-            async move {
-                let result = future.await;
-                let status = match &result {
-                    Ok(_) => "200",
-                    Err(e) => e.status_label(),
-                };
-                recorded.set_attribute("mcp_gateway.upstream.status", status);
-                match &result {
-                    Ok(UpstreamReply::Error(error)) => {
-                        recorded.set_attribute("rpc.response.status_code", error.code.to_string());
-                        recorded.set_attribute("error.type", error.code.to_string());
-                        recorded.set_status(Status::error("JSON-RPC error"));
-                    }
-                    Err(_) => {
-                        recorded.set_attribute("error.type", status);
-                        recorded.set_status(Status::error(status));
-                    }
-                    Ok(UpstreamReply::Result(_)) => {}
-                }
-                result
+        Box::pin(async move {
+            let result = span.run(future).await;
+            let status = match &result {
+                Ok(_) => "200",
+                Err(e) => e.status_label(),
+            };
+            let upstream_status = KeyValue::new("mcp_gateway.upstream.status", status);
+            match &result {
+                Ok(UpstreamReply::Error(error)) => span.record(
+                    [
+                        upstream_status,
+                        KeyValue::new("rpc.response.status_code", error.code.to_string()),
+                        KeyValue::new("error.type", error.code.to_string()),
+                    ],
+                    Some("JSON-RPC error".into()),
+                ),
+                Err(_) => span
+                    .record([upstream_status, KeyValue::new("error.type", status)], Some(status.to_string())),
+                Ok(UpstreamReply::Result(_)) => span.record([upstream_status], None),
             }
-            .instrument(span),
-        )
+            result
+        })
     }
 }

@@ -12,7 +12,6 @@ use std::sync::{Arc, atomic::AtomicBool};
 
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
-use tracing::Instrument;
 
 use crate::{
     backchannel::{LOG_LEVELS, META_LOG_LEVEL, Notifications},
@@ -126,13 +125,12 @@ pub async fn entry(
             // One span per message, parented on the caller's context; the upstream attempts
             // it makes see that context (and the request ids) through the scope.
             let inbound = info.trace.for_message(message.params.as_ref());
-            let span = otel::message_span(&message.method, message.id.as_ref(), &inbound);
-            let answer = otel::scoped(inbound, message_answer(gateway, message, info, notifications))
-                .instrument(span.clone())
-                .await;
+            let span = otel::MessageSpan::start(&message.method, message.id.as_ref(), &inbound);
+            let answer =
+                span.run(otel::scoped(inbound, message_answer(gateway, message, info, notifications))).await;
             if let Some(Response { body: Err(error), .. }) = &answer {
                 let category = error.data.as_ref().and_then(|d| d.get("category")).and_then(Value::as_str);
-                otel::record_error_answer(&span, error.code, category);
+                span.record_error_answer(error.code, category);
             }
             answer
         }

@@ -1,20 +1,18 @@
 //! Logging: JSON lines on stdout through a non-blocking, *lossy* writer, so a slow or stuck
 //! log pipe never stalls a request: lines go through a bounded buffer (128 000 lines and
-//! `inbound.log_queue_bytes` bytes) to a writer thread, and when the buffer is full new lines are dropped rather than the request
-//! thread waiting. Dropped lines are counted (`mcp_gateway_log_lines_dropped_total`, and their bytes
+//! `inbound.log_queue_bytes` bytes) to a writer thread, and when the buffer is full new lines
+//! are dropped rather than the request thread waiting. Dropped lines are counted (`mcp_gateway_log_lines_dropped_total`, and their bytes
 //! `mcp_gateway_log_bytes_dropped_total`); JSON field values are cut at
 //! `inbound.log_max_field_bytes`, since callers choose request ids, JSON-RPC ids and names. Call
 //! lines carry an argument *hash*, never the arguments.
 
 use std::sync::OnceLock;
 
-use tracing::Level;
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use super::{
     json_lines::JsonLines,
     lossy::{self, DroppedLines, Guard},
-    otel,
 };
 
 /// The installed writer's count of dropped lines.
@@ -55,39 +53,20 @@ impl Default for Bounds {
 
 /// Installs the global subscriber. Keep the guard alive until exit: it flushes the writer.
 pub fn init(filter: &str, json: bool) -> Guard {
-    init_with_tracer(filter, json, None, Bounds::default())
+    init_bounded(filter, json, Bounds::default())
 }
 
-/// [`init`], plus the OpenTelemetry layer when tracing is on. That layer sees only the
-/// gateway's own spans (target [`otel::SPAN_TARGET`]), whatever the log level; the log output
-/// never formats them. Off, the subscriber is exactly what [`init`] installs.
-pub fn init_with_tracer(filter: &str, json: bool, tracer: Option<otel::Tracer>, bounds: Bounds) -> Guard {
+/// [`init`] with the configured bounds of a line's fields and of the queue of lines.
+pub fn init_bounded(filter: &str, json: bool, bounds: Bounds) -> Guard {
     let (writer, dropped, guard) =
         lossy::writer_bounded(std::io::stdout(), "log-writer", BUFFERED_LINES, bounds.queue_bytes);
     let _ = DROPPED.set(dropped);
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
-    let Some(tracer) = tracer else {
-        let registry = tracing_subscriber::registry().with(filter);
-        if json {
-            registry.with(JsonLines::new(writer).with_max_field_bytes(bounds.max_field_bytes)).init();
-        } else {
-            registry.with(fmt::layer().with_writer(writer)).init();
-        }
-        return guard;
-    };
-    let spans_only = tracing_subscriber::filter::Targets::new().with_target(otel::SPAN_TARGET, Level::TRACE);
-    let otel_layer = tracing_opentelemetry::layer().with_tracer(tracer).with_filter(spans_only);
-    let filter = match format!("{}=off", otel::SPAN_TARGET).parse() {
-        Ok(directive) => filter.add_directive(directive),
-        Err(_) => filter,
-    };
-    let registry = tracing_subscriber::registry().with(otel_layer);
+    let registry = tracing_subscriber::registry().with(filter);
     if json {
-        registry
-            .with(JsonLines::new(writer).with_max_field_bytes(bounds.max_field_bytes).with_filter(filter))
-            .init();
+        registry.with(JsonLines::new(writer).with_max_field_bytes(bounds.max_field_bytes)).init();
     } else {
-        registry.with(fmt::layer().with_writer(writer).with_filter(filter)).init();
+        registry.with(fmt::layer().with_writer(writer)).init();
     }
     guard
 }

@@ -1,15 +1,22 @@
-//! OpenTelemetry tracing: one span per inbound MCP message, one child span per upstream
-//! attempt ([`super::traced`]), exported as OTLP/HTTP protobuf by a batch processor on the
-//! tokio runtime, and W3C trace context carried across the gateway.
+//! OpenTelemetry tracing: one span per inbound MCP message ([`MessageSpan`]), one child span
+//! per upstream attempt ([`AttemptSpan`], made by `resilience::traced`), exported as
+//! OTLP/HTTP protobuf by a batch processor on the tokio runtime, and W3C trace context carried
+//! across the gateway.
+//!
+//! The spans are made with the OpenTelemetry SDK directly, not through `tracing` spans and a
+//! bridge layer: a call's two spans then cost what the SDK costs (a span, its attributes, one
+//! lock each), and the log pipeline never sees them. A message's [`Context`] is current while
+//! its future is polled, so the attempt span, the log line's trace id and the upstream's
+//! `traceparent` all come from it.
 //!
 //! Off unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set (and
 //! neither `OTEL_SDK_DISABLED=true` nor `OTEL_TRACES_EXPORTER=none`). Off, no span is created
-//! (one relaxed atomic load decides), no OTel layer is installed and nothing is exported; the
-//! caller's trace context still passes through unchanged, so the upstream joins the caller's
-//! trace and the log line carries its trace id. The standard variables are read by the SDK and
-//! exporter themselves: `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`, `…TIMEOUT`,
-//! `OTEL_TRACES_SAMPLER(_ARG)` (default `parentbased_always_on`), `OTEL_BSP_*`,
-//! `OTEL_RESOURCE_ATTRIBUTES`; `OTEL_SERVICE_NAME` defaults to `mcp-gateway`.
+//! (one relaxed atomic load decides) and nothing is exported; the caller's trace context still
+//! passes through unchanged, so the upstream joins the caller's trace and the log line carries
+//! its trace id. The standard variables are read by the SDK and exporter themselves:
+//! `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`, `…TIMEOUT`, `OTEL_TRACES_SAMPLER(_ARG)` (default
+//! `parentbased_always_on`), `OTEL_BSP_*`, `OTEL_RESOURCE_ATTRIBUTES`; `OTEL_SERVICE_NAME`
+//! defaults to `mcp-gateway`.
 //!
 //! Context sources, per message, first valid wins: `params._meta.traceparent` /
 //! `params._meta.tracestate` (the keys of MCP's SEP-414), then the HTTP `traceparent` /
@@ -23,24 +30,24 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc,
+        Arc, OnceLock,
         atomic::{AtomicBool, Ordering},
     },
 };
 
 use axum::http::HeaderMap;
 use opentelemetry::{
+    Context, KeyValue,
+    context::FutureExt as _,
     propagation::TextMapPropagator,
-    trace::{Status, TraceContextExt, TracerProvider as _},
+    trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _},
 };
-use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider};
+use opentelemetry_sdk::{
+    propagation::TraceContextPropagator,
+    trace::{SdkTracer, SdkTracerProvider},
+};
 use serde_json::{Map, Value};
-use tracing::Span;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// The `tracing` target of the gateway's spans: the only target the OTel layer sees, and one
-/// the log output never shows.
-pub const SPAN_TARGET: &str = "mcp_gateway::otel";
 /// `_meta` and header keys of the W3C trace context (SEP-414 uses the header names bare).
 pub use crate::upstream::outbound::{AMZN_TRACE_ID, Outbound, REQUEST_ID, TRACEPARENT, TRACESTATE};
 /// W3C caps `tracestate` at 32 members; 512 characters is what vendors propagate at most.
@@ -48,19 +55,23 @@ const MAX_TRACESTATE: usize = 512;
 const MAX_AMZN_TRACE_ID: usize = 256;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// The tracer spans are made with (set once, by the first [`init`] that turns tracing on).
+static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 
 /// Whether spans are being made and exported.
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
+/// The tracer, when spans are being made.
+fn tracer() -> Option<&'static SdkTracer> {
+    if enabled() { TRACER.get() } else { None }
+}
+
 /// The installed tracer provider; [`Tracing::shutdown`] exports what is still buffered.
 pub struct Tracing {
     provider: SdkTracerProvider,
 }
-
-/// What [`init`] hands to the subscriber set-up: the tracer for the `tracing` layer.
-pub type Tracer = opentelemetry_sdk::trace::SdkTracer;
 
 /// Whether the environment asks for trace export.
 pub fn wanted(env: impl Fn(&str) -> Option<String>) -> bool {
@@ -70,9 +81,9 @@ pub fn wanted(env: impl Fn(&str) -> Option<String>) -> bool {
     !disabled && (set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") || set("OTEL_EXPORTER_OTLP_ENDPOINT"))
 }
 
-/// Builds the OTLP exporter and the batch processor (on the current tokio runtime) when the
-/// environment asks for it; `Ok(None)` when tracing is off.
-pub fn init() -> anyhow::Result<Option<(Tracing, Tracer)>> {
+/// Builds the OTLP exporter and the batch processor (on the current tokio runtime) and turns
+/// span making on, when the environment asks for it; `Ok(None)` when tracing is off.
+pub fn init() -> anyhow::Result<Option<Tracing>> {
     if !wanted(|k| std::env::var(k).ok()) {
         return Ok(None);
     }
@@ -91,13 +102,15 @@ pub fn init() -> anyhow::Result<Option<(Tracing, Tracer)>> {
         .unwrap_or_else(|| "mcp-gateway".into());
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(service)
-        .with_attribute(opentelemetry::KeyValue::new("service.version", crate::VERSION))
+        .with_attribute(KeyValue::new("service.version", crate::VERSION))
         .build();
     let provider =
         SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
-    let tracer = provider.tracer("mcp-gateway");
+    if TRACER.set(provider.tracer("mcp-gateway")).is_err() {
+        anyhow::bail!("OpenTelemetry tracing was already set up in this process");
+    }
     ENABLED.store(true, Ordering::Relaxed);
-    Ok(Some((Tracing { provider }, tracer)))
+    Ok(Some(Tracing { provider }))
 }
 
 impl Tracing {
@@ -208,32 +221,119 @@ pub fn span_method(method: &str) -> &'static str {
 /// The span name of every message whose method the gateway does not serve.
 pub const UNKNOWN_METHOD_SPAN: &str = "mcp.unknown_method";
 
-/// The span of one inbound message (`Span::none()` when tracing is off), parented on the
-/// caller's context. Named by [`span_method`]; a `tools/call` gets its tool in the name and as
-/// `gen_ai.tool.name` only once the tool resolved ([`record_call`]).
-pub fn message_span(method: &str, id: Option<&Value>, inbound: &Inbound) -> Span {
-    if !enabled() {
-        return Span::none();
+/// The span of one inbound message, parented on the caller's context; ended when dropped.
+/// Empty (and free) when tracing is off.
+#[must_use]
+pub struct MessageSpan {
+    cx: Option<Context>,
+}
+
+impl MessageSpan {
+    /// Starts the span of one message. Named by [`span_method`]; a `tools/call` gets its tool
+    /// in the name and as `gen_ai.tool.name` only once the tool resolved ([`record_call`]).
+    pub fn start(method: &str, id: Option<&Value>, inbound: &Inbound) -> Self {
+        let Some(tracer) = tracer() else { return Self { cx: None } };
+        let method = span_method(method);
+        let mut attributes = Vec::with_capacity(4);
+        attributes.push(KeyValue::new("mcp.method.name", method));
+        attributes.push(KeyValue::new("rpc.system.name", "jsonrpc"));
+        if let Some(id) = id {
+            let id = match id {
+                Value::String(s) => bounded(s).to_string(),
+                other => bounded(&other.to_string()).to_string(),
+            };
+            attributes.push(KeyValue::new("jsonrpc.request.id", id));
+        }
+        if let Some(request_id) = &inbound.request_id {
+            attributes.push(KeyValue::new("mcp_gateway.request_id", request_id.to_string()));
+        }
+        let parent = inbound.remote_context().unwrap_or_default();
+        let span = tracer
+            .span_builder(method)
+            .with_kind(SpanKind::Server)
+            .with_attributes(attributes)
+            .start_with_context(tracer, &parent);
+        Self { cx: Some(parent.with_span(span)) }
     }
-    let method = span_method(method);
-    let id = id.map(|id| match id {
-        Value::String(s) => bounded(s).to_string(),
-        other => bounded(&other.to_string()).to_string(),
-    });
-    let span = tracing::info_span!(
-        target: SPAN_TARGET,
-        "mcp.server",
-        otel.name = method,
-        otel.kind = "server",
-        mcp.method.name = method,
-        rpc.system.name = "jsonrpc",
-        jsonrpc.request.id = id,
-        mcp_gateway.request_id = inbound.request_id.as_deref(),
-    );
-    if let Some(cx) = inbound.remote_context() {
-        let _ = span.set_parent(cx);
+
+    /// Runs `future` (the message's work) with this span's context current.
+    pub async fn run<F: Future>(&self, future: F) -> F::Output {
+        match &self.cx {
+            Some(cx) => future.with_context(cx.clone()).await,
+            None => future.await,
+        }
     }
-    span
+
+    /// Notes a gateway-made JSON-RPC error answer.
+    pub fn record_error_answer(&self, code: i64, category: Option<&str>) {
+        let Some(cx) = &self.cx else { return };
+        let kind = category.map_or_else(|| code.to_string(), str::to_string);
+        let span = cx.span();
+        span.set_attributes([
+            KeyValue::new("rpc.response.status_code", code.to_string()),
+            KeyValue::new("error.type", kind.clone()),
+        ]);
+        span.set_status(Status::error(kind));
+    }
+}
+
+impl Drop for MessageSpan {
+    fn drop(&mut self) {
+        if let Some(cx) = &self.cx {
+            cx.span().end();
+        }
+    }
+}
+
+/// The span of one upstream attempt, a child of the current message's span; ended when
+/// dropped (an attempt whose future is dropped still ends its span).
+#[must_use]
+pub struct AttemptSpan {
+    cx: Context,
+}
+
+impl AttemptSpan {
+    /// Starts an attempt span under the current message's span; `None` when tracing is off or
+    /// no message span is current (the registry's background `tools/list`).
+    pub fn start(name: String, attributes: Vec<KeyValue>) -> Option<Self> {
+        let tracer = tracer()?;
+        let parent = Context::current();
+        if !parent.has_active_span() {
+            return None;
+        }
+        let span = tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Client)
+            .with_attributes(attributes)
+            .start_with_context(tracer, &parent);
+        Some(Self { cx: parent.with_span(span) })
+    }
+
+    /// Runs `f` with this span's context current (what the attempt stamps upstream).
+    pub fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _current = self.cx.clone().attach();
+        f()
+    }
+
+    /// Runs `future` (the attempt) with this span's context current.
+    pub async fn run<F: Future>(&self, future: F) -> F::Output {
+        future.with_context(self.cx.clone()).await
+    }
+
+    /// Notes how the attempt ended: its attributes, and an error status when it failed.
+    pub fn record(&self, attributes: impl IntoIterator<Item = KeyValue>, error: Option<String>) {
+        let span = self.cx.span();
+        span.set_attributes(attributes);
+        if let Some(error) = error {
+            span.set_status(Status::error(error));
+        }
+    }
+}
+
+impl Drop for AttemptSpan {
+    fn drop(&mut self) {
+        self.cx.span().end();
+    }
 }
 
 /// Notes on the current message span how a `tools/call` ended (called where the call's log
@@ -244,59 +344,59 @@ pub fn record_call(outcome: &str, attempts: u32, tool: &str, server: &str, trans
     if !enabled() {
         return;
     }
-    let span = Span::current();
-    if !server.is_empty() {
-        // A catalogue name: the set is the operator's, not the caller's. (The bridge starts
-        // the OTel span eagerly and ignores later `otel.name` records, hence `update_name`.)
-        span.context().span().update_name(format!("tools/call {}", bounded(tool)));
-        span.set_attribute("gen_ai.tool.name", bounded(tool).to_string());
-        span.set_attribute("gen_ai.operation.name", "execute_tool");
-        span.set_attribute("mcp_gateway.server", server.to_string());
-        span.set_attribute("mcp_gateway.transport", transport.to_string());
-    }
-    span.set_attribute("mcp_gateway.outcome", outcome.to_string());
-    span.set_attribute("mcp_gateway.attempts", i64::from(attempts));
     let cache = match outcome {
         "cache_hit" => "hit",
         "shared" | "shared_failure" => "shared",
         _ if attempts > 0 => "miss",
         _ => "none",
     };
-    span.set_attribute("mcp_gateway.cache", cache);
-    span.set_attribute("mcp_gateway.cache_hit", outcome == "cache_hit");
-    span.set_attribute("mcp_gateway.shared", cache == "shared");
     let fallback = match outcome {
         "fallback_stale" => "stale",
         "fallback_alternative" => "alternative",
         _ => "none",
     };
-    span.set_attribute("mcp_gateway.fallback", fallback);
-    if !matches!(outcome, "success" | "cache_hit" | "shared" | "fallback_stale" | "fallback_alternative") {
-        span.set_attribute("error.type", outcome.to_string());
-        span.set_status(Status::error(outcome.to_string()));
+    let failed =
+        !matches!(outcome, "success" | "cache_hit" | "shared" | "fallback_stale" | "fallback_alternative");
+    let mut attributes = Vec::with_capacity(12);
+    if !server.is_empty() {
+        // A catalogue name: the set is the operator's, not the caller's.
+        attributes.push(KeyValue::new("gen_ai.tool.name", bounded(tool).to_string()));
+        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+        attributes.push(KeyValue::new("mcp_gateway.server", server.to_string()));
+        attributes.push(KeyValue::new("mcp_gateway.transport", transport.to_string()));
     }
-}
-
-/// Notes a gateway-made JSON-RPC error answer on the current message span.
-pub fn record_error_answer(span: &Span, code: i64, category: Option<&str>) {
-    if !enabled() {
-        return;
+    attributes.push(KeyValue::new("mcp_gateway.outcome", outcome.to_string()));
+    attributes.push(KeyValue::new("mcp_gateway.attempts", i64::from(attempts)));
+    attributes.push(KeyValue::new("mcp_gateway.cache", cache));
+    attributes.push(KeyValue::new("mcp_gateway.cache_hit", outcome == "cache_hit"));
+    attributes.push(KeyValue::new("mcp_gateway.shared", cache == "shared"));
+    attributes.push(KeyValue::new("mcp_gateway.fallback", fallback));
+    if failed {
+        attributes.push(KeyValue::new("error.type", outcome.to_string()));
     }
-    span.set_attribute("rpc.response.status_code", code.to_string());
-    let kind = category.map_or_else(|| code.to_string(), str::to_string);
-    span.set_attribute("error.type", kind.clone());
-    span.set_status(Status::error(kind));
+    Context::map_current(|cx| {
+        let span = cx.span();
+        if !server.is_empty() {
+            span.update_name(format!("tools/call {}", bounded(tool)));
+        }
+        span.set_attributes(attributes);
+        if failed {
+            span.set_status(Status::error(outcome.to_string()));
+        }
+    });
 }
 
 /// The trace id for the call's log line: the current span's when tracing is on, else the
 /// caller's (from its `traceparent`), else none.
 pub fn log_trace_id() -> Option<String> {
     if enabled() {
-        let cx = Span::current().context();
-        let span = cx.span();
-        let context = span.span_context();
-        if context.is_valid() {
-            return Some(context.trace_id().to_string());
+        let current = Context::map_current(|cx| {
+            let span = cx.span();
+            let context = span.span_context();
+            context.is_valid().then(|| context.trace_id().to_string())
+        });
+        if current.is_some() {
+            return current;
         }
     }
     with_inbound(|inbound| inbound.traceparent.as_deref().and_then(trace_id_of).map(str::to_string)).flatten()
@@ -306,10 +406,14 @@ pub fn log_trace_id() -> Option<String> {
 /// is on and a span is current, else the caller's unchanged.
 pub fn outbound_context() -> Option<(String, Option<String>)> {
     if enabled() {
-        let cx = Span::current().context();
-        if cx.span().span_context().is_valid() {
-            let mut carrier: HashMap<String, String> = HashMap::with_capacity(2);
-            TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+        let injected = Context::map_current(|cx| {
+            cx.span().span_context().is_valid().then(|| {
+                let mut carrier: HashMap<String, String> = HashMap::with_capacity(2);
+                TraceContextPropagator::new().inject_context(cx, &mut carrier);
+                carrier
+            })
+        });
+        if let Some(mut carrier) = injected {
             let traceparent = carrier.remove(TRACEPARENT)?;
             return Some((traceparent, carrier.remove(TRACESTATE).filter(|s| !s.is_empty())));
         }

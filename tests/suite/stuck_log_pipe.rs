@@ -9,17 +9,19 @@ use serde_json::{Value, json};
 #[test]
 fn the_gateway_keeps_answering_when_its_stdout_pipe_is_full() {
     // Read up to the start-up line, then never again: the pipe (64 KiB) fills and stays full.
-    let UnreadGateway { mut child, stdout, addr, .. } =
-        UnreadGateway::start("log_level = \"info\"\n[inbound]\nmax_batch_items = 1000\n", &[]);
+    let UnreadGateway { mut child, stdout, addr, .. } = UnreadGateway::start(
+        "log_level = \"info\"\n[inbound]\nmax_batch_items = 1000\nlog_queue_bytes = 1048576\n",
+        &[],
+    );
     let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
     let url = format!("http://{addr}/mcp");
-    // Each batch logs 1 000 call lines: 200 batches are well past the pipe and the writer's
-    // 128 000-line buffer.
+    // Each batch logs 1 000 call lines of ~300 bytes: 20 batches (~6 MB) are well past the
+    // pipe and the writer's queue (1 MiB here; its line-count bound is a unit test's).
     let batch: Vec<Value> = (0..1000)
         .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}}))
         .collect();
     let body = Value::Array(batch).to_string();
-    for round in 0..200 {
+    for round in 0..20 {
         let answer = client
             .post(&url)
             .header("content-type", "application/json")
@@ -32,7 +34,9 @@ fn the_gateway_keeps_answering_when_its_stdout_pipe_is_full() {
     }
     let metrics = client.get(format!("http://{addr}/metrics")).send().unwrap().text().unwrap();
     let dropped = metric(&metrics, "mcp_gateway_log_lines_dropped_total", &[]);
-    assert!(dropped > 0.0, "lines beyond the buffer are dropped and counted:\n{metrics}");
+    // The pipe and 1 MiB of queue hold a few thousand lines: most of the 20 000 are dropped
+    // and counted (a queue that grew without its byte bound would drop none).
+    assert!(dropped >= 10_000.0, "lines beyond the buffer are dropped and counted:\n{metrics}");
     let _ = child.kill();
     let _ = child.wait();
     drop(stdout);
