@@ -39,6 +39,10 @@ pub fn dynamodb_local() -> (Proc, u16) {
     let mut command = Command::new("java");
     command
         .current_dir(std::env::temp_dir())
+        // A test's few requests never reach the optimising JIT: compiling only with C1, on
+        // one compiler thread, and a serial GC roughly halve the JVM's CPU per start (the
+        // suite starts it ~17 times on 2 cores).
+        .args(["-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:+UseSerialGC", "-Xshare:auto"])
         .arg(format!("-Djava.library.path={}", dir.join("DynamoDBLocal_lib").display()))
         .arg("-jar")
         .arg(dir.join("DynamoDBLocal.jar"))
