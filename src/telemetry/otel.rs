@@ -27,19 +27,17 @@
 //! `X-Amzn-Trace-Id` as that header of the Lambda invoke. Spans never carry arguments, results,
 //! header values or `_meta` contents other than the trace context.
 
-use std::{
-    collections::HashMap,
-    sync::{
-        Arc, OnceLock,
-        atomic::{AtomicBool, Ordering},
-    },
+use std::sync::{
+    Arc, OnceLock,
+    atomic::{AtomicBool, Ordering},
 };
 
 use axum::http::HeaderMap;
+use futures_util::future::Either;
 use opentelemetry::{
     Context, KeyValue,
-    context::FutureExt as _,
-    propagation::TextMapPropagator,
+    context::{FutureExt as _, WithContext},
+    propagation::{Extractor, Injector, TextMapPropagator},
     trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _},
 };
 use opentelemetry_sdk::{
@@ -175,15 +173,46 @@ impl Inbound {
         }
     }
 
-    fn remote_context(&self) -> Option<opentelemetry::Context> {
-        let traceparent = self.traceparent.as_ref()?;
-        let mut carrier = HashMap::with_capacity(2);
-        carrier.insert(TRACEPARENT.to_string(), traceparent.clone());
-        if let Some(state) = &self.tracestate {
-            carrier.insert(TRACESTATE.to_string(), state.clone());
-        }
+    fn remote_context(&self) -> Option<Context> {
+        let carrier = Carrier { traceparent: self.traceparent.clone(), tracestate: self.tracestate.clone() };
+        carrier.traceparent.as_ref()?;
         let cx = TraceContextPropagator::new().extract(&carrier);
         cx.span().span_context().is_valid().then_some(cx)
+    }
+}
+
+/// The two W3C trace-context fields, as the propagator reads and writes them (rather than a
+/// hash map per message and per attempt).
+#[derive(Default)]
+struct Carrier {
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+}
+
+impl Extractor for Carrier {
+    fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            TRACEPARENT => self.traceparent.as_deref(),
+            TRACESTATE => self.tracestate.as_deref(),
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        [(TRACEPARENT, &self.traceparent), (TRACESTATE, &self.tracestate)]
+            .into_iter()
+            .filter_map(|(key, value)| value.as_ref().map(|_| key))
+            .collect()
+    }
+}
+
+impl Injector for Carrier {
+    fn set(&mut self, key: &str, value: String) {
+        match key {
+            TRACEPARENT => self.traceparent = Some(value),
+            TRACESTATE => self.tracestate = Some(value),
+            _ => {}
+        }
     }
 }
 
@@ -256,11 +285,12 @@ impl MessageSpan {
         Self { cx: Some(parent.with_span(span)) }
     }
 
-    /// Runs `future` (the message's work) with this span's context current.
-    pub async fn run<F: Future>(&self, future: F) -> F::Output {
+    /// `future` (the message's work), run with this span's context current. Not an `async fn`:
+    /// the message's future is large, and is wrapped in place rather than moved once more.
+    pub fn run<F: Future>(&self, future: F) -> Either<WithContext<F>, F> {
         match &self.cx {
-            Some(cx) => future.with_context(cx.clone()).await,
-            None => future.await,
+            Some(cx) => Either::Left(future.with_context(cx.clone())),
+            None => Either::Right(future),
         }
     }
 
@@ -408,14 +438,13 @@ pub fn outbound_context() -> Option<(String, Option<String>)> {
     if enabled() {
         let injected = Context::map_current(|cx| {
             cx.span().span_context().is_valid().then(|| {
-                let mut carrier: HashMap<String, String> = HashMap::with_capacity(2);
+                let mut carrier = Carrier::default();
                 TraceContextPropagator::new().inject_context(cx, &mut carrier);
                 carrier
             })
         });
-        if let Some(mut carrier) = injected {
-            let traceparent = carrier.remove(TRACEPARENT)?;
-            return Some((traceparent, carrier.remove(TRACESTATE).filter(|s| !s.is_empty())));
+        if let Some(carrier) = injected {
+            return Some((carrier.traceparent?, carrier.tracestate.filter(|s| !s.is_empty())));
         }
     }
     with_inbound(|inbound| inbound.traceparent.clone().map(|tp| (tp, inbound.tracestate.clone()))).flatten()
@@ -541,6 +570,23 @@ mod tests {
             assert!(!valid_traceparent(bad), "{bad}");
         }
         assert!(valid_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future"));
+    }
+
+    #[test]
+    fn the_callers_context_goes_through_the_propagator_whole() {
+        let inbound = Inbound {
+            traceparent: Some(TP.into()),
+            tracestate: Some("a=1,b=2".into()),
+            ..Default::default()
+        };
+        let cx = inbound.remote_context().expect("a valid remote context");
+        let mut carrier = Carrier::default();
+        TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+        assert_eq!(carrier.traceparent.as_deref(), Some(TP));
+        assert_eq!(carrier.tracestate.as_deref(), Some("a=1,b=2"));
+        let invalid = Inbound { traceparent: Some("00-00-00-00".into()), ..Default::default() };
+        assert!(invalid.remote_context().is_none());
+        assert!(Inbound::default().remote_context().is_none());
     }
 
     #[test]
