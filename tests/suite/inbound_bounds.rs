@@ -348,8 +348,9 @@ fn a_session_keeps_only_a_bounded_state() {
 
 #[test]
 fn long_caller_ids_with_a_slow_log_reader_keep_the_log_queue_bounded_in_bytes() {
-    let UnreadGateway { mut child, mut stdout, addr, .. } =
+    let mut gw =
         UnreadGateway::start("[inbound]\nlog_queue_bytes = 65536\nlog_max_field_bytes = 512\n", &["--demo"]);
+    let addr = gw.addr;
     // Then stdout is not read while 200 calls with 256 KiB JSON-RPC ids (logged on each call
     // line) go through.
     let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
@@ -372,10 +373,10 @@ fn long_caller_ids_with_a_slow_log_reader_keep_the_log_queue_bounded_in_bytes() 
     // Every dropped line had its ids cut before it was queued.
     assert!(bytes / lines < 4096.0, "{bytes} bytes in {lines} lines");
     // What was written: lines of bounded length, the ids marked as cut.
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = gw.child.kill();
+    let _ = gw.child.wait();
     let mut written = String::new();
-    let _ = stdout.read_to_string(&mut written);
+    let _ = gw.stdout.read_to_string(&mut written);
     // The process was killed while it wrote: a last line without its newline is cut short.
     let complete = written.rfind('\n').map_or("", |end| &written[..=end]);
     let calls: Vec<&str> = complete.lines().filter(|l| l.contains("\"tools/call\"")).collect();

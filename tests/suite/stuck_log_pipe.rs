@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 #[test]
 fn the_gateway_keeps_answering_when_its_stdout_pipe_is_full() {
     // Read up to the start-up line, then never again: the pipe (64 KiB) fills and stays full.
-    let UnreadGateway { mut child, stdout, addr, .. } = UnreadGateway::start(
+    let gw = UnreadGateway::start(
         "log_level = \"info\"\n[inbound]\nmax_batch_items = 1000\nlog_queue_bytes = 1048576\n",
         &[],
     );
+    let addr = gw.addr;
     let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
     let url = format!("http://{addr}/mcp");
     // Each batch logs 1 000 call lines of ~300 bytes: 20 batches (~6 MB) are well past the
@@ -37,7 +38,5 @@ fn the_gateway_keeps_answering_when_its_stdout_pipe_is_full() {
     // The pipe and 1 MiB of queue hold a few thousand lines: most of the 20 000 are dropped
     // and counted (a queue that grew without its byte bound would drop none).
     assert!(dropped >= 10_000.0, "lines beyond the buffer are dropped and counted:\n{metrics}");
-    let _ = child.kill();
-    let _ = child.wait();
-    drop(stdout);
+    drop(gw);
 }

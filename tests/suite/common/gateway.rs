@@ -216,7 +216,7 @@ pub fn get_json(gateway: &Gateway, path: &str) -> (u16, Value) {
 }
 
 /// A gateway whose stdout is read only up to its start-up line, then left unread (a stuck log
-/// shipper): its pipe fills and stays full until the test reads it.
+/// shipper): its pipe fills and stays full until the test reads it. Killed when dropped.
 pub struct UnreadGateway {
     pub child: Child,
     pub stdout: BufReader<std::process::ChildStdout>,
@@ -248,6 +248,14 @@ impl UnreadGateway {
             }
         };
         Self { child, stdout, addr, _config: config_file }
+    }
+}
+
+impl Drop for UnreadGateway {
+    /// A test that fails half-way leaves no gateway behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
