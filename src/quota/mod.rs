@@ -30,10 +30,10 @@ pub mod fleet;
 pub mod local;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     fmt::Write as _,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -173,8 +173,7 @@ pub struct Quotas {
     next_lease: AtomicU64,
     /// Subjects' key hashes, remembered (a SHA-256 per call otherwise); bounded like the local
     /// state, started afresh when full.
-    subject_hashes:
-        std::sync::Mutex<std::collections::HashMap<Arc<str>, Arc<str>, foldhash::quality::RandomState>>,
+    subject_hashes: Mutex<HashMap<Arc<str>, Arc<str>, foldhash::quality::RandomState>>,
     max_subjects: usize,
 }
 
@@ -249,7 +248,7 @@ impl Quotas {
             lease: Duration::from_millis(config.lease_ms),
             instance: format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into(),
             next_lease: AtomicU64::new(0),
-            subject_hashes: std::sync::Mutex::default(),
+            subject_hashes: Mutex::default(),
             max_subjects: config.local_max_keys,
         }))
     }

@@ -174,8 +174,8 @@ impl Inbound {
     }
 
     fn remote_context(&self) -> Option<Context> {
-        let carrier = Carrier { traceparent: self.traceparent.clone(), tracestate: self.tracestate.clone() };
-        carrier.traceparent.as_ref()?;
+        let traceparent = Some(self.traceparent.clone()?);
+        let carrier = Carrier { traceparent, tracestate: self.tracestate.clone() };
         let cx = TraceContextPropagator::new().extract(&carrier);
         cx.span().span_context().is_valid().then_some(cx)
     }
@@ -277,12 +277,7 @@ impl MessageSpan {
             attributes.push(KeyValue::new("mcp_gateway.request_id", request_id.to_string()));
         }
         let parent = inbound.remote_context().unwrap_or_default();
-        let span = tracer
-            .span_builder(method)
-            .with_kind(SpanKind::Server)
-            .with_attributes(attributes)
-            .start_with_context(tracer, &parent);
-        Self { cx: Some(parent.with_span(span)) }
+        Self { cx: Some(child_of(&parent, tracer, method, SpanKind::Server, attributes)) }
     }
 
     /// `future` (the message's work), run with this span's context current. Not an `async fn`:
@@ -331,12 +326,7 @@ impl AttemptSpan {
         if !parent.has_active_span() {
             return None;
         }
-        let span = tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Client)
-            .with_attributes(attributes)
-            .start_with_context(tracer, &parent);
-        Some(Self { cx: parent.with_span(span) })
+        Some(Self { cx: child_of(&parent, tracer, name, SpanKind::Client, attributes) })
     }
 
     /// Runs `f` with this span's context current (what the attempt stamps upstream).
@@ -364,6 +354,22 @@ impl Drop for AttemptSpan {
     fn drop(&mut self) {
         self.cx.span().end();
     }
+}
+
+/// A new span started under `parent`, and the context that has it current.
+fn child_of(
+    parent: &Context,
+    tracer: &SdkTracer,
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    kind: SpanKind,
+    attributes: Vec<KeyValue>,
+) -> Context {
+    let span = tracer
+        .span_builder(name)
+        .with_kind(kind)
+        .with_attributes(attributes)
+        .start_with_context(tracer, parent);
+    parent.with_span(span)
 }
 
 /// Notes on the current message span how a `tools/call` ended (called where the call's log
