@@ -7,7 +7,10 @@
 #
 # The training load (through the demo server, like the overhead benchmark): tools/call from
 # session-era and 2026-07-28 callers, invalid arguments, unknown tools, tools/list, and a
-# paced load.
+# paced load, through the default configuration; then, as bench/overhead.sh's feature rows,
+# a smaller load through the full stack (Redis registry tier, result cache, shared breakers,
+# OpenTelemetry exporting every call) and through identity + policy + quotas (a JWT from the
+# tests' OAuth server on every call), so the paths users turn on are laid out too.
 # Re-run it after a large change to the per-call path; a stale profile still applies to the
 # functions that did not change (LLVM skips the ones whose shape changed).
 # Usage: bash bench/pgo.sh   (needs llvm-profdata matching rustc's LLVM major or older
@@ -75,6 +78,40 @@ load unknown 500
 load list 500
 load legacy 2000 -q 500   # a paced load too: calls arriving one by one, as at a steady rate
 
+kill -TERM "$GW_PID"; wait "$GW_PID" || true
+
+# The feature rows: the same instrumented binary under the full stack, then identity.
+command -v redis-server > /dev/null || { echo "redis-server is needed to train the feature rows" >&2; exit 1; }
+RP=$(free_port); OTLP=$(free_port)
+redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > /dev/null 2>&1 & PIDS+=($!)
+OTELPY=tests/peers/.venv-otel/bin/python
+[ -x "$OTELPY" ] || bash scripts/install-test-deps.sh
+"$OTELPY" -u tests/peers/receivers/otlp_receiver.py "$OTLP" --count > /dev/null 2>&1 & PIDS+=($!)
+wait_http "http://127.0.0.1:$OTLP/_count"
+server() { printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP"; }
+{ printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$RP"
+  server; } > "$WORK/full.toml"
+start_identity
+{ printf 'redis_url = "redis://127.0.0.1:%s"\n' "$RP"
+  printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"
+  printf '[policy]\nfile = "%s"\n' "$WORK/policy.cedar"
+  printf '[[quotas.rules]]\nname = "per-shopper-tool"\nscope = "tool"\nrate = 100000000\nwindow_secs = 1\n'
+  server; } > "$WORK/identity.toml"
+# train CONFIG [env...]: the instrumented gateway under CONFIG, trained, then stopped.
+train() {
+  local config=$1; shift
+  env "$@" LLVM_PROFILE_FILE="$RAW/gateway-%p.profraw" "$GEN_BIN" serve --config "$config" --listen "127.0.0.1:$GW" \
+    > /dev/null 2>&1 & GW_PID=$!
+  wait_http "http://127.0.0.1:$GW/readyz"
+}
+train "$WORK/full.toml" OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP"
+load legacy 8000 -H 'MCP-Protocol-Version: 2025-06-18'
+load modern 2000 -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: price_lookup'
+kill -TERM "$GW_PID"; wait "$GW_PID" || true
+train "$WORK/identity.toml"
+load legacy 8000 -H 'MCP-Protocol-Version: 2025-06-18' -H "Authorization: Bearer $TOKEN"
+load modern 2000 -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: price_lookup' \
+  -H "Authorization: Bearer $TOKEN"
 kill -TERM "$GW_PID"; wait "$GW_PID" || true
 mkdir -p pgo
 "$PROFDATA" merge --sparse -o pgo/mcp-gateway.profdata "$RAW"

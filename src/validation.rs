@@ -18,9 +18,9 @@ use crate::protocol::param_headers;
 pub struct ArgumentSchema {
     validator: Option<jsonschema::Validator>,
     schema: Value,
-    /// Whether some property (through `properties`) has a `default`: without one, a call's
-    /// arguments are not walked to fill any.
-    has_defaults: bool,
+    /// The schema's `default`s, gathered once: a call's arguments are walked only along the
+    /// properties that have one (or lead to one), and none of the schema's maps is searched.
+    defaults: Defaults,
     /// Whether some property is annotated with `x-mcp-header` ([`param_headers::declared`]).
     param_headers: bool,
 }
@@ -45,7 +45,7 @@ impl ArgumentSchema {
         let compiled = Self {
             validator,
             schema: schema.clone(),
-            has_defaults: has_defaults(schema, 0),
+            defaults: Defaults::of(schema, 0),
             param_headers: param_headers::declared(schema),
         };
         (compiled, problem)
@@ -64,9 +64,7 @@ impl ArgumentSchema {
     /// Fills defaults into `arguments` and validates them. `Err` lists every violation as
     /// `{"path": JSON pointer, "message": …}`.
     pub fn check(&self, arguments: &mut Value) -> Result<(), Vec<Value>> {
-        if self.has_defaults {
-            fill_defaults(&self.schema, arguments);
-        }
+        self.defaults.fill(arguments);
         let Some(validator) = &self.validator else {
             return Ok(());
         };
@@ -80,30 +78,58 @@ impl ArgumentSchema {
     }
 }
 
-/// Whether [`fill_defaults`] can ever insert anything for this schema.
-fn has_defaults(schema: &Value, depth: usize) -> bool {
-    // Deeper than any real schema; past it, assume defaults (fill_defaults then decides).
-    if depth > 64 {
-        return true;
-    }
-    schema.get("properties").and_then(Value::as_object).is_some_and(|properties| {
-        properties.values().any(|p| p.get("default").is_some() || has_defaults(p, depth + 1))
-    })
+/// The `default`s of a schema's `properties`, at every depth: what [`Defaults::fill`] inserts.
+#[derive(Debug, Default)]
+struct Defaults {
+    /// Only the properties that have a `default` or defaults below them.
+    properties: Vec<DefaultedProperty>,
 }
 
-/// Inserts `default` values of absent properties, recursing into present objects.
-fn fill_defaults(schema: &Value, instance: &mut Value) {
-    let (Some(properties), Value::Object(object)) =
-        (schema.get("properties").and_then(Value::as_object), instance)
-    else {
-        return;
-    };
-    for (key, property) in properties {
-        match object.get_mut(key) {
-            Some(present) => fill_defaults(property, present),
-            None => {
-                if let Some(default) = property.get("default") {
-                    object.insert(key.clone(), default.clone());
+#[derive(Debug)]
+struct DefaultedProperty {
+    name: String,
+    /// Inserted when the property is absent.
+    default: Option<Value>,
+    /// Filled into the property's value when it is present.
+    nested: Defaults,
+}
+
+impl Defaults {
+    /// Deeper than any real schema; defaults below it are not filled.
+    const MAX_DEPTH: usize = 64;
+
+    fn of(schema: &Value, depth: usize) -> Self {
+        let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+            return Self::default();
+        };
+        if depth > Self::MAX_DEPTH {
+            return Self::default();
+        }
+        let properties = properties
+            .iter()
+            .map(|(name, property)| DefaultedProperty {
+                name: name.clone(),
+                default: property.get("default").cloned(),
+                nested: Self::of(property, depth + 1),
+            })
+            .filter(|p| p.default.is_some() || !p.nested.properties.is_empty())
+            .collect();
+        Self { properties }
+    }
+
+    /// Inserts the `default` of each absent property, recursing into present objects.
+    fn fill(&self, instance: &mut Value) {
+        if self.properties.is_empty() {
+            return;
+        }
+        let Value::Object(object) = instance else { return };
+        for property in &self.properties {
+            match object.get_mut(&property.name) {
+                Some(present) => property.nested.fill(present),
+                None => {
+                    if let Some(default) = &property.default {
+                        object.insert(property.name.clone(), default.clone());
+                    }
                 }
             }
         }
@@ -183,6 +209,44 @@ mod tests {
         let violations = schema.check(&mut bad).unwrap_err();
         assert_eq!(violations.len(), 3, "{violations:?}");
         assert!(violations.iter().any(|v| v["path"] == "/max_results"));
+    }
+
+    #[test]
+    fn nested_defaults_fill_present_objects_only_and_never_replace_a_value() {
+        let (schema, _) = ArgumentSchema::compile(&json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "page": {
+                    "type": "object",
+                    "default": {"size": 10},
+                    "properties": {
+                        "size": {"type": "integer", "default": 20},
+                        "sort": {"type": "object", "properties": {"by": {"type": "string", "default": "price"}}}
+                    }
+                }
+            }
+        }));
+        let mut absent = json!({"query": "x"});
+        schema.check(&mut absent).unwrap();
+        assert_eq!(
+            absent,
+            json!({"query": "x", "page": {"size": 10}}),
+            "an absent object takes its own default"
+        );
+        let mut present = json!({"query": "x", "page": {"sort": {}}});
+        schema.check(&mut present).unwrap();
+        assert_eq!(present, json!({"query": "x", "page": {"size": 20, "sort": {"by": "price"}}}));
+        let mut given = json!({"page": {"size": 3, "sort": {"by": "title"}}});
+        schema.check(&mut given).unwrap();
+        assert_eq!(given, json!({"page": {"size": 3, "sort": {"by": "title"}}}));
+        let mut not_an_object = json!({"page": 7});
+        let _ = schema.check(&mut not_an_object);
+        assert_eq!(
+            not_an_object,
+            json!({"page": 7}),
+            "a value of another type is left for validation to refuse"
+        );
     }
 
     #[test]
