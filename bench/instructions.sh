@@ -18,7 +18,8 @@
 # Redis's own work is not counted: it runs natively. Then the gateway with OpenTelemetry on
 # (as overhead.sh's `traced` row: every call sampled, a server and a client span each,
 # batch-exported over OTLP/HTTP to the tests' receiver, which runs natively); the export's
-# encoding and sending happen in the gateway and are counted.
+# encoding and sending happen in the gateway and are counted. Then the full stack (as
+# overhead.sh's `full` row).
 # Usage: bash bench/instructions.sh [calls]   (needs valgrind: apt-get install valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -115,12 +116,20 @@ OTELPY=tests/peers/.venv-otel/bin/python
 wait_http "http://127.0.0.1:$OTLP/_count"
 echo "==> gateway with OpenTelemetry on (every call sampled and exported), under callgrind"
 TR_IR=$(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" count traced 'application/json' "$BIN" serve --config "$WORK/gateway.toml" --listen @LISTEN@)
+# The full stack, as overhead.sh's `full` row: Redis registry tier, a 60 s result cache (every
+# counted call has its own arguments, so each is a miss whose result is stored), breaker state
+# shared through Redis, and tracing as above.
+{ printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$RP"
+  printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP"; } > "$WORK/full.toml"
+echo "==> gateway with the full stack (Redis tier, result cache, shared breakers, tracing), under callgrind"
+FULL_IR=$(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" count full 'application/json' "$BIN" serve --config "$WORK/full.toml" --listen @LISTEN@)
 
-python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" "$JFW_IR" "$ID0_IR" "$ID_IR" "$WORK/identity.txt" "$TR_IR" "$WORK/traced.txt" <<'PY' | tee bench/instructions.md
+python3 - "$WORK/gateway.txt" "$CALLS" "$GW_IR" "$FW_IR" "$SSE_IR" "$JFW_IR" "$ID0_IR" "$ID_IR" "$WORK/identity.txt" "$TR_IR" "$WORK/traced.txt" "$FULL_IR" "$WORK/full.txt" <<'PY' | tee bench/instructions.md
 import re, sys
 path, calls, gw, fw, sse, jfw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 id0, idb, id_path = int(sys.argv[7]), int(sys.argv[8]), sys.argv[9]
 traced, traced_path = int(sys.argv[10]), sys.argv[11]
+full, full_path = int(sys.argv[12]), sys.argv[13]
 print("# Instructions per call (callgrind)\n")
 print(f"`bash bench/instructions.sh {calls}`: one `tools/call` of the demo server's `price_lookup`, "
       "counted over the calls after 500 warm-up calls.\n")
@@ -136,7 +145,10 @@ print(f"| gateway, identity + policy + quota decided in Redis per call (`fleet_b
 print(f"| gateway, identity + policy + quota batched (`fleet_batch_ms = 10`, the default) | {idb:,} |")
 print(f"| identity + policy + quota over the default configuration (batched) | {idb - gw:,} ({idb / gw:.2f}x) |")
 print(f"| gateway, OpenTelemetry on (every call sampled and exported over OTLP/HTTP) | {traced:,} |")
-print(f"| tracing over the default configuration | {traced - gw:,} ({traced / gw:.2f}x) |\n")
+print(f"| tracing over the default configuration | {traced - gw:,} ({traced / gw:.2f}x) |")
+print(f"| gateway, full stack (Redis registry tier, 60 s result cache, shared breakers, tracing) | {full:,} |")
+print(f"| full stack over the default configuration | {full - gw:,} ({full / gw:.2f}x) |")
+print(f"| full stack over tracing alone | {full - traced:,} |\n")
 print("The gateway's costliest functions (JSON caller, self cost per call; valgrind runs SHA-256 without the "
       "CPU's SHA extensions, so `sha2` weighs more here than natively):\n")
 print("| instructions per call | function |\n|---:|---|")
@@ -161,4 +173,7 @@ top(id_path, idb, 25)
 print("\nWith OpenTelemetry on (self cost per call):\n")
 print("| instructions per call | function |\n|---:|---|")
 top(traced_path, traced, 25)
+print("\nWith the full stack (self cost per call):\n")
+print("| instructions per call | function |\n|---:|---|")
+top(full_path, full, 25)
 PY

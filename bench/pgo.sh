@@ -69,7 +69,15 @@ load() { # lines calls extra-oha-args...
   local lines=$1 n=$2; shift 2
   echo "==> training: $n × $lines"
   "$OHA" --no-tui -n "$n" -c 8 -m POST -T application/json -A 'application/json, text/event-stream' \
-    -Z "$WORK/$lines.lines" --output-format quiet "$@" "http://127.0.0.1:$GW/mcp"
+    -Z "$WORK/$lines.lines" --output-format json -o "$WORK/train.json" "$@" "http://127.0.0.1:$GW/mcp"
+  # Every answer is HTTP 200 (JSON-RPC errors included): a refused token or a gateway that went
+  # away would train the wrong path.
+  python3 - "$WORK/train.json" "$n" <<'PY'
+import json, sys
+codes = json.load(open(sys.argv[1]))["statusCodeDistribution"]
+if codes != {"200": int(sys.argv[2])}:
+    sys.exit(f"training load not answered as expected: {codes}")
+PY
 }
 load legacy 30000 -H 'MCP-Protocol-Version: 2025-06-18'
 load modern 10000 -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: price_lookup'
