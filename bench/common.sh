@@ -48,6 +48,26 @@ build_gateway_and_forwarder() {
   BIN=$(DIST_NO_PGO=${BENCH_NO_PGO:-} bash scripts/build-dist.sh --quiet)
 }
 
+# The rows' configurations, printed as TOML (one definition for overhead.sh, instructions.sh
+# and pgo.sh). demo_toml UPSTREAM_PORT: the default configuration over the demo server.
+demo_toml() { printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$1"; }
+# full_toml UPSTREAM_PORT REDIS_PORT: plus the Redis registry tier, breaker state shared through
+# Redis and a 60 s result cache (tracing is the environment's OTEL_EXPORTER_OTLP_ENDPOINT).
+full_toml() {
+  printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$2"
+  demo_toml "$1"
+}
+# identity_toml UPSTREAM_PORT REDIS_PORT [FLEET_BATCH_MS]: plus JWTs from $ISSUER, the policy in
+# $WORK/policy.cedar and a never-exhausted Redis quota per (caller, tool) (after start_identity).
+identity_toml() {
+  printf 'redis_url = "redis://127.0.0.1:%s"\n' "$2"
+  printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"
+  printf '[policy]\nfile = "%s"\n' "$WORK/policy.cedar"
+  if [ -n "${3:-}" ]; then printf '[quotas]\nfleet_batch_ms = %s\n' "$3"; fi
+  printf '[[quotas.rules]]\nname = "per-shopper-tool"\nscope = "tool"\nrate = 100000000\nwindow_secs = 1\n'
+  demo_toml "$1"
+}
+
 # The identity rows' peers: the tests' OAuth server (ISSUER) and a token it issued to a
 # shopper who may browse and buy (TOKEN), and a 20-rule Cedar policy in $WORK/policy.cedar.
 start_identity() {

@@ -32,7 +32,7 @@ build_gateway_and_forwarder
 
 UP=$(free_port)
 "$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
-printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
+demo_toml "$UP" > "$WORK/gateway.toml"
 write_calls "$WORK/calls.lines" 20000
 
 # Headers every counted call carries besides Content-Type and Accept (the identity runs' token).
@@ -92,15 +92,8 @@ JFW_IR=$(count json-forwarder 'application/json' "$FWD" @LISTEN@ "http://127.0.0
 RP=$(free_port)
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 & PIDS+=($!)
 start_identity
-identity_config() { # fleet_batch_ms
-  { printf 'redis_url = "redis://127.0.0.1:%s"\n' "$RP"
-    printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"
-    printf '[policy]\nfile = "%s"\n' "$WORK/policy.cedar"
-    printf '[quotas]\nfleet_batch_ms = %s\n' "$1"
-    printf '[[quotas.rules]]\nname = "per-shopper-tool"\nscope = "tool"\nrate = 100000000\nwindow_secs = 1\n'
-    printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP"; } > "$WORK/identity-$1.toml"
-}
-identity_config 0; identity_config 10
+identity_toml "$UP" "$RP" 0 > "$WORK/identity-0.toml"
+identity_toml "$UP" "$RP" 10 > "$WORK/identity-10.toml"
 HEADERS=(-H "Authorization: Bearer $TOKEN")
 echo "==> gateway with identity, policy and a quota decided in Redis per call, under callgrind"
 ID0_IR=$(count identity-per-call 'application/json' "$BIN" serve --config "$WORK/identity-0.toml" --listen @LISTEN@)
@@ -119,8 +112,7 @@ TR_IR=$(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" count traced 'appli
 # The full stack, as overhead.sh's `full` row: Redis registry tier, a 60 s result cache (every
 # counted call has its own arguments, so each is a miss whose result is stored), breaker state
 # shared through Redis, and tracing as above.
-{ printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$RP"
-  printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP"; } > "$WORK/full.toml"
+full_toml "$UP" "$RP" > "$WORK/full.toml"
 echo "==> gateway with the full stack (Redis tier, result cache, shared breakers, tracing), under callgrind"
 FULL_IR=$(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" count full 'application/json' "$BIN" serve --config "$WORK/full.toml" --listen @LISTEN@)
 

@@ -46,11 +46,9 @@ wait_http "http://127.0.0.1:$UP/_stats"; wait_http "http://127.0.0.1:$UP10K/_sta
 "$FWD" "127.0.0.1:$FW" "http://127.0.0.1:$UP/mcp" > "$WORK/forwarder.log" 2>&1 & FW_PID=$!; PIDS+=($!)
 "$FWD" "127.0.0.1:$FWJ" "http://127.0.0.1:$UP/mcp" --read-json > "$WORK/json-forwarder.log" 2>&1 & FWJ_PID=$!; PIDS+=($!)
 
-server() { printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$1"; }
-server "$UP" > "$WORK/default.toml"
-server "$UP10K" > "$WORK/tools10k.toml"
-{ printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$RP"
-  server "$UP"; printf '%s\n' "${BENCH_FULL_EXTRA_TOML:-}"; } > "$WORK/full.toml"
+demo_toml "$UP" > "$WORK/default.toml"
+demo_toml "$UP10K" > "$WORK/tools10k.toml"
+{ full_toml "$UP" "$RP"; printf '%s\n' "${BENCH_FULL_EXTRA_TOML:-}"; } > "$WORK/full.toml"
 "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GW" > /dev/null 2>&1 & GW_PID=$!; PIDS+=($GW_PID)
 "$BIN" serve --config "$WORK/tools10k.toml" --listen "127.0.0.1:$GWK" > /dev/null 2>&1 & GWK_PID=$!; PIDS+=($!)
 # Tracing on: the OTLP receiver of the tests (scripts/install-test-deps.sh installs its venv).
@@ -62,11 +60,7 @@ OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WOR
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & GWF_PID=$!; PIDS+=($!)
 # Identity, policy and quotas on: a real OAuth server issues the token every call carries.
 start_identity
-{ printf 'redis_url = "redis://127.0.0.1:%s"\n' "$RP"
-  printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"
-  printf '[policy]\nfile = "%s"\n' "$WORK/policy.cedar"
-  printf '[[quotas.rules]]\nname = "per-shopper-tool"\nscope = "tool"\nrate = 100000000\nwindow_secs = 1\n'
-  server "$UP"; } > "$WORK/identity.toml"
+identity_toml "$UP" "$RP" > "$WORK/identity.toml"
 "$BIN" serve --config "$WORK/identity.toml" --listen "127.0.0.1:$GWI" > "$WORK/identity.log" 2>&1 & GWI_PID=$!; PIDS+=($!)
 TARGETS=(direct forwarder json-forwarder gateway full tools10k traced identity)
 if [ "${BENCH_SKIP_PROXY:-0}" != 1 ]; then

@@ -44,7 +44,7 @@ UP=$(free_port); GW=$(free_port)
 DEMO="${CARGO_TARGET_DIR:-target}/dist/mcp-gateway"
 [ -x "$DEMO" ] || DEMO="$GEN_BIN"
 LLVM_PROFILE_FILE=/dev/null "$DEMO" demo-server --listen "127.0.0.1:$UP" > /dev/null 2>&1 & PIDS+=($!)
-printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
+demo_toml "$UP" > "$WORK/gateway.toml"
 LLVM_PROFILE_FILE="$RAW/gateway-%p.profraw" "$GEN_BIN" serve --config "$WORK/gateway.toml" --listen "127.0.0.1:$GW" \
   > /dev/null 2>&1 & GW_PID=$!
 wait_http "http://127.0.0.1:$GW/readyz"
@@ -96,15 +96,9 @@ OTELPY=tests/peers/.venv-otel/bin/python
 [ -x "$OTELPY" ] || bash scripts/install-test-deps.sh
 "$OTELPY" -u tests/peers/receivers/otlp_receiver.py "$OTLP" --count > /dev/null 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$OTLP/_count"
-server() { printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP"; }
-{ printf 'redis_url = "redis://127.0.0.1:%s"\nshared_breakers = true\n[defaults]\ncache_ttl_ms = 60000\n' "$RP"
-  server; } > "$WORK/full.toml"
+full_toml "$UP" "$RP" > "$WORK/full.toml"
 start_identity
-{ printf 'redis_url = "redis://127.0.0.1:%s"\n' "$RP"
-  printf '[auth]\nmode = "jwt"\nissuer = "%s"\naudience = "mcp-gateway"\njwks_url = "%s/jwks"\n' "$ISSUER" "$ISSUER"
-  printf '[policy]\nfile = "%s"\n' "$WORK/policy.cedar"
-  printf '[[quotas.rules]]\nname = "per-shopper-tool"\nscope = "tool"\nrate = 100000000\nwindow_secs = 1\n'
-  server; } > "$WORK/identity.toml"
+identity_toml "$UP" "$RP" > "$WORK/identity.toml"
 # train CONFIG [env...]: the instrumented gateway under CONFIG, trained, then stopped.
 train() {
   local config=$1; shift

@@ -27,7 +27,7 @@ UP=$(free_port); FW=$(free_port); GW=$(free_port)
 "$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$UP/_stats"
 "$FWD" "127.0.0.1:$FW" "http://127.0.0.1:$UP/mcp" > "$WORK/forwarder.log" 2>&1 & FW_PID=$!; PIDS+=($!)
-printf '[servers.demo]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$UP" > "$WORK/gateway.toml"
+demo_toml "$UP" > "$WORK/gateway.toml"
 "$BIN" serve --config "$WORK/gateway.toml" --listen "127.0.0.1:$GW" > /dev/null 2>&1 & GW_PID=$!; PIDS+=($!)
 wait_http "http://127.0.0.1:$GW/readyz"
 write_calls "$WORK/calls.lines" 600000
