@@ -71,7 +71,7 @@ impl ProgressRelay {
     ) -> (MetaPatch, Option<Self>) {
         let has_caller_token = params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
         let mut patch =
-            MetaPatch { drop: if has_caller_token { &["progressToken"] } else { &[] }, set: vec![] };
+            MetaPatch { drop: if has_caller_token { vec!["progressToken"] } else { vec![] }, set: vec![] };
         let mut relay = Self { progress: None, logs: None };
         if let Some(sink) = progress {
             let token = format!("mcp-gateway-{id}");

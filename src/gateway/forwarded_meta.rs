@@ -9,7 +9,7 @@ use crate::protocol::mcp;
 /// The caller's `_meta` as forwarded upstream: without the keys the protocol reserves, the
 /// gateway's own (`io.mcp-gateway/…`), the progress token (the transport sets the gateway's own
 /// when the call relays progress) and the trace context (each attempt stamps its own, from the
-/// caller's: `otel::stamp_meta`). Everything else goes to the server as the caller sent it.
+/// caller's: `Outbound::stamp_meta`). Everything else goes to the server as the caller sent it.
 pub fn forwarded_meta(meta: Option<&Value>) -> Map<String, Value> {
     let mut forwarded = meta.and_then(mcp::forwardable_meta).unwrap_or_default();
     forwarded.retain(|k, _| {

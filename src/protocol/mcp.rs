@@ -182,7 +182,7 @@ fn modern_meta() -> &'static Map<String, Value> {
 /// params (arguments and all) are never copied to change their `_meta`.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct MetaPatch {
-    pub drop: &'static [&'static str],
+    pub drop: Vec<&'static str>,
     pub set: Vec<(&'static str, Value)>,
 }
 
@@ -220,7 +220,7 @@ impl<'a> MergedMeta<'a> {
             }
         }
         ours.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        Self { caller, drop: patch.drop, ours, era }
+        Self { caller, drop: &patch.drop, ours, era }
     }
 
     /// The caller's entries as written: less the dropped ones, and less the client declaration
@@ -502,7 +502,7 @@ mod tests {
     #[test]
     fn a_patch_is_written_as_the_patched_map_would_be() {
         let patch = MetaPatch {
-            drop: &["progressToken"],
+            drop: vec!["progressToken"],
             set: vec![
                 ("progressToken", json!("gw-3")),
                 ("io.modelcontextprotocol/logLevel", json!("warning")),
@@ -533,7 +533,7 @@ mod tests {
                 "m",
                 &params,
                 Era::Legacy,
-                &MetaPatch { drop: &["progressToken"], set: vec![] },
+                &MetaPatch { drop: vec!["progressToken"], set: vec![] },
             );
             let sent: Value = serde_json::from_slice(&dropped).unwrap();
             let left = caller.as_object().map(|m| m.len() > 1).unwrap_or(false);

@@ -1,9 +1,10 @@
 //! The layer of the call stack that gives every upstream attempt its own span (a child of the
-//! inbound message's span) and stamps the attempt's W3C trace context into the request's
-//! `_meta`, where the transports take it for their headers / Lambda client context. Its place
-//! in the stack ([`super::stack`]) gives a span only to attempts that are really made.
+//! inbound message's span) and hands the attempt's W3C trace context to the transport
+//! (`request.outbound`), which sends it as headers / Lambda client context and writes it into
+//! the request's `_meta` as it encodes it. Its place in the stack ([`super::stack`]) gives a
+//! span only to attempts that are really made.
 //!
-//! Off (see [`otel`]), no span is made; the caller's trace context is still stamped so
+//! Off (see [`otel`]), no span is made; the caller's trace context is still handed on so
 //! it passes through. Outside an inbound message (the registry's background `tools/list`) it
 //! does nothing.
 
@@ -62,13 +63,11 @@ impl TracedLayer {
 impl Step for TracedLayer {
     fn call<S: StackService>(&self, inner: &mut S, mut request: UpstreamRequest) -> UpstreamFuture {
         let Some(span) = self.span(&request) else {
-            otel::stamp_meta(&mut request.params);
-            request.outbound = otel::outbound(&request.params);
+            request.outbound = otel::outbound();
             return Box::pin(inner.call(request));
         };
         let future = span.in_scope(|| {
-            otel::stamp_meta(&mut request.params);
-            request.outbound = otel::outbound(&request.params);
+            request.outbound = otel::outbound();
             inner.call(request)
         });
         Box::pin(async move {

@@ -1,7 +1,7 @@
 //! OpenTelemetry tracing: one span per inbound MCP message ([`MessageSpan`]), one child span
 //! per upstream attempt ([`AttemptSpan`], made by `resilience::traced`), exported as
-//! OTLP/HTTP protobuf by a batch processor on the tokio runtime, and W3C trace context carried
-//! across the gateway.
+//! OTLP/HTTP protobuf by the SDK's batch processor (on a thread of its own), and W3C trace
+//! context carried across the gateway.
 //!
 //! The spans are made with the OpenTelemetry SDK directly, not through `tracing` spans and a
 //! bridge layer: a call's two spans then cost what the SDK costs (a span, its attributes, one
@@ -37,14 +37,14 @@ use futures_util::future::Either;
 use opentelemetry::{
     Context, KeyValue,
     context::{FutureExt as _, WithContext},
-    propagation::{Extractor, Injector, TextMapPropagator},
+    propagation::{Extractor, TextMapPropagator},
     trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _},
 };
 use opentelemetry_sdk::{
     propagation::TraceContextPropagator,
     trace::{SdkTracer, SdkTracerProvider},
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// `_meta` and header keys of the W3C trace context (SEP-414 uses the header names bare).
 pub use crate::upstream::outbound::{AMZN_TRACE_ID, Outbound, REQUEST_ID, TRACEPARENT, TRACESTATE};
@@ -89,11 +89,10 @@ pub fn init() -> anyhow::Result<Option<Tracing>> {
         .with_http()
         .build()
         .map_err(|e| anyhow::anyhow!("OTLP trace exporter: {e}"))?;
-    let processor = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
-        exporter,
-        opentelemetry_sdk::runtime::Tokio,
-    )
-    .build();
+    // The SDK's batch processor: a thread of its own, woken when a batch is full or the
+    // export interval ends. Ending a span is one push onto its queue (the processor for the
+    // tokio runtime woke a task for every span ended, two per call).
+    let processor = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter).build();
     let service = std::env::var("OTEL_SERVICE_NAME")
         .ok()
         .filter(|s| !s.trim().is_empty())
@@ -114,7 +113,7 @@ pub fn init() -> anyhow::Result<Option<Tracing>> {
 impl Tracing {
     /// Exports every finished span still buffered, then stops the exporter. Call after the
     /// server drained, so the spans of drained calls go out. The SDK's shutdown blocks until
-    /// its processor task (on this runtime) is done, so it runs on a blocking thread.
+    /// its processor thread exported them, so it runs on a blocking thread.
     pub async fn shutdown(self) {
         ENABLED.store(false, Ordering::Relaxed);
         let provider = self.provider;
@@ -181,8 +180,8 @@ impl Inbound {
     }
 }
 
-/// The two W3C trace-context fields, as the propagator reads and writes them (rather than a
-/// hash map per message and per attempt).
+/// The two W3C trace-context fields, as the propagator reads them (rather than a hash map per
+/// message).
 #[derive(Default)]
 struct Carrier {
     traceparent: Option<String>,
@@ -203,16 +202,6 @@ impl Extractor for Carrier {
             .into_iter()
             .filter_map(|(key, value)| value.as_ref().map(|_| key))
             .collect()
-    }
-}
-
-impl Injector for Carrier {
-    fn set(&mut self, key: &str, value: String) {
-        match key {
-            TRACEPARENT => self.traceparent = Some(value),
-            TRACESTATE => self.tracestate = Some(value),
-            _ => {}
-        }
     }
 }
 
@@ -393,7 +382,7 @@ pub fn record_call(outcome: &str, attempts: u32, tool: &str, server: &str, trans
     };
     let failed =
         !matches!(outcome, "success" | "cache_hit" | "shared" | "fallback_stale" | "fallback_alternative");
-    let mut attributes = Vec::with_capacity(12);
+    let mut attributes = Vec::with_capacity(9);
     if !server.is_empty() {
         // A catalogue name: the set is the operator's, not the caller's.
         attributes.push(KeyValue::new("gen_ai.tool.name", bounded(tool).to_string()));
@@ -403,9 +392,9 @@ pub fn record_call(outcome: &str, attempts: u32, tool: &str, server: &str, trans
     }
     attributes.push(KeyValue::new("mcp_gateway.outcome", outcome.to_string()));
     attributes.push(KeyValue::new("mcp_gateway.attempts", i64::from(attempts)));
+    // Each attribute costs a call about 1.3k instructions to export; `cache` says what the
+    // booleans `cache_hit` and `shared` once repeated.
     attributes.push(KeyValue::new("mcp_gateway.cache", cache));
-    attributes.push(KeyValue::new("mcp_gateway.cache_hit", outcome == "cache_hit"));
-    attributes.push(KeyValue::new("mcp_gateway.shared", cache == "shared"));
     attributes.push(KeyValue::new("mcp_gateway.fallback", fallback));
     if failed {
         attributes.push(KeyValue::new("error.type", outcome.to_string()));
@@ -429,7 +418,11 @@ pub fn log_trace_id() -> Option<String> {
         let current = Context::map_current(|cx| {
             let span = cx.span();
             let context = span.span_context();
-            context.is_valid().then(|| context.trace_id().to_string())
+            context.is_valid().then(|| {
+                let mut id = String::with_capacity(32);
+                push_hex(&mut id, &context.trace_id().to_bytes());
+                id
+            })
         });
         if current.is_some() {
             return current;
@@ -441,46 +434,57 @@ pub fn log_trace_id() -> Option<String> {
 /// The trace context an upstream attempt carries: the current (attempt) span's when tracing
 /// is on and a span is current, else the caller's unchanged.
 pub fn outbound_context() -> Option<(String, Option<String>)> {
-    if enabled() {
-        let injected = Context::map_current(|cx| {
-            cx.span().span_context().is_valid().then(|| {
-                let mut carrier = Carrier::default();
-                TraceContextPropagator::new().inject_context(cx, &mut carrier);
-                carrier
-            })
-        });
-        if let Some(carrier) = injected {
-            return Some((carrier.traceparent?, carrier.tracestate.filter(|s| !s.is_empty())));
-        }
+    if enabled()
+        && let Some(current) = Context::map_current(span_context_of)
+    {
+        return Some(current);
     }
     with_inbound(|inbound| inbound.traceparent.clone().map(|tp| (tp, inbound.tracestate.clone()))).flatten()
 }
 
-/// Puts the attempt's trace context into the request's `_meta` (replacing the caller's).
-/// The params are shared by the request's attempts: they are copied only when there is a
-/// context to stamp.
-pub fn stamp_meta(params: &mut std::sync::Arc<Map<String, Value>>) {
-    let Some((traceparent, tracestate)) = outbound_context() else { return };
-    let meta = std::sync::Arc::make_mut(params).entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(meta) = meta {
-        meta.insert(TRACEPARENT.into(), Value::String(traceparent));
-        match tracestate {
-            Some(state) => meta.insert(TRACESTATE.into(), Value::String(state)),
-            None => meta.remove(TRACESTATE),
-        };
-    }
-}
-
-/// What the transport sends along with this attempt: the trace context stamped into `params`
-/// (see [`stamp_meta`]) and the caller's request ids from the inbound scope.
-pub fn outbound(params: &Map<String, Value>) -> Outbound {
-    let meta = params.get("_meta");
-    let text = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
-    let traceparent = text(TRACEPARENT).filter(|v| valid_traceparent(v)).map(str::to_string);
-    let tracestate = traceparent.as_ref().and(text(TRACESTATE)).and_then(clean_tracestate);
+/// What the transport sends along with this attempt: the trace context of
+/// [`outbound_context`] (headers, and `_meta` keys written over the caller's by
+/// [`Outbound::stamp_meta`]) and the caller's request ids from the inbound scope.
+pub fn outbound() -> Outbound {
+    // Both sources are checked already: the span's is written from a valid context, the
+    // caller's was checked as it came in ([`Inbound`]).
+    let (traceparent, tracestate) = outbound_context().unzip();
+    let tracestate = tracestate.flatten();
     let (request_id, amzn_trace_id) =
         with_inbound(|i| (i.request_id.clone(), i.amzn_trace_id.clone())).unwrap_or_default();
     Outbound { traceparent, tracestate, request_id, amzn_trace_id }
+}
+
+/// The `traceparent` and `tracestate` (none when empty) of `cx`'s span, when it is valid.
+fn span_context_of(cx: &Context) -> Option<(String, Option<String>)> {
+    let span = cx.span();
+    let context = span.span_context();
+    context.is_valid().then(|| {
+        let state = context.trace_state().header();
+        (traceparent_of(context), Some(state).filter(|s| !s.is_empty()))
+    })
+}
+
+/// A valid span context's `traceparent`, as the SDK's `TraceContextPropagator` writes it
+/// (version `00`, the sampled flag only), without its trip through `format!`: one is written
+/// per upstream attempt.
+fn traceparent_of(context: &opentelemetry::trace::SpanContext) -> String {
+    let mut traceparent = String::with_capacity(55);
+    traceparent.push_str("00-");
+    push_hex(&mut traceparent, &context.trace_id().to_bytes());
+    traceparent.push('-');
+    push_hex(&mut traceparent, &context.span_id().to_bytes());
+    traceparent.push_str(if context.is_sampled() { "-01" } else { "-00" });
+    traceparent
+}
+
+/// Appends `bytes` as lowercase hex.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
 }
 
 /// `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`, ids not all zero (W3C level 1;
@@ -529,9 +533,41 @@ fn bounded(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Map, json};
 
     const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    impl opentelemetry::propagation::Injector for Carrier {
+        fn set(&mut self, key: &str, value: String) {
+            match key {
+                TRACEPARENT => self.traceparent = Some(value),
+                TRACESTATE => self.tracestate = Some(value),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_attempts_context_is_written_as_the_sdks_propagator_writes_it() {
+        use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+        let state = TraceState::from_key_value([("vendor", "x1"), ("other", "y")]).unwrap();
+        for (flags, state) in [(TraceFlags::SAMPLED, state), (TraceFlags::default(), TraceState::default())] {
+            let context = SpanContext::new(
+                TraceId::from_bytes(*b"\x00\x01\x0a\xf0\xffABCDEFGHIJK"),
+                SpanId::from_bytes(*b"\x9f\x00\x10zZ7\x01\xee"),
+                flags,
+                true,
+                state,
+            );
+            let mut carrier = Carrier::default();
+            let cx = Context::new().with_remote_span_context(context.clone());
+            TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+            assert_eq!(Some(traceparent_of(&context)), carrier.traceparent);
+            assert!(valid_traceparent(&traceparent_of(&context)));
+            let expected_state = carrier.tracestate.filter(|s| !s.is_empty());
+            assert_eq!(span_context_of(&cx), Some((traceparent_of(&context), expected_state)));
+        }
+    }
 
     #[test]
     fn only_an_endpoint_turns_tracing_on_and_the_standard_switches_keep_it_off() {
@@ -640,15 +676,33 @@ mod tests {
     fn off_the_caller_context_passes_through_unchanged() {
         let inbound =
             Inbound { traceparent: Some(TP.into()), request_id: Some("r".into()), ..Default::default() };
-        let params = tokio_test_block_on(scoped(inbound, async {
-            let mut params = std::sync::Arc::new(Map::new());
-            stamp_meta(&mut params);
-            (Map::clone(&params), outbound(&params), log_trace_id())
-        }));
-        assert_eq!(params.0["_meta"]["traceparent"], TP);
-        assert_eq!(params.1.traceparent.as_deref(), Some(TP));
-        assert_eq!(params.1.request_id.as_deref(), Some("r"));
-        assert_eq!(params.2.as_deref(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        let (sent, trace_id) = tokio_test_block_on(scoped(inbound, async { (outbound(), log_trace_id()) }));
+        assert_eq!(sent.traceparent.as_deref(), Some(TP));
+        assert_eq!(sent.request_id.as_deref(), Some("r"));
+        assert_eq!(trace_id.as_deref(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        let params =
+            Map::from_iter([("_meta".to_string(), json!({"traceparent": "garbage", "tracestate": "a=1"}))]);
+        let mut patch = crate::protocol::mcp::MetaPatch::default();
+        sent.stamp_meta(&mut patch);
+        let written: Value = serde_json::from_slice(&crate::protocol::mcp::encode_patched_request(
+            1,
+            "tools/call",
+            &params,
+            crate::protocol::mcp::Era::Legacy,
+            &patch,
+        ))
+        .unwrap();
+        assert_eq!(
+            written["params"]["_meta"],
+            json!({"traceparent": TP}),
+            "the caller's tracestate went with its parent"
+        );
+        assert_eq!(params["_meta"]["traceparent"], "garbage", "the params themselves are not changed");
+        assert_eq!(
+            tokio_test_block_on(async { outbound() }),
+            Outbound::default(),
+            "no context, nothing stamped"
+        );
     }
 
     fn tokio_test_block_on<F: Future>(future: F) -> F::Output {

@@ -128,7 +128,13 @@ impl Inner {
             None => {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                 // Lambda servers are stateless: every request carries the modern-era `_meta`.
-                let payload = mcp::encode_request(id, request.method, &request.params, mcp::Era::Modern);
+                let payload = mcp::encode_patched_request(
+                    id,
+                    request.method,
+                    &request.params,
+                    mcp::Era::Modern,
+                    &request.trace_patch(),
+                );
                 if payload.len() > MAX_PAYLOAD_BYTES {
                     return Err(UpstreamError::PayloadTooLarge {
                         size: payload.len(),

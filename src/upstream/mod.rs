@@ -116,10 +116,22 @@ impl UpstreamRequest {
     }
 
     /// The changes to this request's `_meta` when it is sent with JSON-RPC id `id` in `era`
-    /// (the gateway's progress token, the modern era's log level), and the relay of the
-    /// notifications it wants, if any ([`ProgressRelay::outbound`]).
+    /// (the gateway's progress token, the modern era's log level, the attempt's trace
+    /// context), and the relay of the notifications it wants, if any
+    /// ([`ProgressRelay::outbound`]).
     pub fn notifications_relay(&self, id: u64, era: Era) -> (MetaPatch, Option<ProgressRelay>) {
-        ProgressRelay::outbound(&self.params, self.progress.as_ref(), self.logs.as_ref(), id, era)
+        let (mut patch, relay) =
+            ProgressRelay::outbound(&self.params, self.progress.as_ref(), self.logs.as_ref(), id, era);
+        self.outbound.stamp_meta(&mut patch);
+        (patch, relay)
+    }
+
+    /// The changes to this request's `_meta` on a transport that relays no notifications:
+    /// the attempt's trace context.
+    pub fn trace_patch(&self) -> MetaPatch {
+        let mut patch = MetaPatch::default();
+        self.outbound.stamp_meta(&mut patch);
+        patch
     }
 
     /// Time left before the deadline (`None`: no deadline).

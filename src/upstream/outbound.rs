@@ -1,11 +1,13 @@
 //! What a transport sends along with one attempt besides the request itself: the W3C trace
-//! context and the caller's request ids, as HTTP headers or as a Lambda `ClientContext`. The
-//! attempt layer (`telemetry::traced`) fills it in; transports only read it, so they need to
-//! know nothing of tracing.
+//! context and the caller's request ids, as HTTP headers or as a Lambda `ClientContext`, and
+//! the trace context in the request's `_meta` too. The attempt layer (`resilience::traced`)
+//! fills it in; transports only read it, so they need to know nothing of tracing.
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+
+use crate::protocol::mcp::MetaPatch;
 
 pub const TRACEPARENT: &str = "traceparent";
 pub const TRACESTATE: &str = "tracestate";
@@ -23,6 +25,19 @@ pub struct Outbound {
 }
 
 impl Outbound {
+    /// Adds the trace context to the changes to a request's `_meta` (SEP-414's keys): its
+    /// `traceparent`, and its `tracestate` or, without one, the caller's dropped (it described
+    /// the caller's parent). Without a context the caller's `_meta` goes as it came. Applied
+    /// as the request is written: the params, shared by a call's attempts, are not copied.
+    pub fn stamp_meta(&self, patch: &mut MetaPatch) {
+        let Some(traceparent) = &self.traceparent else { return };
+        patch.set.push((TRACEPARENT, Value::String(traceparent.clone())));
+        match &self.tracestate {
+            Some(state) => patch.set.push((TRACESTATE, Value::String(state.clone()))),
+            None => patch.drop.push(TRACESTATE),
+        }
+    }
+
     /// The HTTP headers: `traceparent`, `tracestate`, `x-request-id`.
     pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
         [

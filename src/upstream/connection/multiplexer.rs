@@ -37,7 +37,10 @@ use crate::{
         ProgressSink,
         to_caller::{ProgressUpdate, ToCaller},
     },
-    protocol::{jsonrpc::ErrorObject, mcp},
+    protocol::{
+        jsonrpc::ErrorObject,
+        mcp::{self, MetaPatch},
+    },
     upstream::{
         RawResult, UpstreamError, UpstreamReply, UpstreamRequest,
         channel::{ChannelEnd, MessageChannel},
@@ -85,8 +88,9 @@ impl Shared {
     }
 }
 
-/// The request as sent: the gateway's id, the session-era shape, and a progress token of the
-/// gateway's own only when the call can receive progress (a caller's token never goes up).
+/// The request as sent: the gateway's id, the session-era shape, a progress token of the
+/// gateway's own only when the call can receive progress (a caller's token never goes up), and
+/// the attempt's trace context.
 fn encode_call(id: u64, request: &UpstreamRequest) -> String {
     let mut params = Map::clone(&request.params);
     let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
@@ -95,6 +99,12 @@ fn encode_call(id: u64, request: &UpstreamRequest) -> String {
         if request.progress.is_some() {
             meta.insert("progressToken".into(), json!(id));
         }
+        let mut trace = MetaPatch::default();
+        request.outbound.stamp_meta(&mut trace);
+        for key in trace.drop {
+            meta.remove(key);
+        }
+        meta.extend(trace.set.into_iter().map(|(key, value)| (key.to_string(), value)));
     }
     if params.get("_meta").is_some_and(|m| m.as_object().is_some_and(Map::is_empty)) {
         params.remove("_meta");
@@ -427,6 +437,23 @@ mod tests {
         request.progress = Some(mpsc::channel(1).0);
         let sent: Value = serde_json::from_str(&encode_call(8, &request)).unwrap();
         assert_eq!(sent["params"]["_meta"]["progressToken"], 8);
+    }
+
+    #[test]
+    fn the_attempts_trace_context_is_written_over_the_callers() {
+        const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut params = Map::new();
+        params.insert("_meta".into(), json!({"traceparent": "callers", "tracestate": "c=1", "k": 1}));
+        let mut request = UpstreamRequest::new("tools/call", params);
+        let sent: Value = serde_json::from_str(&encode_call(1, &request)).unwrap();
+        assert_eq!(sent["params"]["_meta"]["traceparent"], "callers", "no context: as the caller sent it");
+        request.outbound.traceparent = Some(TP.into());
+        let sent: Value = serde_json::from_str(&encode_call(2, &request)).unwrap();
+        assert_eq!(sent["params"]["_meta"], json!({"traceparent": TP, "k": 1}));
+        request.outbound.tracestate = Some("g=2".into());
+        let sent: Value = serde_json::from_str(&encode_call(3, &request)).unwrap();
+        assert_eq!(sent["params"]["_meta"], json!({"traceparent": TP, "tracestate": "g=2", "k": 1}));
+        assert_eq!(request.params["_meta"]["traceparent"], "callers", "the shared params are not changed");
     }
 
     /// An in-process peer: answers `initialize`, and each `tools/call` with a progress

@@ -101,7 +101,13 @@ impl Inner {
         // Opened before the call, so that nothing the server sends there for it is missed.
         let standalone = self.standalone_stream(&session).await;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let body = mcp::encode_request(id, request.method, &request.params, Era::Legacy);
+        let body = mcp::encode_patched_request(
+            id,
+            request.method,
+            &request.params,
+            Era::Legacy,
+            &request.trace_patch(),
+        );
         let builder =
             with_outbound(self.build(Method::POST, Headers::Legacy(&session)).body(body), &request.outbound);
         // Dropped before the end (the call dropped, a failure): the server is told, the session ended.
