@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use opentelemetry::KeyValue;
+use opentelemetry::{KeyValue, StringValue};
 
 use super::{
     breaker::Breaker,
@@ -50,9 +50,10 @@ impl TracedLayer {
         attributes.push(KeyValue::new("mcp.method.name", method));
         attributes.push(KeyValue::new("rpc.system.name", "jsonrpc"));
         if let Some(tool) = &request.tool {
-            attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_string()));
+            attributes.push(KeyValue::new("gen_ai.tool.name", StringValue::from(tool.clone())));
         }
-        attributes.push(KeyValue::new("mcp_gateway.server", self.server.to_string()));
+        // Shared, not copied: the names live as long as the server's stack.
+        attributes.push(KeyValue::new("mcp_gateway.server", StringValue::from(self.server.clone())));
         attributes.push(KeyValue::new("mcp_gateway.transport", self.transport));
         attributes.push(KeyValue::new("mcp_gateway.attempt", i64::from(attempt)));
         attributes.push(KeyValue::new("mcp_gateway.breaker.state", self.breaker.state().name()));

@@ -35,7 +35,7 @@ use std::sync::{
 use axum::http::HeaderMap;
 use futures_util::future::Either;
 use opentelemetry::{
-    Context, KeyValue,
+    Context, KeyValue, StringValue,
     context::{FutureExt as _, WithContext},
     propagation::{Extractor, TextMapPropagator},
     trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _},
@@ -263,7 +263,7 @@ impl MessageSpan {
             attributes.push(KeyValue::new("jsonrpc.request.id", id));
         }
         if let Some(request_id) = &inbound.request_id {
-            attributes.push(KeyValue::new("mcp_gateway.request_id", request_id.to_string()));
+            attributes.push(KeyValue::new("mcp_gateway.request_id", StringValue::from(request_id.clone())));
         }
         let parent = inbound.remote_context().unwrap_or_default();
         Self { cx: Some(child_of(&parent, tracer, method, SpanKind::Server, attributes)) }
