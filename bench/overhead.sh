@@ -54,7 +54,7 @@ demo_toml "$UP10K" > "$WORK/tools10k.toml"
 # Tracing on: the OTLP receiver of the tests (scripts/install-test-deps.sh installs its venv).
 OTELPY=tests/peers/.venv-otel/bin/python
 [ -x "$OTELPY" ] || bash scripts/install-test-deps.sh
-"$OTELPY" -u tests/peers/receivers/otlp_receiver.py "$OTLP" --count > "$WORK/otlp.log" 2>&1 & PIDS+=($!)
+"$OTELPY" -u tests/peers/receivers/otlp_receiver.py "$OTLP" --count > "$WORK/otlp.log" 2>&1 & OTLP_PID=$!; PIDS+=($!)
 wait_http "http://127.0.0.1:$OTLP/_count"
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/default.toml" --listen "127.0.0.1:$GWT" > /dev/null 2>&1 & GWT_PID=$!; PIDS+=($!)
 OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP" "$BIN" serve --config "$WORK/full.toml" --listen "127.0.0.1:$GWF" > /dev/null 2>&1 & GWF_PID=$!; PIDS+=($!)
@@ -108,6 +108,18 @@ check() { # every target must really answer the tool call
 }
 for t in "${TARGETS[@]}"; do check "$t"; done
 
+# CPU ticks of a gateway's span export threads (the SDK's batch processor and the HTTP client
+# it sends with); 0 for a process without them.
+export_ticks() {
+  [ -n "$1" ] || { echo 0; return; }
+  local total=0 task
+  for task in /proc/"$1"/task/*; do
+    case $(cat "$task/comm" 2>/dev/null) in
+      OpenTelemetry*|reqwest-intern*) total=$(( total + $(awk '{print $14 + $15}' "$task/stat" 2>/dev/null || echo 0) ));;
+    esac
+  done
+  echo "$total"
+}
 run() { # target mode(fixed|max) round
   local args=(--no-tui -z "${DURATION}s" -m POST -T application/json -A 'application/json, text/event-stream'
               -H 'MCP-Protocol-Version: 2025-06-18' -Z "$WORK/$(lines_of "$1").lines" --output-format json -o "$WORK/$1-$2-$3.json")
@@ -115,15 +127,18 @@ run() { # target mode(fixed|max) round
   [ "$1" = mcp-proxy ] && args+=(-H "Mcp-Session-Id: $SID")
   [ "$1" = identity ] && args+=(-H "Authorization: Bearer $TOKEN")
   echo "==> round $3: $1 ($2 rate, ${DURATION}s)"
-  # CPU time of the path, its upstream and oha over the run: where the calls' CPU went.
-  local path_pid up_pid path0 up0
+  # CPU time of the path, its upstream, oha and (traced rows) the OTLP receiver over the run:
+  # where the calls' CPU went.
+  local path_pid up_pid recv_pid="" path0 up0 recv0
   path_pid=$(pid_of "$1"); up_pid=$(upstream_pid_of "$1")
-  path0=$(cpu_ticks "$path_pid"); up0=$(cpu_ticks "$up_pid")
+  case $1 in traced|full) recv_pid=$OTLP_PID;; esac
+  path0=$(cpu_ticks "$path_pid"); up0=$(cpu_ticks "$up_pid"); recv0=$(cpu_ticks "$recv_pid")
+  local export0; export0=$(export_ticks "$path_pid")
   python3 -c 'import resource, subprocess, sys
 subprocess.run(sys.argv[2:], check=True)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 open(sys.argv[1], "w").write("%f" % (r.ru_utime + r.ru_stime))' "$WORK/$1-$2-$3.oha-cpu" "$OHA" "${args[@]}" "$(url_of "$1")"
-  echo "$(( $(cpu_ticks "$path_pid") - path0 )) $(( $(cpu_ticks "$up_pid") - up0 )) $(cat "$WORK/$1-$2-$3.oha-cpu")" > "$WORK/$1-$2-$3.cpu"
+  echo "$(( $(cpu_ticks "$path_pid") - path0 )) $(( $(cpu_ticks "$up_pid") - up0 )) $(cat "$WORK/$1-$2-$3.oha-cpu") $(( $(cpu_ticks "$recv_pid") - recv0 )) $(( $(export_ticks "$path_pid") - export0 ))" > "$WORK/$1-$2-$3.cpu"
 }
 for round in $(seq "$ROUNDS"); do
   for mode in fixed max; do for t in "${TARGETS[@]}"; do run "$t" $mode "$round"; done; done
@@ -153,11 +168,14 @@ def load(path):
     codes = d.get("statusCodeDistribution", {})
     total = sum(codes.values()) or 1
     p = d["latencyPercentiles"]
-    # CPU per call (µs) of the path's process, its upstream and oha over the run.
+    # CPU per call (µs) of the path's process, its upstream, oha and the OTLP receiver over the run.
     tick = 1e6 / os.sysconf("SC_CLK_TCK")
-    path_ticks, up_ticks, oha_s = open(path[:-len(".json")] + ".cpu").read().split()
-    cpu = {"cpu_path": int(path_ticks) * tick / total, "cpu_up": int(up_ticks) * tick / total, "cpu_oha": float(oha_s) * 1e6 / total}
-    return {"p50": p["p50"] * 1e6, "p99": p["p99"] * 1e6, "rps": d["summary"]["requestsPerSec"], "ok": codes.get("200", 0) / total, **cpu}
+    path_ticks, up_ticks, oha_s, recv_ticks, export_ticks = open(path[:-len(".json")] + ".cpu").read().split()
+    cpu = {"cpu_path": int(path_ticks) * tick / total, "cpu_up": int(up_ticks) * tick / total, "cpu_oha": float(oha_s) * 1e6 / total,
+           "cpu_recv": int(recv_ticks) * tick / total}
+    cpu_export = int(export_ticks) * tick / total
+    return {"p50": p["p50"] * 1e6, "p99": p["p99"] * 1e6, "rps": d["summary"]["requestsPerSec"], "ok": codes.get("200", 0) / total,
+            "cpu_export": cpu_export, **cpu}
 runs = {(n, m, r): load(f"{work}/{n}-{m}-{r}.json") for n in names for m in ("fixed", "max") for r in range(1, rounds + 1)}
 def med(n, m, key): return statistics.median(runs[(n, m, r)][key] for r in range(1, rounds + 1))
 def span(n, m, key, base=None):
@@ -189,14 +207,20 @@ for n, base, floor in ((GWR, JF, 0.95), ("traced", GWR, 0.85), ("full", GWR, 0.8
 need = -(-7 * rounds // 8)
 print(f"| `gateway` added p50 @1k/s within 30 µs of `json-forwarder`'s in {need} of {rounds} rounds | {within(GWR)} of {rounds} | {'yes' if within(GWR) >= need else 'no'} |")
 print(f"| idle RSS ≤ 20 MiB | {idle / 1024:.1f} MiB | {'yes' if idle <= 20 * 1024 else 'no'} |")
-print("\nAt maximum rate the three processes share the 2 cores, so the rate follows the CPU each call costs them all. "
-      "CPU per call at maximum rate (µs, user + system, median over rounds; the path's own process, its upstream, oha):\n")
-print("| path | path's process | upstream | oha | total | path's process vs forwarder's | vs json-forwarder's |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+print("\nAt maximum rate the processes share the 2 cores, so the rate follows the CPU each call costs them all. "
+      "CPU per call at maximum rate (µs, user + system, median over rounds; the path's own process, its upstream, oha, and for the rows that export "
+      "spans the local OTLP receiver, which decodes every span on the same cores — a collector elsewhere would take that off them):\n")
+print("| path | path's process | upstream | oha | OTLP receiver | total | path's process vs forwarder's | vs json-forwarder's |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for n in names:
-    c = {k: med(n, "max", k) for k in ("cpu_path", "cpu_up", "cpu_oha")}
+    c = {k: med(n, "max", k) for k in ("cpu_path", "cpu_up", "cpu_oha", "cpu_recv")}
     vs = lambda base: "—" if n in ("direct", base) else f"{c['cpu_path'] - med(base, 'max', 'cpu_path'):+.1f}"
-    print(f"| {n} | {c['cpu_path']:.1f} | {c['cpu_up']:.1f} | {c['cpu_oha']:.1f} | {sum(c.values()):.1f} | {vs('forwarder')} | {vs('json-forwarder')} |")
+    recv = f"{c['cpu_recv']:.1f}" if n in ("traced", "full") else "—"
+    print(f"| {n} | {c['cpu_path']:.1f} | {c['cpu_up']:.1f} | {c['cpu_oha']:.1f} | {recv} | {sum(c.values()):.1f} | {vs('forwarder')} | {vs('json-forwarder')} |")
+for n in ("traced", "full"):
+    if n in names:
+        print(f"\n`{n}`: of the path's process, the span export threads (the SDK's batch processor encoding OTLP protobuf, and the HTTP client sending it) took "
+              f"{med(n, 'max', 'cpu_export'):.1f} µs per call; the threads serving calls took {med(n, 'max', 'cpu_path') - med(n, 'max', 'cpu_export'):.1f}.")
 d = json.load(open(f"{work}/list10k.json")); lst = {"p50": d["latencyPercentiles"]["p50"] * 1e6, "p99": d["latencyPercentiles"]["p99"] * 1e6}
 print(f"\n`tools/list` at 10,006 tools ({int(list_bytes) / 1e6:.1f} MB body, 50 lists/s over 4 connections): p50 {lst['p50'] / 1000:.2f} ms, p99 {lst['p99'] / 1000:.2f} ms.")
 print(f"\nGateway resident memory (default configuration): {idle / 1024:.1f} MiB idle, {loaded / 1024:.1f} MiB at 256 concurrent connections.")
