@@ -190,6 +190,15 @@ impl MetaPatch {
     pub fn is_empty(&self) -> bool {
         self.drop.is_empty() && self.set.is_empty()
     }
+
+    /// Applies the patch to a `_meta` map a transport holds a copy of anyway (where
+    /// [`encode_patched_request`] applies it as it writes).
+    pub fn apply(self, meta: &mut Map<String, Value>) {
+        for key in self.drop {
+            meta.remove(key);
+        }
+        meta.extend(self.set.into_iter().map(|(key, value)| (key.to_string(), value)));
+    }
 }
 
 /// A request's `_meta` as written: the caller's entries (less the dropped ones) with the

@@ -433,7 +433,7 @@ pub fn log_trace_id() -> Option<String> {
 
 /// The trace context an upstream attempt carries: the current (attempt) span's when tracing
 /// is on and a span is current, else the caller's unchanged.
-pub fn outbound_context() -> Option<(String, Option<String>)> {
+fn outbound_context() -> Option<(String, Option<String>)> {
     if enabled()
         && let Some(current) = Context::map_current(span_context_of)
     {

@@ -37,10 +37,7 @@ use crate::{
         ProgressSink,
         to_caller::{ProgressUpdate, ToCaller},
     },
-    protocol::{
-        jsonrpc::ErrorObject,
-        mcp::{self, MetaPatch},
-    },
+    protocol::{jsonrpc::ErrorObject, mcp},
     upstream::{
         RawResult, UpstreamError, UpstreamReply, UpstreamRequest,
         channel::{ChannelEnd, MessageChannel},
@@ -99,12 +96,7 @@ fn encode_call(id: u64, request: &UpstreamRequest) -> String {
         if request.progress.is_some() {
             meta.insert("progressToken".into(), json!(id));
         }
-        let mut trace = MetaPatch::default();
-        request.outbound.stamp_meta(&mut trace);
-        for key in trace.drop {
-            meta.remove(key);
-        }
-        meta.extend(trace.set.into_iter().map(|(key, value)| (key.to_string(), value)));
+        request.trace_patch().apply(meta);
     }
     if params.get("_meta").is_some_and(|m| m.as_object().is_some_and(Map::is_empty)) {
         params.remove("_meta");
