@@ -11,6 +11,7 @@
 //! line per call decision. What reaches a caller besides its answer (progress, log entries,
 //! relayed server→client requests) goes through [`backchannel`].
 
+pub mod allocator;
 pub mod audit;
 pub mod backchannel;
 pub mod config;

@@ -3,10 +3,9 @@
 
 mod cli;
 
-/// mimalloc: the gateway allocates many small, short-lived buffers per call; a thread-caching
-/// allocator makes that measurably cheaper than glibc malloc (see bench/results.md).
+/// mimalloc, called as [`mcp_gateway::allocator`] explains.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: mcp_gateway::allocator::MiMalloc = mcp_gateway::allocator::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
     cli::run()

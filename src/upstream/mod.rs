@@ -177,7 +177,7 @@ impl RawResult {
     pub fn is_tool_error(&self) -> bool {
         *self.tool_error.get_or_init(|| {
             let text = self.raw.get();
-            if !may_say_true(text, "\"isError\"") && memchr::memmem::find(text.as_bytes(), b"\\u").is_none() {
+            if !may_say_true(text, &IS_ERROR_KEY) && UNICODE_ESCAPE.find(text.as_bytes()).is_none() {
                 return false;
             }
             serde_json::from_str::<crate::protocol::jsonrpc::CallResultProbe>(text)
@@ -186,12 +186,19 @@ impl RawResult {
     }
 }
 
+/// The searchers of [`RawResult::is_tool_error`], built once: building one costs more than
+/// searching a typical result with it.
+static IS_ERROR_KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new("\"isError\""));
+static UNICODE_ESCAPE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new("\\u"));
+
 /// Whether `key` appears in `text` followed by `:` and `true` (JSON whitespace allowed around
 /// the colon): a necessary condition for that key being `true` anywhere in the JSON text.
-fn may_say_true(text: &str, key: &str) -> bool {
+fn may_say_true(text: &str, key: &memchr::memmem::Finder<'_>) -> bool {
     let ws: &[char] = &[' ', '\t', '\n', '\r'];
-    memchr::memmem::find_iter(text.as_bytes(), key.as_bytes()).any(|at| {
-        text[at + key.len()..]
+    key.find_iter(text.as_bytes()).any(|at| {
+        text[at + key.needle().len()..]
             .trim_start_matches(ws)
             .strip_prefix(':')
             .is_some_and(|value| value.trim_start_matches(ws).starts_with("true"))
