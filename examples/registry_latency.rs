@@ -76,6 +76,7 @@ async fn main() {
         Some(dynamo_endpoint),
         Some("us-east-1"),
         Duration::from_secs(5),
+        1,
     )
     .await;
     let mut samples = Vec::with_capacity(2_000);

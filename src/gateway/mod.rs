@@ -134,6 +134,7 @@ async fn dynamic_registry(
                 config.dynamodb_endpoint.as_deref(),
                 config.aws.region.as_deref(),
                 Duration::from_millis(settings.dynamodb_timeout_ms),
+                1,
             )
             .await
             .with_page_size(settings.scan_page_size),

@@ -16,6 +16,9 @@ use super::{
 };
 use crate::config::Config;
 
+/// How many times a registry command tries one DynamoDB request (the AWS CLI's default).
+const COMMAND_ATTEMPTS: u32 = 3;
+
 /// The stores a registry command talks to.
 pub struct RegistryClient {
     pub dynamo: DynamoStore,
@@ -30,6 +33,7 @@ impl RegistryClient {
             config.dynamodb_endpoint.as_deref(),
             config.aws.region.as_deref(),
             Duration::from_millis(config.registry.dynamodb_timeout_ms.max(5_000)),
+            COMMAND_ATTEMPTS,
         )
         .await;
         let redis = crate::redis_link::RedisLink::from_config(config)?.map(|link| {

@@ -33,16 +33,25 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
-    /// Standard credential/region chain, optional endpoint (DynamoDB Local), retries off.
+    /// Standard credential/region chain, optional endpoint (DynamoDB Local). `attempts`: how
+    /// many times the SDK may try one request (its standard retry strategy: transient
+    /// failures and throttling, with backoff). The gateway's registry tier makes one attempt —
+    /// a refresh is retried by its own schedule, and a lookup has a caller waiting — while an
+    /// operator's `registry …` command retries a connection that closed under it, as the AWS
+    /// CLI does.
     pub async fn connect(
         table: &str,
         endpoint: Option<&str>,
         region: Option<&str>,
         timeout: Duration,
+        attempts: u32,
     ) -> Self {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .retry_config(aws_config::retry::RetryConfig::disabled())
-            .timeout_config(
+        let retry = match attempts {
+            0 | 1 => aws_config::retry::RetryConfig::disabled(),
+            n => aws_config::retry::RetryConfig::standard().with_max_attempts(n),
+        };
+        let mut loader =
+            aws_config::defaults(aws_config::BehaviorVersion::latest()).retry_config(retry).timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
                     .connect_timeout(timeout.min(Duration::from_secs(1)))
                     .operation_attempt_timeout(timeout)

@@ -304,3 +304,71 @@ fn registry_entries_carry_catalogue_control_under_the_configurations() {
     let listed = registry_cli(&stores.env(false), &["list"]);
     assert!(listed.contains("\"rename\":\"find_manga\""), "{listed}");
 }
+
+/// A DynamoDB endpoint that closes the first connection without answering and answers every
+/// later request with an empty JSON object; counts the requests it read.
+fn endpoint_that_drops_the_first_connection() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            // Read the whole request: its headers, then Content-Length bytes of body.
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            let complete = loop {
+                let Ok(n) = stream.read(&mut buf) else { break false };
+                if n == 0 {
+                    break false;
+                }
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().to_string())
+                        })
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break true;
+                    }
+                }
+            };
+            if !complete {
+                continue;
+            }
+            if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                continue; // dropped: the connection closes with no answer
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    (port, requests)
+}
+
+#[test]
+fn a_registry_command_tries_again_when_dynamodb_closes_the_connection_unanswered() {
+    let (port, requests) = endpoint_that_drops_the_first_connection();
+    let out = registry_cli(
+        &[
+            ("MCP_GATEWAY_DYNAMODB_TABLE", "mcp-tool-registry".to_string()),
+            ("MCP_GATEWAY_DYNAMODB_ENDPOINT", format!("http://127.0.0.1:{port}")),
+        ],
+        &["create-table"],
+    );
+    assert!(out.contains("table mcp-tool-registry: created"), "{out}");
+    assert_eq!(
+        requests.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "the first request was dropped and the second answered"
+    );
+}
