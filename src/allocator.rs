@@ -33,6 +33,27 @@ fn plain(align: usize, size: usize) -> bool {
     align <= MIN_ALIGN && align <= size
 }
 
+/// One block for `layout` from `plain_call` when [`plain`] allows it, else from `aligned_call`
+/// (the zeroing and non-zeroing pairs of mimalloc's entry points).
+///
+/// # Safety
+/// Both must be mimalloc's allocation entry points, taking a size (and an alignment).
+#[inline]
+unsafe fn allocate(
+    layout: Layout,
+    plain_call: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_call: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: the caller passes mimalloc's entry points; they take any size and alignment.
+    unsafe {
+        if plain(layout.align(), layout.size()) {
+            plain_call(layout.size()).cast()
+        } else {
+            aligned_call(layout.size(), layout.align()).cast()
+        }
+    }
+}
+
 // SAFETY: every pointer handed out comes from mimalloc and is freed or resized by mimalloc,
 // which accepts a block from any of its entry points in `mi_free` and `mi_realloc`; each
 // block satisfies its layout's alignment (by `plain`'s rule or by the aligned call).
@@ -40,25 +61,13 @@ unsafe impl GlobalAlloc for MiMalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: plain FFI calls; mimalloc returns null on failure, as GlobalAlloc expects.
-        unsafe {
-            if plain(layout.align(), layout.size()) {
-                mi::mi_malloc(layout.size()).cast()
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { allocate(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as in `alloc`.
-        unsafe {
-            if plain(layout.align(), layout.size()) {
-                mi::mi_zalloc(layout.size()).cast()
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { allocate(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     #[inline]

@@ -305,10 +305,34 @@ fn registry_entries_carry_catalogue_control_under_the_configurations() {
     assert!(listed.contains("\"rename\":\"find_manga\""), "{listed}");
 }
 
+/// Reads one whole HTTP/1.1 request (head, then `content-length` bytes of body); `None` when
+/// the connection ends first.
+fn read_request(stream: &std::net::TcpStream) -> Option<()> {
+    use std::io::{BufRead, Read};
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).ok()?;
+    let mut reader = std::io::BufReader::new(stream);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line.trim_end().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    reader.read_exact(&mut vec![0; length]).ok()
+}
+
 /// A DynamoDB endpoint that closes the first connection without answering and answers every
 /// later request with an empty JSON object; counts the requests it read.
 fn endpoint_that_drops_the_first_connection() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -316,32 +340,7 @@ fn endpoint_that_drops_the_first_connection() -> (u16, Arc<std::sync::atomic::At
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            // Read the whole request: its headers, then Content-Length bytes of body.
-            let mut request = Vec::new();
-            let mut buf = [0u8; 4096];
-            let complete = loop {
-                let Ok(n) = stream.read(&mut buf) else { break false };
-                if n == 0 {
-                    break false;
-                }
-                request.extend_from_slice(&buf[..n]);
-                let text = String::from_utf8_lossy(&request).to_string();
-                if let Some(end) = text.find("\r\n\r\n") {
-                    let length = text[..end]
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().to_string())
-                        })
-                        .and_then(|v| v.parse::<usize>().ok())
-                        .unwrap_or(0);
-                    if request.len() >= end + 4 + length {
-                        break true;
-                    }
-                }
-            };
-            if !complete {
+            if read_request(&stream).is_none() {
                 continue;
             }
             if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
