@@ -10,7 +10,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::protocol::param_headers;
 
@@ -169,16 +169,6 @@ impl SchemaCache {
         if let Ok(mut cache) = self.compiled.lock() {
             cache.retain(|hash, _| live.contains(hash));
         }
-    }
-}
-
-/// The arguments object of a `tools/call`, defaulting to `{}`: taken out of the params (not
-/// copied; the call forwards them from here on).
-pub fn arguments_object(params: &mut Map<String, Value>) -> Result<Value, &'static str> {
-    match params.remove("arguments") {
-        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
-        Some(v @ Value::Object(_)) => Ok(v),
-        Some(_) => Err("arguments must be an object"),
     }
 }
 

@@ -65,6 +65,9 @@ pub struct AuditEntry {
     pub subject: Option<Arc<str>>,
     /// The tool as resolved, or the (length-bounded) name asked for when it did not resolve.
     pub tool: Option<Arc<str>>,
+    /// The name the caller asked for, when it is not `tool`: an export alias, or the tool a
+    /// fallback's alternative stood in for (`tool` is then the alternative, which really ran).
+    pub requested_tool: Option<Arc<str>>,
     pub server: Option<Arc<str>>,
     pub decision: Decision,
     /// The call's outcome label (`success` is written `ok`).
@@ -158,6 +161,9 @@ fn format_body(entry: &AuditEntry) -> Vec<u8> {
     field("trace_id", entry.trace_id.as_deref());
     field("subject", entry.subject.as_deref());
     field("tool", entry.tool.as_deref());
+    if let Some(requested) = entry.requested_tool.as_deref() {
+        field("requested_tool", Some(requested));
+    }
     field("server", entry.server.as_deref());
     field("decision", Some(entry.decision.as_str()));
     field("rule", Some(&entry.decision.rule));
@@ -207,6 +213,7 @@ mod tests {
             trace_id: None,
             subject: Some("alice \"a\"".into()),
             tool: Some("price_lookup".into()),
+            requested_tool: None,
             server: Some("catalog".into()),
             decision: Decision::no_policy(),
             outcome,

@@ -26,7 +26,7 @@ use std::{
 use serde_json::{Map, Value, json, value::RawValue};
 use tower::ServiceExt;
 
-use super::Gateway;
+use super::{Gateway, door::Admitted};
 use crate::{
     audit::{AuditEntry, Decision},
     backchannel::{
@@ -102,19 +102,22 @@ struct Unanswered<'a> {
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let (tool, hash) = (Some(&self.tool), Some(std::mem::take(&mut self.args_hash)));
+            let hash = Some(std::mem::take(&mut self.args_hash)).filter(|hash| !hash.is_empty());
+            let tool = Some(&self.tool);
             let outcome = if self.ctx.cancelled.load(Ordering::Relaxed) { CANCELLED } else { DISCONNECTED };
-            let decided = Decided { decision: self.decision.clone(), requested: None };
+            let decided = Decided { decision: self.decision.clone(), requested: None, ran: None };
             self.gateway.record(self.ctx, self.started, tool, outcome, 0, hash, decided);
         }
     }
 }
 
-/// What the audit line of a call says besides its outcome: the gateway's decision, and the
-/// name asked for when no tool resolved.
+/// What the audit line of a call says besides its outcome: the gateway's decision, the name
+/// asked for when it is not the recorded tool's (no tool resolved, or an export alias), and
+/// the tool that really ran when it is not the one asked for (a fallback's alternative).
 struct Decided {
     decision: Decision,
     requested: Option<Arc<str>>,
+    ran: Option<Arc<ToolRecord>>,
 }
 
 /// The outcome label of a call whose caller disconnected before the answer.
@@ -187,11 +190,11 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(self.refuse(ctx, started, None, bad_input("params.name must be a string")));
         };
-        let resolved = match self.registry.resolve(name).await {
-            Some(tool) => Some(tool),
-            // A name from a model API export (`GET /tools?format=…`) that was mapped to fit the
-            // API's rule: the tool it stands for.
-            None => self.exported_alias(name),
+        // A name from a model API export (`GET /tools?format=…`) that was mapped to fit the
+        // API's rule stands for a catalogue tool; the audit line keeps the name asked for.
+        let (resolved, alias) = match self.registry.resolve(name).await {
+            Some(tool) => (Some(tool), None),
+            None => (self.exported_alias(name), Some(Arc::<str>::from(truncated(name)))),
         };
         let Some(tool) = resolved else {
             self.refresh_now.notify_one();
@@ -202,85 +205,64 @@ impl Gateway {
             .with_tool(truncated(name));
             return Err(self.refuse(ctx, started, None, err));
         };
-        // Tool policy: one decision, recorded in the audit line whatever happens next.
-        let decision = match &self.policy {
-            Some(policy) => {
-                let verdict = policy.decide(&ctx.caller, &tool);
-                let outcome = if verdict.allowed { "allow" } else { "deny" };
-                self.metrics
-                    .policy_decisions
-                    .with_label_values(&[&verdict.rule, &tool.server, outcome])
-                    .inc();
-                let decision = Decision { allowed: verdict.allowed, rule: verdict.rule };
-                if !decision.allowed {
-                    tracing::info!(request_id = %ctx.request_id, tool = %tool.name, server = %tool.server, rule = %decision.rule, subject = ctx.caller.subject_or_anonymous(), "tool call denied by policy");
-                    let err = GatewayError::new(
-                        Category::Forbidden,
-                        format!("the tool policy does not allow this caller to call {}", tool.name),
-                    )
-                    .with_server(tool.server.clone())
-                    .with_extra("rule", Value::String(decision.rule.to_string()));
-                    return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision));
-                }
-                decision
+        // The caller's arguments as sent are kept (copied) only when an alternative tool may
+        // need them: the alternative passes the door on them, under its own rules.
+        let raw_arguments = params.remove("arguments");
+        let kept = self.settings_of(&tool).fallback_tool.is_some().then(|| raw_arguments.clone());
+        // Dropping this future while the quotas are asked still records the call.
+        let mut unanswered = Unanswered {
+            gateway: self,
+            ctx,
+            started,
+            tool: tool.clone(),
+            args_hash: String::new(),
+            decision: Decision::no_policy(),
+            armed: true,
+        };
+        let admitted = match self.admit(&ctx.caller, &ctx.request_id, tool.clone(), raw_arguments).await {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                unanswered.armed = false;
+                let err = refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone());
+                let decided = Decided { decision: refusal.decision, requested: alias, ran: None };
+                let outcome = err.category.as_str();
+                self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
+                return Err(err);
             }
-            None => Decision::no_policy(),
         };
-        let arguments = match self.checked_arguments(&tool, &mut params) {
-            Ok(arguments) => arguments,
-            Err(err) => return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision)),
-        };
+        unanswered.args_hash = admitted.args_hash().to_owned();
+        unanswered.decision = admitted.decision().clone();
         // Tasks: a 2025-11-25 `task` parameter goes to the server as the caller sent it (checked);
         // a modern caller declaring the tasks extension lets the gateway ask for a task where
         // the tool can only run as one. Such a call holds a slot of the task table.
         let task = match self.task_parameter(&tool, &params) {
             Ok(task) => task,
-            Err(err) => return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision)),
+            Err(err) => {
+                unanswered.armed = false;
+                return Err(self.refuse_decided(ctx, started, Some(&tool), err, admitted.decision().clone()));
+            }
         };
         let slot = match &task {
             Some(_) => match self.tasks().reserve() {
                 Ok(slot) => Some(slot),
-                Err(err) => return Err(self.refuse_decided(ctx, started, Some(&tool), err, decision)),
+                Err(err) => {
+                    unanswered.armed = false;
+                    return Err(self.refuse_decided(
+                        ctx,
+                        started,
+                        Some(&tool),
+                        err,
+                        admitted.decision().clone(),
+                    ));
+                }
             },
             None => None,
         };
         let meta = params.get("_meta");
         let round = mrtr::Round::of(&params);
         let deadline = caller_deadline(ctx.deadline, meta);
-        let args_hash = canonical_hash(&arguments);
-        let key = result_key(&tool.name, &args_hash, meta, ctx.caller.subject.as_deref());
-        let mut unanswered = Unanswered {
-            gateway: self,
-            ctx,
-            started,
-            tool: tool.clone(),
-            args_hash,
-            decision: decision.clone(),
-            armed: true,
-        };
-        // Quotas: a refused call never reaches the resilience stack. The permit holds the
-        // call's concurrency slots until the call ends (or its future is dropped).
-        let _quota_permit = match &self.quotas {
-            Some(quotas) => {
-                match quotas.check(ctx.caller.subject_or_anonymous(), &tool.name, &tool.server).await {
-                    Ok(permit) => Some(permit),
-                    Err(denial) => {
-                        unanswered.armed = false;
-                        let hash = std::mem::take(&mut unanswered.args_hash);
-                        let decided =
-                            Decided { decision: Decision::denied_by_quota(&denial.quota), requested: None };
-                        let err =
-                            denial.to_error().with_tool(tool.name.clone()).with_server(tool.server.clone());
-                        self.record(ctx, started, Some(&tool), err.category.as_str(), 0, Some(hash), decided);
-                        return Err(err);
-                    }
-                }
-            }
-            None => None,
-        };
+        let key = result_key(&tool.name, admitted.args_hash(), meta, ctx.caller.subject.as_deref());
 
-        // The arguments are kept (copied) only when an alternative tool may need them.
-        let kept = self.settings_of(&tool).fallback_tool.is_some().then(|| arguments.clone());
         // A call that may relay requests to its caller is its own: never served from the
         // cache nor shared with identical calls (the answer may hold what its caller said).
         // Nor is a call whose server's credentials are the caller's own (token exchange,
@@ -292,11 +274,11 @@ impl Gateway {
             && !self.credentials_per_caller(&tool.server)
             && !round.is_conversation()
         {
-            self.call_read_only(&tool, &key, arguments, meta, deadline, &ctx.notifications, &ctx.caller).await
+            self.call_read_only(&admitted, &key, meta, deadline, &ctx.notifications, &ctx.caller).await
         } else {
-            let notifications = self.with_asker(ctx, meta, &round, &tool, &unanswered.args_hash);
-            let call = Forwarded { arguments, meta, round, deadline, task: task.clone() };
-            self.forward_answering(&tool, call, notifications, ctx).await
+            let notifications = self.with_asker(ctx, meta, &round, &tool, admitted.args_hash());
+            let call = Forwarded { admitted: &admitted, meta, round, deadline, task: task.clone() };
+            self.forward_answering(call, notifications, ctx).await
         };
         // A task the server created: recorded for routing, its id the gateway's own. The call
         // ends here; the task lives on upstream.
@@ -312,79 +294,25 @@ impl Gateway {
         }
         // Nor is a call that relayed a request followed by a fallback: someone was asked.
         let relayed = ctx.notifications.relay.as_ref().is_some_and(Relay::relayed);
+        let mut ran = None;
         if let Err(err) = &result
             && !relayed
             && task.is_none()
-            && let Some((fallback, kind)) = self
-                .fallback(
-                    &tool,
-                    &key,
-                    kept.as_ref(),
-                    meta,
-                    deadline,
-                    err,
-                    ending.maybe_delivered,
-                    &ctx.caller,
-                )
-                .await
+            && let Some(fallback) =
+                self.fallback(&tool, &key, kept, meta, deadline, err, ending.maybe_delivered, ctx).await
         {
+            let kind = fallback.kind();
             self.metrics.fallbacks.with_label_values(&[self.metrics.tool_label(&tool.name), kind]).inc();
-            result = Ok(fallback);
             ending.outcome = if kind == "stale" { "fallback_stale" } else { "fallback_alternative" };
+            ran = fallback.alternative.clone();
+            result = Ok(fallback.result);
         }
         let result = result.map(|raw| self.fit_budget(&tool, raw));
         unanswered.armed = false;
         let args_hash = std::mem::take(&mut unanswered.args_hash);
-        let decided = Decided { decision, requested: None };
+        let decided = Decided { decision: admitted.decision().clone(), requested: alias, ran };
         self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(args_hash), decided);
         result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
-    }
-
-    /// The arguments object, fixed arguments set and defaults filled in, checked against the
-    /// tool's schema. A caller sending a fixed argument is refused: the schema it was shown
-    /// has no such argument, and silently replacing its value would answer another question
-    /// than the one it asked.
-    fn checked_arguments(
-        &self,
-        tool: &ToolRecord,
-        params: &mut Map<String, Value>,
-    ) -> Result<Value, GatewayError> {
-        let mut arguments = crate::validation::arguments_object(params).map_err(bad_input)?;
-        if let Some(control) = &tool.control
-            && !control.fixed.is_empty()
-            && let Value::Object(given) = &mut arguments
-        {
-            let sent: Vec<Value> = control
-                .fixed
-                .keys()
-                .filter(|key| given.contains_key(*key))
-                .map(|key| json!({"path": format!("/{key}"), "message": format!("{key} is set by the gateway for {}; leave it out", tool.name)}))
-                .collect();
-            if !sent.is_empty() {
-                return Err(GatewayError::new(
-                    Category::BadInput,
-                    format!(
-                        "arguments of {} set what the gateway fixes ({} argument(s))",
-                        tool.name,
-                        sent.len()
-                    ),
-                )
-                .with_extra("violations", Value::Array(sent)));
-            }
-            given.extend(control.fixed.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        tool.schema.check(&mut arguments).map_err(|violations| {
-            GatewayError::new(
-                Category::BadInput,
-                format!(
-                    "arguments do not match the inputSchema of {} ({} violation(s))",
-                    tool.name,
-                    violations.len()
-                ),
-            )
-            .with_extra("violations", Value::Array(violations))
-        })?;
-        Ok(arguments)
     }
 
     /// The `task` parameter the upstream call carries, if any: the caller's own (2025-11-25,
@@ -425,14 +353,14 @@ impl Gateway {
     #[allow(clippy::too_many_arguments)]
     async fn call_read_only(
         &self,
-        tool: &Arc<ToolRecord>,
+        admitted: &Admitted,
         key: &str,
-        arguments: Value,
         meta: Option<&Value>,
         deadline: Option<Instant>,
         notifications: &Notifications,
         caller: &Arc<Caller>,
     ) -> (SharedResult, Ending) {
+        let tool = admitted.tool();
         let ttl = Duration::from_millis(
             self.settings_of(tool).cache_ttl_ms.unwrap_or(self.config.defaults.cache_ttl_ms),
         );
@@ -451,8 +379,8 @@ impl Gateway {
                         .with_label_values(&[self.metrics.tool_label(&tool.name), "miss"])
                         .inc();
                     let call =
-                        Forwarded { arguments, meta, round: mrtr::Round::default(), deadline, task: None };
-                    let (result, ending) = self.forward(tool, call, notifications.clone(), caller).await;
+                        Forwarded { admitted, meta, round: mrtr::Round::default(), deadline, task: None };
+                    let (result, ending) = self.forward(call, notifications.clone(), caller).await;
                     self.remember(tool, key, ttl, &result, ending.outcome);
                     if ran_out_of_own_time(&result, deadline) {
                         // Our caller's deadline is not the waiters': one of them takes over.
@@ -512,21 +440,21 @@ impl Gateway {
     /// never answers ends the call as `caller_did_not_answer`.
     async fn forward_answering(
         &self,
-        tool: &Arc<ToolRecord>,
         call: Forwarded<'_>,
         notifications: Notifications,
         ctx: &CallContext,
     ) -> (SharedResult, Ending) {
         let caller = &ctx.caller;
+        let tool = call.admitted.tool();
         // A modern caller's retry answering a question the gateway held for it.
         if let Some(state) = call.round.request_state().filter(|s| held::is_ours(s)) {
-            return self.answer_held(tool, &call, state, ctx).await;
+            return self.answer_held(&call, state, ctx).await;
         }
         let relay = match &notifications.relay {
             Some(relay) if call.round == mrtr::Round::default() => relay.clone(),
-            _ => return self.forward(tool, call, notifications, caller).await,
+            _ => return self.forward(call, notifications, caller).await,
         };
-        let Forwarded { arguments, meta, deadline, task, .. } = call;
+        let Forwarded { admitted, meta, deadline, task, .. } = call;
         // The caller is asked within the call's time: its own deadline, else the server's (as
         // when a session-era server's request is relayed within that server's call).
         let asking_until = self.deadline_or_the_servers(tool, deadline).await;
@@ -535,8 +463,8 @@ impl Gateway {
         let mut round = declared.clone();
         let mut last = None;
         for _ in 0..MAX_INPUT_ROUNDS {
-            let call = Forwarded { arguments: arguments.clone(), meta, round, deadline, task: task.clone() };
-            let (result, ending) = self.forward(tool, call, notifications.clone(), caller).await;
+            let call = Forwarded { admitted, meta, round, deadline, task: task.clone() };
+            let (result, ending) = self.forward(call, notifications.clone(), caller).await;
             let questions = match &result {
                 Ok(raw) => match mrtr::Questions::of(raw) {
                     None => return (result, ending),
@@ -629,12 +557,12 @@ impl Gateway {
     /// next question as another `input_required`). A refused state never reaches the server.
     async fn answer_held(
         &self,
-        tool: &Arc<ToolRecord>,
         call: &Forwarded<'_>,
         state: &str,
         ctx: &CallContext,
     ) -> (SharedResult, Ending) {
-        let binding = self.binding(ctx, tool, &canonical_hash(&call.arguments));
+        let tool = call.admitted.tool();
+        let binding = self.binding(ctx, tool, call.admitted.args_hash());
         let next = match self.held.take(state, &binding, call.round.input_responses()) {
             Ok(Taken::Answered(next)) => next,
             Ok(Taken::AskAgain(asked)) => return (Ok(asked), Ending::unsent("success")),
@@ -674,11 +602,11 @@ impl Gateway {
     /// Sends the call through the server's stack and maps the answer.
     async fn forward(
         &self,
-        tool: &Arc<ToolRecord>,
         call: Forwarded<'_>,
         notifications: Notifications,
         caller: &Arc<Caller>,
     ) -> (SharedResult, Ending) {
+        let tool = call.admitted.tool();
         let upstream = match self.upstream_for(tool).await {
             Ok(upstream) => upstream,
             Err(err) => {
@@ -689,7 +617,7 @@ impl Gateway {
         // An AgentCore target's event is the bare arguments: no key can reach its function.
         let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys
             && !upstream.config.is_agentcore();
-        let mut request = upstream_request(tool, call, honours_keys);
+        let mut request = upstream_request(call, honours_keys);
         request.progress = notifications.progress;
         request.logs = notifications.logs;
         request.relay = notifications.relay;
@@ -725,20 +653,22 @@ impl Gateway {
     /// second call cannot repeat a side effect: the tool is read-only or idempotent, or no
     /// attempt can have reached its server (connect refused, circuit open, shed). A checkout
     /// that timed out may have charged the customer; it is never followed by another call.
-    /// The alternative call carries the caller's `_meta` (idempotency key, trace ids) but
-    /// reports no progress or log entries.
+    /// The alternative passes the door on the arguments the caller sent, as a call of its own
+    /// would: its policy, its catalogue control (a fixed argument the caller set refuses the
+    /// fallback; it is never overwritten), its schema and its quotas. It carries the caller's
+    /// `_meta` (idempotency key, trace ids) but reports no progress or log entries.
     #[allow(clippy::too_many_arguments)]
     async fn fallback(
         &self,
         tool: &Arc<ToolRecord>,
         key: &str,
-        arguments: Option<&Value>,
+        arguments: Option<Option<Value>>,
         meta: Option<&Value>,
         deadline: Option<Instant>,
         err: &GatewayError,
         maybe_delivered: bool,
-        caller: &Arc<Caller>,
-    ) -> Option<(Box<RawValue>, &'static str)> {
+        ctx: &CallContext,
+    ) -> Option<Fallback> {
         if !err.category.retryable() {
             return None;
         }
@@ -747,7 +677,10 @@ impl Gateway {
         if settings.stale_fallback && tool.read_only {
             let max_age = Duration::from_millis(self.config.cache.stale_max_age_ms);
             if let Some((stale, age)) = self.results.stale(key, max_age) {
-                return Some((fallback::mark_stale(&stale, age, reason), "stale"));
+                return Some(Fallback {
+                    result: fallback::mark_stale(&stale, age, reason),
+                    alternative: None,
+                });
             }
         }
         let alternative_name = settings.fallback_tool.as_deref()?;
@@ -760,27 +693,26 @@ impl Gateway {
             return None;
         }
         let alternative = self.registry.resolve(alternative_name).await?;
-        let mut alt_arguments = arguments?.clone();
-        if alternative.schema.check(&mut alt_arguments).is_err() {
-            tracing::warn!(tool = %tool.name, fallback = alternative_name, "fallback tool rejects the arguments; no fallback");
-            return None;
-        }
-        let (result, _) = self
-            .forward(
-                &alternative,
-                Forwarded {
-                    arguments: alt_arguments,
-                    meta,
-                    round: mrtr::Round::default(),
-                    deadline,
-                    task: None,
-                },
-                Notifications::default(),
-                caller,
-            )
-            .await;
+        let admitted = match self.admit(&ctx.caller, &ctx.request_id, alternative, arguments?).await {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                tracing::info!(
+                    request_id = %ctx.request_id,
+                    tool = %tool.name,
+                    fallback = alternative_name,
+                    refused = refusal.error.category.as_str(),
+                    rule = %refusal.decision.rule,
+                    "no fallback: the alternative tool refuses this call"
+                );
+                return None;
+            }
+        };
+        let call =
+            Forwarded { admitted: &admitted, meta, round: mrtr::Round::default(), deadline, task: None };
+        let (result, _) = self.forward(call, Notifications::default(), &ctx.caller).await;
         let raw = result.ok()?;
-        Some((fallback::mark_alternative(&raw, alternative_name, reason), "alternative"))
+        let result = fallback::mark_alternative(&raw, alternative_name, reason);
+        Some(Fallback { result, alternative: Some(admitted.tool().clone()) })
     }
 
     fn fit_budget(&self, tool: &ToolRecord, raw: Box<RawValue>) -> Box<RawValue> {
@@ -818,7 +750,7 @@ impl Gateway {
             Some(t) => err.with_tool(t.name.clone()).with_server(t.server.clone()),
             None => err,
         };
-        let decided = Decided { decision, requested: err.tool.clone() };
+        let decided = Decided { decision, requested: err.tool.clone(), ran: None };
         self.record(ctx, started, tool, err.category.as_str(), 0, None, decided);
         err
     }
@@ -839,14 +771,23 @@ impl Gateway {
         let call_lines = tracing::enabled!(target: "mcp_gateway::call", tracing::Level::INFO);
         let trace_id =
             if call_lines || self.audit.is_some() { crate::telemetry::otel::log_trace_id() } else { None };
+        // The log and audit lines name the tool that really ran (a fallback's alternative), and
+        // the name asked for when it differs; the metrics stay on the tool asked for.
+        let ran = decided.ran.as_ref().or(tool);
+        let asked = decided.requested.or_else(|| tool.map(|t| t.name.clone()));
+        let (named, requested) = match ran {
+            Some(ran) => (Some(ran.name.clone()), asked.filter(|name| *name != ran.name)),
+            None => (asked, None),
+        };
         if let Some(audit) = &self.audit {
             let entry = AuditEntry {
                 at: std::time::SystemTime::now(),
                 request_id: ctx.request_id.clone(),
                 trace_id: trace_id.clone(),
                 subject: ctx.caller.subject.clone(),
-                tool: tool.map(|t| t.name.clone()).or(decided.requested),
-                server: tool.map(|t| t.server.clone()),
+                tool: named,
+                requested_tool: requested.clone(),
+                server: ran.map(|t| t.server.clone()),
                 decision: decided.decision,
                 outcome,
                 args_sha256: args_hash.clone(),
@@ -875,7 +816,8 @@ impl Gateway {
             request_id: ctx.request_id.clone(),
             trace_id,
             jsonrpc_id: ctx.jsonrpc_id.clone(),
-            tool: tool.cloned(),
+            tool: ran.cloned(),
+            requested,
             outcome,
             latency_us,
             attempts,
@@ -898,7 +840,10 @@ struct CallLine {
     request_id: Arc<str>,
     trace_id: Option<String>,
     jsonrpc_id: Value,
+    /// The tool that really ran.
     tool: Option<Arc<ToolRecord>>,
+    /// The name asked for, when it is not the tool that ran's (an export alias, a fallback).
+    requested: Option<Arc<str>>,
     outcome: &'static str,
     latency_us: u64,
     attempts: u32,
@@ -914,6 +859,7 @@ impl CallLine {
             trace_id = self.trace_id.as_deref(),
             jsonrpc_id = %self.jsonrpc_id,
             tool,
+            requested_tool = self.requested.as_deref(),
             server,
             transport,
             outcome = self.outcome,
@@ -990,10 +936,11 @@ fn result_key(tool: &str, args_hash: &str, meta: Option<&Value>, subject: Option
     key
 }
 
-/// What of a caller's `tools/call` goes upstream: the checked arguments, the caller's `_meta`,
-/// the multi-round-trip fields and the call's deadline.
+/// What of a caller's `tools/call` goes upstream: the call the door admitted (the tool and its
+/// checked arguments — nothing else reaches a server), the caller's `_meta`, the
+/// multi-round-trip fields and the call's deadline.
 struct Forwarded<'a> {
-    arguments: Value,
+    admitted: &'a Admitted,
     meta: Option<&'a Value>,
     round: mrtr::Round,
     deadline: Option<Instant>,
@@ -1001,33 +948,43 @@ struct Forwarded<'a> {
     task: Option<Value>,
 }
 
+/// What stood in for a failed call: a stale result, or an alternative tool's (that tool).
+struct Fallback {
+    result: Box<RawValue>,
+    alternative: Option<Arc<ToolRecord>>,
+}
+
+impl Fallback {
+    /// The `kind` label of `mcp_gateway_fallbacks_total`.
+    fn kind(&self) -> &'static str {
+        if self.alternative.is_some() { "alternative" } else { "stale" }
+    }
+}
+
 /// The upstream `tools/call`: the upstream's own tool name, the checked arguments, the
 /// caller's forwarded `_meta` ([`forwarded_meta`]) with its client declaration, the retry
 /// fields of a multi-round-trip request, and for tools that are neither read-only nor
 /// idempotent an idempotency key derived from the operation (each round its own).
-fn upstream_request(tool: &ToolRecord, call: Forwarded<'_>, honours_keys: bool) -> UpstreamRequest {
-    let Forwarded { arguments, meta, round, deadline, task } = call;
+fn upstream_request(call: Forwarded<'_>, honours_keys: bool) -> UpstreamRequest {
+    let Forwarded { admitted, meta, round, deadline, task } = call;
+    let (tool, arguments) = (admitted.tool(), admitted.arguments());
     let mut forwarded = forwarded_meta(meta);
     let naturally_safe = tool.read_only || tool.idempotent;
     if !naturally_safe {
         let caller_key = meta.and_then(|m| m.get(META_IDEMPOTENCY_KEY)).cloned().unwrap_or(Value::Null);
-        let key = canonical_hash(&json!([
-            tool.upstream_name.as_ref(),
-            &arguments,
-            caller_key,
-            round.retry_value()
-        ]));
+        let key =
+            canonical_hash(&json!([tool.upstream_name.as_ref(), arguments, caller_key, round.retry_value()]));
         forwarded.insert(META_IDEMPOTENCY_KEY.into(), json!(key));
     }
     let param_headers = if tool.schema.declares_param_headers() {
         // The schema calls are checked against: the server's own, fixed arguments included.
-        param_headers::for_call(Some(tool.schema.schema()), &arguments)
+        param_headers::for_call(Some(tool.schema.schema()), arguments)
     } else {
         Vec::new()
     };
     let mut params = Map::new();
     params.insert("name".into(), json!(tool.upstream_name.as_ref()));
-    params.insert("arguments".into(), arguments);
+    params.insert("arguments".into(), arguments.clone());
     if let Some(task) = task {
         params.insert("task".into(), task);
     }
@@ -1083,37 +1040,39 @@ mod tests {
         assert_eq!(Value::Object(forwarded), json!({"user_key": "u"}));
     }
 
-    fn plain(arguments: Value, meta: Option<&Value>) -> Forwarded<'_> {
-        Forwarded { arguments, meta, round: mrtr::Round::default(), deadline: None, task: None }
+    fn plain<'a>(admitted: &'a Admitted, meta: Option<&'a Value>) -> Forwarded<'a> {
+        Forwarded { admitted, meta, round: mrtr::Round::default(), deadline: None, task: None }
+    }
+
+    fn admitted(read_only: bool, arguments: Value) -> Admitted {
+        Admitted::for_tests(tool(read_only), arguments)
     }
 
     #[test]
     fn unsafe_tools_carry_an_idempotency_key_derived_from_the_operation() {
-        let t = tool(false);
         let args = json!({"manga_id": "MNG-1", "quantity": 2});
         let reordered = json!({"quantity": 2, "manga_id": "MNG-1"});
-        let a = upstream_request(&t, plain(args.clone(), None), false);
-        let b = upstream_request(&t, plain(reordered, None), false);
+        let a = upstream_request(plain(&admitted(false, args.clone()), None), false);
+        let b = upstream_request(plain(&admitted(false, reordered), None), false);
         assert!(key(&a).is_some());
         assert_eq!(key(&a), key(&b), "same operation, same key (and the same on every attempt)");
-        let other = upstream_request(&t, plain(json!({"manga_id": "MNG-2"}), None), false);
+        let other = upstream_request(plain(&admitted(false, json!({"manga_id": "MNG-2"})), None), false);
         assert_ne!(key(&a), key(&other));
         let caller = json!({META_IDEMPOTENCY_KEY: "cart-123", "trace": "t"});
-        let keyed = upstream_request(&t, plain(args, Some(&caller)), false);
+        let keyed = upstream_request(plain(&admitted(false, args), Some(&caller)), false);
         assert_ne!(key(&a), key(&keyed), "a caller key makes a distinct operation");
         assert_eq!(keyed.params["_meta"]["trace"], "t");
         let with_token = json!({"progressToken": "p-1", "trace": "t"});
-        let stripped = upstream_request(&tool(true), plain(json!({}), Some(&with_token)), false);
+        let stripped = upstream_request(plain(&admitted(true, json!({})), Some(&with_token)), false);
         assert_eq!(stripped.params["_meta"], json!({"trace": "t"}), "the caller's token stays here");
         assert!(!a.safe_to_repeat, "not retried after sending unless the server honours keys");
-        assert!(upstream_request(&t, plain(json!({}), None), true).safe_to_repeat);
-        let read_only = upstream_request(&tool(true), plain(json!({}), None), false);
+        assert!(upstream_request(plain(&admitted(false, json!({})), None), true).safe_to_repeat);
+        let read_only = upstream_request(plain(&admitted(true, json!({})), None), false);
         assert!(key(&read_only).is_none() && read_only.safe_to_repeat);
     }
 
     #[test]
     fn each_round_of_a_multi_round_trip_call_is_its_own_operation() {
-        let t = tool(false);
         let meta = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
         let first = mrtr::Round::of(&json!({"_meta": meta}).as_object().cloned().unwrap());
         let retry = mrtr::Round::of(
@@ -1122,16 +1081,11 @@ mod tests {
                 .cloned()
                 .unwrap(),
         );
-        let args = json!({"manga_id": "MNG-1"});
-        let call = |round| Forwarded {
-            arguments: args.clone(),
-            meta: Some(&meta),
-            round,
-            deadline: None,
-            task: None,
-        };
-        let asked = upstream_request(&t, call(first), false);
-        let answered = upstream_request(&t, call(retry), false);
+        let admitted = admitted(false, json!({"manga_id": "MNG-1"}));
+        let call =
+            |round| Forwarded { admitted: &admitted, meta: Some(&meta), round, deadline: None, task: None };
+        let asked = upstream_request(call(first), false);
+        let answered = upstream_request(call(retry), false);
         assert_eq!(
             asked.params["_meta"]["io.modelcontextprotocol/clientCapabilities"],
             json!({"elicitation": {}})

@@ -7,6 +7,7 @@
 pub mod call;
 pub mod cancel;
 pub mod capabilities;
+mod door;
 pub mod drift;
 mod forwarded_meta;
 pub mod list_changes;

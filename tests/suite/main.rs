@@ -25,6 +25,7 @@ mod inbound_cancel;
 mod lambda;
 mod list_changes;
 mod mrtr;
+mod one_door;
 mod ops_metric_series;
 mod ops_probe_metrics;
 mod ops_readiness;

@@ -1,0 +1,169 @@
+//! The door: the one authorize-and-prepare step that every path ending in a server running a
+//! tool passes — a direct call, a batch item, the `call_tool` meta-tool, an export alias, a
+//! fallback's alternative tool, a held answer's retry, a task's creation. For the tool that
+//! will really run it decides, in this order: the tool policy (identity is already on the
+//! caller), catalogue control (fixed arguments refused when sent, then set; the operator's
+//! defaults), the tool's input schema (with its own defaults), and the quotas.
+//!
+//! What passes is an [`Admitted`] call, and an `Admitted` is the only thing the call path's
+//! forward accepts. Its fields are private to this module, so a new path cannot reach a server
+//! without coming through here: the type system, not a reviewer, keeps the door shut.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::Gateway;
+use crate::{
+    audit::Decision,
+    error::{Category, GatewayError},
+    identity::Caller,
+    quota::QuotaPermit,
+    registry::{ToolRecord, record::canonical_hash},
+};
+
+/// A call that passed the door: the tool that runs, its arguments as the server will see
+/// them (fixed arguments set, defaults filled, checked against the schema), the policy's
+/// decision, and the quota permit held until the call ends (dropped with it).
+pub(super) struct Admitted {
+    tool: Arc<ToolRecord>,
+    arguments: Value,
+    args_hash: String,
+    decision: Decision,
+    _permit: Option<QuotaPermit>,
+}
+
+impl Admitted {
+    pub(super) fn tool(&self) -> &Arc<ToolRecord> {
+        &self.tool
+    }
+
+    pub(super) fn arguments(&self) -> &Value {
+        &self.arguments
+    }
+
+    /// The SHA-256 of the canonical arguments (the log and audit lines' `args_sha256`).
+    pub(super) fn args_hash(&self) -> &str {
+        &self.args_hash
+    }
+
+    pub(super) fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// An admitted call for the call path's unit tests, which exercise what happens after
+    /// the door.
+    #[cfg(test)]
+    pub(super) fn for_tests(tool: ToolRecord, arguments: Value) -> Self {
+        let args_hash = canonical_hash(&arguments);
+        Self { tool: Arc::new(tool), arguments, args_hash, decision: Decision::no_policy(), _permit: None }
+    }
+}
+
+/// Why the door stayed shut: the caller's error, and what the audit line records of it.
+pub(super) struct Refusal {
+    pub error: GatewayError,
+    pub decision: Decision,
+    /// The arguments' hash, when the refusal came after they were checked (quotas).
+    pub args_hash: Option<String>,
+}
+
+impl Gateway {
+    /// Runs `tool`'s checks for `caller` on the arguments the caller sent (`params.arguments`,
+    /// absent meaning `{}`). The policy is asked first, so a forbidden tool tells nothing of
+    /// its schema; the quotas last, so a refused call spends none.
+    pub(super) async fn admit(
+        &self,
+        caller: &Caller,
+        request_id: &str,
+        tool: Arc<ToolRecord>,
+        arguments: Option<Value>,
+    ) -> Result<Admitted, Box<Refusal>> {
+        let decision = self.decide(caller, request_id, &tool)?;
+        let arguments = match checked_arguments(&tool, arguments) {
+            Ok(arguments) => arguments,
+            Err(error) => return Err(Box::new(Refusal { error, decision, args_hash: None })),
+        };
+        let args_hash = canonical_hash(&arguments);
+        let permit = match &self.quotas {
+            Some(quotas) => match quotas.check(caller.subject_or_anonymous(), &tool.name, &tool.server).await
+            {
+                Ok(permit) => Some(permit),
+                Err(denial) => {
+                    let error = denial.to_error();
+                    let decision = Decision::denied_by_quota(&denial.quota);
+                    return Err(Box::new(Refusal { error, decision, args_hash: Some(args_hash) }));
+                }
+            },
+            None => None,
+        };
+        Ok(Admitted { tool, arguments, args_hash, decision, _permit: permit })
+    }
+
+    /// The tool policy's one decision on `tool` for `caller`, counted; a denial is refused.
+    fn decide(
+        &self,
+        caller: &Caller,
+        request_id: &str,
+        tool: &Arc<ToolRecord>,
+    ) -> Result<Decision, Box<Refusal>> {
+        let Some(policy) = &self.policy else { return Ok(Decision::no_policy()) };
+        let verdict = policy.decide(caller, tool);
+        let outcome = if verdict.allowed { "allow" } else { "deny" };
+        self.metrics.policy_decisions.with_label_values(&[&verdict.rule, &tool.server, outcome]).inc();
+        let decision = Decision { allowed: verdict.allowed, rule: verdict.rule };
+        if decision.allowed {
+            return Ok(decision);
+        }
+        tracing::info!(request_id, tool = %tool.name, server = %tool.server, rule = %decision.rule, subject = caller.subject_or_anonymous(), "tool call denied by policy");
+        let error = GatewayError::new(
+            Category::Forbidden,
+            format!("the tool policy does not allow this caller to call {}", tool.name),
+        )
+        .with_extra("rule", Value::String(decision.rule.to_string()));
+        Err(Box::new(Refusal { error, decision, args_hash: None }))
+    }
+}
+
+/// The arguments object, fixed arguments set and defaults filled in, checked against the
+/// tool's schema. A caller sending a fixed argument is refused: the schema it was shown has
+/// no such argument, and silently replacing its value would answer another question than the
+/// one it asked.
+fn checked_arguments(tool: &ToolRecord, arguments: Option<Value>) -> Result<Value, GatewayError> {
+    let mut arguments = match arguments {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(object @ Value::Object(_)) => object,
+        Some(_) => return Err(GatewayError::new(Category::BadInput, "arguments must be an object")),
+    };
+    if let Some(control) = &tool.control
+        && !control.fixed.is_empty()
+        && let Value::Object(given) = &mut arguments
+    {
+        let sent: Vec<Value> = control
+            .fixed
+            .keys()
+            .filter(|key| given.contains_key(*key))
+            .map(|key| json!({"path": format!("/{key}"), "message": format!("{key} is set by the gateway for {}; leave it out", tool.name)}))
+            .collect();
+        if !sent.is_empty() {
+            return Err(GatewayError::new(
+                Category::BadInput,
+                format!("arguments of {} set what the gateway fixes ({} argument(s))", tool.name, sent.len()),
+            )
+            .with_extra("violations", Value::Array(sent)));
+        }
+        given.extend(control.fixed.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    tool.schema.check(&mut arguments).map_err(|violations| {
+        GatewayError::new(
+            Category::BadInput,
+            format!(
+                "arguments do not match the inputSchema of {} ({} violation(s))",
+                tool.name,
+                violations.len()
+            ),
+        )
+        .with_extra("violations", Value::Array(violations))
+    })?;
+    Ok(arguments)
+}
