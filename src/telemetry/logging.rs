@@ -66,7 +66,9 @@ pub fn init_bounded(filter: &str, json: bool, bounds: Bounds) -> Guard {
     if json {
         registry.with(JsonLines::new(writer).with_max_field_bytes(bounds.max_field_bytes)).init();
     } else {
-        registry.with(fmt::layer().with_writer(writer)).init();
+        // Colour codes only for a person at a terminal: in a file or a pipe they are noise.
+        let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        registry.with(fmt::layer().with_ansi(colour).with_writer(writer)).init();
     }
     guard
 }

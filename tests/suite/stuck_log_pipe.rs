@@ -1,5 +1,6 @@
-//! A gateway whose stdout nobody reads (a stuck log shipper) keeps answering: the log writer
-//! drops lines instead of blocking request threads, and counts what it dropped.
+//! The gateway's stdout as a pipe: a gateway whose stdout nobody reads (a stuck log shipper)
+//! keeps answering (the log writer drops lines instead of blocking request threads, and
+//! counts what it dropped), and `--log-format text` writes no colour codes into a pipe.
 
 use std::time::Duration;
 
@@ -38,4 +39,19 @@ fn the_gateway_keeps_answering_when_its_stdout_pipe_is_full() {
     // The pipe and 1 MiB of queue hold a few thousand lines: most of the 20 000 are dropped
     // and counted (a queue that grew without its byte bound would drop none).
     assert!(dropped >= 10_000.0, "lines beyond the buffer are dropped and counted:\n{metrics}");
+}
+
+#[test]
+fn text_logs_written_to_a_pipe_carry_no_colour_codes() {
+    let config = TempFile::new("text-logs.toml");
+    std::fs::write(config.path(), "log_level = \"debug\"\n").unwrap();
+    let mut command = std::process::Command::new(BIN);
+    command.args(["serve", "--demo", "--log-format", "text", "--listen", "127.0.0.1:0", "--config"]);
+    command.arg(config.path());
+    let mut gateway = Proc::spawn("mcp-gateway (text logs)", command);
+    // The start-up line names the address it listens on; by then several lines were written.
+    gateway.wait_line("listen", Duration::from_secs(60));
+    let output = gateway.output();
+    assert!(output.lines().count() > 1, "{output}");
+    assert!(!output.contains('\u{1b}'), "ANSI escape codes in piped text logs:\n{output:?}");
 }
