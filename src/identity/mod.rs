@@ -6,11 +6,12 @@
 //! is [`Caller::anonymous`], which keeps today's behaviour.
 //!
 //! [`Authenticator`] is the listener's mechanism (`[auth] mode`): anonymous, JWT bearer
-//! tokens ([`jwt`]) or trusted identity headers ([`header`]); a refusal is an
+//! tokens ([`jwt`], keys from [`jwks`]) or trusted identity headers ([`header`]); a refusal is an
 //! [`AuthFailure`], answered with 401 and a pointer to the protected-resource metadata
 //! ([`metadata`]) before anything reaches an upstream.
 
 pub mod header;
+pub mod jwks;
 pub mod jwt;
 pub mod metadata;
 
