@@ -91,9 +91,8 @@ impl JwtVerifier {
         let key = self.key_for(header.kid.as_deref(), header.alg).await?;
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, validation)
             .map_err(|e| AuthFailure::invalid(failure_reason(e.kind()), e.to_string()))?;
-        let exp = data.claims.get("exp").and_then(Value::as_u64);
         let caller = Arc::new(self.caller_of(data.claims, token));
-        self.remember(token, &caller, exp, now);
+        self.remember(token, &caller, caller.expires_at, now);
         Ok(caller)
     }
 
@@ -117,13 +116,16 @@ impl JwtVerifier {
 
     fn caller_of(&self, mut claims: Map<String, Value>, token: &str) -> Caller {
         let subject = claims.get("sub").and_then(Value::as_str).map(Arc::from);
+        // Validated (and required) above; kept for what is derived from the token, such as an
+        // exchanged upstream token, which must not outlive it.
+        let expires_at = claims.get("exp").and_then(Value::as_u64);
         let scopes = strings_of(claims.get(&self.scope_claim));
         let groups = strings_of(claims.get(&self.groups_claim));
         // Not kept among the claims policy reads: they are the token's plumbing.
         for plumbing in ["exp", "iat", "nbf", "jti"] {
             claims.remove(plumbing);
         }
-        Caller { subject, claims, scopes, groups, token: Some(Arc::from(token)), peer: None }
+        Caller { subject, claims, scopes, groups, token: Some(Arc::from(token)), expires_at, peer: None }
     }
 
     fn remember(&self, token: &str, caller: &Arc<Caller>, exp: Option<u64>, now: Instant) {
