@@ -246,3 +246,46 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(file: &std::path::Path, max_bytes: usize, min_refetch_secs: u64) -> AuthConfig {
+        AuthConfig {
+            jwks_file: Some(file.to_path_buf()),
+            jwks_max_bytes: max_bytes,
+            jwks_min_refetch_secs: min_refetch_secs,
+            ..AuthConfig::default()
+        }
+    }
+
+    fn temp_file(name: &str, text: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("mcpgw-jwks-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn a_document_over_the_bound_fails_the_read_and_the_last_good_set_stays() {
+        let path = temp_file("bound.json", r#"{"keys": []}"#);
+        let store = KeyStore::new(&config(&path, 64, 0), vec![Algorithm::RS256]).await.unwrap();
+        let good = store.current();
+        assert!(good.read_at.is_some(), "a set within the bound is read");
+        std::fs::write(&path, format!(r#"{{"keys": [], "padding": "{}"}}"#, "x".repeat(100))).unwrap();
+        let error = store.inner.read().await.unwrap_err().to_string();
+        assert!(error.contains("larger than jwks_max_bytes (64 bytes)"), "{error}");
+        assert!(Arc::ptr_eq(&store.current(), &good), "the last good set stays");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_at_start_spaces_the_next_attempt() {
+        let missing = std::env::temp_dir().join(format!("mcpgw-jwks-{}-missing.json", std::process::id()));
+        let store = KeyStore::new(&config(&missing, 1024, 3600), vec![Algorithm::RS256]).await.unwrap();
+        assert!(store.current().read_at.is_none(), "the read at start failed");
+        assert!(store.join_or_start().is_none(), "no second attempt within the spacing");
+        let (key, keys) = store.key(Some("any"), Algorithm::RS256).await;
+        assert!(key.is_none() && keys.read_at.is_none(), "refused at once from the (empty) set");
+    }
+}

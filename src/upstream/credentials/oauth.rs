@@ -432,6 +432,15 @@ mod tests {
     }
 
     #[test]
+    fn the_callers_expiry_caps_without_overflowing() {
+        let caller = |exp| Caller { expires_at: exp, ..Caller::default() };
+        assert!(caller_expiry(&caller(None)).is_none(), "no exp: no cap");
+        assert!(caller_expiry(&caller(Some(u64::MAX))).is_none(), "too far for the clock: no cap");
+        let past = caller_expiry(&caller(Some(1))).expect("an exp long past is a cap");
+        assert!(past <= Instant::now(), "an expired caller caps at now");
+    }
+
+    #[test]
     fn the_cache_key_is_not_the_token() {
         let key = cache_key("eyJhbGciOi.secret.sig");
         assert_eq!(key.len(), 64);
