@@ -44,9 +44,15 @@ pub struct AuthConfig {
     /// jwt: the key set is read again this often, in seconds; a token naming an unknown `kid`
     /// also reads it again, at most once per `jwks_min_refetch_secs`.
     pub jwks_refresh_secs: u64,
-    /// jwt: least time between two reads of the key set, in seconds (unknown-`kid` tokens
-    /// cannot make the gateway hammer the issuer).
+    /// jwt: least time between the starts of two reads of the key set, in seconds, whether
+    /// the earlier read succeeded, failed or still hangs (unknown-`kid` tokens cannot make the
+    /// gateway hammer the issuer).
     pub jwks_min_refetch_secs: u64,
+    /// jwt: the most bytes of a JWKS document read; a larger one fails the read and the
+    /// previous key set stays.
+    pub jwks_max_bytes: usize,
+    /// jwt: bound on one whole read of `jwks_url` (connect, headers and body), in milliseconds.
+    pub jwks_timeout_ms: u64,
     /// jwt: allowed clock skew for `exp` and `nbf`, in seconds.
     pub leeway_secs: u64,
     /// jwt: accepted signature algorithms (asymmetric only: RS*, PS*, ES256, ES384, EdDSA).
@@ -95,6 +101,8 @@ impl Default for AuthConfig {
             jwks_file: None,
             jwks_refresh_secs: 300,
             jwks_min_refetch_secs: 10,
+            jwks_max_bytes: DEFAULT_JWKS_MAX_BYTES,
+            jwks_timeout_ms: 5_000,
             leeway_secs: 60,
             algorithms: vec!["RS256".into(), "ES256".into(), "EdDSA".into()],
             scope_claim: "scope".into(),
@@ -110,6 +118,9 @@ impl Default for AuthConfig {
         }
     }
 }
+
+/// The default of `jwks_max_bytes`: a JWKS of a few dozen RSA keys is under 20 KiB.
+pub const DEFAULT_JWKS_MAX_BYTES: usize = 256 * 1024;
 
 /// The algorithms `algorithms` may name: asymmetric ones only (a shared secret would let
 /// anyone holding the JWKS mint tokens).
@@ -134,6 +145,12 @@ impl AuthConfig {
                     (None, None) => bail!("auth: mode = \"jwt\" needs `jwks_url` or `jwks_file`"),
                     (Some(_), Some(_)) => bail!("auth: set one of `jwks_url` and `jwks_file`, not both"),
                     _ => {}
+                }
+                if self.jwks_max_bytes == 0 {
+                    bail!("auth: jwks_max_bytes must be positive");
+                }
+                if self.jwks_timeout_ms == 0 {
+                    bail!("auth: jwks_timeout_ms must be positive");
                 }
                 if self.algorithms.is_empty() {
                     bail!("auth: `algorithms` must name at least one algorithm");

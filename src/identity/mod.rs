@@ -6,11 +6,12 @@
 //! is [`Caller::anonymous`], which keeps today's behaviour.
 //!
 //! [`Authenticator`] is the listener's mechanism (`[auth] mode`): anonymous, JWT bearer
-//! tokens ([`jwt`]) or trusted identity headers ([`header`]); a refusal is an
+//! tokens ([`jwt`], keys from [`jwks`]) or trusted identity headers ([`header`]); a refusal is an
 //! [`AuthFailure`], answered with 401 and a pointer to the protected-resource metadata
 //! ([`metadata`]) before anything reaches an upstream.
 
 pub mod header;
+pub mod jwks;
 pub mod jwt;
 pub mod metadata;
 
@@ -35,6 +36,10 @@ pub struct Caller {
     /// The caller's own bearer token, kept only for token exchange and configured
     /// pass-through. Never logged, never put in an error.
     pub token: Option<Arc<str>>,
+    /// When the caller's token expires (its validated `exp`, seconds since the Unix epoch).
+    /// Kept apart from `claims` (policy does not read it) for what is derived from the token:
+    /// an exchanged upstream token is never used past it.
+    pub expires_at: Option<u64>,
     /// The TCP peer the request came from (`None` when unknown, e.g. in unit tests).
     pub peer: Option<SocketAddr>,
 }

@@ -186,6 +186,8 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("auth.jwks_file"), "/etc/jwks.json", json!("/etc/jwks.json")),
         (s("auth.jwks_refresh_secs"), "600", json!(600)),
         (s("auth.jwks_min_refetch_secs"), "30", json!(30)),
+        (s("auth.jwks_max_bytes"), "65536", json!(65536)),
+        (s("auth.jwks_timeout_ms"), "2000", json!(2000)),
         (s("auth.leeway_secs"), "30", json!(30)),
         (s("auth.algorithms"), r#"["ES256"]"#, json!(["ES256"])),
         (s("auth.scope_claim"), "scp", json!("scp")),

@@ -1,14 +1,19 @@
 //! Caller identity and tool policy, end to end with real processes: a real OAuth server
 //! (oauth2-mock-server, `tests/peers/identity/oauth_server.mjs`) issues RS256 tokens over HTTP, the
 //! built gateway checks them against the server's JWKS, and the demo store server counts
-//! what reached it. The store example (`config/store-identity.toml`, whose checkout server
-//! needs token exchange) is run by `tests/upstream_credentials.rs`.
+//! what reached it. A hostile JWKS endpoint in front of the OAuth server's
+//! (`tests/peers/scripted/hostile_jwks.py`: fails, hangs until released, or answers an
+//! oversized set) shows that forged key ids cannot multiply reads after a failure, that a
+//! hanging read holds up no token for a known key, and that an oversized set is refused while
+//! the last good keys keep working — each by the reads the endpoint saw. The store example
+//! (`config/store-identity.toml`, whose checkout server needs token exchange) is run by
+//! `tests/upstream_credentials.rs`.
 
 use crate::common;
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
-use crate::common::{Demo, Gateway, Proc, expect_error, metric, peers_dir, wait_for};
+use crate::common::{Demo, Gateway, Proc, expect_error, metric, peers_dir, python, wait_for};
 use serde_json::{Value, json};
 
 const READ_ONLY: [&str; 4] = ["inventory_check", "manga_recommendations", "manga_search", "price_lookup"];
@@ -393,6 +398,197 @@ fn a_repeated_token_is_not_checked_again_and_an_unknown_key_rereads_the_jwks() {
     assert_eq!(status, 401);
     assert_eq!(body["error"]["data"]["reason"], "unknown_key", "{body}");
     assert_eq!(oauth.jwks_reads(), reads_at_start + 1, "an unknown kid re-reads the key set");
+}
+
+/// `hostile_jwks.py`: the OAuth server's JWKS behind an endpoint that fails, hangs or answers
+/// an oversized set on command, and counts the reads it saw.
+struct HostileJwks {
+    _proc: Proc,
+    jwks: String,
+    control: String,
+    client: reqwest::blocking::Client,
+}
+
+impl HostileJwks {
+    fn start(oauth: &OAuth, mode: &str) -> Self {
+        let mut command = Command::new(python());
+        command.arg(peers_dir().join("scripted/hostile_jwks.py")).args([
+            "--upstream",
+            &oauth.jwks_url(),
+            "--mode",
+            mode,
+        ]);
+        let mut proc = Proc::spawn("hostile_jwks.py", command);
+        let line = proc.wait_line("READY ", Duration::from_secs(30));
+        let urls: Value = serde_json::from_str(line.trim_start_matches("READY ")).unwrap();
+        let url = |k: &str| urls[k].as_str().unwrap().to_string();
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        Self { jwks: url("jwks"), control: url("control"), _proc: proc, client }
+    }
+
+    fn post(&self, path: &str) {
+        let response = self.client.post(format!("{}/{path}", self.control)).send().unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+
+    fn mode(&self, mode: &str) {
+        self.post(&format!("mode/{mode}"));
+    }
+
+    fn release(&self) {
+        self.post("release");
+    }
+
+    fn stats(&self) -> Value {
+        self.client.get(format!("{}/stats", self.control)).send().unwrap().json().unwrap()
+    }
+
+    /// JWKS requests seen, whatever they were answered.
+    fn requests(&self) -> u64 {
+        self.stats()["requests"].as_u64().unwrap()
+    }
+}
+
+/// The gateway in jwt mode with its keys from `jwks` and these extra `[auth]` settings.
+fn hostile_config(oauth: &OAuth, jwks: &HostileJwks, demo: &Demo, settings: &str) -> String {
+    format!(
+        r#"
+[auth]
+mode = "jwt"
+issuer = "{issuer}"
+audience = "mcp-gateway"
+jwks_url = "{jwks}"
+{settings}
+
+[servers.store]
+transport = "http"
+url = "{url}"
+"#,
+        issuer = oauth.issuer,
+        jwks = jwks.jwks,
+        url = demo.url(),
+    )
+}
+
+/// A token that names key `kid` (absent from the issuer's set) over a real token's payload.
+fn forged(kid: &str, real: &str) -> String {
+    let header = format!(r#"{{"alg":"RS256","kid":"{kid}","typ":"JWT"}}"#);
+    format!("{}.{}", b64(&header), good_tail(real))
+}
+
+const LIST: &str = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#;
+
+fn refusal_reason(gw: &Gateway, token: &str) -> (u16, Value) {
+    let (status, _, body) = post(gw, Some(token), &serde_json::from_str(LIST).unwrap());
+    (status, body["error"]["data"]["reason"].clone())
+}
+
+#[test]
+fn after_a_failed_jwks_read_forged_key_ids_cannot_make_the_gateway_read_it_again() {
+    let oauth = OAuth::start();
+    let demo = Demo::http();
+    let jwks = HostileJwks::start(&oauth, "fail");
+    let gw = Gateway::start(&hostile_config(&oauth, &jwks, &demo, "jwks_min_refetch_secs = 3600"), &[]);
+    assert_eq!(jwks.requests(), 1, "the read at start (it failed)");
+    let real = oauth.token("mallory", "store:buy");
+
+    // 30 forged key ids, 6 callers at once: the failed read at start began the spacing.
+    let reasons: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..6)
+            .map(|worker| {
+                let (gw, real) = (&gw, &real);
+                scope.spawn(move || {
+                    (0..5)
+                        .map(|i| refusal_reason(gw, &forged(&format!("forged-{worker}-{i}"), real)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    assert_eq!(reasons.len(), 30);
+    for (status, reason) in &reasons {
+        assert_eq!(*status, 401);
+        assert_eq!(reason, "jwks_unavailable", "no key set was ever read");
+    }
+    assert!(
+        jwks.requests() <= 2,
+        "30 forged key ids made {} JWKS reads after the failed one",
+        jwks.requests() - 1
+    );
+}
+
+#[test]
+fn a_hanging_jwks_read_never_holds_up_a_token_for_a_known_key() {
+    let oauth = OAuth::start();
+    let demo = Demo::http();
+    let jwks = HostileJwks::start(&oauth, "good");
+    // Reads may start at any time (0 s spacing), the set is stale after 1 s, and a read is
+    // given far longer than this test, so the endpoint alone decides when the hang ends.
+    let gw = Gateway::start(
+        &hostile_config(
+            &oauth,
+            &jwks,
+            &demo,
+            "jwks_min_refetch_secs = 0\njwks_refresh_secs = 1\njwks_timeout_ms = 600000",
+        ),
+        &[],
+    );
+    assert_eq!(jwks.requests(), 1, "the read at start");
+    let first = oauth.token("alice", "store:browse");
+    assert_eq!(list(&gw, &first).len(), 6, "the key set read at start verifies alice's token");
+    // Let the set grow older than jwks_refresh_secs: a valid token may now ask for a refresh,
+    // but must not wait for one.
+    std::thread::sleep(Duration::from_millis(1_100));
+
+    jwks.mode("hang");
+    std::thread::scope(|scope| {
+        let gw = &gw;
+        let forged_call = scope.spawn(move || refusal_reason(gw, &forged("rotated-key", &first)));
+        wait_for("the JWKS endpoint to hold the gateway's read", || jwks.stats()["holding"] == 1);
+
+        // A token the gateway has never seen, signed by a key it knows: answered from the
+        // current set while the read is still held open.
+        let second = oauth.token("bob", "store:browse");
+        assert_eq!(list(gw, &second).len(), 6);
+        let stats = jwks.stats();
+        assert_eq!(stats["holding"], 1, "the read is still held open: {stats}");
+        assert_eq!(stats["abandoned"], 0, "{stats}");
+        assert_eq!(stats["requests"], 2, "one read in flight, no second one: {stats}");
+
+        jwks.release();
+        let (status, reason) = forged_call.join().unwrap();
+        assert_eq!(status, 401);
+        assert_eq!(reason, "unknown_key", "the forged kid waited for the read, then was refused");
+    });
+    assert_eq!(jwks.requests(), 2);
+}
+
+#[test]
+fn an_oversized_jwks_is_refused_and_the_last_good_keys_keep_working() {
+    let oauth = OAuth::start();
+    let demo = Demo::http();
+    let jwks = HostileJwks::start(&oauth, "good");
+    // The default jwks_max_bytes (256 KiB); the hostile set is 1 MiB.
+    let gw = Gateway::start(&hostile_config(&oauth, &jwks, &demo, "jwks_min_refetch_secs = 0"), &[]);
+    let first = oauth.token("alice", "store:browse");
+    assert_eq!(list(&gw, &first).len(), 6);
+
+    jwks.mode("huge");
+    let (status, reason) = refusal_reason(&gw, &forged("rotated-key", &first));
+    assert_eq!((status, reason), (401, json!("unknown_key")));
+    let stats = jwks.stats();
+    assert_eq!(stats["by_mode"]["huge"], 1, "the forged kid read the set once: {stats}");
+
+    // A token never seen before, signed by a key of the last good set: still verified.
+    let second = oauth.token("bob", "store:browse");
+    let (status, _, body) = post(&gw, Some(&second), &serde_json::from_str(LIST).unwrap());
+    assert_eq!(status, 200, "the last good keys were dropped: {body}");
+    assert_eq!(jwks.stats()["by_mode"]["huge"], 1, "a known key needed no read");
+    wait_for("the oversized JWKS to be reported", || gw.proc.output().contains("jwks_max_bytes"));
+    let line = gw.proc.output().lines().find(|l| l.contains("jwks_max_bytes")).unwrap().to_string();
+    assert!(line.contains("larger than jwks_max_bytes (262144 bytes)"), "{line}");
+    assert!(line.contains("the previous key set stays"), "{line}");
 }
 
 /// Base64url without padding (test-side, to build a header naming an unknown key).

@@ -11,7 +11,9 @@
 //! - token exchange (at the transport, with a shopper's token from the identity provider): the
 //!   server sees `sub` = the shopper, `aud` = itself; one exchange per shopper; no caller
 //!   token → `unauthenticated`, nothing sent; a token the authorization server will not
-//!   exchange → `forbidden`. End to end, an anonymous caller is refused and nothing is sent.
+//!   exchange → `forbidden`. End to end, an anonymous caller is refused and nothing is sent,
+//!   and an exchanged token is not used past the caller's own `exp` (the authorization server
+//!   is asked again).
 //! - pass-through: the caller's own token reaches the server unchanged; none → refused.
 //! - SigV4: the gateway's signed requests pass botocore's check; with a wrong secret they are
 //!   refused (403 → `upstream_auth`).
@@ -24,7 +26,7 @@ use crate::common;
 use std::{process::Command, sync::Arc, time::Duration};
 
 use crate::common::{
-    BIN, Gateway, Proc, Scratch, expect_error, free_port, metric, node22, peers_dir, python,
+    BIN, Gateway, Proc, Scratch, expect_error, free_port, metric, node22, peers_dir, python, wait_for,
 };
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
@@ -106,6 +108,34 @@ impl OAuth {
             .json()
             .unwrap();
         answer["access_token"].as_str().expect("an access token").to_string()
+    }
+
+    /// A shopper's access token (for the gateway, see `--shopper-audience`) whose `exp` is
+    /// `seconds` from now, and that `exp`.
+    fn short_lived_shopper_token(&self, user: &str, seconds: u64) -> (String, u64) {
+        let answer: Value = reqwest::blocking::Client::new()
+            .post(format!("{}/token", self.idp))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "grant_type=password&username={user}&password=pw&client_id=storefront&expires_in={seconds}"
+            ))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let token = answer["access_token"].as_str().expect("an access token").to_string();
+        let payload = token.split('.').nth(1).expect("a JWT");
+        let claims: Value = serde_json::from_slice(
+            &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload).unwrap(),
+        )
+        .unwrap();
+        let exp = claims["exp"].as_u64().expect("an exp claim");
+        (token, exp)
+    }
+
+    /// Exchange requests the authorization server answered, granted or refused.
+    fn exchange_requests(&self) -> u64 {
+        self.exchanges() + self.count("urn:ietf:params:oauth:grant-type:token-exchange:error")
     }
 
     /// A token of the identity provider not issued to the storefront (no `aud`): the
@@ -445,6 +475,64 @@ resource = "urn:mcp:checkout"
     assert!(upstream.seen().is_empty());
     assert_eq!(upstream.refused("missing"), 0, "never sent anonymously");
     assert_eq!(oauth.exchanges() + oauth.client_credentials(), 0, "no token was asked for");
+}
+
+#[test]
+fn an_exchanged_token_is_not_used_past_the_callers_own_exp() {
+    let scratch = Scratch::new("exchange-exp");
+    // Shoppers' tokens are for the gateway, which checks them (JWT mode, default 60 s leeway).
+    let oauth = OAuth::start_with(&secret_file(&scratch, SECRET), &["--shopper-audience", "mcp-gateway"]);
+    let upstream = Guarded::start(&oauth.server, &format!("{}/jwks", oauth.server), "urn:mcp:checkout");
+    let config = format!(
+        r#"
+listen = "127.0.0.1:0"
+[auth]
+mode = "jwt"
+issuer = "{idp}"
+audience = "mcp-gateway"
+jwks_url = "{idp}/jwks"
+[servers.checkout]
+transport = "http"
+url = "{url}/mcp"
+discover = false
+tools = [{{name = "whoami", inputSchema = {{type = "object"}}, annotations = {{readOnlyHint = true}}}}]
+[servers.checkout.auth]
+kind = "token_exchange"
+token_url = "{server}/token"
+client_id = "mcp-gateway"
+client_secret_file = "{secret}"
+resource = "urn:mcp:checkout"
+"#,
+        idp = oauth.idp,
+        url = upstream.url,
+        server = oauth.server,
+        secret = scratch.path("client-secret"),
+    );
+    let gateway = Gateway::start(&config, &[]);
+    // The exchanged token lives an hour (the authorization server's TTL); the shopper's 3 s.
+    let (shopper, exp) = oauth.short_lived_shopper_token("shopper-5", 3);
+    let claims = whoami(&call_as(&gateway, &shopper, "whoami", json!({})));
+    assert_eq!(claims["sub"], "shopper-5", "{claims}");
+    assert_eq!(oauth.exchange_requests(), 1);
+    let seen = upstream.seen();
+    let exchanged = seen[0]["jti"].as_str().expect("the exchanged token's jti").to_string();
+    assert!(seen.iter().all(|c| c["jti"] == exchanged.as_str()), "one exchanged token: {seen:?}");
+    let uses_before_exp = seen.len();
+
+    // Past the shopper's exp, still inside the gateway's leeway: the gateway accepts the
+    // caller, but the exchanged token must not outlive the caller's own.
+    wait_for("the shopper's token to expire", || {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        now > exp
+    });
+    let answer = call_as(&gateway, &shopper, "whoami", json!({}));
+    assert_eq!(
+        oauth.exchange_requests(),
+        2,
+        "the token endpoint was asked again for the expired caller: {answer}"
+    );
+    let uses = upstream.seen().iter().filter(|c| c["jti"] == exchanged.as_str()).count();
+    assert_eq!(uses, uses_before_exp, "the exchanged token was used after the caller's exp: {answer}");
 }
 
 /// `python_server.py` behind `sigv4_proxy.py` (botocore checks every signature).

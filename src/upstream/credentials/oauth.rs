@@ -314,10 +314,11 @@ impl TokenSource {
             return Err(unavailable("the token endpoint issued a token that is not a bearer token"));
         }
         let lifetime = answer.expires_in.map(Duration::from_secs).unwrap_or(DEFAULT_LIFETIME);
-        let mut expires_at = asked + lifetime;
-        if let Some(cap) = cap {
-            expires_at = expires_at.min(cap);
-        }
+        // An `expires_in` too large for the clock is the endpoint's mistake: kept as if absent.
+        let expires_at =
+            asked.checked_add(lifetime).or_else(|| asked.checked_add(DEFAULT_LIFETIME)).unwrap_or(asked);
+        // Never past the caller's own token (token exchange).
+        let expires_at = cap.map_or(expires_at, |cap| expires_at.min(cap));
         let renew_at = expires_at
             .checked_sub(Duration::from_secs(settings.refresh_before_secs))
             .unwrap_or(asked)
@@ -362,11 +363,13 @@ fn cache_key(token: &str) -> String {
     key
 }
 
-/// When the caller's own token expires (its validated `exp` claim), if known.
+/// When the caller's own token expires (its validated `exp`, [`Caller::expires_at`]), if
+/// known: already passed is now; too far to represent is no cap (the exchanged token's own
+/// lifetime then decides).
 fn caller_expiry(caller: &Caller) -> Option<Instant> {
-    let exp = caller.claims.get("exp")?.as_u64()?;
+    let exp = caller.expires_at?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
-    Some(Instant::now() + Duration::from_secs(exp.saturating_sub(now)))
+    Instant::now().checked_add(Duration::from_secs(exp.saturating_sub(now)))
 }
 
 /// An `application/x-www-form-urlencoded` body.
@@ -426,6 +429,15 @@ mod tests {
         );
         assert_eq!(failure(Grant::ClientCredentials, 503, None), CredentialFailure::Unavailable);
         assert_eq!(failure(Grant::ClientCredentials, 429, None), CredentialFailure::Unavailable);
+    }
+
+    #[test]
+    fn the_callers_expiry_caps_without_overflowing() {
+        let caller = |exp| Caller { expires_at: exp, ..Caller::default() };
+        assert!(caller_expiry(&caller(None)).is_none(), "no exp: no cap");
+        assert!(caller_expiry(&caller(Some(u64::MAX))).is_none(), "too far for the clock: no cap");
+        let past = caller_expiry(&caller(Some(1))).expect("an exp long past is a cap");
+        assert!(past <= Instant::now(), "an expired caller caps at now");
     }
 
     #[test]

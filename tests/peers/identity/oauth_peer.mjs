@@ -3,7 +3,8 @@
 // * the shoppers' identity provider: npm `oauth2-mock-server` (signed RS256 JWTs, a JWKS, the
 //   password grant). A shopper's access token comes from a real token request to it
 //   (`grant_type=password&username=…&scope=…`), with `aud` = "storefront" (or the value of
-//   `--shopper-audience`) and the requested `scope`.
+//   `--shopper-audience`) and the requested `scope`; a request's `expires_in` field (seconds)
+//   sets the token's `exp` to that far from now (a short-lived shopper).
 // * the gateway's authorization server: npm `oidc-provider` (a certified OpenID provider) with
 //   one confidential client, `mcp-gateway` (client_secret_basic and client_secret_post), the
 //   native client_credentials grant, and RFC 8693 token exchange registered with
@@ -47,6 +48,9 @@ const idp = new OAuth2Server();
 await idp.issuer.keys.generate('RS256');
 idp.service.on('beforeTokenSigning', (token, req) => {
   if (req.body?.grant_type === 'password') token.payload.aud = shopperAudience;
+  if (req.body?.expires_in !== undefined) {
+    token.payload.exp = Math.floor(Date.now() / 1000) + Number(req.body.expires_in);
+  }
 });
 await idp.start(0, "127.0.0.1");
 // The issuer as the tests reach it (the library names it `localhost`).
