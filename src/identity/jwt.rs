@@ -111,7 +111,7 @@ impl JwtVerifier {
             http: reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?,
         };
         if let Err(e) = verifier.read_keys().await {
-            tracing::warn!(error = %e, "auth: the JWKS could not be read at start; tokens are refused until it can be");
+            tracing::warn!(error = %crate::redact::shown(&e), "auth: the JWKS could not be read at start; tokens are refused until it can be");
         }
         Ok(verifier)
     }
@@ -158,7 +158,7 @@ impl JwtVerifier {
             if Arc::ptr_eq(&again, &keys)
                 && let Err(e) = self.read_keys().await
             {
-                tracing::warn!(error = %e, "auth: reading the JWKS failed; the previous key set stays");
+                tracing::warn!(error = %crate::redact::shown(&e), "auth: reading the JWKS failed; the previous key set stays");
             }
             drop(guard);
         }
