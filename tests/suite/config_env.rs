@@ -27,6 +27,8 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("log_level"), "mcp_gateway=debug,info", json!("mcp_gateway=debug,info")),
         (s("shutdown_grace_secs"), "45", json!(45)),
         (s("metrics_listen"), "0.0.0.0:9464", json!("0.0.0.0:9464")),
+        // `admin` needs the admin token, which is set below.
+        (s("metrics.main_listener"), "admin", json!("admin")),
         (s("ready_min_tools"), "4", json!(4)),
         (s("defaults.connect_timeout_ms"), "111", json!(111)),
         (s("defaults.timeout_ms"), "222", json!(222)),
