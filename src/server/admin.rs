@@ -223,7 +223,10 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
         })
         .collect();
     let tiers = gateway.registry_tiers_report();
-    Json(json!({"tools": tools, "tiers": tiers})).into_response()
+    // Registry entries whose server was refused (URL not allowed, a configured server's name
+    // at another address): their tools are listed above but their calls are refused.
+    let refused = gateway.refused_registry_origins();
+    Json(json!({"tools": tools, "tiers": tiers, "refused": refused})).into_response()
 }
 
 /// `POST /admin/registry/refresh`: refresh now (answers at once; the refresh runs behind).

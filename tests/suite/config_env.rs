@@ -61,6 +61,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         // A Lambda version: numeric-looking, and still a string.
         (s("servers.NAME_S.qualifier"), "7", json!("7")),
         (s("servers.NAME_S.discover"), "false", json!(false)),
+        (s("servers.NAME_S.registry_may_use"), "true", json!(true)),
         // Lambda-only keys: accepted (and shown) on any server, as `function` is.
         (s("servers.NAME_S.lambda_event"), "agentcore", json!("agentcore")),
         (s("servers.NAME_S.agentcore_target"), "catalog-v2", json!("catalog-v2")),
