@@ -8,6 +8,8 @@
 //! - Command-line arguments (stdio servers): URLs as above, `--token=…`-style values and the
 //!   argument after a secret-named flag (`--api-key VALUE`), and values with the prefix of a
 //!   well-known token format (`sk-`, `ghp_`, `xoxb-`, `AKIA`, …).
+//! - Errors ([`shown`]): their text with every URL in it redacted as above (an HTTP
+//!   client names the URL it failed to reach).
 //! - Session ids (which authorise answering relayed requests): never written; [`session_tag`]
 //!   is a short hash prefix that still lets lines of one session be grouped.
 
@@ -89,15 +91,31 @@ pub fn text(message: &str) -> String {
         let scheme_start = rest[..at]
             .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
             .map_or(0, |i| i + 1);
-        let end = rest[at..]
-            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | '`'))
-            .map_or(rest.len(), |i| at + i);
+        let mut end = url_end(rest, at);
+        // Text redacted before: the `>` of a `<redacted>` inside the URL does not end it.
+        while rest[..end].ends_with("<redacted") && rest[end..].starts_with('>') {
+            end = url_end(rest, end + 1);
+        }
         out.push_str(&rest[..scheme_start]);
         out.push_str(&url(&rest[scheme_start..end]));
         rest = &rest[end..];
     }
     out.push_str(rest);
     out
+}
+
+/// An error (or any displayable value) as a log line may show it: its `Display` through
+/// [`text`]. Every log site that writes an error that may name a URL (an HTTP client's
+/// failure, a redirect, a server's message) writes it through this.
+pub fn shown(value: &impl std::fmt::Display) -> String {
+    text(&value.to_string())
+}
+
+/// Where the URL that goes on at `from` ends: whitespace, a quote, `)`, `>` or a backtick.
+fn url_end(text: &str, from: usize) -> usize {
+    text[from..]
+        .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | '`'))
+        .map_or(text.len(), |i| from + i)
 }
 
 /// Names of flags and keys whose values are secrets.
@@ -204,6 +222,13 @@ mod tests {
             "error sending request for url (http://u:<redacted>@h:1/mcp?api_key=<redacted>): refused"
         );
         assert_eq!(text("no url here"), "no url here");
+        // Redacting twice changes nothing.
+        for once in [
+            text("failed (http://u:pw@h:1/mcp?api_key=S&b=T): refused"),
+            text("<http://h/p?k=v> and http://x:y@z/"),
+        ] {
+            assert_eq!(text(&once), once);
+        }
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     config.dynamodb_endpoint = config.dynamodb_endpoint.as_deref().map(redact::url);
     config.aws.endpoint_url = config.aws.endpoint_url.as_deref().map(redact::url);
     config.admin = config.admin.redacted();
+    // The setting in force, not only what was written (its default depends on `[auth]`).
+    config.metrics.main_listener = Some(config.metrics.main_listener(&config.auth));
     let text = if json { serde_json::to_string_pretty(&config)? } else { format!("{config:#?}") };
     let _ = writeln!(std::io::stdout().lock(), "{text}");
     Ok(())

@@ -81,6 +81,17 @@ pub async fn run(
         if servers.is_empty() { "none".to_string() } else { servers.join(", ") }
     );
 
+    let on_main = config.metrics.main_listener(&config.auth);
+    if on_main == mcp_gateway::config::MainListenerMetrics::Admin
+        && config.admin.token.is_none()
+        && config.admin.token_file.is_none()
+    {
+        tracing::warn!(
+            "metrics.main_listener = \"admin\" without admin.token_file (or admin.token): GET /metrics on the MCP listener answers 401 to everyone"
+        );
+    } else if on_main != mcp_gateway::config::MainListenerMetrics::Open {
+        tracing::info!(main_listener = on_main.as_str(), metrics_listen = ?config.metrics_listen, "GET /metrics on the MCP listener is not open to every caller (metrics.main_listener)");
+    }
     if let Some(metrics_listen) = config.metrics_listen {
         // Any address: the metrics listener serves only /metrics (no tool data), so a
         // collector outside the task may scrape it without `allow_non_loopback`.

@@ -8,8 +8,8 @@ use std::{collections::BTreeMap, net::SocketAddr};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AdminSettings, AuditConfig, AuthConfig, CatalogueConfig, InboundLimits, PolicyConfig, QuotasConfig,
-    RemoteMissBudget, ServerConfig, ServerDefaults, UpstreamUrlSettings, lenient,
+    AdminSettings, AuditConfig, AuthConfig, CatalogueConfig, InboundLimits, MetricsSettings, PolicyConfig,
+    QuotasConfig, RemoteMissBudget, ServerConfig, ServerDefaults, UpstreamUrlSettings, lenient,
 };
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -22,6 +22,9 @@ pub struct Config {
     /// A second listener serving only `GET /metrics` (e.g. `0.0.0.0:9464` for a collector
     /// container). Any address is allowed: metrics carry no tool arguments or results.
     pub metrics_listen: Option<SocketAddr>,
+    /// Whether `GET /metrics` is also served on the MCP listener (`[metrics]`: open without
+    /// `[auth]`, closed with it, unless configured).
+    pub metrics: MetricsSettings,
     /// Largest accepted POST body, in bytes (413 above it).
     pub max_body_bytes: usize,
     /// Browser origins allowed besides loopback ones (others get 403).
@@ -185,6 +188,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             allow_non_loopback: false,
             metrics_listen: None,
+            metrics: MetricsSettings::default(),
             max_body_bytes: 1024 * 1024,
             allowed_origins: Vec::new(),
             refresh_interval_secs: 300,

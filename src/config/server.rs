@@ -187,6 +187,12 @@ pub struct ServerConfig {
     /// Learn the tools from the server's own `tools/list` (on start and every refresh).
     #[serde(default = "yes")]
     pub discover: bool,
+    /// Registry entries naming this server may use it (its address, headers and
+    /// credentials) whatever address they carry. Off: an entry naming it is served only
+    /// when it carries this server's transport and address, and refused otherwise
+    /// (`docs/security-edge-and-registry.md`).
+    #[serde(default)]
+    pub registry_may_use: bool,
     /// Extra HTTP headers sent upstream (e.g. authorization). Never logged.
     #[serde(default, deserialize_with = "lenient::string_map")]
     pub headers: BTreeMap<String, String>,
@@ -242,6 +248,7 @@ impl ServerConfig {
             reconnect_give_up_ms: None,
             reconnect_slow_retry_ms: None,
             discover: true,
+            registry_may_use: false,
             headers: BTreeMap::new(),
             tools: Vec::new(),
             tools_file: None,

@@ -34,7 +34,7 @@ use crate::{
     config::{Config, LambdaEvent, ServerConfig, ToolConfig, TransportKind},
     error::{Category, GatewayError},
     registry::{
-        Catalog, Registry, ToolRecord,
+        Catalog, Registry, ToolRecord, borrow,
         dynamic::DynamicRegistry,
         dynamodb::DynamoStore,
         entry::{RegistryEntry, ServerRef},
@@ -169,6 +169,9 @@ pub struct Gateway {
     /// Registry origins whose URL `registry.upstream_urls` refused, with the refusal: later
     /// calls are answered without checking (or resolving) again until the entry changes.
     refused_origins: RwLock<BTreeMap<String, (Arc<ServerRef>, GatewayError)>>,
+    /// Registry origins naming a configured server that were allowed to use it
+    /// ([`crate::registry::borrow`]): later calls are not checked again until the entry changes.
+    accepted_borrows: RwLock<BTreeMap<String, Arc<ServerRef>>>,
     lambda_client: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
     /// The DynamoDB registry's active tools as of the last refresh (admin, drift).
     registry_entries: RwLock<Vec<RegistryEntry>>,
@@ -258,6 +261,7 @@ impl Gateway {
             upstreams,
             dynamic_upstreams: RwLock::default(),
             refused_origins: RwLock::default(),
+            accepted_borrows: RwLock::default(),
             cancellable: Default::default(),
             sessions: Arc::new(
                 Sessions::counted(metrics.back_channel_sessions.clone())
@@ -327,6 +331,9 @@ impl Gateway {
     /// entry that moves to another endpoint is followed without a restart.
     pub async fn upstream_for(&self, tool: &ToolRecord) -> Result<Arc<Upstream>, GatewayError> {
         if let Some(upstream) = self.upstreams.get(tool.server.as_ref()) {
+            if let Some(origin) = &tool.origin {
+                self.check_borrow(origin, upstream, &tool.name).await?;
+            }
             return Ok(upstream.clone());
         }
         let origin = tool.origin.as_ref().ok_or_else(unknown_server)?;
@@ -346,6 +353,72 @@ impl Gateway {
         // Boxed: building may load the AWS SDK's configuration, whose future is kilobytes;
         // inline it would size every call's future.
         Box::pin(self.build_registry_upstream(origin, &tool.name)).await
+    }
+
+    /// A registry entry naming a configured server: served through that server's stack only
+    /// as [`crate::registry::borrow`] allows, and its own URL (if any) only if
+    /// `registry.upstream_urls` allows it. A refusal is counted, logged and remembered like a
+    /// refused URL; an accepted origin is remembered so that calls check it once.
+    async fn check_borrow(
+        &self,
+        origin: &Arc<ServerRef>,
+        configured: &Upstream,
+        tool: &str,
+    ) -> Result<(), GatewayError> {
+        let accepted = self.accepted_borrows.read().ok().and_then(|m| m.get(&origin.name).cloned());
+        if accepted.is_some_and(|accepted| accepted == *origin) {
+            return Ok(());
+        }
+        let refused = self.refused_origins.read().ok().and_then(|m| m.get(&origin.name).cloned());
+        if let Some((refused_from, refusal)) = refused
+            && refused_from == *origin
+        {
+            self.metrics.registry_upstreams_refused.with_label_values(&[refusal_reason(&refusal)]).inc();
+            return Err(refusal.with_tool(tool));
+        }
+        if let Err(refusal) = borrow::check(&origin.name, origin, &configured.config) {
+            let shown = origin.url.as_deref().map(crate::redact::url);
+            tracing::warn!(
+                tool,
+                server = %origin.name,
+                transport = %origin.transport,
+                url = ?shown,
+                reason = refusal.reason,
+                "registry entry names a configured server at another address; refused, nothing sent (servers.NAME.registry_may_use)"
+            );
+            self.metrics.registry_upstreams_refused.with_label_values(&[refusal.reason]).inc();
+            let error = GatewayError::new(Category::UpstreamNotAllowed, refusal.detail)
+                .with_server(origin.name.as_str())
+                .with_extra("reason", json!(refusal.reason));
+            if let Ok(mut refused) = self.refused_origins.write() {
+                refused.insert(origin.name.clone(), (origin.clone(), error.clone()));
+            }
+            return Err(error.with_tool(tool));
+        }
+        self.check_registry_url(origin, tool).await?;
+        if let Ok(mut accepted) = self.accepted_borrows.write() {
+            accepted.insert(origin.name.clone(), origin.clone());
+        }
+        Ok(())
+    }
+
+    /// The registry origins refused so far (`GET /admin/registry`): server, transport,
+    /// redacted URL, reason and detail.
+    pub fn refused_registry_origins(&self) -> Vec<serde_json::Value> {
+        let Ok(refused) = self.refused_origins.read() else { return Vec::new() };
+        refused
+            .iter()
+            .map(|(name, (origin, error))| {
+                json!({
+                    "server": name,
+                    "transport": origin.transport,
+                    "url": origin.url.as_deref().map(crate::redact::url),
+                    "function": origin.function,
+                    "reason": refusal_reason(error),
+                    "detail": error.detail,
+                })
+            })
+            .collect()
     }
 
     /// `registry.upstream_urls`: a registry URL must be allowed before anything is sent to it.
@@ -401,6 +474,9 @@ impl Gateway {
         }
         if let Ok(mut refused) = self.refused_origins.write() {
             refused.retain(|name, (origin, _)| in_use(name, origin));
+        }
+        if let Ok(mut accepted) = self.accepted_borrows.write() {
+            accepted.retain(|name, origin| in_use(name, origin));
         }
         for upstream in &dropped {
             tracing::info!(server = %upstream.name, transport = upstream.transport.as_str(), "registry server no longer named by a live entry; its stack is dropped");

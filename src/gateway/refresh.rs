@@ -208,7 +208,7 @@ impl Refresher {
                 }
                 Err(e) => {
                     *self.failures.entry(name.clone()).or_default() += 1;
-                    tracing::warn!(server = %name, error = %e, "tools/list failed; keeping the last known tools");
+                    tracing::warn!(server = %name, error = %crate::redact::shown(&e), "tools/list failed; keeping the last known tools");
                     gateway.readiness.set_server_result(&name, Some(&e));
                     gateway.metrics.registry_refreshes.with_label_values(&[&name, "failure"]).inc();
                 }
@@ -260,7 +260,7 @@ impl Refresher {
             }
             Err(e) => {
                 metrics.registry_refreshes.with_label_values(&["dynamodb", "failure"]).inc();
-                tracing::warn!(error = %e, "registry scan failed; keeping the last known registry tools");
+                tracing::warn!(error = %crate::redact::shown(&e), "registry scan failed; keeping the last known registry tools");
                 None
             }
         }
@@ -342,7 +342,7 @@ impl Refresher {
                 self.rebuild(Instant::now()).await;
             }
             Err(e) => {
-                tracing::warn!(tool = name, error = %e, "invalidated tool could not be reloaded; refresh will retry")
+                tracing::warn!(tool = name, error = %crate::redact::shown(&e), "invalidated tool could not be reloaded; refresh will retry")
             }
         }
     }

@@ -111,7 +111,7 @@ impl KeyStore {
         };
         store.inner.lock_reads().last_attempt = Some(Instant::now());
         if let Err(e) = store.inner.read().await {
-            tracing::warn!(error = %format!("{e:#}"), "auth: the JWKS could not be read at start; tokens are refused until it can be");
+            tracing::warn!(error = %crate::redact::text(&format!("{e:#}")), "auth: the JWKS could not be read at start; tokens are refused until it can be");
         }
         Ok(store)
     }
@@ -160,7 +160,7 @@ impl KeyStore {
         let inner = self.inner.clone();
         tokio::spawn(async move {
             if let Err(e) = inner.read().await {
-                tracing::warn!(error = %format!("{e:#}"), "auth: reading the JWKS failed; the previous key set stays");
+                tracing::warn!(error = %crate::redact::text(&format!("{e:#}")), "auth: reading the JWKS failed; the previous key set stays");
             }
             inner.lock_reads().in_flight = None;
             finished.send_replace(true);

@@ -126,7 +126,7 @@ impl Fleet {
                     tracing::info!("quotas are shared through Redis");
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "quotas: Redis unreachable, deciding locally");
+                    tracing::warn!(error = %crate::redact::shown(&e), "quotas: Redis unreachable, deciding locally");
                     fleet.failed();
                 }
             }
@@ -197,7 +197,7 @@ impl Fleet {
                 None
             }
             Ok(Err(e)) => {
-                tracing::debug!(error = %e, "quotas: Redis call failed");
+                tracing::debug!(error = %crate::redact::shown(&e), "quotas: Redis call failed");
                 self.failed();
                 None
             }

@@ -361,7 +361,7 @@ impl DynamicRegistry {
                 Err(e) => {
                     self.redis_health.set(false);
                     self.count("redis", "error");
-                    tracing::warn!(error = %e, "registry: Redis skipped");
+                    tracing::warn!(error = %crate::redact::shown(&e), "registry: Redis skipped");
                 }
             }
         }
@@ -400,7 +400,7 @@ impl DynamicRegistry {
             Err(e) => {
                 self.dynamo_failed();
                 self.count("dynamodb", "error");
-                tracing::warn!(error = %e, tool = name, "registry: DynamoDB unreachable; serving the last known entry if any");
+                tracing::warn!(error = %crate::redact::shown(&e), tool = name, "registry: DynamoDB unreachable; serving the last known entry if any");
                 self.stale(name)
             }
         }
@@ -465,7 +465,7 @@ impl DynamicRegistry {
                 Err(e) => {
                     self.redis_health.set(false);
                     self.count("redis", "error");
-                    tracing::warn!(error = %e, "registry: Redis not updated by the refresh");
+                    tracing::warn!(error = %crate::redact::shown(&e), "registry: Redis not updated by the refresh");
                 }
             }
         }

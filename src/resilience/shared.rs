@@ -108,7 +108,7 @@ impl SharedBreakers {
         match claimed {
             Ok(won) => won.is_some(),
             Err(e) => {
-                tracing::debug!(server, error = %e, "health probe claim failed; probing alone");
+                tracing::debug!(server, error = %crate::redact::shown(&e), "health probe claim failed; probing alone");
                 self.errors.with_label_values(&["claim"]).inc();
                 *connection = None;
                 true
@@ -214,7 +214,7 @@ impl Fleet {
                 Ok(()) => self.set_claims_needed(true),
                 Err((operation, e)) => {
                     self.errors.with_label_values(&[operation]).inc();
-                    tracing::debug!(error = %e, operation, "shared breaker state: Redis call failed");
+                    tracing::debug!(error = %crate::redact::shown(&e), operation, "shared breaker state: Redis call failed");
                     self.set_claims_needed(false);
                     connection = None;
                 }

@@ -50,6 +50,16 @@ impl AdminAccess {
         Self::default()
     }
 
+    /// Whether `headers` carry `Authorization: Bearer <admin token>` (false without a token).
+    pub fn bearer_matches(&self, headers: &axum::http::HeaderMap) -> bool {
+        let Some(expected) = &self.token else { return false };
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .is_some_and(|token| same_digest(expected, &Sha256::digest(token.trim().as_bytes()).into()))
+    }
+
     /// `None` when the request may pass; else the answer (token missing or wrong, routes not
     /// served on this listener, admin off).
     fn refusal(&self, on_admin_listener: bool, request: &Request) -> Option<Response> {
@@ -60,29 +70,10 @@ impl AdminAccess {
             ));
         }
         match &self.token {
-            Some(expected) => {
-                let presented = request
-                    .headers()
-                    .get(header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
-                match presented {
-                    Some(token) if same_digest(expected, &Sha256::digest(token.trim().as_bytes()).into()) => {
-                        None
-                    }
-                    _ => {
-                        let mut response = refused(
-                            StatusCode::UNAUTHORIZED,
-                            "admin endpoints need Authorization: Bearer <admin token> (admin.token_file)",
-                        );
-                        response.headers_mut().insert(
-                            header::WWW_AUTHENTICATE,
-                            HeaderValue::from_static("Bearer realm=\"mcp-gateway admin\""),
-                        );
-                        Some(response)
-                    }
-                }
-            }
+            Some(_) if self.bearer_matches(request.headers()) => None,
+            Some(_) => Some(unauthorized(
+                "admin endpoints need Authorization: Bearer <admin token> (admin.token_file)",
+            )),
             None if on_admin_listener => {
                 let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
                 if peer.is_some_and(|p| p.ip().is_loopback()) {
@@ -106,6 +97,15 @@ impl AdminAccess {
 fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
     let difference = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
     std::hint::black_box(difference) == 0
+}
+
+/// 401 with `WWW-Authenticate` naming the admin realm.
+pub(super) fn unauthorized(why: &str) -> Response {
+    let mut response = refused(StatusCode::UNAUTHORIZED, why);
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"mcp-gateway admin\""));
+    response
 }
 
 fn refused(status: StatusCode, why: &str) -> Response {
@@ -223,7 +223,10 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
         })
         .collect();
     let tiers = gateway.registry_tiers_report();
-    Json(json!({"tools": tools, "tiers": tiers})).into_response()
+    // Registry entries whose server was refused (URL not allowed, a configured server's name
+    // at another address): their tools are listed above but their calls are refused.
+    let refused = gateway.refused_registry_origins();
+    Json(json!({"tools": tools, "tiers": tiers, "refused": refused})).into_response()
 }
 
 /// `POST /admin/registry/refresh`: refresh now (answers at once; the refresh runs behind).

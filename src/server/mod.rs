@@ -34,7 +34,7 @@ use crate::gateway::Gateway;
 pub fn router(gateway: Arc<Gateway>, admin: &admin::AdminAccess) -> Router {
     Router::new()
         .route("/mcp", post(mcp::post).get(get_mcp).delete(mcp::delete))
-        .route("/metrics", get(health::metrics))
+        .route("/metrics", get(main_listener_metrics(gateway.config(), admin)))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/tools", get(catalogue::tools))
@@ -44,6 +44,43 @@ pub fn router(gateway: Arc<Gateway>, admin: &admin::AdminAccess) -> Router {
         .merge(admin::routes(gateway.clone(), admin, false))
         .fallback(not_found)
         .with_state(gateway)
+}
+
+/// `GET /metrics` on the main listener, as `metrics.main_listener` says: served (`open`),
+/// 404 with a body saying where metrics are (`closed`), or behind the admin token (`admin`,
+/// 401 without it).
+fn main_listener_metrics(
+    config: &crate::config::Config,
+    admin: &admin::AdminAccess,
+) -> axum::routing::MethodRouter<Arc<Gateway>> {
+    use crate::config::MainListenerMetrics;
+    let mode = config.metrics.main_listener(&config.auth);
+    let elsewhere = match config.metrics_listen {
+        Some(addr) => serde_json::json!(format!("GET http://{addr}/metrics (metrics_listen)")),
+        None => serde_json::Value::Null,
+    };
+    let admin = admin.clone();
+    get(move |state: axum::extract::State<Arc<Gateway>>, headers: axum::http::HeaderMap| {
+        let (admin, elsewhere) = (admin.clone(), elsewhere.clone());
+        async move {
+            match mode {
+                MainListenerMetrics::Open => health::metrics(state).await,
+                MainListenerMetrics::Admin if admin.bearer_matches(&headers) => health::metrics(state).await,
+                MainListenerMetrics::Admin => admin::unauthorized(
+                    "metrics on this listener need Authorization: Bearer <admin token> (metrics.main_listener = \"admin\")",
+                ),
+                MainListenerMetrics::Closed => {
+                    let body = serde_json::json!({
+                        "error": "metrics are not served on this listener (metrics.main_listener = \"closed\", the default with [auth])",
+                        "metrics": elsewhere,
+                        "hint": "scrape metrics_listen, or set metrics.main_listener = \"admin\" and send the admin token",
+                        "docs": "docs/observability.md",
+                    });
+                    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+                }
+            }
+        }
+    })
 }
 
 /// The metrics listener's routes: `GET /metrics` and nothing else. It is meant to be reachable

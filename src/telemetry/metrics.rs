@@ -122,7 +122,7 @@ pub struct Metrics {
     /// `mcp_gateway_upstream_reconnects_total{server}`: connection attempts after the first
     pub upstream_reconnects: IntCounterVec,
     /// `mcp_gateway_registry_upstreams_refused_total{reason}`: calls refused because their
-    /// registry entry's URL is not allowed ([`UPSTREAM_REFUSAL_REASONS`])
+    /// registry entry's URL is not allowed, or it names a configured server elsewhere ([`UPSTREAM_REFUSAL_REASONS`])
     pub registry_upstreams_refused: IntCounterVec,
     /// `mcp_gateway_registry_upstreams`: server stacks built from registry entries, alive
     pub registry_upstreams: IntGauge,
@@ -260,7 +260,8 @@ const REJECTION_REASONS: &[&str] = &[
     "admin_elsewhere",
 ];
 /// Why a registry entry's upstream URL was refused (`registry_upstreams_refused`).
-pub const UPSTREAM_REFUSAL_REASONS: &[&str] = &["not_allowlisted", "special_address", "invalid_url"];
+pub const UPSTREAM_REFUSAL_REASONS: &[&str] =
+    &["not_allowlisted", "special_address", "invalid_url", crate::registry::borrow::REASON];
 /// Remote registry lookups for names below the catalogue (`registry_remote_lookups`).
 pub const REMOTE_LOOKUP_RESULTS: &[&str] = &["admitted", "over_budget"];
 

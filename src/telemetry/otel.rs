@@ -119,8 +119,10 @@ impl Tracing {
         let provider = self.provider;
         match tokio::task::spawn_blocking(move || provider.shutdown()).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "trace export at shutdown failed"),
-            Err(e) => tracing::warn!(error = %e, "trace export at shutdown failed"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %crate::redact::shown(&e), "trace export at shutdown failed")
+            }
+            Err(e) => tracing::warn!(error = %crate::redact::shown(&e), "trace export at shutdown failed"),
         }
     }
 }

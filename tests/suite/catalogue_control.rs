@@ -32,8 +32,9 @@ impl Drop for PolicyFile {
     }
 }
 
-const IDENTITY: &str =
-    "[auth]\nmode = \"header\"\nsubject_header = \"x-caller-subject\"\nscopes_header = \"x-caller-scopes\"\n";
+/// Callers named by headers; `/metrics` (closed on the MCP listener once `[auth]` is on) is read
+/// with the admin token.
+const IDENTITY: &str = "[metrics]\nmain_listener = \"admin\"\n[auth]\nmode = \"header\"\nsubject_header = \"x-caller-subject\"\nscopes_header = \"x-caller-scopes\"\n";
 
 fn rpc_as(gw: &Gateway, subject: &str, scopes: &str, message: &Value) -> Value {
     let headers = [("x-caller-subject", subject), ("x-caller-scopes", scopes)];

@@ -27,6 +27,8 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("log_level"), "mcp_gateway=debug,info", json!("mcp_gateway=debug,info")),
         (s("shutdown_grace_secs"), "45", json!(45)),
         (s("metrics_listen"), "0.0.0.0:9464", json!("0.0.0.0:9464")),
+        // `admin` needs the admin token, which is set below.
+        (s("metrics.main_listener"), "admin", json!("admin")),
         (s("ready_min_tools"), "4", json!(4)),
         (s("defaults.connect_timeout_ms"), "111", json!(111)),
         (s("defaults.timeout_ms"), "222", json!(222)),
@@ -59,6 +61,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         // A Lambda version: numeric-looking, and still a string.
         (s("servers.NAME_S.qualifier"), "7", json!("7")),
         (s("servers.NAME_S.discover"), "false", json!(false)),
+        (s("servers.NAME_S.registry_may_use"), "true", json!(true)),
         // Lambda-only keys: accepted (and shown) on any server, as `function` is.
         (s("servers.NAME_S.lambda_event"), "agentcore", json!("agentcore")),
         (s("servers.NAME_S.agentcore_target"), "catalog-v2", json!("catalog-v2")),

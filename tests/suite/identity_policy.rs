@@ -111,8 +111,12 @@ fn jwt_config(oauth: &OAuth, demo: &Demo, policy: Option<&PolicyFile>) -> String
     let policy = policy
         .map(|p| format!("[policy]\nfile = {:?}\nreload_secs = 1\n", p.0.to_str().unwrap()))
         .unwrap_or_default();
+    // `/metrics` is closed on the MCP listener once `[auth]` is on: the tests read it with the
+    // admin token.
     format!(
         r#"
+[metrics]
+main_listener = "admin"
 [auth]
 mode = "jwt"
 issuer = "{issuer}"

@@ -331,7 +331,7 @@ when { principal.subject == "bob" && !(resource.name like "secret*") };
 "#,
     );
     let config = format!(
-        "refresh_interval_secs = 3600\n\n[auth]\nmode = \"header\"\nsubject_header = \"x-caller-subject\"\n\n[policy]\nfile = {}\n\n{}",
+        "refresh_interval_secs = 3600\n\n[metrics]\nmain_listener = \"admin\"\n[auth]\nmode = \"header\"\nsubject_header = \"x-caller-subject\"\n\n[policy]\nfile = {}\n\n{}",
         json!(policy.arg()),
         changing_stdio("changing", log.path(), "")
     );

@@ -15,6 +15,7 @@ mod config_env;
 mod conformance_client;
 mod conformance_server;
 mod era_probe;
+mod exposure;
 mod golden;
 mod hostile_upstream;
 mod http_upstream;

@@ -41,19 +41,19 @@ use mcp_gateway::{
     },
 };
 
-const SECRET: &str = "s3cret-Kx9-never-print-me";
+pub(crate) const SECRET: &str = "s3cret-Kx9-never-print-me";
 
 /// The OAuth peer: its identity provider, authorization server and control URLs.
-struct OAuth {
+pub(crate) struct OAuth {
     /// The OAuth peer process, killed when the test ends.
     _proc: Proc,
     idp: String,
-    server: String,
+    pub(crate) server: String,
     control: String,
 }
 
 impl OAuth {
-    fn start(secret_file: &str) -> Self {
+    pub(crate) fn start(secret_file: &str) -> Self {
         Self::start_with(secret_file, &[])
     }
 
@@ -82,7 +82,7 @@ impl OAuth {
         stats[key].as_u64().unwrap_or(0)
     }
 
-    fn client_credentials(&self) -> u64 {
+    pub(crate) fn client_credentials(&self) -> u64 {
         self.count("client_credentials:success")
     }
 
@@ -154,13 +154,13 @@ impl OAuth {
 }
 
 /// `auth_mcp_server.py`: admits JWTs of `issuer` (keys from `jwks`) for `audience`.
-struct Guarded {
+pub(crate) struct Guarded {
     _proc: Proc,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Guarded {
-    fn start(issuer: &str, jwks: &str, audience: &str) -> Self {
+    pub(crate) fn start(issuer: &str, jwks: &str, audience: &str) -> Self {
         Self::start_with(issuer, jwks, audience, &[])
     }
 
@@ -180,30 +180,30 @@ impl Guarded {
         Self { _proc: proc, url: format!("http://127.0.0.1:{port}") }
     }
 
-    fn seen(&self) -> Vec<Value> {
+    pub(crate) fn seen(&self) -> Vec<Value> {
         let seen: Value =
             reqwest::blocking::get(format!("{}/control/seen", self.url)).unwrap().json().unwrap();
         seen.as_array().unwrap().clone()
     }
 
-    fn refused(&self, reason: &str) -> u64 {
+    pub(crate) fn refused(&self, reason: &str) -> u64 {
         let refused: Value =
             reqwest::blocking::get(format!("{}/control/refused", self.url)).unwrap().json().unwrap();
         refused[reason].as_u64().unwrap_or(0)
     }
 
-    fn revoke_seen(&self) {
+    pub(crate) fn revoke_seen(&self) {
         reqwest::blocking::Client::new().post(format!("{}/control/revoke-seen", self.url)).send().unwrap();
     }
 }
 
-fn secret_file(scratch: &Scratch, value: &str) -> String {
+pub(crate) fn secret_file(scratch: &Scratch, value: &str) -> String {
     let path = scratch.path("client-secret");
     std::fs::write(&path, format!("{value}\n")).unwrap();
     path
 }
 
-fn whoami(response: &Value) -> Value {
+pub(crate) fn whoami(response: &Value) -> Value {
     let text = response["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{response}"));
     serde_json::from_str(text).unwrap_or_else(|_| response["result"]["structuredContent"].clone())
 }

@@ -153,6 +153,9 @@ impl Shared {
         set_metric: bool,
         update: impl FnOnce(&mut Status),
     ) {
+        // The reason is shown in logs, `/capabilities` and `/admin/connections`: a connector's
+        // error may name the URL it failed to reach.
+        let reason = reason.map(|r| crate::redact::text(&r));
         let mut from = state;
         self.status.send_modify(|status| {
             from = status.state;

@@ -175,7 +175,7 @@ impl TokenSource {
                     return match (result, cached) {
                         // A failed renewal: the old token is still good until it expires.
                         (Err(error), Some(old)) if Instant::now() < old.expires_at => {
-                            tracing::warn!(server = %self.server, %error, "token renewal failed; the current token is used until it expires");
+                            tracing::warn!(server = %self.server, error = %crate::redact::shown(&error), "token renewal failed; the current token is used until it expires");
                             Ok(old)
                         }
                         (result, _) => result,
@@ -234,7 +234,7 @@ impl TokenSource {
         match &result {
             Ok(_) => tracing::info!(server = %self.server, kind, "upstream token obtained"),
             Err(error) => {
-                tracing::warn!(server = %self.server, kind, %error, "upstream token request failed")
+                tracing::warn!(server = %self.server, kind, error = %crate::redact::shown(error), "upstream token request failed")
             }
         }
         result

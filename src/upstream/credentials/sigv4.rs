@@ -94,7 +94,7 @@ impl Signer {
                 Ok(signing)
             }
             Err(error) => {
-                tracing::warn!(server = %self.server, %error, "cannot resolve AWS credentials for SigV4");
+                tracing::warn!(server = %self.server, error = %crate::redact::shown(&error), "cannot resolve AWS credentials for SigV4");
                 Err(error)
             }
         }

@@ -140,6 +140,22 @@ fn host_header(url: &Uri) -> Option<HeaderValue> {
     }
 }
 
+/// `url` without its user-info. Nothing is made of it (no header is sent from it), and
+/// hyper-util's connection pool keys connections by scheme and authority, which it writes
+/// into its debug lines: user-info there is a secret in the log.
+fn without_user_info(url: Uri) -> Uri {
+    let host = match url.authority().and_then(|a| a.as_str().rsplit_once('@')) {
+        Some((_, host)) => host.to_string(),
+        None => return url,
+    };
+    let mut parts = url.clone().into_parts();
+    match host.parse() {
+        Ok(authority) => parts.authority = Some(authority),
+        Err(_) => return url,
+    }
+    Uri::from_parts(parts).unwrap_or(url)
+}
+
 impl HttpTransport {
     pub fn new(settings: HttpSettings) -> Result<Self, UpstreamError> {
         let tls = super::tls::client_config()
@@ -151,6 +167,8 @@ impl HttpTransport {
                 crate::redact::url(settings.url.as_str())
             ))
         })?;
+        let log_url = crate::redact::url(&url.to_string()).into();
+        let url = without_user_info(url);
         let mut headers = settings.headers;
         if let Some(host) = host_header(&url)
             && !headers.contains_key(HOST)
@@ -160,7 +178,7 @@ impl HttpTransport {
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
-                log_url: crate::redact::url(&url.to_string()).into(),
+                log_url,
                 url,
                 headers,
                 max_response_bytes: settings.max_response_bytes,
@@ -280,7 +298,7 @@ impl Inner {
         {
             return result;
         }
-        tracing::info!(url = %self.url, "upstream refused the token (HTTP 401); renewing it and trying once more");
+        tracing::info!(url = %self.log_url, "upstream refused the token (HTTP 401); renewing it and trying once more");
         credentials.refused(caller, &applied);
         let renewed = credentials.for_call(caller).await?;
         CALL_CREDENTIALS.scope(renewed, self.call(&request)).await
@@ -294,7 +312,7 @@ impl Inner {
         generation: u64,
         error: UpstreamError,
     ) -> Result<UpstreamReply, UpstreamError> {
-        tracing::info!(url = %self.log_url, era = era_label(spoken), reason = %error, "upstream refused the remembered era; probing again");
+        tracing::info!(url = %self.log_url, era = era_label(spoken), reason = %crate::redact::shown(&error), "upstream refused the remembered era; probing again");
         let spoken = match self.probe(generation).await {
             Ok((spoken, _)) => spoken,
             Err(ProbeError::Failed(error)) => return Err(error),
@@ -318,6 +336,14 @@ fn era_label(spoken: &Spoken) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_info_is_dropped_from_the_url_requests_go_to() {
+        let stripped = |url: &str| without_user_info(Uri::try_from(url).expect("URL")).to_string();
+        assert_eq!(stripped("http://u:SECRET@h:8080/mcp?k=v"), "http://h:8080/mcp?k=v");
+        assert_eq!(stripped("https://TOKEN@h/mcp"), "https://h/mcp");
+        assert_eq!(stripped("http://h/mcp"), "http://h/mcp");
+    }
 
     #[test]
     fn the_host_header_is_what_hyper_util_would_write() {

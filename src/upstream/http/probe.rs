@@ -83,9 +83,11 @@ impl Inner {
             Ok(Spoken::Legacy(session)) => {
                 tracing::info!(url = %self.log_url, version = session.version, session = session.session_id.is_some(), "upstream speaks the session era")
             }
-            Err(ProbeError::Failed(error)) => tracing::warn!(url = %self.log_url, %error, "era probe failed"),
+            Err(ProbeError::Failed(error)) => {
+                tracing::warn!(url = %self.log_url, error = %crate::redact::shown(error), "era probe failed")
+            }
             Err(ProbeError::Answered(error)) => {
-                tracing::warn!(url = %self.log_url, code = error.code, message = %error.message, "initialize refused")
+                tracing::warn!(url = %self.log_url, code = error.code, message = %crate::redact::text(&error.message), "initialize refused")
             }
         }
         learned.map(|spoken| (spoken, generation))

@@ -95,12 +95,12 @@ async fn run(inner: Weak<Inner>, changes: watch::Sender<u64>, open: prometheus::
         open.set(0);
         match ended {
             Ended::Refused(why) => {
-                tracing::info!(url = %strong.log_url, reason = %why, "upstream serves no change stream; its tools are refreshed on the interval");
+                tracing::info!(url = %strong.log_url, reason = %crate::redact::shown(&why), "upstream serves no change stream; its tools are refreshed on the interval");
                 refused_generation = Some(learned.generation);
                 continue;
             }
             Ended::Again(why) => {
-                tracing::debug!(url = %strong.log_url, reason = %why, "upstream change stream ended; opening it again");
+                tracing::debug!(url = %strong.log_url, reason = %crate::redact::shown(&why), "upstream change stream ended; opening it again");
             }
         }
         drop(strong);

@@ -170,8 +170,10 @@ impl Gateway {
             .collect()
     }
 
+    /// `GET /metrics` on the MCP listener, with the admin token (what a gateway with `[auth]`
+    /// and `metrics.main_listener = "admin"` asks for; an open listener ignores it).
     pub fn metrics(&self) -> String {
-        self.client.get(self.url("/metrics")).send().unwrap().text().unwrap()
+        self.client.get(self.url("/metrics")).bearer_auth(ADMIN_TOKEN).send().unwrap().text().unwrap()
     }
 
     /// `GET path` with the harness's admin bearer token.
