@@ -14,8 +14,10 @@
 # be refused.
 #
 # Tools are installed idempotently under .tools/ (gitignored): a venv from PyPI with the pins
-# of scripts/validate-deploy.requirements.txt, and promtool extracted from Debian's
-# `prometheus` package (apt-get download, no service installed). A warm run installs nothing.
+# of scripts/validate-deploy.requirements.txt, and promtool and the Prometheus server extracted
+# from Debian's `prometheus` package (apt-get download, no service installed; the server is the
+# real Prometheus that tests/suite/grafana_dashboard.rs runs every dashboard query against). A
+# warm run installs nothing.
 #
 # usage: bash scripts/validate-deploy.sh          validate
 #        bash scripts/validate-deploy.sh --sync   first copy deploy/alert-rules.yaml and
@@ -29,6 +31,7 @@ venv=$tools/venv
 requirements=scripts/validate-deploy.requirements.txt
 py=$venv/bin/python
 promtool=$tools/bin/promtool
+prometheus=$tools/bin/prometheus
 
 step() { printf '==> %s\n' "$*"; }
 die() { printf 'validate-deploy: %s\n' "$*" >&2; exit 1; }
@@ -44,10 +47,11 @@ else
   cp "$requirements" "$venv/.installed-requirements"
 fi
 
-if [ -x "$promtool" ] && "$promtool" --version >/dev/null 2>&1; then
-  step "promtool present ($promtool)"
+if [ -x "$promtool" ] && "$promtool" --version >/dev/null 2>&1 \
+  && [ -x "$prometheus" ] && "$prometheus" --version >/dev/null 2>&1; then
+  step "promtool and prometheus present ($tools/bin)"
 else
-  step "installing promtool from Debian's prometheus package into $tools/bin"
+  step "installing promtool and prometheus from Debian's prometheus package into $tools/bin"
   command -v apt-get >/dev/null 2>&1 || die "promtool is missing and apt-get is not available"
   deb=$(mktemp -d)
   if ! (cd "$deb" && apt-get download -qq prometheus >/dev/null 2>&1); then
@@ -57,10 +61,12 @@ else
     (cd "$deb" && apt-get download -qq prometheus) || die "apt-get download prometheus failed"
   fi
   mkdir -p "$tools/bin"
-  dpkg-deb --fsys-tarfile "$deb"/prometheus_*.deb | tar -x -C "$deb" ./usr/bin/promtool
+  dpkg-deb --fsys-tarfile "$deb"/prometheus_*.deb | tar -x -C "$deb" ./usr/bin/promtool ./usr/bin/prometheus
   mv "$deb/usr/bin/promtool" "$promtool"
+  mv "$deb/usr/bin/prometheus" "$prometheus"
   rm -rf "$deb"
   "$promtool" --version >/dev/null || die "the extracted promtool does not run"
+  "$prometheus" --version >/dev/null || die "the extracted prometheus does not run"
 fi
 
 versions=$(printf '%s; %s; hadolint %s; check-jsonschema %s; botocore %s' \

@@ -17,6 +17,7 @@ mod conformance_server;
 mod era_probe;
 mod exposure;
 mod golden;
+mod grafana_dashboard;
 mod hostile_upstream;
 mod http_upstream;
 mod identity_policy;
