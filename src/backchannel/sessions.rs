@@ -240,7 +240,13 @@ impl Sessions {
         let found = self.table.lock().ok().and_then(|t| t.get(id).cloned());
         match found {
             // Another subject's session is not touched: its idle clock is its owner's.
-            Some(session) if !session.opened_by.admits(caller) => Lookup::Unknown,
+            Some(session) if !session.opened_by.admits(caller) => {
+                tracing::warn!(
+                    session = %crate::redact::session_tag(&session.id),
+                    "a back-channel session presented by another subject than the one that opened it: refused as unknown"
+                );
+                Lookup::Unknown
+            }
             Some(session) if session.last_used().elapsed() < IDLE_TTL => {
                 session.touch();
                 Lookup::Found(session)

@@ -3,8 +3,8 @@
 //!
 //! A `tools/call` is registered by the caller's id and whose it is (its owner by
 //! [`crate::ownership`] with the session id it sent, else its TCP connection:
-//! [`crate::gateway::cancel::Scope`]) while it
-//! runs, so a `notifications/cancelled` from the same caller naming it drops it. The cancelled request is
+//! [`crate::gateway::cancel::Scope`]) while it runs, so a `notifications/cancelled` from the
+//! same caller naming it drops it. The cancelled request is
 //! then answered with the `cancelled` error (-32800) where an answer is owed: HTTP requires
 //! one for a JSON POST and a batch entry. An event-stream answer simply ends without a
 //! response (see [`super::mcp`]), as the MCP cancellation rules ask of a receiver.
@@ -83,9 +83,7 @@ impl RequestInfo {
                 .any(|v| v.split(',').any(|t| t.trim().starts_with("text/event-stream"))),
         }
     }
-}
 
-impl RequestInfo {
     /// The request's owner given the gateway session it presented, verified live and bound to
     /// this caller (`backchannel::sessions::Lookup::verified`).
     pub fn owned_through(self, session: Option<&Arc<str>>) -> Self {
