@@ -20,6 +20,7 @@ pub mod error;
 pub mod export;
 pub mod gateway;
 pub mod identity;
+pub mod ownership;
 pub mod policy;
 pub mod protocol;
 pub mod quota;

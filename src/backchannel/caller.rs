@@ -1,4 +1,5 @@
-//! One back-channel caller's session: what it declared at `initialize` (the capabilities a
+//! One back-channel caller's session: who opened it (the subject it is bound to,
+//! [`crate::ownership`]), what it declared at `initialize` (the capabilities a
 //! relayed request needs, its clientInfo, the version negotiated), the relayed requests that
 //! wait for its answer, and the upstream sessions opened for it (ended with it). The table of
 //! these sessions is [`super::sessions`]; what a call relays through one is [`super::relay`].
@@ -17,6 +18,8 @@ use std::{
 use http::HeaderValue;
 use serde_json::Value;
 use tokio::sync::oneshot;
+
+use crate::ownership::OpenedBy;
 
 /// The prefix of every id the gateway mints (inbound session ids and relayed request ids).
 pub const ID_PREFIX: &str = "mcpgw-";
@@ -69,6 +72,8 @@ pub enum Dedicated {
 /// answer, and the upstream sessions opened for it.
 pub struct CallerSession {
     pub id: Arc<str>,
+    /// The subject that opened it: only that subject may present it ([`OpenedBy::admits`]).
+    pub opened_by: OpenedBy,
     pub capabilities: Value,
     pub client_info: Value,
     /// The session-era version negotiated with the caller.
@@ -90,6 +95,7 @@ impl CallerSession {
     pub fn new(capabilities: Value, client_info: Value, protocol_version: &'static str) -> Self {
         Self {
             id: mint_id("session").into(),
+            opened_by: OpenedBy::default(),
             capabilities,
             client_info,
             protocol_version,
@@ -98,6 +104,11 @@ impl CallerSession {
             upstream: tokio::sync::Mutex::default(),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// The session bound to the subject that opens it (an anonymous one otherwise).
+    pub fn opened_by(self, opened_by: OpenedBy) -> Self {
+        Self { opened_by, ..self }
     }
 
     /// Whether the caller declared the capability `method` needs.

@@ -17,8 +17,9 @@
 //! - The `requestState` handed out is sealed: HMAC-SHA256 under a key drawn from the OS when
 //!   the gateway starts (so a state is good in this process only; a fleet needs the caller's
 //!   retries routed to the same instance). It names the held exchange and binds it to the
-//!   caller (its identity subject and `Mcp-Session-Id`, hashed: with `[auth]`, another subject
-//!   cannot use it; an anonymous caller's state is a bearer capability), to the call (tool and
+//!   caller (its owner by [`crate::ownership`] and the `Mcp-Session-Id` it sent, hashed: with
+//!   `[auth]`, another subject cannot use it; an anonymous caller's state is a bearer capability
+//!   narrowed to its gateway session or the id it sent), to the call (tool and
 //!   canonical arguments, hashed) and to an expiry. A forged, expired, other caller's or other
 //!   call's state is refused with a precise reason ([`Refusal`]) and never reaches the
 //!   upstream. The answer takes the exchange out of the table: a state is good once.
@@ -48,6 +49,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use super::caller::{capability_for, mint_id};
 use crate::{
     error::{ErrorObject, UpstreamError},
+    ownership::Owner,
     protocol::mrtr,
 };
 
@@ -100,9 +102,9 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// The caller (its identity subject and `Mcp-Session-Id`, either may be absent) and the
-    /// call (the tool and its canonical arguments' hash).
-    pub fn new(subject: Option<&str>, session: Option<&str>, tool: &str, arguments_hash: &str) -> Self {
+    /// The caller (its [`Owner`] and the `Mcp-Session-Id` it sent, if any) and the call (the
+    /// tool and its canonical arguments' hash).
+    pub fn new(owner: &Owner, session: Option<&str>, tool: &str, arguments_hash: &str) -> Self {
         let digest = |parts: &[Option<&str>]| {
             let mut hasher = Sha256::new();
             for part in parts {
@@ -119,7 +121,11 @@ impl Binding {
             out.copy_from_slice(&hasher.finalize()[..16]);
             out
         };
-        Self { caller: digest(&[subject, session]), call: digest(&[Some(tool), Some(arguments_hash)]) }
+        let (kind, name) = owner.parts();
+        Self {
+            caller: digest(&[Some(kind), name, session]),
+            call: digest(&[Some(tool), Some(arguments_hash)]),
+        }
     }
 }
 
@@ -401,6 +407,10 @@ mod tests {
         value["requestState"].as_str().unwrap().to_string()
     }
 
+    fn subject(name: &str) -> Owner {
+        Owner::Subject(name.into())
+    }
+
     fn answer(result: Value) -> Value {
         json!({QUESTION_KEY: result})
     }
@@ -408,7 +418,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_reaches_the_held_exchange_once() {
         let held = HeldExchanges::new(4, Duration::from_secs(60));
-        let alice = Binding::new(Some("alice"), None, "place_order", "h1");
+        let alice = Binding::new(&subject("alice"), None, "place_order", "h1");
         let (tx, rx) = oneshot::channel();
         let state = state_of(&held.hold(&alice, question(Duration::from_secs(60)), tx));
         assert!(is_ours(&state));
@@ -430,15 +440,15 @@ mod tests {
     #[tokio::test]
     async fn forged_other_callers_other_calls_and_expired_states_are_refused() {
         let held = HeldExchanges::new(4, Duration::from_secs(60));
-        let alice = Binding::new(Some("alice"), None, "place_order", "h1");
+        let alice = Binding::new(&subject("alice"), None, "place_order", "h1");
         let (tx, _rx) = oneshot::channel();
         let state = state_of(&held.hold(&alice, question(Duration::from_secs(60)), tx));
         let response = answer(json!({"action": "accept"}));
-        let bob = Binding::new(Some("bob"), None, "place_order", "h1");
+        let bob = Binding::new(&subject("bob"), None, "place_order", "h1");
         assert_eq!(held.take(&state, &bob, Some(&response)).err(), Some(Refusal::OtherCaller));
-        let sessioned = Binding::new(Some("alice"), Some("s"), "place_order", "h1");
+        let sessioned = Binding::new(&subject("alice"), Some("s"), "place_order", "h1");
         assert_eq!(held.take(&state, &sessioned, Some(&response)).err(), Some(Refusal::OtherCaller));
-        let other_call = Binding::new(Some("alice"), None, "place_order", "h2");
+        let other_call = Binding::new(&subject("alice"), None, "place_order", "h2");
         assert_eq!(held.take(&state, &other_call, Some(&response)).err(), Some(Refusal::OtherCall));
         // One character changed anywhere: not ours any more.
         let mut tampered = state.clone().into_bytes();
@@ -461,7 +471,7 @@ mod tests {
     #[tokio::test]
     async fn a_retry_without_the_answer_is_asked_again_and_a_bad_answer_keeps_the_question() {
         let held = HeldExchanges::new(4, Duration::from_secs(60));
-        let alice = Binding::new(None, None, "t", "h");
+        let alice = Binding::new(&Owner::Nobody, None, "t", "h");
         let (tx, _rx) = oneshot::channel();
         let state = state_of(&held.hold(&alice, question(Duration::from_secs(60)), tx));
         let Ok(Taken::AskAgain(again)) = held.take(&state, &alice, None) else { panic!("asked again") };
@@ -478,7 +488,7 @@ mod tests {
         drop(a);
         let _c = held.reserve().expect("a place freed");
         drop(b);
-        let alice = Binding::new(None, None, "t", "h");
+        let alice = Binding::new(&Owner::Nobody, None, "t", "h");
         let (tx, rx) = oneshot::channel();
         let _ = held.hold(&alice, question(Duration::from_secs(60)), tx);
         drop(rx);

@@ -12,7 +12,10 @@
 //! - **Listen session ids.** The session era's GET stream needs an `Mcp-Session-Id`, but the
 //!   gateway keeps no table for callers that need nothing else: a session-era `initialize`
 //!   that opens no back-channel session is given a *stateless* id, `mcpgw-listen-` + 128
-//!   random bits + a tag keyed by a per-process secret ([`mint_listen_id`]). The gateway
+//!   random bits + a tag keyed by a per-process secret over the random part and the subject
+//!   that opened it ([`mint_listen_id`]; the id is bound to that subject, [`crate::ownership`]:
+//!   presented by another subject, or anonymously, it does not verify and is answered `404`
+//!   like an unknown one). The gateway
 //!   recognises its own ids without storing them ([`is_listen_id`]), so a flood of
 //!   `initialize`s costs no memory and cannot crowd out back-channel sessions; after a restart
 //!   the ids no longer verify and callers get 404 (initialize again), as for an expired session.
@@ -27,6 +30,8 @@ use std::{
 
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
+
+use crate::ownership::OpenedBy;
 
 /// The prefix of a stateless listen session id.
 pub const LISTEN_ID_PREFIX: &str = "mcpgw-listen-";
@@ -45,25 +50,33 @@ fn key() -> &'static [u8; 32] {
     })
 }
 
-fn tag(random: &str) -> String {
+fn tag(random: &str, opened_by: &OpenedBy) -> String {
     let mut hasher = Sha256::new();
     hasher.update(key());
     hasher.update(random.as_bytes());
+    // Length-prefixed, and an anonymous opener differs from every subject.
+    match opened_by.subject() {
+        Some(subject) => {
+            hasher.update((subject.len() as u64).to_be_bytes());
+            hasher.update(subject.as_bytes());
+        }
+        None => hasher.update(u64::MAX.to_be_bytes()),
+    }
     hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
-/// A fresh stateless listen session id (see the module doc).
-pub fn mint_listen_id() -> String {
+/// A fresh stateless listen session id bound to `opened_by` (see the module doc).
+pub fn mint_listen_id(opened_by: &OpenedBy) -> String {
     let minted = super::caller::mint_id("listen");
     let random = minted.trim_start_matches(LISTEN_ID_PREFIX).to_string();
-    format!("{LISTEN_ID_PREFIX}{random}-{}", tag(&random))
+    format!("{LISTEN_ID_PREFIX}{random}-{}", tag(&random, opened_by))
 }
 
-/// Whether `id` is a listen session id this process minted.
-pub fn is_listen_id(id: &str) -> bool {
+/// Whether `id` is a listen session id this process minted for `presenter`'s subject.
+pub fn is_listen_id(id: &str, presenter: &OpenedBy) -> bool {
     let Some(rest) = id.strip_prefix(LISTEN_ID_PREFIX) else { return false };
     let Some((random, given)) = rest.split_once('-') else { return false };
-    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit()) && tag(random) == given
+    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit()) && tag(random, presenter) == given
 }
 
 /// Why no stream was opened.
@@ -199,18 +212,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn listen_ids_verify_only_when_minted_here() {
-        let id = mint_listen_id();
+    fn listen_ids_verify_only_when_minted_here_for_the_same_subject() {
+        let anonymous = OpenedBy::default();
+        let alice = OpenedBy::of(&crate::identity::Caller {
+            subject: Some("alice".into()),
+            ..crate::identity::Caller::anonymous(None)
+        });
+        let bob = OpenedBy::of(&crate::identity::Caller {
+            subject: Some("bob".into()),
+            ..crate::identity::Caller::anonymous(None)
+        });
+        let id = mint_listen_id(&anonymous);
         assert!(id.starts_with(LISTEN_ID_PREFIX), "{id}");
-        assert!(is_listen_id(&id));
-        assert_ne!(id, mint_listen_id());
+        assert!(is_listen_id(&id, &anonymous));
+        assert!(!is_listen_id(&id, &alice), "an anonymous id presented by a subject");
+        assert_ne!(id, mint_listen_id(&anonymous));
+        let alices = mint_listen_id(&alice);
+        assert!(is_listen_id(&alices, &alice));
+        assert!(!is_listen_id(&alices, &bob) && !is_listen_id(&alices, &anonymous), "bound to alice");
         // Any change to the random part or the tag fails.
         let mut forged = id.clone();
         let last = forged.pop().unwrap();
         forged.push(if last == '0' { '1' } else { '0' });
-        assert!(!is_listen_id(&forged));
-        assert!(!is_listen_id("mcpgw-listen-00000000000000000000000000000000-0000000000000000"));
-        assert!(!is_listen_id("mcpgw-session-abc"));
+        assert!(!is_listen_id(&forged, &anonymous));
+        assert!(!is_listen_id("mcpgw-listen-00000000000000000000000000000000-0000000000000000", &anonymous));
+        assert!(!is_listen_id("mcpgw-session-abc", &anonymous));
     }
 
     #[tokio::test]

@@ -21,6 +21,10 @@
 //!   clientInfo's `name` and `version` (cut at `inbound.max_client_info_chars`). When that
 //!   still exceeds `inbound.max_session_bytes` the `initialize` is refused
 //!   ([`Refusal::TooLarge`], 400): a caller cannot park megabytes in the table.
+//! - A session is bound to the subject whose `initialize` opened it ([`crate::ownership`]): a
+//!   request presenting it under another subject (or anonymously, for an identified
+//!   subject's session) is answered as for an unknown id, [`Lookup::Unknown`], and never
+//!   reaches the session — not its relayed requests, its tasks or its calls.
 //! - A request carrying an unknown or expired id of the gateway's own (prefix `mcpgw-`) gets
 //!   `404` (the client initializes again, as the transport spec asks; an `initialize` still
 //!   carrying the old id is served, not refused). An id the gateway never
@@ -42,7 +46,11 @@ use http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::caller::{CallerSession, ID_PREFIX};
-use crate::protocol::{jsonrpc, mcp};
+use crate::{
+    identity::Caller,
+    ownership::OpenedBy,
+    protocol::{jsonrpc, mcp},
+};
 
 /// How long an unused session lives.
 pub const IDLE_TTL: Duration = Duration::from_secs(600);
@@ -124,13 +132,28 @@ pub fn kept_state(message: &jsonrpc::Message, max_client_info_chars: usize) -> (
     (capabilities, client_info, bytes)
 }
 
-/// What a request's `Mcp-Session-Id` names.
+/// What a request's `Mcp-Session-Id` names, for the caller presenting it.
 pub enum Lookup {
     /// No id, or one the gateway never issued: sessionless, as always.
     Sessionless,
+    /// A live back-channel session this caller opened.
     Found(Arc<CallerSession>),
-    /// An id of the gateway's own that is unknown or expired.
+    /// A stateless listen id this process minted for this caller's subject (no table entry).
+    Listen(Arc<str>),
+    /// An id of the gateway's own that is unknown, expired, or bound to another subject.
     Unknown,
+}
+
+impl Lookup {
+    /// The gateway session the request presented, verified: its owner's session
+    /// ([`crate::ownership::Owner::of`]).
+    pub fn verified(&self) -> Option<Arc<str>> {
+        match self {
+            Lookup::Found(session) => Some(session.id.clone()),
+            Lookup::Listen(id) => Some(id.clone()),
+            Lookup::Sessionless | Lookup::Unknown => None,
+        }
+    }
 }
 
 /// Whether `message` is an `initialize` declaring a capability that needs a back-channel.
@@ -162,9 +185,14 @@ impl Sessions {
         }
     }
 
-    /// A new session for the caller of `initialize` (see [`wants_back_channel`]), or why none
-    /// was opened (the table is full of live sessions, or the caller's state is too large).
-    pub fn create(self: &Arc<Self>, message: &jsonrpc::Message) -> Result<Arc<CallerSession>, Refusal> {
+    /// A new session for `caller`'s `initialize` (see [`wants_back_channel`]), bound to its
+    /// subject, or why none was opened (the table is full of live sessions, or the caller's
+    /// state is too large).
+    pub fn create(
+        self: &Arc<Self>,
+        message: &jsonrpc::Message,
+        caller: &Caller,
+    ) -> Result<Arc<CallerSession>, Refusal> {
         let limits = self.limits;
         let (capabilities, client_info, bytes) = kept_state(message, limits.max_client_info_chars);
         if bytes > limits.max_session_bytes {
@@ -172,8 +200,10 @@ impl Sessions {
         }
         let requested =
             message.params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-        let session =
-            Arc::new(CallerSession::new(capabilities, client_info, mcp::negotiate_legacy(requested)));
+        let session = Arc::new(
+            CallerSession::new(capabilities, client_info, mcp::negotiate_legacy(requested))
+                .opened_by(OpenedBy::of(caller)),
+        );
         if self.len() >= limits.max_sessions {
             // Only expired sessions make room.
             self.sweep(Instant::now());
@@ -191,8 +221,8 @@ impl Sessions {
         Ok(session)
     }
 
-    /// The session a request names.
-    pub fn lookup(&self, headers: &HeaderMap) -> Lookup {
+    /// The session a request of `caller` names (another subject's is [`Lookup::Unknown`]).
+    pub fn lookup(&self, headers: &HeaderMap, caller: &Caller) -> Lookup {
         let Some(id) = headers.get(mcp::headers::names::SESSION_ID).and_then(|v| v.to_str().ok()) else {
             return Lookup::Sessionless;
         };
@@ -201,10 +231,22 @@ impl Sessions {
         }
         // A stateless listen id (`super::listeners`): no session is kept for it.
         if id.starts_with(super::listeners::LISTEN_ID_PREFIX) {
-            return if super::listeners::is_listen_id(id) { Lookup::Sessionless } else { Lookup::Unknown };
+            return if super::listeners::is_listen_id(id, &OpenedBy::of(caller)) {
+                Lookup::Listen(id.into())
+            } else {
+                Lookup::Unknown
+            };
         }
         let found = self.table.lock().ok().and_then(|t| t.get(id).cloned());
         match found {
+            // Another subject's session is not touched: its idle clock is its owner's.
+            Some(session) if !session.opened_by.admits(caller) => {
+                tracing::warn!(
+                    session = %crate::redact::session_tag(&session.id),
+                    "a back-channel session presented by another subject than the one that opened it: refused as unknown"
+                );
+                Lookup::Unknown
+            }
             Some(session) if session.last_used().elapsed() < IDLE_TTL => {
                 session.touch();
                 Lookup::Found(session)
@@ -298,6 +340,30 @@ mod tests {
 
     use super::*;
 
+    fn anonymous() -> Caller {
+        Caller::anonymous(None)
+    }
+
+    fn subject(name: &str) -> Caller {
+        Caller { subject: Some(name.into()), ..anonymous() }
+    }
+
+    #[test]
+    fn a_session_is_found_only_by_the_subject_that_opened_it() {
+        let sessions = Arc::new(Sessions::default());
+        let alices = sessions.create(&initialize(json!({"sampling": {}})), &subject("alice")).unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(mcp::headers::SESSION_ID, HeaderValue::from_str(&alices.id).unwrap());
+        assert!(matches!(sessions.lookup(&headers, &subject("alice")), Lookup::Found(_)));
+        assert!(matches!(sessions.lookup(&headers, &subject("bob")), Lookup::Unknown));
+        assert!(matches!(sessions.lookup(&headers, &anonymous()), Lookup::Unknown));
+        let listen = super::super::listeners::mint_listen_id(&OpenedBy::of(&subject("alice")));
+        headers.insert(mcp::headers::SESSION_ID, HeaderValue::from_str(&listen).unwrap());
+        assert!(matches!(sessions.lookup(&headers, &subject("alice")), Lookup::Listen(_)));
+        assert!(matches!(sessions.lookup(&headers, &subject("bob")), Lookup::Unknown));
+        assert!(!alices.is_closed(), "a refused presenter ends nothing");
+    }
+
     fn initialize(capabilities: Value) -> jsonrpc::Message {
         jsonrpc::Message {
             id: Some(json!(1)),
@@ -320,10 +386,11 @@ mod tests {
     async fn a_full_table_refuses_new_sessions_and_keeps_live_ones() {
         let limits = Limits { max_sessions: 3, max_session_bytes: 1024, max_client_info_chars: 8 };
         let sessions = Arc::new(Sessions::default().with_limits(limits));
-        let live: Vec<_> =
-            (0..3).map(|_| sessions.create(&initialize(json!({"sampling": {}}))).unwrap()).collect();
+        let live: Vec<_> = (0..3)
+            .map(|_| sessions.create(&initialize(json!({"sampling": {}})), &anonymous()).unwrap())
+            .collect();
         assert_eq!(
-            sessions.create(&initialize(json!({"roots": {}}))).unwrap_err(),
+            sessions.create(&initialize(json!({"roots": {}})), &anonymous()).unwrap_err(),
             Refusal::Full { max_sessions: 3 }
         );
         assert!(live.iter().all(|s| !s.is_closed()), "no live session was evicted");
@@ -331,7 +398,9 @@ mod tests {
         if let Ok(mut last) = live[0].last_used_for_test() {
             *last = Instant::now() - IDLE_TTL;
         }
-        let fresh = sessions.create(&initialize(json!({"roots": {}}))).expect("an expired session made room");
+        let fresh = sessions
+            .create(&initialize(json!({"roots": {}})), &anonymous())
+            .expect("an expired session made room");
         assert!(live[0].is_closed() && !live[1].is_closed() && !fresh.is_closed());
         assert_eq!(sessions.len(), 3);
     }
@@ -352,23 +421,23 @@ mod tests {
         assert_eq!(client_info, json!({"name": "xxxxxxxx", "version": "1.0"}));
         assert!(bytes < 100, "{bytes}");
         let sessions = Arc::new(Sessions::default());
-        assert!(sessions.create(&message).is_ok(), "the large parts are not kept");
+        assert!(sessions.create(&message, &anonymous()).is_ok(), "the large parts are not kept");
         let message = initialize(json!({"sampling": {"blob": big}}));
-        assert!(matches!(sessions.create(&message), Err(Refusal::TooLarge { .. })));
+        assert!(matches!(sessions.create(&message, &anonymous()), Err(Refusal::TooLarge { .. })));
     }
 
     #[tokio::test]
     async fn idle_sessions_expire_and_foreign_ids_stay_sessionless() {
         let sessions = Arc::new(Sessions::default());
-        let session = sessions.create(&initialize(json!({"sampling": {}}))).unwrap();
+        let session = sessions.create(&initialize(json!({"sampling": {}})), &anonymous()).unwrap();
         assert_eq!(session.protocol_version, "2025-06-18");
         let mut headers = HeaderMap::new();
         headers.insert(mcp::headers::SESSION_ID, HeaderValue::from_str(&session.id).unwrap());
-        assert!(matches!(sessions.lookup(&headers), Lookup::Found(_)));
+        assert!(matches!(sessions.lookup(&headers, &anonymous()), Lookup::Found(_)));
         sessions.sweep(Instant::now() + IDLE_TTL);
-        assert!(matches!(sessions.lookup(&headers), Lookup::Unknown), "expired");
+        assert!(matches!(sessions.lookup(&headers, &anonymous()), Lookup::Unknown), "expired");
         assert!(session.is_closed());
         headers.insert(mcp::headers::SESSION_ID, HeaderValue::from_static("sess-a"));
-        assert!(matches!(sessions.lookup(&headers), Lookup::Sessionless));
+        assert!(matches!(sessions.lookup(&headers, &anonymous()), Lookup::Sessionless));
     }
 }

@@ -14,6 +14,10 @@
 //! Kept apart from the transports so each (HTTP today, persistent ones later) needs two calls:
 //! [`ProgressRelay::outbound`] before encoding, [`ProgressRelay::offer`] per received message;
 //! reading the messages off the wire stays the transport's.
+//!
+//! Ownership ([`crate::ownership`]): a subscription is its call's, made from the call's own
+//! request and written only on that call's answer, so no other caller can name or reach it —
+//! the token is per upstream request and never leaves the gateway.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};

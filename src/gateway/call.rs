@@ -61,10 +61,11 @@ pub struct CallContext {
     pub cancelled: Arc<AtomicBool>,
     /// Who is calling.
     pub caller: Arc<crate::identity::Caller>,
-    /// The caller's `Mcp-Session-Id`, if it sent one: the owner of a task the call creates
-    /// ([`super::tasks::Owner`]), and with its subject, whose retry may answer a question held
-    /// for it (`backchannel::held`).
+    /// The caller's `Mcp-Session-Id`, if it sent one: with the owner, whose retry may answer a
+    /// question held for it (`backchannel::held`).
     pub session: Option<Arc<str>>,
+    /// Whose what the call leaves behind is (a task, a held question): [`crate::ownership`].
+    pub owner: crate::ownership::Owner,
 }
 
 /// Most rounds of a multi-round-trip call answered for a session-era caller.
@@ -285,7 +286,7 @@ impl Gateway {
         if let (Some(slot), Ok(raw)) = (slot, &result) {
             result = match self.upstream_for(&tool).await {
                 Ok(upstream) => {
-                    let owner = super::tasks::Owner::of(ctx.session.as_ref(), &ctx.caller);
+                    let owner = ctx.owner.clone();
                     let dedicated = ctx.notifications.relay.as_ref().map(|r| r.caller.clone());
                     self.record_task(slot, raw.clone(), upstream, owner, dedicated, task_form(meta))
                 }
@@ -549,7 +550,7 @@ impl Gateway {
 
     /// Whose retry may answer a question held for this call.
     fn binding(&self, ctx: &CallContext, tool: &ToolRecord, args_hash: &str) -> Binding {
-        Binding::new(ctx.caller.subject.as_deref(), ctx.session.as_deref(), &tool.name, args_hash)
+        Binding::new(&ctx.owner, ctx.session.as_deref(), &tool.name, args_hash)
     }
 
     /// A retry carrying a `requestState` the gateway handed out: checked, its answer handed to

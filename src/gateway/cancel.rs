@@ -1,21 +1,21 @@
 //! In-flight `tools/call`s by whose they are and the caller's own request id, so an inbound
 //! `notifications/cancelled` can cancel the one it names — and only a call of its own sender.
 //!
-//! Whose a call is, its [`Scope`], is decided from what the gateway can trust, in this order:
+//! Whose a call is, its [`Scope`], is its owner by the one rule of [`crate::ownership`] (the
+//! identified subject, else the anonymous caller's gateway session) and the `Mcp-Session-Id`
+//! the request sent; a caller that owns nothing is scoped by its TCP connection instead:
 //!
-//! 1. **The caller's back-channel session**, when its request carries an `Mcp-Session-Id` the
-//!    gateway issued (128 random bits; an unknown or expired one of ours is refused with `404`
-//!    before any dispatch, so one that gets here is live). Only the session's holder knows it.
-//! 2. **The caller's identified subject** ([`crate::identity::Caller::subject`]), when identity
-//!    is configured: a caller can cancel only calls made under its own identity.
-//! 3. **The TCP connection** the call arrived on ([`crate::identity::Caller::peer`], ip and
-//!    port), for an anonymous caller without a session of ours.
+//! 1. **An owner** ([`Owner::Subject`], [`Owner::Session`]): a gateway session presented by
+//!    another subject never gets here (`404` before dispatch), so only the owner's own
+//!    requests carry its scope. Request ids are not secret and two sessions of one subject
+//!    reuse them, so the session id the request sent narrows the scope: a subject's callers
+//!    that send different ids (of the gateway's or their own) do not cancel each other's calls.
+//! 2. **Nobody** ([`Owner::Nobody`], an anonymous caller without a gateway session): the TCP
+//!    connection the call arrived on ([`crate::identity::Caller::peer`], ip and port), narrowed
+//!    by an `Mcp-Session-Id` of its own if it sent one. That id alone is not proof of anything
+//!    (any other caller can send the same string).
 //!
-//! An `Mcp-Session-Id` the gateway never issued (a client's own) is not proof of anything (any
-//! other caller can send the same string), so it only narrows scopes 2 and 3: two callers of
-//! one subject that send different ids of their own do not cancel each other's calls.
-//!
-//! The consequence of 3: the listener speaks HTTP/1.1, where a connection carries one request
+//! The consequence of 2: the listener speaks HTTP/1.1, where a connection carries one request
 //! at a time, so an anonymous sessionless caller cannot send a `notifications/cancelled` on the
 //! connection its call is still running on, except in the same batch. It cancels by closing
 //! that connection (the call is dropped, the usual disconnect path), or it gets a scope it can
@@ -39,31 +39,25 @@ use std::{
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::{backchannel::ID_PREFIX, identity::Caller};
+use crate::{identity::Caller, ownership::Owner};
 
 /// Whose a call is: see the module documentation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Scope {
-    /// A back-channel session the gateway issued.
-    Session(Arc<str>),
-    /// An identified caller, and the `Mcp-Session-Id` of its own it sent (if any).
-    Subject(Arc<str>, Option<Arc<str>>),
-    /// An anonymous caller without a session of ours: its TCP connection, and the
-    /// `Mcp-Session-Id` of its own it sent (if any).
+    /// An owner (never [`Owner::Nobody`]) and the `Mcp-Session-Id` the request sent (if any).
+    Owned(Owner, Option<Arc<str>>),
+    /// A caller that owns nothing: its TCP connection, and the `Mcp-Session-Id` of its own it
+    /// sent (if any).
     Connection(Option<SocketAddr>, Option<Arc<str>>),
 }
 
 impl Scope {
-    /// The scope of a request that sent `session_header` (its `Mcp-Session-Id`, if any) from
-    /// `caller`. An id with the gateway's prefix is one the gateway issued and still holds:
-    /// unknown ones are refused before dispatch.
-    pub fn of(session_header: Option<&Arc<str>>, caller: &Caller) -> Self {
-        match session_header {
-            Some(id) if id.starts_with(ID_PREFIX) => Scope::Session(id.clone()),
-            own => match &caller.subject {
-                Some(subject) => Scope::Subject(subject.clone(), own.cloned()),
-                None => Scope::Connection(caller.peer, own.cloned()),
-            },
+    /// The scope of a request of `owner` ([`Owner::of`]) from `caller` that sent
+    /// `session_header` (its `Mcp-Session-Id`, if any).
+    pub fn of(owner: &Owner, session_header: Option<&Arc<str>>, caller: &Caller) -> Self {
+        match owner {
+            Owner::Nobody => Scope::Connection(caller.peer, session_header.cloned()),
+            owner => Scope::Owned(owner.clone(), session_header.cloned()),
         }
     }
 }
@@ -162,7 +156,7 @@ mod tests {
     use super::*;
 
     fn session(id: &str) -> Scope {
-        Scope::Session(id.into())
+        Scope::Owned(Owner::Session(id.into()), Some(id.into()))
     }
 
     #[tokio::test]
@@ -182,22 +176,30 @@ mod tests {
     }
 
     #[test]
-    fn the_scope_is_our_session_else_the_subject_else_the_connection() {
+    fn the_scope_is_the_owner_and_its_session_else_the_connection() {
         let peer = |port| Some(SocketAddr::from(([127, 0, 0, 1], port)));
         let anonymous = |port| Caller::anonymous(peer(port));
         let alice = Caller { subject: Some("alice".into()), ..anonymous(1) };
-        let ours: Arc<str> = format!("{ID_PREFIX}session-00").into();
+        let bob = Caller { subject: Some("bob".into()), ..anonymous(1) };
+        let ours: Arc<str> = "mcpgw-session-00".into();
         let theirs: Arc<str> = "sess-a".into();
-        assert_eq!(Scope::of(Some(&ours), &alice), Scope::Session(ours.clone()));
-        assert_eq!(Scope::of(Some(&ours), &anonymous(1)), Scope::Session(ours.clone()));
-        assert_eq!(Scope::of(None, &alice), Scope::Subject("alice".into(), None));
-        assert_eq!(Scope::of(Some(&theirs), &alice), Scope::Subject("alice".into(), Some(theirs.clone())));
-        assert_eq!(Scope::of(None, &anonymous(1)), Scope::Connection(peer(1), None));
-        // Two anonymous connections never share a scope, even with the same id of their own.
-        assert_ne!(Scope::of(Some(&theirs), &anonymous(1)), Scope::of(Some(&theirs), &anonymous(2)));
-        assert_ne!(
-            Scope::of(None, &alice),
-            Scope::of(None, &Caller { subject: Some("bob".into()), ..anonymous(1) })
+        let scope = |caller: &Caller, verified: Option<&Arc<str>>, header: Option<&Arc<str>>| {
+            Scope::of(&Owner::of(caller, verified), header, caller)
+        };
+        let as_alice = Owner::Subject("alice".into());
+        assert_eq!(
+            scope(&alice, Some(&ours), Some(&ours)),
+            Scope::Owned(as_alice.clone(), Some(ours.clone()))
         );
+        assert_eq!(scope(&alice, None, None), Scope::Owned(as_alice.clone(), None));
+        assert_eq!(scope(&alice, None, Some(&theirs)), Scope::Owned(as_alice, Some(theirs.clone())));
+        assert_ne!(scope(&alice, None, None), scope(&bob, None, None));
+        assert_eq!(
+            scope(&anonymous(1), Some(&ours), Some(&ours)),
+            Scope::Owned(Owner::Session(ours.clone()), Some(ours.clone()))
+        );
+        assert_eq!(scope(&anonymous(1), None, None), Scope::Connection(peer(1), None));
+        // Two anonymous connections never share a scope, even with the same id of their own.
+        assert_ne!(scope(&anonymous(1), None, Some(&theirs)), scope(&anonymous(2), None, Some(&theirs)));
     }
 }

@@ -7,9 +7,11 @@
 //!   collide, and an anonymous caller's tasks are as hard to guess as a session id whatever
 //!   ids the server makes. The table maps it to (server, the server's id, owner, the upstream
 //!   session the task lives in); results naming the task are rewritten to the gateway's id.
-//! - **Owner**: the caller's back-channel session of the gateway's when it has one, else its
-//!   identified subject, else "anonymous" (any anonymous caller holding the id). A request for
-//!   a task of another owner is refused (`forbidden`, `reason: task_not_owned`).
+//! - **Owner** ([`crate::ownership`], the one rule): the identified subject, else the
+//!   anonymous caller's gateway session, else nobody. `tasks/list` shows the caller's own
+//!   tasks only and never a task that has no owner; a task of nobody is reached by its id alone,
+//!   from a caller that owns nothing either. A request for a task of another owner is refused
+//!   (`forbidden`, `reason: task_not_owned`).
 //! - **Where a task lives**: a task created by a back-channel caller's call over its dedicated
 //!   upstream session (`upstream/http/relay.rs`) is only known to that session; its `tasks/*`
 //!   go the same way, and `tasks/result` relays what the server asks on its stream
@@ -34,35 +36,16 @@ use tower::ServiceExt;
 
 use super::{Gateway, Upstream};
 use crate::{
-    backchannel::{CallerSession, ID_PREFIX, Relay, caller::mint_id},
+    backchannel::{CallerSession, Relay, caller::mint_id},
     error::{Category, ErrorObject, GatewayError},
     identity::Caller,
+    ownership::Owner,
     protocol::tasks::{self, Created, Form},
     upstream::{UpstreamReply, UpstreamRequest},
 };
 
 /// Most pages of an upstream `tasks/list` read for one aggregated answer.
 const MAX_LIST_PAGES: usize = 16;
-
-/// Whose a task is: see the module documentation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Owner {
-    Session(Arc<str>),
-    Subject(Arc<str>),
-    Anonymous,
-}
-
-impl Owner {
-    /// The owner of a request that sent `session_header` from `caller`. An id of the gateway's
-    /// form is a live session of its own (unknown ones are refused before dispatch).
-    pub fn of(session_header: Option<&Arc<str>>, caller: &Caller) -> Self {
-        match (session_header, &caller.subject) {
-            (Some(id), _) if id.starts_with(ID_PREFIX) => Owner::Session(id.clone()),
-            (_, Some(subject)) => Owner::Subject(subject.clone()),
-            _ => Owner::Anonymous,
-        }
-    }
-}
 
 /// One routed task.
 pub struct TaskEntry {
@@ -175,7 +158,7 @@ impl TaskTable {
             .and_then(|t| t.entries.get(id).cloned())
             .filter(|entry| entry.expires > Instant::now());
         match entry {
-            Some(entry) if entry.owner == *owner => Ok(entry),
+            Some(entry) if owner.may_use_by_id(&entry.owner) => Ok(entry),
             Some(_) => Err(GatewayError::new(Category::Forbidden, "this task belongs to another caller")
                 .with_extra("reason", json!("task_not_owned"))),
             None => Err(GatewayError::new(
@@ -186,7 +169,7 @@ impl TaskTable {
         }
     }
 
-    /// `owner`'s live tasks.
+    /// `owner`'s live tasks (none for [`Owner::Nobody`]: what has no owner is never listed).
     fn owned_by(&self, owner: &Owner) -> Vec<(String, Arc<TaskEntry>)> {
         let now = Instant::now();
         self.table
@@ -194,7 +177,7 @@ impl TaskTable {
             .map(|t| {
                 t.entries
                     .iter()
-                    .filter(|(_, e)| e.owner == *owner && e.expires > now)
+                    .filter(|(_, e)| owner.may_access(&e.owner) && e.expires > now)
                     .map(|(id, e)| (id.clone(), e.clone()))
                     .collect()
             })
@@ -532,16 +515,6 @@ mod tests {
     }
 
     #[test]
-    fn owners_are_the_session_then_the_subject_then_anonymous() {
-        let anonymous = Caller::anonymous(None);
-        let session: Arc<str> = "mcpgw-session-00".into();
-        let own: Arc<str> = "client-chosen".into();
-        assert_eq!(Owner::of(Some(&session), &anonymous), Owner::Session(session.clone()));
-        assert_eq!(Owner::of(Some(&own), &anonymous), Owner::Anonymous, "a client's own id proves nothing");
-        assert_eq!(Owner::of(None, &anonymous), Owner::Anonymous);
-    }
-
-    #[test]
     fn a_full_table_refuses_a_reservation_and_a_dropped_one_makes_room() {
         let tasks = table(1);
         let first = tasks.reserve().expect("room for one");
@@ -554,7 +527,7 @@ mod tests {
     #[test]
     fn an_unknown_id_is_refused_precisely() {
         let tasks = table(4);
-        let refused = tasks.lookup("mcpgw-task-nope", &Owner::Anonymous).err().unwrap();
+        let refused = tasks.lookup("mcpgw-task-nope", &Owner::Nobody).err().unwrap();
         assert_eq!(refused.category, Category::BadInput);
     }
 }

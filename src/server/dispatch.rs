@@ -1,9 +1,10 @@
 //! Method dispatch for one decoded JSON-RPC message. Notifications get no answer; every
 //! request gets exactly one.
 //!
-//! A `tools/call` is registered by the caller's id and whose it is (the caller's session of
-//! ours, else its subject, else its TCP connection: [`crate::gateway::cancel::Scope`]) while it
-//! runs, so a `notifications/cancelled` from the same caller naming it drops it. The cancelled request is
+//! A `tools/call` is registered by the caller's id and whose it is (its owner by
+//! [`crate::ownership`] with the session id it sent, else its TCP connection:
+//! [`crate::gateway::cancel::Scope`]) while it runs, so a `notifications/cancelled` from the
+//! same caller naming it drops it. The cancelled request is
 //! then answered with the `cancelled` error (-32800) where an answer is owed: HTTP requires
 //! one for a JSON POST and a batch entry. An event-stream answer simply ends without a
 //! response (see [`super::mcp`]), as the MCP cancellation rules ask of a receiver.
@@ -16,13 +17,8 @@ use serde_json::{Value, json};
 use crate::{
     backchannel::{LOG_LEVELS, META_LOG_LEVEL, Notifications},
     error::{Category, GatewayError},
-    gateway::{
-        Gateway,
-        call::CallContext,
-        cancel::Scope,
-        capabilities,
-        tasks::{Owner, TaskCall},
-    },
+    gateway::{Gateway, call::CallContext, cancel::Scope, capabilities, tasks::TaskCall},
+    ownership::Owner,
     protocol::{
         jsonrpc::{Entry, Message, Response},
         mcp, tasks,
@@ -53,12 +49,16 @@ pub struct RequestInfo {
     pub trace: otel::Inbound,
     /// Who is calling (anonymous unless the listener identifies callers).
     pub caller: Arc<crate::identity::Caller>,
+    /// Whose what the request leaves behind is ([`crate::ownership`]); set from the verified
+    /// session with [`RequestInfo::owned_through`], else the caller alone.
+    pub owner: Owner,
 }
 
 impl RequestInfo {
     pub fn from_headers(headers: &HeaderMap, request_id: &str, caller: Arc<crate::identity::Caller>) -> Self {
         let request_id: Arc<str> = request_id.into();
         Self {
+            owner: Owner::of(&caller, None),
             caller,
             trace: otel::Inbound::from_headers(headers, request_id.clone()),
             request_id,
@@ -82,6 +82,12 @@ impl RequestInfo {
                 .filter_map(|v| v.to_str().ok())
                 .any(|v| v.split(',').any(|t| t.trim().starts_with("text/event-stream"))),
         }
+    }
+
+    /// The request's owner given the gateway session it presented, verified live and bound to
+    /// this caller (`backchannel::sessions::Lookup::verified`).
+    pub fn owned_through(self, session: Option<&Arc<str>>) -> Self {
+        Self { owner: Owner::of(&self.caller, session), ..self }
     }
 }
 
@@ -172,8 +178,9 @@ async fn message_answer(
                 cancelled: cancelled.clone(),
                 caller: info.caller.clone(),
                 session: info.session.clone(),
+                owner: info.owner.clone(),
             };
-            let scope = Scope::of(info.session.as_ref(), &info.caller);
+            let scope = Scope::of(&info.owner, info.session.as_ref(), &info.caller);
             let registration = gateway.register_cancellable(scope, &id, cancelled);
             // The call's state (every layer's future) is boxed once here: the futures around it
             // (this one, the span, axum's handler box) stay small and cheap to move.
@@ -231,7 +238,7 @@ async fn message_answer(
         }
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
             let call = TaskCall {
-                owner: Owner::of(info.session.as_ref(), &info.caller),
+                owner: info.owner.clone(),
                 modern,
                 deadline: caller_deadline(info.deadline, params.as_ref()),
                 relay: notifications.relay,
@@ -292,7 +299,7 @@ fn cancel(gateway: &Gateway, params: Option<&Value>, info: &RequestInfo) {
     }
     // Only the sender's own calls: see `gateway::cancel` for how the gateway knows whose a
     // call is.
-    let found = gateway.cancel_call(Scope::of(info.session.as_ref(), &info.caller), request_id);
+    let found = gateway.cancel_call(Scope::of(&info.owner, info.session.as_ref(), &info.caller), request_id);
     let reason: String = params
         .and_then(|p| p.get("reason"))
         .and_then(Value::as_str)

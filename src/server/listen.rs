@@ -6,9 +6,10 @@
 //! (session `DELETE`, shutdown) are kept in `backchannel/listeners.rs`.
 //!
 //! - `GET /mcp` needs a session of the gateway's (`Mcp-Session-Id`: a back-channel session, or
-//!   the stateless listen id a session-era `initialize` is given). Without one: `405` with a
-//!   JSON-RPC error (the transport lets a server offer no stream); an unknown or expired one
-//!   of ours: `404`; a caller that does not accept `text/event-stream`: `406`.
+//!   the stateless listen id a session-era `initialize` is given), opened by the same subject
+//!   ([`crate::ownership`]). Without one: `405` with a JSON-RPC error (the transport lets a
+//!   server offer no stream); an unknown or expired one of ours, or another subject's: `404`;
+//!   a caller that does not accept `text/event-stream`: `406`.
 //! - `subscriptions/listen` (modern callers, `POST`): the answer is an event stream that opens
 //!   with `notifications/subscriptions/acknowledged` (the `notifications` the gateway honours:
 //!   `toolsListChanged` only), then carries the notifications the caller asked for, each with
@@ -22,7 +23,7 @@ use std::{convert::Infallible, sync::Arc, time::Duration};
 use axum::{
     body::{Body, Bytes},
     extract::State,
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
@@ -65,23 +66,22 @@ pub async fn get(State(gateway): State<Arc<Gateway>>, request: axum::extract::Re
             return refusal(StatusCode::BAD_REQUEST, &err);
         }
     }
-    let session: Arc<str> = match gateway.sessions().lookup(headers) {
+    // Only the subject that opened the session (or was given the listen id) may listen on it.
+    let session: Arc<str> = match gateway.sessions().lookup(headers, &caller) {
         sessions::Lookup::Found(session) => session.id.clone(),
+        sessions::Lookup::Listen(id) => id,
         sessions::Lookup::Unknown => return sessions::unknown_session(),
-        sessions::Lookup::Sessionless => match session_header(headers) {
-            Some(id) if listeners::is_listen_id(id) => id.into(),
-            _ => {
-                let mut response = refusal(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    &GatewayError::new(
-                        Category::InvalidRequest,
-                        "GET /mcp needs the Mcp-Session-Id the gateway's initialize answer gave; 2026-07-28 callers send subscriptions/listen",
-                    ),
-                );
-                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
-                return response;
-            }
-        },
+        sessions::Lookup::Sessionless => {
+            let mut response = refusal(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &GatewayError::new(
+                    Category::InvalidRequest,
+                    "GET /mcp needs the Mcp-Session-Id the gateway's initialize answer gave; 2026-07-28 callers send subscriptions/listen",
+                ),
+            );
+            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return response;
+        }
     };
     let info = RequestInfo::from_headers(headers, "", caller.clone());
     if !info.accepts_sse {
@@ -259,10 +259,6 @@ fn stream(listening: Listening) -> Response {
         .into_response()
 }
 
-fn session_header(headers: &HeaderMap) -> Option<&str> {
-    headers.get(mcp::headers::names::SESSION_ID).and_then(|v| v.to_str().ok())
-}
-
 /// The answer when no stream could be opened.
 fn refused_stream(gateway: &Gateway, refused: &Refused) -> Response {
     match refused {
@@ -292,17 +288,12 @@ fn refusal_for(status: StatusCode, id: Value, err: &GatewayError) -> Response {
         .into_response()
 }
 
-/// `DELETE /mcp` under a stateless listen id: its streams end. `None`: not such an id.
-pub fn end_listen_session(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
-    let id = session_header(headers).filter(|id| listeners::is_listen_id(id))?;
-    gateway.listeners().close_session(id);
-    Some(StatusCode::NO_CONTENT.into_response())
-}
-
 /// The `Mcp-Session-Id` a session-era `initialize` answer gets when it opened no back-channel
-/// session: a stateless listen id, so the caller can open the GET stream.
-pub fn with_listen_id(mut response: Response) -> Response {
-    if let Ok(value) = HeaderValue::from_str(&listeners::mint_listen_id()) {
+/// session: a stateless listen id bound to `caller`'s subject, so the caller can open the GET
+/// stream.
+pub fn with_listen_id(mut response: Response, caller: &Caller) -> Response {
+    let opened_by = crate::ownership::OpenedBy::of(caller);
+    if let Ok(value) = HeaderValue::from_str(&listeners::mint_listen_id(&opened_by)) {
         response.headers_mut().insert(mcp::headers::names::SESSION_ID, value);
     }
     response

@@ -101,10 +101,13 @@ async fn handle(
             return error_response(StatusCode::BAD_REQUEST, &err);
         }
     }
-    // A back-channel session (see `sessions`): an unknown one of ours is refused, and a POSTed
-    // response goes to the relayed request waiting for it. Requests without one: as always.
-    let (session, unknown_session) = match gateway.sessions().lookup(headers) {
-        sessions::Lookup::Sessionless => (None, false),
+    // A back-channel session (see `sessions`): an unknown one of ours, or one another subject
+    // opened, is refused, and a POSTed response goes to the relayed request waiting for it.
+    // Requests without one: as always.
+    let lookup = gateway.sessions().lookup(headers, &caller);
+    let verified = lookup.verified();
+    let (session, unknown_session) = match lookup {
+        sessions::Lookup::Sessionless | sessions::Lookup::Listen(_) => (None, false),
         sessions::Lookup::Found(session) => (Some(session), false),
         sessions::Lookup::Unknown => (None, true),
     };
@@ -125,7 +128,7 @@ async fn handle(
     if unknown_session && !matches!(&inbound, Inbound::Single(Ok(m)) if m.method == "initialize") {
         return sessions::unknown_session();
     }
-    let info = RequestInfo::from_headers(headers, request_id, caller);
+    let info = RequestInfo::from_headers(headers, request_id, caller).owned_through(verified.as_ref());
     // The dispatch futures are boxed where they are awaited: inline, the largest of them would
     // set the size of this request's future, which is copied whole at every level above it.
     match inbound {
@@ -133,7 +136,8 @@ async fn handle(
             let caller = message.clone();
             match Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await {
                 // Only an initialize that succeeded opens a session.
-                Some(answer) if answer.body.is_ok() => match gateway.sessions().create(&caller) {
+                Some(answer) if answer.body.is_ok() => match gateway.sessions().create(&caller, &info.caller)
+                {
                     Ok(session) => sessions::with_session_id(answer_response(&answer), &session),
                     Err(refusal) => sessions::refused(gateway, answer.id.clone(), &refusal),
                 },
@@ -160,7 +164,7 @@ async fn handle(
         {
             match Box::pin(dispatch::entry(gateway, Ok(message), &info, Notifications::default())).await {
                 Some(answer) if answer.body.is_ok() => {
-                    super::listen::with_listen_id(answer_response(&answer))
+                    super::listen::with_listen_id(answer_response(&answer), &info.caller)
                 }
                 Some(answer) => answer_response(&answer),
                 None => StatusCode::ACCEPTED.into_response(),
@@ -300,20 +304,29 @@ pub async fn not_allowed() -> Response {
 }
 
 /// `DELETE /mcp`: ends a back-channel session (and the upstream sessions opened for it) or a
-/// listen id, and the change streams opened under either. Without one of the gateway's session
+/// listen id, and the change streams opened under either — only for the subject that opened it
+/// (another's is `404`, as unknown: [`crate::ownership`]). Without one of the gateway's session
 /// ids there is nothing to end: `405`.
-pub async fn delete(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    match gateway.sessions().lookup(&headers) {
+pub async fn delete(State(gateway): State<Arc<Gateway>>, request: axum::extract::Request) -> Response {
+    let peer =
+        request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0);
+    let headers = request.headers();
+    let caller = match super::caller::establish(&gateway, headers, peer).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    match gateway.sessions().lookup(headers, &caller) {
         sessions::Lookup::Found(session) => {
             gateway.sessions().end(&session.id);
             gateway.listeners().close_session(&session.id);
             StatusCode::NO_CONTENT.into_response()
         }
+        sessions::Lookup::Listen(id) => {
+            gateway.listeners().close_session(&id);
+            StatusCode::NO_CONTENT.into_response()
+        }
         sessions::Lookup::Unknown => sessions::unknown_session(),
-        sessions::Lookup::Sessionless => match super::listen::end_listen_session(&gateway, &headers) {
-            Some(ended) => ended,
-            None => not_allowed().await,
-        },
+        sessions::Lookup::Sessionless => not_allowed().await,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The HTTP side of inbound back-channel sessions (the table is [`crate::backchannel::sessions`]):
 //! telling a POSTed JSON-RPC response from a request, routing it to the relayed request that
-//! waits under its id, and the answers for unknown sessions and ids.
+//! waits under its id, and the answers for unknown sessions and ids. A session reaches these
+//! only through a lookup bound to the subject that opened it ([`crate::ownership`]): another
+//! subject holding the id gets [`unknown_session`], never a relayed request to answer.
 
 use axum::{
     http::{HeaderValue, StatusCode, header},
@@ -46,7 +48,7 @@ pub fn route_response(session: &CallerSession, id: &str, message: Value) -> Resp
     refusal(StatusCode::BAD_REQUEST, &err)
 }
 
-/// `404` for an unknown or expired session id of the gateway's.
+/// `404` for an unknown or expired session id of the gateway's, or one another subject opened.
 pub fn unknown_session() -> Response {
     let err = GatewayError::new(Category::InvalidRequest, "unknown or expired session; initialize again")
         .with_extra("reason", json!("unknown_session"));

@@ -18,15 +18,15 @@ use serde_json::{Value, json};
 
 const READ_ONLY: [&str; 4] = ["inventory_check", "manga_recommendations", "manga_search", "price_lookup"];
 
-/// The OAuth server process and its issuer URL.
-struct OAuth {
+/// The OAuth server process and its issuer URL (also used by `ownership.rs`).
+pub(crate) struct OAuth {
     _proc: Proc,
-    issuer: String,
+    pub(crate) issuer: String,
     client: reqwest::blocking::Client,
 }
 
 impl OAuth {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let script = peers_dir().join("identity/oauth_server.mjs");
         let mut command = Command::new("node");
         command.arg(&script).current_dir(peers_dir());
@@ -38,7 +38,7 @@ impl OAuth {
         Self { _proc: proc, issuer, client }
     }
 
-    fn jwks_url(&self) -> String {
+    pub(crate) fn jwks_url(&self) -> String {
         format!("{}/jwks", self.issuer)
     }
 
@@ -64,7 +64,7 @@ impl OAuth {
     }
 
     /// A token for `subject` with `scope`, for the audience `mcp-gateway`.
-    fn token(&self, subject: &str, scope: &str) -> String {
+    pub(crate) fn token(&self, subject: &str, scope: &str) -> String {
         self.token_with(&[("client_id", subject), ("scope", scope), ("aud", "mcp-gateway")])
     }
 

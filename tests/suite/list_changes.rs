@@ -86,6 +86,8 @@ fn call_as(gateway: &Gateway, subject: Option<&str>, tool: &str, arguments: Valu
 /// session id it gave; every `data:` line is collected by a reader thread.
 struct RawStream {
     session: String,
+    /// The identity the stream was opened under: its session id is bound to it.
+    subject: Option<String>,
     events: Arc<Mutex<Vec<(Instant, Value)>>>,
     ended: Arc<Mutex<bool>>,
 }
@@ -131,7 +133,7 @@ impl RawStream {
             }
             *done.lock().unwrap() = true;
         });
-        Self { session, events, ended }
+        Self { session, subject: subject.map(str::to_string), events, ended }
     }
 
     fn count(&self) -> usize {
@@ -144,12 +146,12 @@ impl RawStream {
 
     /// Ends the stream with `DELETE /mcp` and waits for its end.
     fn end(&self, gateway: &Gateway) {
-        let deleted = gateway
-            .client
-            .delete(gateway.url("/mcp"))
-            .header("mcp-session-id", &self.session)
-            .send()
-            .unwrap();
+        let mut request = gateway.client.delete(gateway.url("/mcp")).header("mcp-session-id", &self.session);
+        if let Some(subject) = &self.subject {
+            // Only the subject the id was given to may end it (`src/ownership.rs`).
+            request = request.header("x-caller-subject", subject);
+        }
+        let deleted = request.send().unwrap();
         assert_eq!(deleted.status(), 204);
         wait_for("the stream to end after DELETE", || *self.ended.lock().unwrap());
     }

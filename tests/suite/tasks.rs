@@ -1,7 +1,8 @@
 //! MCP tasks relayed through the gateway, against the official TypeScript "everything" server
 //! (session era, 2025-11-25 tasks: `simulate-research-query`, task support `required`): the
 //! task-augmented `tools/call` answered at once with the gateway's own task id, `tasks/get`
-//! polled to the end, `tasks/result`, `tasks/list` aggregated over two servers, `tasks/cancel`,
+//! polled to the end, `tasks/result`, `tasks/list` aggregated over two servers (for a caller
+//! holding a session of the gateway's: what has no owner is never listed), `tasks/cancel`,
 //! a task that outlives its call's deadline, callers refused for tasks they do not own, the
 //! table's bound, and an ambiguous query whose elicitation reaches the official Python SDK
 //! client on its `tasks/result` stream. A modern (2026-07-28) caller using the extension is
@@ -85,12 +86,16 @@ fn a_research_task_is_created_polled_listed_cancelled_and_outlives_its_calls_dea
         .cloned()
         .unwrap_or_else(|| panic!("{TOOL} is listed: {list}"));
     assert_eq!(tool["execution"]["taskSupport"], "required", "{tool}");
-    let init = rpc(
-        &gw,
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-        &[],
-    );
+    let initialize = json!({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params":
+        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (status, headers, text) = gw.post_raw(initialize.to_string(), &[]);
+    assert_eq!(status, 200, "{text}");
+    let init: Value = serde_json::from_str(&text).unwrap();
+    // The gateway's listen id makes this anonymous caller the owner of its tasks (without a
+    // session of the gateway's, its tasks would be listed to nobody: `src/ownership.rs`).
+    let listen =
+        headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("a listen id").to_string();
+    let own = [("mcp-session-id", listen.as_str())];
     assert_eq!(
         init["result"]["capabilities"]["tasks"],
         json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
@@ -104,17 +109,17 @@ fn a_research_task_is_created_polled_listed_cancelled_and_outlives_its_calls_dea
     assert!(result_text(&plain).contains("requires task augmentation"), "{plain}");
 
     // Created at once, with a deadline shorter than the research: the task outlives it.
-    let created = create(&gw, "alpha", "tokyo", &[("x-request-timeout-ms", "1500")]);
+    let created = create(&gw, "alpha", "tokyo", &[("x-request-timeout-ms", "1500"), own[0]]);
     let first = task_id(&created);
     assert_eq!(created["result"]["task"]["status"], "working", "{created}");
     // The server decides the task's ttl (this one always keeps its tasks 5 minutes).
     assert_eq!(created["result"]["task"]["ttl"], 300000, "{created}");
-    let second = task_id(&create(&gw, "alpha", "osaka", &[]));
-    let on_beta = task_id(&create(&gw, "beta", "kyoto", &[]));
+    let second = task_id(&create(&gw, "alpha", "osaka", &own));
+    let on_beta = task_id(&create(&gw, "beta", "kyoto", &own));
     assert!(first != second && second != on_beta);
 
     // tasks/list: the three tasks, from both servers, under the gateway's ids.
-    let listed = rpc(&gw, "tasks/list", json!({}), &[]);
+    let listed = rpc(&gw, "tasks/list", json!({}), &own);
     let mut ids: Vec<&str> =
         listed["result"]["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
     ids.sort_unstable();
@@ -123,19 +128,19 @@ fn a_research_task_is_created_polled_listed_cancelled_and_outlives_its_calls_dea
     assert_eq!(ids, expected, "{listed}");
 
     // tasks/cancel of the beta task while it works.
-    let cancelled = rpc(&gw, "tasks/cancel", json!({"taskId": on_beta}), &[]);
+    let cancelled = rpc(&gw, "tasks/cancel", json!({"taskId": on_beta}), &own);
     assert_eq!(
         (cancelled["result"]["taskId"].as_str(), cancelled["result"]["status"].as_str()),
         (Some(on_beta.as_str()), Some("cancelled")),
         "{cancelled}"
     );
-    assert_eq!(rpc(&gw, "tasks/get", json!({"taskId": on_beta}), &[])["result"]["status"], "cancelled");
+    assert_eq!(rpc(&gw, "tasks/get", json!({"taskId": on_beta}), &own)["result"]["status"], "cancelled");
 
     // The first task, answered while `working`, completes: its call's deadline (1.5 s; the
     // research has four one-second stages) did not end it.
-    let statuses = poll(&gw, &first, &[]);
+    let statuses = poll(&gw, &first, &own);
     assert_eq!(statuses.last().map(String::as_str), Some("completed"), "{statuses:?}");
-    let result = rpc(&gw, "tasks/result", json!({"taskId": first}), &[]);
+    let result = rpc(&gw, "tasks/result", json!({"taskId": first}), &own);
     assert!(result_text(&result).contains("Research Report: tokyo"), "{result}");
     assert_eq!(
         result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], first,
@@ -143,7 +148,7 @@ fn a_research_task_is_created_polled_listed_cancelled_and_outlives_its_calls_dea
     );
 
     // tasks/result of a task still working waits for it (its own bound, not the server's).
-    let waited = rpc(&gw, "tasks/result", json!({"taskId": second}), &[]);
+    let waited = rpc(&gw, "tasks/result", json!({"taskId": second}), &own);
     assert!(result_text(&waited).contains("Research Report: osaka"), "{waited}");
 
     // An id the gateway never issued.
@@ -253,13 +258,21 @@ fn a_caller_cannot_use_a_task_it_does_not_own() {
 #[test]
 fn a_full_task_table_refuses_the_call_before_the_server_sees_it() {
     let (_alpha, _beta, gw) = two_servers("[tasks]\nmax_tasks = 2\n");
-    let one = task_id(&create(&gw, "alpha", "one", &[]));
-    let two = task_id(&create(&gw, "beta", "two", &[]));
-    let refused = create(&gw, "alpha", "three", &[]);
+    // A back-channel session owns (and lists) its tasks.
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let (_, headers, text) = gw.post_raw(initialize.to_string(), &[]);
+    let session =
+        headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_else(|| panic!("{text}"));
+    let own = [("mcp-session-id", session)];
+    let one = task_id(&create(&gw, "alpha", "one", &own));
+    let two = task_id(&create(&gw, "beta", "two", &own));
+    let refused = create(&gw, "alpha", "three", &own);
     let data = expect_error(&refused, -32005, "overloaded");
     assert_eq!(data["limit"]["key"], "tasks.max_tasks", "{refused}");
     assert_eq!(data["attempts"], 0, "refused before the server was called: {refused}");
-    let listed = rpc(&gw, "tasks/list", json!({}), &[]);
+    let listed = rpc(&gw, "tasks/list", json!({}), &own);
     let ids: Vec<&str> =
         listed["result"]["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
     assert_eq!(ids.len(), 2, "{listed}");
