@@ -6,6 +6,7 @@
 //! (Redis, then DynamoDB) serves names registered since the last refresh.
 
 pub mod admin_cli;
+pub mod bounds;
 pub mod catalog;
 pub mod dynamic;
 pub mod dynamodb;
