@@ -171,3 +171,28 @@ fn alias_shaped_names_resolve_from_one_map_per_catalogue_snapshot() {
     assert!(again.get("result").is_some(), "{again}");
     assert_eq!(metric(&gateway.metrics(), "mcp_gateway_alias_map_builds_total", &[]), 1.0);
 }
+
+#[test]
+fn a_registry_entry_over_the_definition_bound_is_not_served() {
+    // DynamoDB Local: an entry of 100 KiB (below DynamoDB's own 400 KB item limit) beside an
+    // ordinary one, against the default 64 KiB bound of one definition.
+    let stores = Stores::dynamodb();
+    let demo = Demo::http();
+    stores.put(false, &manga_tool("manga_search", &demo.url()));
+    let mut fat = manga_tool("price_lookup", &demo.url());
+    fat["name"] = json!("fat_entry");
+    fat["description"] = json!("A".repeat(100 * 1024));
+    stores.put(false, &fat);
+    let config = format!("refresh_interval_secs = 3600\nready_min_tools = 0\n{}", stores.config());
+    let gateway = Gateway::start(&config, REGISTRY_LOOPBACK);
+    assert_eq!(gateway.tool_names(), ["manga_search"], "the scan served the entry within the bound only");
+    // A lookup below memory (the name is not in the catalogue) refuses it too.
+    expect_error(&gateway.call("fat_entry", json!({"manga_id": "MNG-00000001"})), -32002, "unknown_tool");
+    let refused = metric(
+        &gateway.metrics(),
+        "mcp_gateway_catalogue_refusals_total",
+        &["server=\"catalog\"", "bound=\"definition_bytes\""],
+    );
+    assert!(refused >= 2.0, "the scan and the lookup each refused it: {refused}");
+    assert!(gateway.proc.output().contains("registry entry refused"), "{}", gateway.proc.output());
+}
