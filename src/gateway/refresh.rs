@@ -5,7 +5,9 @@
 //! A server whose refresh fails keeps its last known good tools (or its static ones), is
 //! reported by `/readyz`, and is retried with a short backoff instead of waiting a whole
 //! interval; a failed registry scan never replaces a good catalogue. A Redis invalidation
-//! reloads one tool at once.
+//! reloads one tool at once. A list over one of the server's bounds
+//! ([`crate::registry::bounds`], or `catalogue.max_total_tools` for every list joined) is
+//! refused whole and the server keeps its last good tools too, without being reported failing.
 //!
 //! Each server has its own due time. A `ttlMs` freshness hint in a server's `tools/list`
 //! shortens that server's wait only, and never below `catalogue.min_refresh_interval_ms`
