@@ -34,6 +34,11 @@ pub struct CatalogueConfig {
     /// Most distinct `tool` label values the per-tool metrics may carry; calls of tools beyond
     /// it are counted under `tool="other"`. Series of tools that left the catalogue are removed.
     pub max_tool_label_values: usize,
+    /// Most tools every server's lists may hold together (the catalogue they are joined
+    /// into); a server's list that would take the total past it is refused whole, and that
+    /// server keeps its last good list. Every server's tools count (configured ones too);
+    /// registry entries do not (each is bounded by `defaults.max_tool_definition_bytes`).
+    pub max_total_tools: usize,
     /// Tool search (`[catalogue.search]`): `tools/list` holds `search_tools` and `call_tool`
     /// (plus the pinned tools) instead of the whole catalogue.
     pub search: SearchConfig,
@@ -70,6 +75,7 @@ impl Default for CatalogueConfig {
             pin_tool_definitions: false,
             pin_file: None,
             max_tool_label_values: 20_000,
+            max_total_tools: 100_000,
             search: SearchConfig::default(),
         }
     }
@@ -82,6 +88,9 @@ impl CatalogueConfig {
         }
         if self.list_changed_min_interval_ms < 100 {
             bail!("catalogue.list_changed_min_interval_ms must be at least 100");
+        }
+        if self.max_total_tools == 0 {
+            bail!("catalogue.max_total_tools must be positive");
         }
         if self.max_tool_label_values == 0 {
             bail!("catalogue.max_tool_label_values must be positive");

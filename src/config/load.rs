@@ -100,6 +100,15 @@ mod tests {
         assert!(format!("{err:#}").contains("needs `function`"));
         let err = Config::load(None, env(&[("MCP_GATEWAY_LISTEN_PORT", "1")])).unwrap_err();
         assert!(format!("{err:#}").contains("unknown field"));
+        let server = [
+            ("MCP_GATEWAY_SERVERS__X__TRANSPORT", "http"),
+            ("MCP_GATEWAY_SERVERS__X__URL", "http://127.0.0.1:1/mcp"),
+            ("MCP_GATEWAY_SERVERS__X__MAX_LIST_PAGES", "0"),
+        ];
+        let err = Config::load(None, env(&server)).unwrap_err();
+        assert!(format!("{err:#}").contains("servers.x.max_list_pages"), "{err:#}");
+        let err = Config::load(None, env(&[("MCP_GATEWAY_CATALOGUE__MAX_TOTAL_TOOLS", "0")])).unwrap_err();
+        assert!(format!("{err:#}").contains("catalogue.max_total_tools must be positive"), "{err:#}");
     }
 
     mod properties {

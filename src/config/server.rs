@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{BreakerSettings, LambdaEvent, RetrySettings, StdioCommand, UpstreamAuthConfig, lenient};
+use crate::registry::bounds::ListBounds;
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -29,6 +30,16 @@ pub struct ServerDefaults {
     /// Most bytes one upstream answer may occupy while it is read (an HTTP body, one SSE
     /// event, a Lambda payload); beyond it the answer is dropped with `response_too_large`.
     pub max_response_bytes: usize,
+    /// Most tools one server's `tools/list` may hold (all pages together); a longer list is
+    /// refused whole and the server's last good list stays served.
+    pub max_tools: usize,
+    /// Most bytes one tool definition may take as the server sent it; a list with a larger
+    /// one is refused whole.
+    pub max_tool_definition_bytes: usize,
+    /// Most bytes all of one server's tool definitions may take together.
+    pub max_catalogue_bytes: usize,
+    /// Most `tools/list` pages followed (`nextCursor`) for one list.
+    pub max_list_pages: usize,
     pub retry: RetrySettings,
     pub breaker: BreakerSettings,
     /// Persistent transports (WebSocket, SSE, stdio): first reconnect delay, in milliseconds
@@ -63,6 +74,11 @@ impl Default for ServerDefaults {
             // Above Lambda's 6 MB response limit, so every answer a function can give fits,
             // and 8× `max_result_bytes`, so a result that is cut later still arrives whole.
             max_response_bytes: 8 * 1024 * 1024,
+            // Above the 10,006 tools (2.1 MB) of the catalogue-scale test from one server.
+            max_tools: 20_000,
+            max_tool_definition_bytes: 64 * 1024,
+            max_catalogue_bytes: 8 * 1024 * 1024,
+            max_list_pages: 100,
             retry: RetrySettings::default(),
             breaker: BreakerSettings::default(),
             reconnect_initial_ms: 1_000,
@@ -169,6 +185,16 @@ pub struct ServerConfig {
     pub max_concurrency: Option<usize>,
     #[serde(default)]
     pub max_response_bytes: Option<usize>,
+    /// Overrides of the `defaults` list bounds (`max_tools`, `max_tool_definition_bytes`,
+    /// `max_catalogue_bytes`, `max_list_pages`).
+    #[serde(default)]
+    pub max_tools: Option<usize>,
+    #[serde(default)]
+    pub max_tool_definition_bytes: Option<usize>,
+    #[serde(default)]
+    pub max_catalogue_bytes: Option<usize>,
+    #[serde(default)]
+    pub max_list_pages: Option<usize>,
     /// Replaces `[defaults.retry]` for this server.
     #[serde(default)]
     pub retry: Option<RetrySettings>,
@@ -241,6 +267,10 @@ impl ServerConfig {
             deadline_ms: None,
             max_concurrency: None,
             max_response_bytes: None,
+            max_tools: None,
+            max_tool_definition_bytes: None,
+            max_catalogue_bytes: None,
+            max_list_pages: None,
             retry: None,
             breaker: None,
             reconnect_initial_ms: None,
@@ -276,6 +306,18 @@ impl ServerConfig {
     /// At least 1 KiB: a smaller cap would refuse every answer.
     pub fn max_response_bytes(&self, defaults: &ServerDefaults) -> usize {
         self.max_response_bytes.unwrap_or(defaults.max_response_bytes).max(1024)
+    }
+
+    /// What this server's `tools/list` may hold (see [`crate::registry::bounds`]).
+    pub fn tool_list_bounds(&self, defaults: &ServerDefaults) -> ListBounds {
+        ListBounds {
+            max_pages: self.max_list_pages.unwrap_or(defaults.max_list_pages),
+            max_count: self.max_tools.unwrap_or(defaults.max_tools),
+            max_definition_bytes: self
+                .max_tool_definition_bytes
+                .unwrap_or(defaults.max_tool_definition_bytes),
+            max_list_bytes: self.max_catalogue_bytes.unwrap_or(defaults.max_catalogue_bytes),
+        }
     }
 
     pub fn retry<'a>(&'a self, defaults: &'a ServerDefaults) -> &'a RetrySettings {

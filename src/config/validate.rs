@@ -80,6 +80,17 @@ impl Config {
         for (name, server) in &self.servers {
             server.retry(&self.defaults).validate(name)?;
             server.breaker(&self.defaults).validate(name)?;
+            let bounds = server.tool_list_bounds(&self.defaults);
+            for (setting, value) in [
+                ("max_tools", bounds.max_count),
+                ("max_tool_definition_bytes", bounds.max_definition_bytes),
+                ("max_catalogue_bytes", bounds.max_list_bytes),
+                ("max_list_pages", bounds.max_pages),
+            ] {
+                if value == 0 {
+                    bail!("servers.{name}.{setting} (or defaults.{setting}) must be positive");
+                }
+            }
         }
         for (name, command) in &self.stdio_commands {
             if command.command.trim().is_empty() {

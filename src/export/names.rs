@@ -137,15 +137,30 @@ pub fn looks_mapped(name: &str) -> bool {
 }
 
 /// The catalogue name an exported (mapped) name stands for, under any format's rule: what
-/// lets an orchestrator call the gateway with the name the model used.
+/// lets an orchestrator call the gateway with the name the model used. One lookup in
+/// [`aliases`]; a caller resolving many names builds that map once and keeps it.
 pub fn original_of<'a>(exported: &str, catalogue: &[&'a str]) -> Option<&'a str> {
     if !looks_mapped(exported) {
         return None;
     }
-    [&WORD_64, &GEMINI].into_iter().find_map(|rule| {
+    aliases(catalogue).get(exported).map(|&i| catalogue[i])
+}
+
+/// Every name the exports give `catalogue` (its names in catalogue order, as
+/// `GET /tools?format=…` exports them), under every format's rule, to the index of the
+/// catalogue name it stands for. The word rule (Bedrock, Anthropic, OpenAI) is asked first
+/// and a name's first position wins, so a name two rules give differently resolves as the
+/// word rule's export does. Built in one pass per rule: sorting or mapping the catalogue per
+/// lookup is what this map saves.
+pub fn aliases(catalogue: &[&str]) -> std::collections::HashMap<String, usize> {
+    let mut map = std::collections::HashMap::new();
+    for rule in [&WORD_64, &GEMINI] {
         let (names, _) = assign(rule, catalogue);
-        names.iter().position(|n| n == exported).map(|i| catalogue[i])
-    })
+        for (i, name) in names.into_iter().enumerate() {
+            map.entry(name).or_insert(i);
+        }
+    }
+    map
 }
 
 #[cfg(test)]
@@ -182,6 +197,44 @@ mod tests {
         assert_eq!(original_of(&gemini[2], &catalogue), Some("9lives"));
         assert_eq!(original_of("search", &catalogue), None, "not a mapped shape");
         assert_eq!(original_of("made_up_0123abcd", &catalogue), None);
+    }
+
+    /// The tool names of an export, in its order, read from the format's own shape.
+    fn exported_names(format: crate::export::Format, body: &serde_json::Value) -> Vec<String> {
+        use crate::export::Format;
+        let (list, path): (&serde_json::Value, &[&str]) = match format {
+            Format::Mcp | Format::Anthropic | Format::OpenAiResponses => (&body["tools"], &["name"]),
+            Format::OpenAi => (&body["tools"], &["function", "name"]),
+            Format::Bedrock => (&body["toolConfig"]["tools"], &["toolSpec", "name"]),
+            Format::Gemini => (&body["tools"][0]["functionDeclarations"], &["name"]),
+        };
+        let tools = list.as_array().cloned().unwrap_or_default();
+        tools
+            .iter()
+            .filter_map(|t| path.iter().try_fold(t, |v, key| v.get(key))?.as_str().map(String::from))
+            .collect()
+    }
+
+    #[test]
+    fn every_exported_name_of_every_format_leads_back_through_the_alias_map() {
+        let long = "y".repeat(130);
+        let squatter = WORD_64.mapped("a.b", 8);
+        let catalogue = ["a.b", squatter.as_str(), "9lives", "ok_name", "x/y:z", long.as_str()];
+        let tools: Vec<serde_json::Value> = catalogue
+            .iter()
+            .map(|n| serde_json::json!({"name": n, "description": "d", "inputSchema": {"type": "object"}}))
+            .collect();
+        let map = aliases(&catalogue);
+        // MCP exports names unchanged: the catalogue's own lookup finds them.
+        for format in crate::export::Format::ALL.into_iter().filter(|f| *f != crate::export::Format::Mcp) {
+            let exported = crate::export::export(format, &tools, crate::export::Options::default());
+            let names = exported_names(format, &exported);
+            assert_eq!(names.len(), catalogue.len(), "{format:?}: {exported}");
+            for (name, original) in names.iter().zip(catalogue) {
+                let resolved = map.get(name.as_str()).map(|&i| catalogue[i]);
+                assert_eq!(resolved, Some(original), "{format:?}: {name} stands for {original}");
+            }
+        }
     }
 
     #[test]

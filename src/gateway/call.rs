@@ -145,14 +145,9 @@ impl Drop for InFlightGuard {
 impl Gateway {
     /// The catalogue tool whose exported name (mapped for a model API) is `name`.
     fn exported_alias(&self, name: &str) -> Option<std::sync::Arc<crate::registry::ToolRecord>> {
-        if !crate::export::names::looks_mapped(name) {
-            return None;
-        }
-        let snapshot = self.catalog().snapshot();
-        let tools = snapshot.tools();
-        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        let original = crate::export::names::original_of(name, &names)?;
-        tools.iter().find(|t| &*t.name == original).cloned()
+        // The snapshot's alias map: built once per snapshot, a hash probe per name.
+        let builds = &self.metrics.alias_map_builds;
+        self.catalog().snapshot().exported_alias(name, || builds.inc())
     }
 
     /// Runs a `tools/call`; the `Ok` value is the result (the upstream's, passed through

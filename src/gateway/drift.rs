@@ -31,7 +31,10 @@ impl Gateway {
                     );
                     continue;
                 }
-                Ok(upstream) => list_tools(&upstream).await.map_err(|e| e.to_string()),
+                Ok(upstream) => {
+                    let bounds = upstream.config.tool_list_bounds(&self.config().defaults);
+                    list_tools(&upstream, bounds).await.map_err(|e| e.to_string())
+                }
                 Err(e) => Err(e.to_string()),
             };
             let live = match live {

@@ -145,13 +145,16 @@ async fn dynamic_registry(
     if redis.is_none() && dynamo.is_none() {
         return Ok(None);
     }
-    Ok(Some(Arc::new(DynamicRegistry::new(
-        redis,
-        dynamo,
-        settings.clone(),
-        metrics.registry_lookups.clone(),
-        metrics.registry_remote_lookups.clone(),
-    ))))
+    Ok(Some(Arc::new(
+        DynamicRegistry::new(
+            redis,
+            dynamo,
+            settings.clone(),
+            metrics.registry_lookups.clone(),
+            metrics.registry_remote_lookups.clone(),
+        )
+        .with_definition_bound(config.defaults.max_tool_definition_bytes, metrics.catalogue_refusals.clone()),
+    )))
 }
 
 /// A registry-built server stack and the origin it was built from.

@@ -5,7 +5,9 @@
 //! A server whose refresh fails keeps its last known good tools (or its static ones), is
 //! reported by `/readyz`, and is retried with a short backoff instead of waiting a whole
 //! interval; a failed registry scan never replaces a good catalogue. A Redis invalidation
-//! reloads one tool at once.
+//! reloads one tool at once. A list over one of the server's bounds
+//! ([`crate::registry::bounds`], or `catalogue.max_total_tools` for every list joined) is
+//! refused whole and the server keeps its last good tools too, without being reported failing.
 //!
 //! Each server has its own due time. A `ttlMs` freshness hint in a server's `tools/list`
 //! shortens that server's wait only, and never below `catalogue.min_refresh_interval_ms`
@@ -28,7 +30,7 @@ use std::{
 
 use futures_util::future::join_all;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value, json, value::RawValue};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
@@ -36,6 +38,7 @@ use super::{Gateway, Upstream};
 use crate::{
     protocol::mcp::Era,
     registry::{
+        bounds::{self, Exceeded, ListBounds, ListKind, Tally},
         catalog::{COLLISION_KINDS, Changes, ServerTools},
         entry::{RegistryEntry, ServerRef},
         pins::PinStore,
@@ -43,8 +46,6 @@ use crate::{
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
 };
 
-/// Upper bound on `tools/list` pages, against a server that paginates forever.
-const MAX_PAGES: usize = 100;
 /// Fastest retry of a failing server.
 const MIN_RETRY: Duration = Duration::from_secs(2);
 /// At most one refresh woken by unknown-tool calls per this period; wakes in between are
@@ -62,20 +63,52 @@ pub struct Listing {
     pub ttl: Option<Duration>,
 }
 
-/// Reads every page of a server's `tools/list`.
-pub async fn list_tools(upstream: &Upstream) -> Result<Listing, UpstreamError> {
+/// Why a server's `tools/list` gave no list.
+#[derive(Debug)]
+pub enum ListFailure {
+    /// The server did not answer it (or not with a list).
+    Upstream(UpstreamError),
+    /// The list went over one of the server's bounds ([`bounds`]): refused whole.
+    Refused(Exceeded),
+}
+
+impl std::fmt::Display for ListFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListFailure::Upstream(e) => e.fmt(f),
+            ListFailure::Refused(exceeded) => write!(f, "tools/list refused: {exceeded}"),
+        }
+    }
+}
+
+impl From<UpstreamError> for ListFailure {
+    fn from(e: UpstreamError) -> Self {
+        ListFailure::Upstream(e)
+    }
+}
+
+/// Reads every page of a server's `tools/list`, counting it against `bounds` as it goes:
+/// the first bound passed ends the reading and refuses the list.
+pub async fn list_tools(upstream: &Upstream, bounds: ListBounds) -> Result<Listing, ListFailure> {
     let mut listing = Listing { tools: Vec::new(), ttl: None };
     let mut cursor: Option<String> = None;
-    for _ in 0..MAX_PAGES {
+    let mut tally = Tally::new(bounds);
+    loop {
+        tally.page().map_err(ListFailure::Refused)?;
         let mut params = Map::new();
         if let Some(c) = cursor.take() {
             params.insert("cursor".into(), json!(c));
         }
         let reply = upstream.service.clone().oneshot(UpstreamRequest::new("tools/list", params)).await?;
         let page = match reply {
-            UpstreamReply::Result(raw) => parse_page(raw).await?,
+            UpstreamReply::Result(raw) => {
+                let (page, counted) = parse_page(raw, tally).await?;
+                tally = counted;
+                page
+            }
             UpstreamReply::Error(e) => {
-                return Err(UpstreamError::Protocol(format!("tools/list failed: {} {}", e.code, e.message)));
+                let failed = UpstreamError::Protocol(format!("tools/list failed: {} {}", e.code, e.message));
+                return Err(failed.into());
             }
         };
         listing.tools.extend(page.tools);
@@ -89,17 +122,23 @@ pub async fn list_tools(upstream: &Upstream) -> Result<Listing, UpstreamError> {
             _ => return Ok(listing),
         }
     }
-    Err(UpstreamError::Protocol(format!("tools/list has more than {MAX_PAGES} pages")))
 }
 
-/// One page of a `tools/list` result.
+/// One page of a `tools/list` result, each definition as the server sent it.
 #[derive(Deserialize)]
-struct Page {
-    #[serde(default)]
-    tools: Vec<Value>,
+struct RawPage<'a> {
+    #[serde(borrow, default)]
+    tools: Vec<&'a RawValue>,
     #[serde(rename = "nextCursor", default)]
     next_cursor: Option<String>,
     #[serde(rename = "ttlMs", default)]
+    ttl_ms: Option<u64>,
+}
+
+/// One page, its definitions counted and parsed.
+struct Page {
+    tools: Vec<Value>,
+    next_cursor: Option<String>,
     ttl_ms: Option<u64>,
 }
 
@@ -108,18 +147,27 @@ struct Page {
 /// call in flight would wait out.
 const LARGE_PAGE_BYTES: usize = 256 * 1024;
 
-async fn parse_page(raw: RawResult) -> Result<Page, UpstreamError> {
+/// Parses a page and counts each definition on `tally` (its size as sent) before it is
+/// parsed: a definition over a bound is never turned into a value.
+async fn parse_page(raw: RawResult, mut tally: Tally) -> Result<(Page, Tally), ListFailure> {
     let large = raw.get().len() >= LARGE_PAGE_BYTES;
     let parse = move || {
-        serde_json::from_str::<Page>(raw.get())
-            .map_err(|e| UpstreamError::Protocol(format!("tools/list result: {e}")))
+        let protocol = |e: serde_json::Error| UpstreamError::Protocol(format!("tools/list result: {e}"));
+        let page = serde_json::from_str::<RawPage<'_>>(raw.get()).map_err(protocol)?;
+        let mut tools = Vec::with_capacity(page.tools.len());
+        for definition in page.tools {
+            tally.item(definition.get().len()).map_err(ListFailure::Refused)?;
+            tools.push(serde_json::from_str::<Value>(definition.get()).map_err(protocol)?);
+        }
+        let page = Page { tools, next_cursor: page.next_cursor, ttl_ms: page.ttl_ms };
+        Ok((page, tally))
     };
     if !large {
         return parse();
     }
     tokio::task::spawn_blocking(parse)
         .await
-        .unwrap_or_else(|e| Err(UpstreamError::Protocol(format!("tools/list result not parsed: {e}"))))
+        .unwrap_or_else(|e| Err(UpstreamError::Protocol(format!("tools/list result not parsed: {e}")).into()))
 }
 
 /// Keeps the last known good tool list of every server between refreshes.
@@ -177,14 +225,29 @@ impl Refresher {
         let started = Instant::now();
         let gateway = self.gateway.clone();
         let selected: Vec<&Arc<Upstream>> = names.iter().filter_map(|n| gateway.upstreams.get(n)).collect();
-        let servers = join_all(selected.iter().map(|u| async move { (*u, list_tools(u).await) }));
+        let defaults = &gateway.config.defaults;
+        let servers = join_all(
+            selected
+                .iter()
+                .map(|u| async move { (*u, list_tools(u, u.config.tool_list_bounds(defaults)).await) }),
+        );
         let scanning = async { if scan { self.scan_registry().await } else { None } };
         let (results, registry) = tokio::join!(servers, scanning);
         let mut changed = !self.loaded;
         for (upstream, result) in results {
             let name = upstream.name.to_string();
+            // Every server's lists joined stay within `catalogue.max_total_tools`.
+            let result = result.and_then(|listing| {
+                let others: usize =
+                    self.known.iter().filter(|(known, _)| **known != name).map(|(_, t)| t.len()).sum();
+                let max_total = gateway.config.catalogue.max_total_tools;
+                bounds::check_total(others.saturating_add(listing.tools.len()), max_total)
+                    .map_err(ListFailure::Refused)?;
+                Ok(listing)
+            });
             match result {
                 Ok(listing) => {
+                    gateway.catalog().refusals().clear(&name, ListKind::Tools);
                     // Static descriptions win over discovered ones of the same name.
                     let statics = &upstream.config.tools;
                     let mut tools = listing.tools;
@@ -206,7 +269,26 @@ impl Refresher {
                     gateway.readiness.set_server_result(&name, None);
                     gateway.metrics.registry_refreshes.with_label_values(&[&name, "success"]).inc();
                 }
-                Err(e) => {
+                Err(ListFailure::Refused(exceeded)) => {
+                    // The server answered: not a failure of it (no backoff, still ready); its
+                    // last good list stays in the catalogue.
+                    let bound = exceeded.bound;
+                    tracing::warn!(
+                        server = %name,
+                        bound = bound.as_str(),
+                        setting = bound.tools_setting(),
+                        limit = exceeded.limit,
+                        seen = exceeded.seen,
+                        "tools/list refused: {exceeded}; keeping the server's last good tools"
+                    );
+                    gateway
+                        .metrics
+                        .catalogue_refusals
+                        .with_label_values(&[&name, ListKind::Tools.as_str(), bound.as_str()])
+                        .inc();
+                    gateway.catalog().refusals().record(&name, ListKind::Tools, &exceeded);
+                }
+                Err(ListFailure::Upstream(e)) => {
                     *self.failures.entry(name.clone()).or_default() += 1;
                     tracing::warn!(server = %name, error = %crate::redact::shown(&e), "tools/list failed; keeping the last known tools");
                     gateway.readiness.set_server_result(&name, Some(&e));

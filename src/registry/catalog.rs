@@ -20,7 +20,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    sync::{Arc, Mutex, RwLock},
+    sync::{Arc, Mutex, OnceLock, RwLock},
 };
 
 use bytes::Bytes;
@@ -29,12 +29,14 @@ use serde_json::Value;
 use crate::tool_control::{Controlled, META_TOOLS, ToolOverrides};
 
 use super::{
+    bounds::Refusals,
     entry::{RegistryEntry, ServerRef},
     record::{Control, ToolRecord, canonical_hash, definition_hash},
     search::SearchIndex,
 };
 use crate::{
     config::{SearchConfig, TransportKind},
+    export::names,
     validation::SchemaCache,
 };
 
@@ -148,7 +150,13 @@ pub struct Snapshot {
     collisions: Vec<Collision>,
     /// What `tools/list` holds (and the search index in search mode).
     listing: Listing,
+    /// Exported (model-API) names to their tools, built at the first alias lookup of this
+    /// snapshot ([`Snapshot::exported_alias`]).
+    aliases: OnceLock<Aliases>,
 }
+
+/// Tools by every name `GET /tools?format=…` exports them under.
+type Aliases = HashMap<String, Arc<ToolRecord>, foldhash::fast::RandomState>;
 
 const EMPTY_LIST: &str = r#"{"tools":[]}"#;
 
@@ -159,6 +167,7 @@ impl Snapshot {
             list_result: Bytes::from_static(EMPTY_LIST.as_bytes()),
             collisions: Vec::new(),
             listing: Listing::All,
+            aliases: OnceLock::new(),
         }
     }
 
@@ -204,6 +213,25 @@ impl Snapshot {
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools
     }
+
+    /// The tool whose exported name (mapped for a model API, see [`crate::export::names`]) is
+    /// `name`. Only names of a mapped shape are looked up; the map from every exported name to
+    /// its tool is built once per snapshot, at the first such lookup (`on_build` runs then,
+    /// and only then), so an alias-shaped name costs a hash probe, never a walk of the
+    /// catalogue. The mapping is the exports' own ([`names::aliases`] over the catalogue in
+    /// name order).
+    pub fn exported_alias(&self, name: &str, on_build: impl FnOnce()) -> Option<Arc<ToolRecord>> {
+        if !names::looks_mapped(name) {
+            return None;
+        }
+        let aliases = self.aliases.get_or_init(|| {
+            on_build();
+            let tools = self.tools();
+            let catalogue: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            names::aliases(&catalogue).into_iter().map(|(alias, i)| (alias, tools[i].clone())).collect()
+        });
+        aliases.get(name).cloned()
+    }
 }
 
 /// The catalogue: current snapshot plus what building it needs.
@@ -218,6 +246,8 @@ pub struct Catalog {
     /// The search mode's settings (`None`: `tools/list` holds every tool).
     search: Option<SearchConfig>,
     logged_conflicts: Mutex<HashSet<String>>,
+    /// Servers whose latest list went over a bound and was refused ([`super::bounds`]).
+    refusals: Refusals,
     /// Tests: a signal the next build waits for.
     #[cfg(test)]
     test_gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
@@ -232,6 +262,7 @@ impl Catalog {
             overrides: BTreeMap::new(),
             search: None,
             logged_conflicts: Mutex::new(HashSet::new()),
+            refusals: Refusals::default(),
             #[cfg(test)]
             test_gate: Mutex::new(None),
         }
@@ -243,6 +274,12 @@ impl Catalog {
         self.overrides = overrides.into_iter().filter(|(_, o)| !o.is_empty()).collect();
         self.search = search.enabled.then(|| search.clone());
         self
+    }
+
+    /// The servers whose latest list was refused for going over a bound (their last good list
+    /// is what this catalogue serves of them).
+    pub fn refusals(&self) -> &Refusals {
+        &self.refusals
     }
 
     /// Whether `name` is a meta-tool of the search mode in force.
@@ -447,7 +484,7 @@ impl Catalog {
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
             .map(Bytes::from)
             .unwrap_or_else(|_| Bytes::from_static(EMPTY_LIST.as_bytes()));
-        Snapshot { by_name, list_result, collisions, listing }
+        Snapshot { by_name, list_result, collisions, listing, aliases: OnceLock::new() }
     }
 
     /// Serves the tools that got a catalogue name, with catalogue control applied: tools
@@ -903,6 +940,48 @@ mod tests {
         assert!(record.definition["inputSchema"]["properties"].get("k").is_none());
         assert!(catalog.served_record_for_entry(&entry, "entry_tool").is_none(), "not under its old name");
         assert!(catalog.served_record_for_entry(&entry, "renamed_entry").is_some());
+    }
+
+    #[test]
+    fn the_alias_map_is_built_once_per_snapshot_and_resolves_what_the_exports_give() {
+        let catalog = Catalog::new(BTreeMap::new());
+        let names = ["catalog.search", "9lives", "plain", "x/y"];
+        catalog.rebuild(&[server("s", &names)], &[]);
+        let snapshot = catalog.snapshot();
+        let builds = std::cell::Cell::new(0);
+        let tools: Vec<Value> = snapshot.tools().iter().map(|t| t.definition.clone()).collect();
+        for format in crate::export::Format::ALL {
+            let body = crate::export::export(format, &tools, crate::export::Options::default());
+            let mapped = body["gateway"]["names"].as_object().cloned().unwrap_or_default();
+            for (exported, original) in &mapped {
+                let found = snapshot.exported_alias(exported, || builds.set(builds.get() + 1));
+                assert_eq!(found.map(|t| t.name.to_string()).as_deref(), original.as_str(), "{format:?}");
+            }
+        }
+        // Alias-shaped names that stand for nothing: a probe each, no walk of the catalogue.
+        for i in 0..64 {
+            let unknown = format!("x_{:08x}", i);
+            assert!(snapshot.exported_alias(&unknown, || builds.set(builds.get() + 1)).is_none());
+            assert!(
+                snapshot.exported_alias(&format!("x_{:016x}", i), || builds.set(builds.get() + 1)).is_none()
+            );
+        }
+        assert!(
+            snapshot.exported_alias("plain", || builds.set(builds.get() + 1)).is_none(),
+            "not a mapped shape"
+        );
+        assert_eq!(builds.get(), 1, "one map per snapshot, however many lookups");
+        // A new snapshot builds its own.
+        catalog.rebuild(&[server("s", &["other.name"])], &[]);
+        let next = catalog.snapshot();
+        let exported = names::assign(&names::WORD_64, &["other.name"]).0.remove(0);
+        assert_eq!(
+            next.exported_alias(&exported, || builds.set(builds.get() + 1))
+                .map(|t| t.name.to_string())
+                .as_deref(),
+            Some("other.name")
+        );
+        assert_eq!(builds.get(), 2);
     }
 
     #[test]

@@ -35,7 +35,13 @@ use std::{
 use prometheus::IntCounterVec;
 use serde_json::{Value, json};
 
-use super::{TierError, ToolRecord, dynamodb::DynamoStore, entry::RegistryEntry, redis_tier::RedisStore};
+use super::{
+    TierError, ToolRecord,
+    bounds::{Bound, ListKind},
+    dynamodb::DynamoStore,
+    entry::RegistryEntry,
+    redis_tier::RedisStore,
+};
 use crate::{
     config::RegistryConfig,
     singleflight::{Join, SingleFlight, Waited},
@@ -260,6 +266,16 @@ pub struct DynamicRegistry {
     redis_health: Health,
     dynamo_health: Health,
     dynamo_backoff: Backoff,
+    /// `defaults.max_tool_definition_bytes` for entries of these tiers (`None`: unbounded).
+    definition_bound: Option<DefinitionBound>,
+}
+
+/// Entries whose definition is over this many bytes are not served, as a server's list with
+/// such a definition is not ([`super::bounds`]).
+struct DefinitionBound {
+    max_bytes: usize,
+    /// `mcp_gateway_catalogue_refusals_total`.
+    refusals: IntCounterVec,
 }
 
 impl DynamicRegistry {
@@ -282,7 +298,35 @@ impl DynamicRegistry {
             redis_health: Health::default(),
             dynamo_health: Health::default(),
             dynamo_backoff: Backoff::default(),
+            definition_bound: None,
         }
+    }
+
+    /// Entries whose definition takes more than `max_bytes` are refused (logged, counted on
+    /// `refusals` under `bound="definition_bytes"`) wherever they are read: lookup, scan, reload.
+    pub fn with_definition_bound(mut self, max_bytes: usize, refusals: IntCounterVec) -> Self {
+        self.definition_bound = Some(DefinitionBound { max_bytes, refusals });
+        self
+    }
+
+    /// Whether `entry`'s definition is within the bound.
+    fn admits(&self, entry: &RegistryEntry) -> bool {
+        let Some(bound) = &self.definition_bound else { return true };
+        let bytes = super::bounds::json_len(&entry.definition);
+        if bytes <= bound.max_bytes {
+            return true;
+        }
+        tracing::warn!(
+            tool = %entry.tool_name,
+            server = %entry.server.name,
+            bytes,
+            limit = bound.max_bytes,
+            setting = "defaults.max_tool_definition_bytes",
+            "registry entry refused: its definition is over the bound"
+        );
+        let labels = [entry.server.name.as_str(), ListKind::Tools.as_str(), Bound::DefinitionBytes.as_str()];
+        bound.refusals.with_label_values(&labels).inc();
+        false
     }
 
     fn count(&self, tier: &str, result: &str) {
@@ -346,7 +390,7 @@ impl DynamicRegistry {
         let mut redis_answered = false;
         if let Some(redis) = &self.redis {
             match redis.get(name).await {
-                Ok(Some(entry)) if entry.is_live() => {
+                Ok(Some(entry)) if entry.is_live() && self.admits(&entry) => {
                     self.redis_health.set(true);
                     self.count("redis", "hit");
                     let live = Live::new(entry);
@@ -377,7 +421,7 @@ impl DynamicRegistry {
             return self.stale(name);
         };
         match dynamo.get(name).await {
-            Ok(Some(entry)) if entry.is_live() => {
+            Ok(Some(entry)) if entry.is_live() && self.admits(&entry) => {
                 self.dynamo_backoff.succeeded();
                 self.dynamo_health.set(true);
                 self.count("dynamodb", "hit");
@@ -458,7 +502,8 @@ impl DynamicRegistry {
                 return Err(e);
             }
         };
-        let live: Vec<RegistryEntry> = entries.into_iter().filter(RegistryEntry::is_live).collect();
+        let live: Vec<RegistryEntry> =
+            entries.into_iter().filter(RegistryEntry::is_live).filter(|e| self.admits(e)).collect();
         if let Some(redis) = &self.redis {
             match redis.set_all(&live).await {
                 Ok(()) => self.redis_health.set(true),
@@ -476,7 +521,7 @@ impl DynamicRegistry {
     pub async fn reload(&self, name: &str) -> Result<Option<RegistryEntry>, TierError> {
         self.invalidate(name);
         let Some(dynamo) = &self.dynamo else { return Ok(None) };
-        let entry = dynamo.get(name).await?.filter(RegistryEntry::is_live);
+        let entry = dynamo.get(name).await?.filter(RegistryEntry::is_live).filter(|e| self.admits(e));
         if let Some(entry) = &entry {
             self.remember(name, Some(Live::new(entry.clone())));
         }

@@ -7,6 +7,7 @@
 
 pub mod admin_cli;
 pub mod borrow;
+pub mod bounds;
 pub mod catalog;
 pub mod dynamic;
 pub mod dynamodb;

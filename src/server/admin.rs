@@ -188,7 +188,8 @@ pub async fn breaker_action(
     Json(json!({"server": server, "breaker": upstream.breaker.report()})).into_response()
 }
 
-/// `GET /admin/registry`: every tool, where it comes from, its hashes and health.
+/// `GET /admin/registry`: every tool, where it comes from, its hashes and health; and the
+/// servers whose latest list was refused for going over a bound (`refusals`).
 pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let registry = gateway.registry_entries();
     let tools: Vec<Value> = gateway
@@ -226,7 +227,9 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     // Registry entries whose server was refused (URL not allowed, a configured server's name
     // at another address): their tools are listed above but their calls are refused.
     let refused = gateway.refused_registry_origins();
-    Json(json!({"tools": tools, "tiers": tiers, "refused": refused})).into_response()
+    // Servers whose latest list went over a bound: what is served of them is their last good list.
+    let refusals = gateway.catalog().refusals().list();
+    Json(json!({"tools": tools, "tiers": tiers, "refused": refused, "refusals": refusals})).into_response()
 }
 
 /// `POST /admin/registry/refresh`: refresh now (answers at once; the refresh runs behind).

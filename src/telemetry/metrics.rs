@@ -156,6 +156,12 @@ pub struct Metrics {
     /// `mcp_gateway_tool_name_collisions{kind}`: tool names offered and not granted as asked
     /// (see [`crate::registry::catalog::Collision`])
     pub tool_name_collisions: IntGaugeVec,
+    /// `mcp_gateway_catalogue_refusals_total{server,list,bound}`: lists refused whole for
+    /// going over a bound (see [`crate::registry::bounds`]); the server's last good list stays
+    pub catalogue_refusals: IntCounterVec,
+    /// `mcp_gateway_alias_map_builds_total`: exported-name maps built (one per catalogue
+    /// snapshot at most, at its first alias-shaped lookup)
+    pub alias_map_builds: prometheus::IntCounter,
     /// `mcp_gateway_tool_definitions_pending`: changed definitions waiting for approval
     pub tool_definitions_pending: IntGauge,
     /// `mcp_gateway_tool_definitions_pinned`: approved (pinned) definitions
@@ -560,6 +566,21 @@ impl Metrics {
                 counter
             },
             audit_dropped_source: Default::default(),
+            catalogue_refusals: counters(
+                &r,
+                "mcp_gateway_catalogue_refusals_total",
+                "upstream lists refused whole for going over a catalogue bound (the last good list stays served), by server, list and bound",
+                &["server", "list", "bound"],
+            ),
+            alias_map_builds: {
+                let counter = prometheus::IntCounter::new(
+                    "mcp_gateway_alias_map_builds_total",
+                    "maps from exported (model-API) tool names to tools built, at most one per catalogue snapshot",
+                )
+                .expect("valid metric");
+                r.register(Box::new(counter.clone())).expect("metric names are unique");
+                counter
+            },
             tool_name_collisions: gauges(
                 &r,
                 "mcp_gateway_tool_name_collisions",
@@ -779,6 +800,13 @@ impl Metrics {
             }
             for outcome in ["success", "failure"] {
                 self.registry_refreshes.with_label_values(&[server, outcome]);
+            }
+            for bound in crate::registry::bounds::Bound::ALL {
+                self.catalogue_refusals.with_label_values(&[
+                    server,
+                    crate::registry::bounds::ListKind::Tools.as_str(),
+                    bound.as_str(),
+                ]);
             }
             if matches!(transport, "websocket" | "sse" | "stdio") {
                 self.upstream_reconnects.with_label_values(&[server]);

@@ -8,6 +8,7 @@ mod common;
 mod agentcore_lambda;
 mod breaker_recovery;
 mod capabilities;
+mod catalogue_bounds;
 mod catalogue_control;
 mod catalogue_scale;
 mod catalogue_trust;

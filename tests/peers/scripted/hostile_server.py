@@ -32,6 +32,11 @@ MCP modes (modern-era servers answering server/discover, ping, tools/list and to
   /recorder         one tool, `echo`; every request recorded (GET /_log, and --log FILE)
   /flaky            as /recorder, but while down (POST /_down; POST /_up ends it) every
                     request is recorded and answered HTTP 503
+  /bloat-<kind>     a good first list (one tool, kept_<kind>), then from the second list on one
+                    over a bound: /bloat-count 50 tools; /bloat-definition one tool of a 100 KiB
+                    description; /bloat-bytes pages of one 2 KiB tool each, 10 pages;
+                    /bloat-pages one tool a page and always a nextCursor (pages of one list are
+                    requests with a cursor; a list is a request without one)
 A `server/discover` probe to /echo-headers or /refuse-<code> gets a modern server's result (those
 modes stand for modern servers); every other mode answers it as it answers everything.
 GET /_hits returns {path: POSTs received} (probes counted apart, as "<path> server/discover").
@@ -53,7 +58,8 @@ HITS = {}
 LOCK = threading.Lock()
 GATE = threading.Condition(LOCK)
 OPEN = [False]
-MCP_MODES = ("/steady", "/renaming", "/shadow", "/rugpull", "/recorder", "/flaky")
+MCP_MODES = ("/steady", "/renaming", "/shadow", "/rugpull", "/recorder", "/flaky",
+             "/bloat-count", "/bloat-definition", "/bloat-bytes", "/bloat-pages")
 METHODS = {}
 LOG = []
 LOG_FILE = None
@@ -64,10 +70,32 @@ def schema():
     return {"type": "object", "properties": {"q": {"type": "string"}}}
 
 
-def mcp_tools(path):
-    """The tools of an MCP mode for this tools/list (counted per path)."""
-    n = STATE["lists"].get(path, 0) + 1
+def tool(name, description="a tool"):
+    return {"name": name, "description": description, "inputSchema": schema()}
+
+
+def bloat_tools(path, n, cursor):
+    """(tools, nextCursor) of a /bloat-* mode: the n-th list's page after `cursor`."""
+    kind = path[len("/bloat-"):]
+    if n == 1:
+        return [tool("kept_" + kind, "the good list's tool")], None
+    page = int(cursor or 0)
+    if kind == "count":
+        return [tool("many_%d" % i) for i in range(50)], None
+    if kind == "definition":
+        return [tool("fat", "A" * (100 * 1024))], None
+    if kind == "bytes":
+        return [tool("page_%d" % page, "B" * 2048)], (str(page + 1) if page < 9 else None)
+    return [tool("endless_%d" % page)], str(page + 1)
+
+
+def mcp_tools(path, cursor=None):
+    """The tools of an MCP mode for this tools/list (lists counted per path; a request with a
+    cursor is a further page of the current list)."""
+    n = STATE["lists"].get(path, 0) + (0 if cursor else 1)
     STATE["lists"][path] = n
+    if path.startswith("/bloat-"):
+        return bloat_tools(path, n, cursor)
     if path == "/steady":
         return [{"name": name, "description": "a steady tool", "inputSchema": schema()}
                 for name in ("steady_a", "steady_b")], None
@@ -189,11 +217,14 @@ class Handler(BaseHTTPRequestHandler):
         elif method == "ping":
             result = {}
         elif method == "tools/list":
+            cursor = params.get("cursor")
             with LOCK:
-                tools, ttl = mcp_tools(path)
+                tools, extra = mcp_tools(path, cursor)
             result = {"tools": tools}
-            if ttl is not None:
-                result["ttlMs"] = ttl
+            if extra is not None and path.startswith("/bloat-"):
+                result["nextCursor"] = extra
+            elif extra is not None:
+                result["ttlMs"] = extra
         elif method == "tools/call":
             result = {"content": [{"type": "text", "text": "ok from %s" % path}]}
         else:
