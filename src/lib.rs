@@ -14,6 +14,7 @@
 pub mod allocator;
 pub mod audit;
 pub mod backchannel;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod error;

@@ -34,6 +34,7 @@ use tower::ServiceExt;
 
 use super::{Gateway, Upstream};
 use crate::{
+    clock,
     protocol::mcp::Era,
     registry::{
         catalog::{COLLISION_KINDS, Changes, ServerTools},
@@ -219,12 +220,12 @@ impl Refresher {
                     gateway.metrics.upstream_era.with_label_values(&[&name, label]).set(value);
                 }
             }
-            let due = tokio::time::Instant::now() + self.server_wait(&name);
+            let due = clock::after_tokio(self.server_wait(&name));
             self.list_scheduled.remove(&name);
             self.server_due.insert(name, due);
         }
         if scan {
-            self.registry_due = tokio::time::Instant::now() + jittered(gateway.refresh_interval());
+            self.registry_due = clock::after_tokio(jittered(gateway.refresh_interval()));
         }
         if let Some(entries) = registry
             && let Ok(mut current) = gateway.registry_entries.write()
@@ -377,8 +378,8 @@ impl Refresher {
                 self.gateway.record_list_changed(&name, false);
                 continue;
             }
-            let earliest = self.list_last.get(&name).map_or(now, |last| *last + floor);
-            let at = earliest.max(now + LIST_CHANGED_DEBOUNCE);
+            let earliest = self.list_last.get(&name).map_or(now, |last| clock::later_tokio(*last, floor));
+            let at = earliest.max(clock::later_tokio(now, LIST_CHANGED_DEBOUNCE));
             self.list_last.insert(name.clone(), at);
             self.list_scheduled.insert(name.clone());
             let due = self.server_due.entry(name.clone()).or_insert(at);
@@ -477,9 +478,9 @@ impl Refresher {
     }
 }
 
-/// `wait` ±10%.
+/// `wait` ±10% (capped first, so the product cannot overflow).
 fn jittered(wait: Duration) -> Duration {
-    wait.mul_f64(0.9 + 0.2 * fastrand::f64())
+    clock::capped(wait).mul_f64(0.9 + 0.2 * fastrand::f64())
 }
 
 /// The servers' tools as pinning serves them (on tokio's blocking pool: every discovered

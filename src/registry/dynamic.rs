@@ -238,7 +238,7 @@ impl Backoff {
     }
 
     fn failed(&self, period: Duration) {
-        *self.retry_at() = Some(Instant::now() + period);
+        *self.retry_at() = Some(crate::clock::after(period));
     }
 
     fn succeeded(&self) {

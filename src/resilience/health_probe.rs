@@ -61,7 +61,7 @@ impl Prober {
             // Up to a quarter longer at random: with shared breakers the claim's holder would
             // otherwise win every interval (it ticks just after its own claim expires), and an
             // instance whose own path is broken could keep the others from ever probing.
-            let wait = self.interval.mul_f64(1.0 + 0.25 * fastrand::f64());
+            let wait = crate::clock::capped(self.interval).mul_f64(1.0 + 0.25 * fastrand::f64());
             let peer_recovered = tokio::select! {
                 _ = tokio::time::sleep(wait) => breaker.take_peer_recovered(),
                 _ = breaker.prober_woken() => breaker.take_peer_recovered(),

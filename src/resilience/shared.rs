@@ -260,7 +260,9 @@ impl Fleet {
                 && pttl > 0
                 && *owner != *self.instance
             {
-                breaker.apply_fleet_open(now + Duration::from_millis(pttl as u64));
+                // A PTTL is Redis's to say: the clock rule caps it (`clock`).
+                breaker
+                    .apply_fleet_open(crate::clock::later(now, Duration::from_millis(pttl.unsigned_abs())));
             }
         }
         Ok(())

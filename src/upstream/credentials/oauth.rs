@@ -2,7 +2,10 @@
 //! (RFC 8693) at the server's token endpoint.
 //!
 //! **Cache.** A token is kept until `refresh_before_secs` before its expiry (`expires_in`; a
-//! token without one is kept [`DEFAULT_LIFETIME`]); an exchanged token also never outlives the
+//! token without one is kept [`DEFAULT_LIFETIME`], and none longer than
+//! [`crate::clock::MAX_TOKEN_LIFETIME`], one year, whatever `expires_in` says: an endpoint
+//! answering `18446744073709551615` once panicked the clock and, with it, the tool refresh);
+//! an exchanged token also never outlives the
 //! caller's token (its `exp` claim, when the caller was identified by a validated JWT). The
 //! gateway's own token has one entry; exchanged tokens one per caller token, keyed by the
 //! token's SHA-256 and bounded by `max_cached_tokens` (expired entries go first, then the
@@ -29,6 +32,7 @@ use sha2::{Digest, Sha256};
 
 use super::{CredentialMetrics, bearer_header, no_caller_token};
 use crate::{
+    clock,
     config::{AuthKind, ClientAuthMethod, UpstreamAuthConfig},
     identity::Caller,
     singleflight::{Join, SingleFlight, Waited},
@@ -52,6 +56,9 @@ struct Token {
     /// When a renewal is due (`refresh_before_secs` before expiry).
     renew_at: Instant,
     expires_at: Instant,
+    /// Its lifetime as kept, and whether `expires_in` said more (for the log).
+    lifetime: Duration,
+    capped: bool,
 }
 
 /// The token requests of one server.
@@ -232,7 +239,13 @@ impl TokenSource {
         };
         self.metrics.fetch(&self.server, kind, outcome);
         match &result {
-            Ok(_) => tracing::info!(server = %self.server, kind, "upstream token obtained"),
+            Ok(token) => tracing::info!(
+                server = %self.server,
+                kind,
+                lifetime_secs = token.lifetime.as_secs(),
+                lifetime_capped = token.capped,
+                "upstream token obtained"
+            ),
             Err(error) => {
                 tracing::warn!(server = %self.server, kind, %error, "upstream token request failed")
             }
@@ -313,8 +326,8 @@ impl TokenSource {
         if !answer.token_type.eq_ignore_ascii_case("bearer") {
             return Err(unavailable("the token endpoint issued a token that is not a bearer token"));
         }
-        let lifetime = answer.expires_in.map(Duration::from_secs).unwrap_or(DEFAULT_LIFETIME);
-        let mut expires_at = asked + lifetime;
+        let (lifetime, capped) = answer.expires_in.map_or((DEFAULT_LIFETIME, false), clock::token_lifetime);
+        let mut expires_at = clock::later(asked, lifetime);
         if let Some(cap) = cap {
             expires_at = expires_at.min(cap);
         }
@@ -322,7 +335,7 @@ impl TokenSource {
             .checked_sub(Duration::from_secs(settings.refresh_before_secs))
             .unwrap_or(asked)
             .max(asked);
-        Ok(Token { header: bearer_header(&answer.access_token)?, renew_at, expires_at })
+        Ok(Token { header: bearer_header(&answer.access_token)?, renew_at, expires_at, lifetime, capped })
     }
 }
 
@@ -366,7 +379,7 @@ fn cache_key(token: &str) -> String {
 fn caller_expiry(caller: &Caller) -> Option<Instant> {
     let exp = caller.claims.get("exp")?.as_u64()?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
-    Some(Instant::now() + Duration::from_secs(exp.saturating_sub(now)))
+    Some(clock::after(Duration::from_secs(exp.saturating_sub(now))))
 }
 
 /// An `application/x-www-form-urlencoded` body.
