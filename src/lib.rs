@@ -30,6 +30,7 @@ pub mod registry;
 pub mod resilience;
 pub mod server;
 pub mod singleflight;
+pub mod supervise;
 pub mod telemetry;
 pub mod tool_control;
 pub mod upstream;

@@ -41,6 +41,7 @@ use crate::{
         entry::{RegistryEntry, ServerRef},
         pins::PinStore,
     },
+    supervise::{self, Loop},
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
 };
 
@@ -456,25 +457,40 @@ impl Refresher {
             return receiver;
         };
         let errors = self.gateway.metrics.shared_state_errors.clone();
-        tokio::spawn(async move {
-            loop {
-                match redis.subscribe_invalidations().await {
-                    Ok(mut pubsub) => {
-                        let mut messages = pubsub.on_message();
-                        while let Some(message) = futures_util::StreamExt::next(&mut messages).await {
-                            if let Ok(name) = message.get_payload::<String>()
-                                && sender.send(name).is_err()
-                            {
-                                return;
-                            }
-                        }
-                    }
-                    Err(_) => errors.with_label_values(&["subscribe"]).inc(),
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+        // Ends when the refresher that reads it is gone (a restarted one subscribes anew).
+        supervise::spawn(Loop::Invalidations, move || {
+            let (redis, sender, errors) = (redis.clone(), sender.clone(), errors.clone());
+            subscription(redis, sender, errors)
         });
         receiver
+    }
+}
+
+/// Forwards the names of the Redis invalidation channel (reconnecting every second while
+/// Redis is away) until `sender`'s receiver is gone.
+async fn subscription(
+    redis: crate::registry::redis_tier::RedisStore,
+    sender: mpsc::UnboundedSender<String>,
+    errors: prometheus::IntCounterVec,
+) {
+    loop {
+        if sender.is_closed() {
+            return;
+        }
+        match redis.subscribe_invalidations().await {
+            Ok(mut pubsub) => {
+                let mut messages = pubsub.on_message();
+                while let Some(message) = futures_util::StreamExt::next(&mut messages).await {
+                    if let Ok(name) = message.get_payload::<String>()
+                        && sender.send(name).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            Err(_) => errors.with_label_values(&["subscribe"]).inc(),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

@@ -50,7 +50,7 @@ pub struct Prober {
 
 impl Prober {
     /// Runs until the breaker is gone (its server's stack was replaced or dropped).
-    pub async fn run(self) {
+    pub async fn run(self: Arc<Self>) {
         loop {
             let Some(breaker) = self.breaker.upgrade() else { return };
             if !breaker.needs_health_probe() {

@@ -1,4 +1,5 @@
-//! Clocks a peer chooses (`src/clock.rs`), against the real binary and a real hostile peer
+//! Clocks a peer chooses, and the gateway's background loops (`src/clock.rs`,
+//! `src/supervise.rs`), against the real binary and a real hostile peer
 //! (`tests/peers/scripted/hostile_server.py`):
 //!
 //! - a token endpoint answering `expires_in: 18446744073709551615` (u64::MAX seconds) once
@@ -6,6 +7,9 @@
 //!   server's tools were listed. Now its token is kept for the documented cap (one year), the
 //!   gateway is ready, every server's tools are listed and the guarded server is called with
 //!   the token, asked for once.
+//! - every supervised loop made to panic once (the debug build's
+//!   `MCP_GATEWAY_DEBUG_PANIC_ONCE`) is logged, counted in
+//!   `mcp_gateway_background_restarts_total{loop}`, restarted, and does its job again.
 
 use crate::common::*;
 use serde_json::{Value, json};
@@ -56,4 +60,134 @@ client_secret_env = "GUARDED_SECRET"
     assert_eq!(obtained[0]["lifetime_capped"], json!(true), "{}", obtained[0]);
     let refused = hostile_log(addr).iter().filter(|r| r["path"] == "/bearer" && r["status"] != 200).count();
     assert_eq!(refused, 0, "every request reached the guarded server with the token");
+    // And the refresher never had to be restarted.
+    let metrics = gateway.metrics();
+    assert!(metrics.contains("mcp_gateway_background_restarts_total{loop=\"refresher\"} 0"), "{metrics}");
+}
+
+/// The `[servers.child]` table of `tests/peers/scripted/stdio_peer.py`, recording to `events`.
+fn stdio_child(events: &std::path::Path) -> String {
+    let script = peers_dir().join("scripted/stdio_peer.py");
+    let args = serde_json::to_string(&[script.display().to_string(), events.display().to_string()]).unwrap();
+    format!("[servers.child]\ntransport = \"stdio\"\ncommand = \"python3\"\nargs = {args}\n")
+}
+
+/// The pids the stdio peer recorded as started, in order.
+fn spawned(events: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(events)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("spawn ")?.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn every_background_loop_made_to_panic_once_is_counted_restarted_and_does_its_job_again() {
+    const LOOPS: &[&str] = &[
+        "refresher",
+        "list_changes",
+        "change_stream",
+        "recoveries",
+        "prober",
+        "connection",
+        "policy_reload",
+        "drift",
+    ];
+    let (_hostile, addr) = hostile_server(&[]);
+    let scratch = Scratch::new("supervision");
+    let events = std::path::PathBuf::from(scratch.path("child.events"));
+    let policy = std::path::PathBuf::from(scratch.path("policy.cedar"));
+    std::fs::write(
+        &policy,
+        "permit(principal, action, resource) unless { resource.name == \"steady_b\" };\n",
+    )
+    .unwrap();
+    let config = format!(
+        r#"
+[defaults.retry]
+max_retries_safe = 0
+[defaults.breaker]
+consecutive_failures = 3
+min_calls = 1000
+probe_interval_ms = 200
+[registry]
+drift_interval_secs = 1
+[policy]
+file = {policy:?}
+reload_secs = 1
+{plain}
+{flaky}
+{child}
+"#,
+        plain = http_server("plain", &format!("http://{addr}/steady")),
+        flaky = http_server("flaky", &format!("http://{addr}/flaky")),
+        child = stdio_child(&events),
+    );
+    let gateway = Gateway::start(&config, &[("MCP_GATEWAY_DEBUG_PANIC_ONCE", &LOOPS.join(","))]);
+
+    // Every loop died once, was logged by name and counted.
+    wait_for("every loop to be restarted once", || {
+        let metrics = gateway.metrics();
+        LOOPS.iter().all(|name| {
+            metric(&metrics, "mcp_gateway_background_restarts_total", &[&format!("loop=\"{name}\"")]) == 1.0
+        })
+    });
+    let panicked: Vec<String> = log_lines(&gateway, "background loop panicked; restarting it")
+        .iter()
+        .filter_map(|line| line["background_loop"].as_str().map(str::to_string))
+        .collect();
+    for name in LOOPS {
+        assert_eq!(panicked.iter().filter(|n| n == name).count(), 1, "{name}: {panicked:?}");
+    }
+
+    // The refresher came back: ready, every server's tools listed (the policy hides steady_b).
+    let (status, report) = gateway.readyz();
+    assert_eq!(status, 200, "{report}");
+    let names = gateway.tool_names();
+    for tool in ["steady_a", "echo", "ok"] {
+        assert!(names.iter().any(|n| n == tool), "{tool} is not listed: {names:?}");
+    }
+    assert!(!names.iter().any(|n| n == "steady_b"), "{names:?}");
+
+    // The connection came back: it died while starting its child; the child its restart
+    // started (the last one) answers.
+    let answer = gateway.call("ok", json!({}));
+    let pid = structured(&answer)["pid"].as_u64().unwrap_or_else(|| panic!("{answer}"));
+    let pids = spawned(&events);
+    assert_eq!(pids.last().map(|p| u64::from(*p)), Some(pid), "{pids:?}");
+
+    // The policy reload came back: a new file is read.
+    let staged = policy.with_extension("staged");
+    std::fs::write(&staged, "permit(principal, action, resource);\n").unwrap();
+    std::fs::rename(&staged, &policy).unwrap();
+    wait_for("the reloaded policy to list steady_b", || gateway.tool_names().iter().any(|n| n == "steady_b"));
+
+    // The drift check came back (it died before its first check).
+    wait_for("a drift check", || !log_lines(&gateway, "registry drift checked").is_empty());
+
+    // The prober came back: the flaky server goes down, its breaker opens, probes fail; it
+    // comes up, a probe succeeds and calls go through again.
+    let post =
+        |path: &str| reqwest::blocking::Client::new().post(format!("http://{addr}{path}")).send().unwrap();
+    post("/_down");
+    let probes = |result: &str| {
+        metric(
+            &gateway.metrics(),
+            "mcp_gateway_breaker_health_probes_total",
+            &[&format!("result=\"{result}\"")],
+        )
+    };
+    wait_for("the breaker to open and a probe to fail", || {
+        let _ = gateway.call("echo", json!({"q": "x"}));
+        probes("failure") >= 1.0
+    });
+    post("/_up");
+    wait_for("a probe to succeed and a call to go through", || {
+        probes("success") >= 1.0 && gateway.call("echo", json!({"q": "x"})).get("result").is_some()
+    });
+
+    // Nothing died more than once: the gateway stays ready, no loop is reported dying.
+    let (status, report) = gateway.readyz();
+    assert_eq!(status, 200, "{report}");
+    assert!(report.get("background_loops").is_none(), "{report}");
 }

@@ -124,6 +124,12 @@ pub(super) async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<Sto
     let mut failing_since: Option<Instant> = None;
     let mut ever_ready = false;
     let mut attempts: u64 = 0;
+    // A supervisor restarted after a panic (`crate::supervise`) closes what its predecessor
+    // left open and connects afresh.
+    if let Some(left) = shared.live() {
+        shared.set_live(None);
+        left.close();
+    }
     loop {
         if *stop.borrow() != Stop::Running {
             break;
