@@ -9,9 +9,11 @@
 //! token endpoint's `expires_in` and the gateway stayed "registry not loaded yet" with no tools
 //! for every server; the same panic in a later renewal ended all refreshes without a word.
 //!
-//! A loop that returns (its owner is gone) is not restarted. The debug build can make a loop
-//! panic once, mid-run, to test all this against the real binary:
-//! `MCP_GATEWAY_DEBUG_PANIC_ONCE=refresher,prober,…` (ignored by release builds).
+//! A loop that returns (its owner is gone) is not restarted. The debug build can make loops
+//! panic mid-run, to test all this against the real binary (ignored by release builds):
+//! `MCP_GATEWAY_DEBUG_PANIC_ONCE=refresher,prober,…` once each,
+//! `MCP_GATEWAY_DEBUG_PANIC_ALWAYS=drift,…` on every run, and
+//! `MCP_GATEWAY_DEBUG_RESTART_BASE_MS` replaces [`RESTART_BASE`].
 
 use std::{
     collections::VecDeque,
@@ -36,6 +38,12 @@ pub const DYING_RESTARTS: usize = 5;
 pub const DYING_WINDOW: Duration = Duration::from_secs(300);
 /// The debug build's fault injection (see the module doc).
 pub const PANIC_ONCE_ENV: &str = "MCP_GATEWAY_DEBUG_PANIC_ONCE";
+/// The debug build's fault injection: these loops panic on every run.
+pub const PANIC_ALWAYS_ENV: &str = "MCP_GATEWAY_DEBUG_PANIC_ALWAYS";
+/// The debug build's first restart wait, in milliseconds (instead of [`RESTART_BASE`]).
+pub const RESTART_BASE_ENV: &str = "MCP_GATEWAY_DEBUG_RESTART_BASE_MS";
+/// The debug build's variables (the configuration overlay skips them).
+pub const DEBUG_ENV: &[&str] = &[PANIC_ONCE_ENV, PANIC_ALWAYS_ENV, RESTART_BASE_ENV];
 
 /// The supervised loops: the metric's label values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +125,8 @@ struct LoopState {
     recent: Mutex<VecDeque<Instant>>,
     /// Armed by [`PANIC_ONCE_ENV`]; cleared by the one panic it causes.
     panic_once: AtomicBool,
+    /// Set by [`PANIC_ALWAYS_ENV`].
+    panic_always: AtomicBool,
 }
 
 /// The process's supervision.
@@ -144,17 +154,25 @@ impl Supervision {
         Self { loops: Loop::ALL.iter().map(|_| LoopState::default()).collect(), restart_base: base }
     }
 
-    /// With the faults the debug build's [`PANIC_ONCE_ENV`] arms.
+    /// With the faults and restart wait of the debug build's [`DEBUG_ENV`].
     fn from_env() -> Self {
-        let supervision = Self::new();
-        if cfg!(debug_assertions)
-            && let Ok(names) = std::env::var(PANIC_ONCE_ENV)
-        {
-            for name in names.split(',').map(str::trim) {
-                if let Some(which) = Loop::ALL.iter().find(|l| l.name() == name) {
-                    supervision.arm_panic_once(*which);
-                }
-            }
+        if !cfg!(debug_assertions) {
+            return Self::new();
+        }
+        let base = std::env::var(RESTART_BASE_ENV).ok().and_then(|ms| ms.trim().parse::<u64>().ok());
+        let supervision = Self::with_restart_base(base.map_or(RESTART_BASE, Duration::from_millis));
+        let named = |var: &str| -> Vec<Loop> {
+            let names = std::env::var(var).unwrap_or_default();
+            names
+                .split(',')
+                .filter_map(|name| Loop::ALL.iter().find(|l| l.name() == name.trim()).copied())
+                .collect()
+        };
+        for which in named(PANIC_ONCE_ENV) {
+            supervision.arm_panic_once(which);
+        }
+        for which in named(PANIC_ALWAYS_ENV) {
+            supervision.loops[which.index()].panic_always.store(true, Ordering::Release);
         }
         supervision
     }
@@ -206,7 +224,9 @@ impl Supervision {
             let mut backoff = self.restart_base;
             loop {
                 let started = Instant::now();
-                let armed = self.loops[which.index()].panic_once.swap(false, Ordering::AcqRel);
+                let state = &self.loops[which.index()];
+                let armed = state.panic_once.swap(false, Ordering::AcqRel)
+                    || state.panic_always.load(Ordering::Acquire);
                 let run = PanicOnce { inner: Box::pin(start()), armed };
                 match tokio::spawn(run).await {
                     Ok(()) => return,
@@ -263,7 +283,7 @@ impl<Fut: Future<Output = ()>> Future for PanicOnce<Fut> {
         let polled = self.inner.as_mut().poll(cx);
         if polled.is_pending() && self.armed {
             self.armed = false;
-            panic!("injected panic ({PANIC_ONCE_ENV})");
+            panic!("injected panic (debug fault injection)");
         }
         polled
     }

@@ -10,6 +10,8 @@
 //! - every supervised loop made to panic once (the debug build's
 //!   `MCP_GATEWAY_DEBUG_PANIC_ONCE`) is logged, counted in
 //!   `mcp_gateway_background_restarts_total{loop}`, restarted, and does its job again.
+//! - a loop that keeps dying (`MCP_GATEWAY_DEBUG_PANIC_ALWAYS`) makes `/readyz` answer 503
+//!   naming it, while calls are still served.
 
 use crate::common::*;
 use serde_json::{Value, json};
@@ -190,4 +192,33 @@ reload_secs = 1
     let (status, report) = gateway.readyz();
     assert_eq!(status, 200, "{report}");
     assert!(report.get("background_loops").is_none(), "{report}");
+}
+
+#[test]
+fn a_loop_that_keeps_dying_makes_the_gateway_not_ready_and_is_named_while_the_rest_serves() {
+    let (_hostile, addr) = hostile_server(&[]);
+    let config = format!(
+        "[registry]\ndrift_interval_secs = 1\n{}",
+        http_server("plain", &format!("http://{addr}/steady"))
+    );
+    // The drift check panics on every run, restarted after 1 ms, 2 ms, 4 ms, …
+    let gateway = Gateway::start_unready(
+        &config,
+        &[("MCP_GATEWAY_DEBUG_PANIC_ALWAYS", "drift"), ("MCP_GATEWAY_DEBUG_RESTART_BASE_MS", "1")],
+        &[],
+    );
+    let restarts = |name: &str| {
+        metric(&gateway.metrics(), "mcp_gateway_background_restarts_total", &[&format!("loop=\"{name}\"")])
+    };
+    wait_for("the drift check to die five times", || restarts("drift") >= 5.0);
+    wait_for("the tools to be listed", || gateway.tool_names().iter().any(|n| n == "steady_a"));
+
+    let (status, report) = gateway.readyz();
+    assert_eq!(status, 503, "{report}");
+    assert!(report["background_loops"]["drift"].as_u64() >= Some(5), "{report}");
+    let reason = report["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("drift") && reason.contains("keep dying"), "{report}");
+    assert_eq!(restarts("refresher"), 0.0);
+    let answer = gateway.call("steady_a", json!({"q": "x"}));
+    assert_eq!(result_text(&answer), "ok from /steady", "{answer}");
 }
