@@ -248,7 +248,7 @@ impl Supervision {
                             "background loop panicked; restarting it"
                         );
                         tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(RESTART_MAX);
+                        backoff = backoff.saturating_mul(2).min(RESTART_MAX);
                     }
                     // Cancelled: the runtime is shutting down.
                     Err(_) => return,

@@ -220,8 +220,8 @@ pub(super) async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<Sto
 
 /// The current delay, jittered by ±20%; doubles the next one up to `max`.
 fn next_backoff(backoff: &mut Duration, max: Duration) -> Duration {
-    let delay = backoff.mul_f64(0.8 + 0.4 * fastrand::f64());
-    *backoff = (*backoff * 2).min(max);
+    let delay = crate::clock::capped(*backoff).mul_f64(0.8 + 0.4 * fastrand::f64());
+    *backoff = backoff.saturating_mul(2).min(max);
     delay
 }
 
