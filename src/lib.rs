@@ -14,6 +14,7 @@
 pub mod allocator;
 pub mod audit;
 pub mod backchannel;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod error;
@@ -30,6 +31,7 @@ pub mod registry;
 pub mod resilience;
 pub mod server;
 pub mod singleflight;
+pub mod supervise;
 pub mod telemetry;
 pub mod tool_control;
 pub mod upstream;

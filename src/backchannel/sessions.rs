@@ -320,13 +320,17 @@ impl Sessions {
     fn start_sweeper(self: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(self);
         self.sweeper.get_or_init(|| {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
-                    let mut tick = tokio::time::interval(SWEEP_EVERY);
-                    loop {
-                        tick.tick().await;
-                        let Some(sessions) = weak.upgrade() else { return };
-                        sessions.sweep(Instant::now());
+            if tokio::runtime::Handle::try_current().is_ok() {
+                // Supervised (`crate::supervise`): a panicking sweep is restarted.
+                crate::supervise::spawn(crate::supervise::Loop::SessionSweeper, move || {
+                    let weak = weak.clone();
+                    async move {
+                        let mut tick = tokio::time::interval(SWEEP_EVERY);
+                        loop {
+                            tick.tick().await;
+                            let Some(sessions) = weak.upgrade() else { return };
+                            sessions.sweep(Instant::now());
+                        }
                     }
                 });
             }

@@ -8,7 +8,9 @@ use mcp_gateway::{
     config::{Config, ServerConfig, TransportKind},
     demo,
     gateway::{Gateway, refresh::Refresher},
-    server, telemetry,
+    server,
+    supervise::{self, Loop},
+    telemetry,
 };
 use tokio::net::TcpListener;
 
@@ -121,16 +123,21 @@ pub async fn run(
             }
         });
     }
-    tokio::spawn(Refresher::new(gateway.clone()).run());
+    // Supervised: a panic is logged, counted and the loop restarted (`supervise`).
+    let refreshed = gateway.clone();
+    supervise::spawn(Loop::Refresher, move || Refresher::new(refreshed.clone()).run());
     tokio::spawn(keep_a_near_timer());
     if config.registry.drift_interval_secs > 0 {
         let gateway = gateway.clone();
         let every = Duration::from_secs(config.registry.drift_interval_secs);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let report = gateway.registry_drift(None).await;
-                tracing::info!(drift = %report, "registry drift checked");
+        supervise::spawn(Loop::Drift, move || {
+            let gateway = gateway.clone();
+            async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let report = gateway.registry_drift(None).await;
+                    tracing::info!(drift = %report, "registry drift checked");
+                }
             }
         });
     }

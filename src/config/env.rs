@@ -6,9 +6,16 @@ use anyhow::bail;
 /// The environment variable prefix for overrides.
 pub const ENV_PREFIX: &str = "MCP_GATEWAY_";
 
-/// Environment variables with the prefix that belong to the command line (flags' `env`), not
-/// to the configuration: the overlay skips them.
-pub const CLI_ENV: &[&str] = &["MCP_GATEWAY_CONFIG", "MCP_GATEWAY_LOG_FORMAT"];
+/// Environment variables with the prefix that belong to the command line (flags' `env`) or to
+/// the debug build's fault injection ([`crate::supervise::DEBUG_ENV`]), not to the
+/// configuration: the overlay skips them.
+pub const CLI_ENV: &[&str] = &[
+    "MCP_GATEWAY_CONFIG",
+    "MCP_GATEWAY_LOG_FORMAT",
+    crate::supervise::PANIC_ONCE_ENV,
+    crate::supervise::PANIC_ALWAYS_ENV,
+    crate::supervise::RESTART_BASE_ENV,
+];
 
 /// Applies `MCP_GATEWAY_A__B=value` as `table.a.b = value`.
 pub(super) fn apply_env_overrides(

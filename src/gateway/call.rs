@@ -903,10 +903,8 @@ fn truncated(name: &str) -> &str {
 
 /// The earlier of the header deadline and a `_meta` one.
 fn caller_deadline(header: Option<Instant>, meta: Option<&Value>) -> Option<Instant> {
-    let from_meta = meta
-        .and_then(|m| m.get(META_TIMEOUT_MS))
-        .and_then(Value::as_u64)
-        .map(|ms| Instant::now() + Duration::from_millis(ms));
+    let from_meta =
+        meta.and_then(|m| m.get(META_TIMEOUT_MS)).and_then(Value::as_u64).map(crate::clock::after_millis);
     match (header, from_meta) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

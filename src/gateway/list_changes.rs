@@ -158,10 +158,16 @@ impl Gateway {
             };
             let gateway = Arc::downgrade(self);
             let server = upstream.name.clone();
-            tokio::spawn(forward(gateway, server, changes));
+            // Supervised: a restarted one counts from the signal's current value.
+            crate::supervise::spawn(crate::supervise::Loop::ListChanges, move || {
+                forward(gateway.clone(), server.clone(), changes.clone())
+            });
         }
         if self.listeners.enabled() {
-            tokio::spawn(watch_availability(Arc::downgrade(self)));
+            let gateway = Arc::downgrade(self);
+            crate::supervise::spawn(crate::supervise::Loop::Availability, move || {
+                watch_availability(gateway.clone())
+            });
         }
     }
 

@@ -315,14 +315,24 @@ impl Gateway {
     fn refresh_on_recovery(self: &Arc<Self>) {
         for upstream in self.upstreams.values().filter(|u| u.config.discover) {
             let Some(connection) = &upstream.connection else { continue };
-            let mut recoveries = connection.recoveries();
+            let mut first = Some(connection.recoveries());
             let gateway = Arc::downgrade(self);
             let server = upstream.name.clone();
-            tokio::spawn(async move {
-                while recoveries.next().await {
-                    let Some(gateway) = gateway.upgrade() else { break };
-                    tracing::info!(server = %server, "persistent upstream recovered; refreshing its tools");
-                    gateway.refresh_forced.notify_one();
+            // Supervised; a restarted watch subscribes anew (it holds no strong reference).
+            crate::supervise::spawn(crate::supervise::Loop::Recoveries, move || {
+                let first = first.take();
+                let (gateway, server) = (gateway.clone(), server.clone());
+                async move {
+                    let again = || {
+                        let gateway = gateway.upgrade()?;
+                        Some(gateway.upstreams.get(server.as_ref())?.connection.as_ref()?.recoveries())
+                    };
+                    let Some(mut recoveries) = first.or_else(again) else { return };
+                    while recoveries.next().await {
+                        let Some(gateway) = gateway.upgrade() else { break };
+                        tracing::info!(server = %server, "persistent upstream recovered; refreshing its tools");
+                        gateway.refresh_forced.notify_one();
+                    }
                 }
             });
         }

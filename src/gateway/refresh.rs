@@ -36,6 +36,7 @@ use tower::ServiceExt;
 
 use super::{Gateway, Upstream};
 use crate::{
+    clock,
     protocol::mcp::Era,
     registry::{
         bounds::{self, Exceeded, ListBounds, ListKind, Tally},
@@ -43,6 +44,7 @@ use crate::{
         entry::{RegistryEntry, ServerRef},
         pins::PinStore,
     },
+    supervise::{self, Loop},
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
 };
 
@@ -301,12 +303,12 @@ impl Refresher {
                     gateway.metrics.upstream_era.with_label_values(&[&name, label]).set(value);
                 }
             }
-            let due = tokio::time::Instant::now() + self.server_wait(&name);
+            let due = clock::after_tokio(self.server_wait(&name));
             self.list_scheduled.remove(&name);
             self.server_due.insert(name, due);
         }
         if scan {
-            self.registry_due = tokio::time::Instant::now() + jittered(gateway.refresh_interval());
+            self.registry_due = clock::after_tokio(jittered(gateway.refresh_interval()));
         }
         if let Some(entries) = registry
             && let Ok(mut current) = gateway.registry_entries.write()
@@ -459,8 +461,8 @@ impl Refresher {
                 self.gateway.record_list_changed(&name, false);
                 continue;
             }
-            let earliest = self.list_last.get(&name).map_or(now, |last| *last + floor);
-            let at = earliest.max(now + LIST_CHANGED_DEBOUNCE);
+            let earliest = self.list_last.get(&name).map_or(now, |last| clock::later_tokio(*last, floor));
+            let at = earliest.max(clock::later_tokio(now, LIST_CHANGED_DEBOUNCE));
             self.list_last.insert(name.clone(), at);
             self.list_scheduled.insert(name.clone());
             let due = self.server_due.entry(name.clone()).or_insert(at);
@@ -537,31 +539,46 @@ impl Refresher {
             return receiver;
         };
         let errors = self.gateway.metrics.shared_state_errors.clone();
-        tokio::spawn(async move {
-            loop {
-                match redis.subscribe_invalidations().await {
-                    Ok(mut pubsub) => {
-                        let mut messages = pubsub.on_message();
-                        while let Some(message) = futures_util::StreamExt::next(&mut messages).await {
-                            if let Ok(name) = message.get_payload::<String>()
-                                && sender.send(name).is_err()
-                            {
-                                return;
-                            }
-                        }
-                    }
-                    Err(_) => errors.with_label_values(&["subscribe"]).inc(),
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+        // Ends when the refresher that reads it is gone (a restarted one subscribes anew).
+        supervise::spawn(Loop::Invalidations, move || {
+            let (redis, sender, errors) = (redis.clone(), sender.clone(), errors.clone());
+            subscription(redis, sender, errors)
         });
         receiver
     }
 }
 
-/// `wait` ±10%.
+/// Forwards the names of the Redis invalidation channel (reconnecting every second while
+/// Redis is away) until `sender`'s receiver is gone.
+async fn subscription(
+    redis: crate::registry::redis_tier::RedisStore,
+    sender: mpsc::UnboundedSender<String>,
+    errors: prometheus::IntCounterVec,
+) {
+    loop {
+        if sender.is_closed() {
+            return;
+        }
+        match redis.subscribe_invalidations().await {
+            Ok(mut pubsub) => {
+                let mut messages = pubsub.on_message();
+                while let Some(message) = futures_util::StreamExt::next(&mut messages).await {
+                    if let Ok(name) = message.get_payload::<String>()
+                        && sender.send(name).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            Err(_) => errors.with_label_values(&["subscribe"]).inc(),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// `wait` ±10% (capped first, so the product cannot overflow).
 fn jittered(wait: Duration) -> Duration {
-    wait.mul_f64(0.9 + 0.2 * fastrand::f64())
+    clock::capped(wait).mul_f64(0.9 + 0.2 * fastrand::f64())
 }
 
 /// The servers' tools as pinning serves them (on tokio's blocking pool: every discovered

@@ -154,7 +154,8 @@ impl Gateway {
     /// ended; the dedicated upstream sessions of back-channel callers are closed.
     pub async fn close_connections(&self) {
         let upstreams = self.all_upstreams();
-        let grace = Duration::from_millis(self.config.defaults.stdio_stop_grace_ms) + Duration::from_secs(2);
+        let grace = Duration::from_millis(self.config.defaults.stdio_stop_grace_ms)
+            .saturating_add(Duration::from_secs(2));
         let persistent = upstreams.iter().filter_map(|u| u.connection.as_ref()).map(|c| c.shutdown(grace));
         futures_util::future::join_all(persistent).await;
         for upstream in &upstreams {

@@ -103,7 +103,7 @@ impl Reservation<'_> {
             owner,
             dedicated,
             form: created.form,
-            expires: Instant::now() + ttl,
+            expires: crate::clock::after(ttl),
         };
         if let Ok(mut table) = self.tasks.table.lock() {
             table.entries.insert(id.clone(), Arc::new(entry));
@@ -422,7 +422,7 @@ impl Gateway {
         request.caller = Some(call.caller.clone());
         if waits {
             let bound = self.config.tasks.result_timeout();
-            let deadline = call.deadline.unwrap_or_else(|| Instant::now() + bound);
+            let deadline = call.deadline.unwrap_or_else(|| crate::clock::after(bound));
             request.deadline = Some(deadline);
             request.attempt_timeout = Some(deadline.saturating_duration_since(Instant::now()));
         } else {

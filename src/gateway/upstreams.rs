@@ -66,15 +66,16 @@ impl Upstream {
             },
             TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio => "ping",
         });
-        let prober = Prober {
+        let prober = Arc::new(Prober {
             breaker: Arc::downgrade(&self.breaker),
             service: self.probe.clone(),
             method,
             interval,
             shared,
             probes,
-        };
-        tokio::spawn(prober.run());
+        });
+        // Supervised: a restarted prober starts over from the breaker's state.
+        crate::supervise::spawn(crate::supervise::Loop::Prober, move || prober.clone().run());
     }
 }
 

@@ -105,14 +105,18 @@ impl PolicyStore {
 
 /// Polls the file every `every` until the store is dropped, counting reload outcomes.
 pub fn watch(store: std::sync::Weak<super::Policy>, every: Duration, reloads: prometheus::IntCounterVec) {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let Some(policy) = store.upgrade() else { break };
-            // Reading and parsing a file is blocking work: off the runtime's threads.
-            let outcome = tokio::task::spawn_blocking(move || policy.store.reload_if_changed()).await;
-            if let Ok(Some(outcome)) = outcome {
-                reloads.with_label_values(&[outcome]).inc();
+    // Supervised: a panic while reloading keeps the policy in force and polls on after a restart.
+    crate::supervise::spawn(crate::supervise::Loop::PolicyReload, move || {
+        let (store, reloads) = (store.clone(), reloads.clone());
+        async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(policy) = store.upgrade() else { break };
+                // Reading and parsing a file is blocking work: off the runtime's threads.
+                let outcome = tokio::task::spawn_blocking(move || policy.store.reload_if_changed()).await;
+                if let Ok(Some(outcome)) = outcome {
+                    reloads.with_label_values(&[outcome]).inc();
+                }
             }
         }
     });

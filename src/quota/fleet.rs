@@ -140,7 +140,7 @@ impl Fleet {
             tracing::warn!("quotas: Redis failed or too slow; deciding locally for a while");
         }
         self.available.set(0);
-        *self.local_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + self.retry);
+        *self.local_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(crate::clock::after(self.retry));
     }
 
     /// The connection, unless Redis is to be left alone for now.

@@ -55,7 +55,7 @@ impl LocalQuotas {
             let tat = entry.tat_ms.max(now);
             let allow_at = tat - limits.tolerance_ms;
             if now < allow_at {
-                let wait = Duration::from_secs_f64((allow_at - now) / 1000.0);
+                let wait = crate::clock::secs_f64((allow_at - now) / 1000.0).unwrap_or_default();
                 return Err((Limit::Rate, wait.max(Duration::from_millis(1))));
             }
             entry.tat_ms = tat + limits.emission_ms;

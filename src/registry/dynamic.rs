@@ -244,7 +244,7 @@ impl Backoff {
     }
 
     fn failed(&self, period: Duration) {
-        *self.retry_at() = Some(Instant::now() + period);
+        *self.retry_at() = Some(crate::clock::after(period));
     }
 
     fn succeeded(&self) {

@@ -43,7 +43,7 @@ impl Drop for DisconnectGuard {
 impl Step for DeadlineLayer {
     fn call<S: StackService>(&self, inner: &mut S, mut request: UpstreamRequest) -> UpstreamFuture {
         let now = Instant::now();
-        let deadline = request.deadline.unwrap_or(now + self.default);
+        let deadline = request.deadline.unwrap_or_else(|| crate::clock::later(now, self.default));
         request.deadline = Some(deadline);
         let budget = deadline.saturating_duration_since(now);
         let layer = self.clone();

@@ -50,7 +50,7 @@ pub struct Prober {
 
 impl Prober {
     /// Runs until the breaker is gone (its server's stack was replaced or dropped).
-    pub async fn run(self) {
+    pub async fn run(self: Arc<Self>) {
         loop {
             let Some(breaker) = self.breaker.upgrade() else { return };
             if !breaker.needs_health_probe() {
@@ -61,7 +61,7 @@ impl Prober {
             // Up to a quarter longer at random: with shared breakers the claim's holder would
             // otherwise win every interval (it ticks just after its own claim expires), and an
             // instance whose own path is broken could keep the others from ever probing.
-            let wait = self.interval.mul_f64(1.0 + 0.25 * fastrand::f64());
+            let wait = crate::clock::capped(self.interval).mul_f64(1.0 + 0.25 * fastrand::f64());
             let peer_recovered = tokio::select! {
                 _ = tokio::time::sleep(wait) => breaker.take_peer_recovered(),
                 _ = breaker.prober_woken() => breaker.take_peer_recovered(),

@@ -12,10 +12,7 @@
 //!   `budget_min_per_sec` (tower's `TpsBudget`), so an outage multiplies load by that much at
 //!   most. Retries taken and denied are counted.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
 use prometheus::IntCounterVec;
 use tower::{
@@ -89,7 +86,7 @@ impl Shared {
             }
             wait = wait.max(after);
         }
-        if request.deadline.is_some_and(|deadline| Instant::now() + wait >= deadline) {
+        if request.deadline.is_some_and(|deadline| crate::clock::after(wait) >= deadline) {
             return None;
         }
         Some(wait)
@@ -172,7 +169,7 @@ mod tests {
         assert!(l.plan(&request(true), limited(1.5), 0).unwrap() >= Duration::from_millis(1500));
         assert!(l.plan(&request(true), limited(5.0), 0).is_none(), "over the cap");
         let mut near = request(true);
-        near.deadline = Some(Instant::now() + Duration::from_millis(500));
+        near.deadline = Some(std::time::Instant::now() + Duration::from_millis(500));
         assert!(l.plan(&near, limited(1.0), 0).is_none(), "would end past the deadline");
     }
 }

@@ -71,14 +71,22 @@ impl SharedBreakers {
         let instance: Arc<str> = format!("{}-{:08x}", std::process::id(), fastrand::u32(..)).into();
         let (sender, receiver) = mpsc::unbounded_channel();
         let breakers = Breakers::default();
-        let task = Fleet {
-            client: client.clone(),
-            instance: instance.clone(),
-            breakers: breakers.clone(),
-            errors: errors.clone(),
-            seen: BTreeMap::new(),
-        };
-        tokio::spawn(task.run(receiver));
+        // Supervised: a restarted task takes over the queue of transitions and reads the
+        // fleet afresh.
+        let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
+        let (link, id, shared, failures) =
+            (client.clone(), instance.clone(), breakers.clone(), errors.clone());
+        crate::supervise::spawn(crate::supervise::Loop::SharedBreakers, move || {
+            let task = Fleet {
+                client: link.clone(),
+                instance: id.clone(),
+                breakers: shared.clone(),
+                errors: failures.clone(),
+                seen: BTreeMap::new(),
+            };
+            let receiver = receiver.clone();
+            async move { task.run(receiver.lock_owned().await).await }
+        });
         Arc::new(Self { breakers, sender, client, instance, claims: Default::default(), errors })
     }
 
@@ -154,7 +162,10 @@ impl Fleet {
         self.snapshot().iter().for_each(|b| b.set_claims_needed(needed));
     }
 
-    async fn run(mut self, mut transitions: mpsc::UnboundedReceiver<(Arc<str>, Transition)>) {
+    async fn run(
+        mut self,
+        mut transitions: tokio::sync::OwnedMutexGuard<mpsc::UnboundedReceiver<(Arc<str>, Transition)>>,
+    ) {
         let mut connection: Option<RedisConnection> = None;
         let mut pending: VecDeque<(Arc<str>, Transition)> = VecDeque::new();
         let mut ticker = tokio::time::interval(POLL_INTERVAL);
@@ -260,7 +271,9 @@ impl Fleet {
                 && pttl > 0
                 && *owner != *self.instance
             {
-                breaker.apply_fleet_open(now + Duration::from_millis(pttl as u64));
+                // A PTTL is Redis's to say: the clock rule caps it (`clock`).
+                breaker
+                    .apply_fleet_open(crate::clock::later(now, Duration::from_millis(pttl.unsigned_abs())));
             }
         }
         Ok(())

@@ -70,7 +70,7 @@ impl RequestInfo {
                 .get(REQUEST_TIMEOUT_MS)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms)),
+                .map(crate::clock::after_millis),
             session: headers
                 .get(mcp::headers::names::SESSION_ID)
                 .and_then(|v| v.to_str().ok())
@@ -337,7 +337,7 @@ fn caller_deadline(header: Option<std::time::Instant>, params: Option<&Value>) -
         .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(crate::gateway::call::META_TIMEOUT_MS))
         .and_then(Value::as_u64)
-        .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms));
+        .map(crate::clock::after_millis);
     match (header, from_meta) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -24,7 +24,8 @@ pub async fn healthz() -> Response {
 /// tools come back within seconds, and readiness must not flap with every breaker. The same
 /// goes for a persistent connection that is `connecting` or `reconnecting`; one that is
 /// `failed`, `needs_auth` or `disabled` will not be back within seconds, so its tools are not
-/// counted (reported as `tools_unreachable`).
+/// counted (reported as `tools_unreachable`). A background loop that keeps dying
+/// ([`crate::supervise`]) makes it not ready, named under `background_loops`.
 pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     let (loaded, mut report) = gateway.readiness_report();
     let unreachable = gateway.unreachable_servers();
@@ -38,12 +39,24 @@ pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     };
     report["tools"] = json!(tools);
     let minimum = gateway.config().ready_min_tools;
-    let ready = loaded && tools >= minimum;
+    let dying = crate::supervise::global().dying();
+    let ready = loaded && tools >= minimum && dying.is_empty();
     report["ready"] = json!(ready);
     report["ready_min_tools"] = json!(minimum);
-    if loaded && !ready {
+    if loaded && tools < minimum {
         report["reason"] = json!(format!(
             "{tools} tool(s) can be served, {minimum} required (ready_min_tools): no upstream has answered tools/list with tools yet"
+        ));
+    }
+    if !dying.is_empty() {
+        let names: Vec<&str> = dying.iter().map(|(which, _)| which.name()).collect();
+        report["background_loops"] =
+            dying.iter().map(|(which, restarts)| (which.name().to_string(), json!(restarts))).collect();
+        report["reason"] = json!(format!(
+            "background loop(s) {} keep dying ({} or more restarts within {} s)",
+            names.join(", "),
+            crate::supervise::DYING_RESTARTS,
+            crate::supervise::DYING_WINDOW.as_secs()
         ));
     }
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };

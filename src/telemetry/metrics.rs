@@ -178,6 +178,9 @@ pub struct Metrics {
     pub policy_decisions: IntCounterVec,
     /// `mcp_gateway_policy_reloads_total{outcome}`: `loaded`, `invalid`, `unreadable`
     pub policy_reloads: IntCounterVec,
+    /// `mcp_gateway_background_restarts_total{loop}`: background loops restarted after a
+    /// panic ([`crate::supervise`]; one series per loop, synced at each scrape)
+    pub background_restarts: IntCounterVec,
     /// `mcp_gateway_upstream_token_fetches_total{server,kind,outcome}`: token requests (OAuth)
     /// and AWS credential resolutions (SigV4) for upstream credentials; `outcome` is `success`,
     /// `refused` or `unavailable`
@@ -619,6 +622,18 @@ impl Metrics {
                 "tools/call policy decisions by deciding rule, server and outcome",
                 &["rule", "server", "outcome"],
             ),
+            background_restarts: {
+                let metric = counters(
+                    &r,
+                    "mcp_gateway_background_restarts_total",
+                    "background loops restarted after a panic, by loop",
+                    &["loop"],
+                );
+                for which in crate::supervise::Loop::ALL {
+                    metric.with_label_values(&[which.name()]);
+                }
+                metric
+            },
             policy_reloads: counters(
                 &r,
                 "mcp_gateway_policy_reloads_total",
@@ -854,6 +869,14 @@ impl Metrics {
             let seen = self.log_bytes_dropped.get();
             if dropped > seen {
                 self.log_bytes_dropped.inc_by(dropped - seen);
+            }
+            let supervision = crate::supervise::global();
+            for which in crate::supervise::Loop::ALL {
+                let counter = self.background_restarts.with_label_values(&[which.name()]);
+                let (restarts, seen) = (supervision.restarts(*which), counter.get());
+                if restarts > seen {
+                    counter.inc_by(restarts - seen);
+                }
             }
             if let Some(source) = self.audit_dropped_source.get() {
                 let (dropped, seen) = (source.get(), self.audit_lines_dropped.get());

@@ -288,7 +288,11 @@ pub type UpstreamService = BoxCloneSyncService<UpstreamRequest, UpstreamReply, U
 /// Parses a `Retry-After` header value given in seconds (HTTP-dates are ignored).
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
     let secs: f64 = value.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(3600.0)))
+    // Infinity, NaN and negatives are no answer; the rest is capped at an hour (`crate::clock`).
+    if !secs.is_finite() {
+        return None;
+    }
+    crate::clock::secs_f64(secs).map(|wait| wait.min(Duration::from_secs(3600)))
 }
 
 /// Decodes one JSON-RPC response body into a reply.

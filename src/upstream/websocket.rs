@@ -207,7 +207,8 @@ struct Session {
 impl Session {
     /// Runs until the connection ends, and says why.
     async fn run(&mut self) -> ChannelEnd {
-        let mut pings = tokio::time::interval_at(Instant::now() + self.ping_interval, self.ping_interval);
+        let mut pings =
+            tokio::time::interval_at(crate::clock::after_tokio(self.ping_interval), self.ping_interval);
         pings.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut pong_due: Option<Instant> = None;
         let mut sequence: u64 = 0;
@@ -266,7 +267,7 @@ impl Session {
                         if let Err(end) = self.write(Message::Ping(sequence.to_be_bytes().to_vec().into())).await {
                             return end;
                         }
-                        pong_due = Some(Instant::now() + self.pong_timeout);
+                        pong_due = Some(crate::clock::after_tokio(self.pong_timeout));
                     }
                 }
                 _ = pong_wait => {

@@ -47,6 +47,7 @@ mod sse_resume;
 mod stdio_registry;
 mod stdio_upstream;
 mod stuck_log_pipe;
+mod supervision;
 mod tasks;
 mod third_party;
 mod tool_export;

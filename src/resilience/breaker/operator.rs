@@ -1,7 +1,7 @@
 //! An operator's hand on a breaker (`/admin`): forced open until closed by hand, or closed now
 //! with its failures forgotten. Made here or on a peer; the fleet follows ([`super::fleet`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Breaker, Bucket, Transition, state::State};
 
@@ -23,7 +23,7 @@ impl Breaker {
         let mut inner = self.lock();
         inner.forced_open = true;
         let open_for = Duration::from_millis(self.settings.open_max_ms);
-        self.transition(&mut inner, State::Open { until: Instant::now() + open_for });
+        self.transition(&mut inner, State::Open { until: crate::clock::after(open_for) });
     }
 
     /// An operator's close, made here or on a peer.

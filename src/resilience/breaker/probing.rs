@@ -5,7 +5,7 @@
 //! long the outage was (a doubling open period made it grow with the outage), and no caller's
 //! call is risked on a server that may still be down.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Breaker, Bucket, Transition, state::State};
 
@@ -45,7 +45,7 @@ impl Breaker {
             self.publish(Transition::Recovered);
         } else {
             let interval = Duration::from_millis(self.settings.probe_interval_ms);
-            inner.state = State::Open { until: Instant::now() + interval };
+            inner.state = State::Open { until: crate::clock::after(interval) };
         }
     }
 }

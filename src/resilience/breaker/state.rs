@@ -175,7 +175,10 @@ impl Breaker {
 
     /// Opens for the current backoff (jittered ±20%); returns when the open period ends.
     pub(super) fn open(&self, inner: &mut Inner, now: Instant) -> Instant {
-        let until = now + inner.backoff.mul_f64(0.8 + 0.4 * fastrand::f64());
+        let until = crate::clock::later(
+            now,
+            crate::clock::capped(inner.backoff).mul_f64(0.8 + 0.4 * fastrand::f64()),
+        );
         self.transition(inner, State::Open { until });
         inner.consecutive = 0;
         inner.probe_granted = false;

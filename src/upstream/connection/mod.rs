@@ -112,7 +112,10 @@ impl Connection {
             upstream = %shared.connector.describe(),
             "persistent upstream connection starting"
         );
-        tokio::spawn(supervise(shared.clone(), stop_rx));
+        let supervised = shared.clone();
+        crate::supervise::spawn(crate::supervise::Loop::Connection, move || {
+            supervise(supervised.clone(), stop_rx.clone())
+        });
         Self { shared, owner: Arc::new(StopOnDrop(stop_tx)) }
     }
 

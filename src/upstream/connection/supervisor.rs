@@ -124,6 +124,12 @@ pub(super) async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<Sto
     let mut failing_since: Option<Instant> = None;
     let mut ever_ready = false;
     let mut attempts: u64 = 0;
+    // A supervisor restarted after a panic (`crate::supervise`) closes what its predecessor
+    // left open and connects afresh.
+    if let Some(left) = shared.live() {
+        shared.set_live(None);
+        left.close();
+    }
     loop {
         if *stop.borrow() != Stop::Running {
             break;
@@ -214,8 +220,8 @@ pub(super) async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<Sto
 
 /// The current delay, jittered by ±20%; doubles the next one up to `max`.
 fn next_backoff(backoff: &mut Duration, max: Duration) -> Duration {
-    let delay = backoff.mul_f64(0.8 + 0.4 * fastrand::f64());
-    *backoff = (*backoff * 2).min(max);
+    let delay = crate::clock::capped(*backoff).mul_f64(0.8 + 0.4 * fastrand::f64());
+    *backoff = backoff.saturating_mul(2).min(max);
     delay
 }
 

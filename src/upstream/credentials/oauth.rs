@@ -2,7 +2,10 @@
 //! (RFC 8693) at the server's token endpoint.
 //!
 //! **Cache.** A token is kept until `refresh_before_secs` before its expiry (`expires_in`; a
-//! token without one is kept [`DEFAULT_LIFETIME`]); an exchanged token also never outlives the
+//! token without one is kept [`DEFAULT_LIFETIME`], and none longer than
+//! [`crate::clock::MAX_TOKEN_LIFETIME`], one year, whatever `expires_in` says: an endpoint
+//! answering `18446744073709551615` once panicked the clock and, with it, the tool refresh);
+//! an exchanged token also never outlives the
 //! caller's token (its `exp` claim, when the caller was identified by a validated JWT). The
 //! gateway's own token has one entry; exchanged tokens one per caller token, keyed by the
 //! token's SHA-256 and bounded by `max_cached_tokens` (expired entries go first, then the
@@ -29,6 +32,7 @@ use sha2::{Digest, Sha256};
 
 use super::{CredentialMetrics, bearer_header, no_caller_token};
 use crate::{
+    clock,
     config::{AuthKind, ClientAuthMethod, UpstreamAuthConfig},
     identity::Caller,
     singleflight::{Join, SingleFlight, Waited},
@@ -52,6 +56,9 @@ struct Token {
     /// When a renewal is due (`refresh_before_secs` before expiry).
     renew_at: Instant,
     expires_at: Instant,
+    /// Its lifetime as kept, and whether `expires_in` said more (for the log).
+    lifetime: Duration,
+    capped: bool,
 }
 
 /// The token requests of one server.
@@ -232,7 +239,13 @@ impl TokenSource {
         };
         self.metrics.fetch(&self.server, kind, outcome);
         match &result {
-            Ok(_) => tracing::info!(server = %self.server, kind, "upstream token obtained"),
+            Ok(token) => tracing::info!(
+                server = %self.server,
+                kind,
+                lifetime_secs = token.lifetime.as_secs(),
+                lifetime_capped = token.capped,
+                "upstream token obtained"
+            ),
             Err(error) => {
                 tracing::warn!(server = %self.server, kind, error = %crate::redact::shown(error), "upstream token request failed")
             }
@@ -313,17 +326,16 @@ impl TokenSource {
         if !answer.token_type.eq_ignore_ascii_case("bearer") {
             return Err(unavailable("the token endpoint issued a token that is not a bearer token"));
         }
-        let lifetime = answer.expires_in.map(Duration::from_secs).unwrap_or(DEFAULT_LIFETIME);
-        // An `expires_in` too large for the clock is the endpoint's mistake: kept as if absent.
-        let expires_at =
-            asked.checked_add(lifetime).or_else(|| asked.checked_add(DEFAULT_LIFETIME)).unwrap_or(asked);
-        // Never past the caller's own token (token exchange).
-        let expires_at = cap.map_or(expires_at, |cap| expires_at.min(cap));
+        let (lifetime, capped) = answer.expires_in.map_or((DEFAULT_LIFETIME, false), clock::token_lifetime);
+        let mut expires_at = clock::later(asked, lifetime);
+        if let Some(cap) = cap {
+            expires_at = expires_at.min(cap);
+        }
         let renew_at = expires_at
             .checked_sub(Duration::from_secs(settings.refresh_before_secs))
             .unwrap_or(asked)
             .max(asked);
-        Ok(Token { header: bearer_header(&answer.access_token)?, renew_at, expires_at })
+        Ok(Token { header: bearer_header(&answer.access_token)?, renew_at, expires_at, lifetime, capped })
     }
 }
 
@@ -364,12 +376,12 @@ fn cache_key(token: &str) -> String {
 }
 
 /// When the caller's own token expires (its validated `exp`, [`Caller::expires_at`]), if
-/// known: already passed is now; too far to represent is no cap (the exchanged token's own
-/// lifetime then decides).
+/// known: already passed is now; further than the clock's cap ([`clock::after`]: a year) is
+/// that cap.
 fn caller_expiry(caller: &Caller) -> Option<Instant> {
     let exp = caller.expires_at?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
-    Instant::now().checked_add(Duration::from_secs(exp.saturating_sub(now)))
+    Some(clock::after(Duration::from_secs(exp.saturating_sub(now))))
 }
 
 /// An `application/x-www-form-urlencoded` body.
@@ -435,7 +447,8 @@ mod tests {
     fn the_callers_expiry_caps_without_overflowing() {
         let caller = |exp| Caller { expires_at: exp, ..Caller::default() };
         assert!(caller_expiry(&caller(None)).is_none(), "no exp: no cap");
-        assert!(caller_expiry(&caller(Some(u64::MAX))).is_none(), "too far for the clock: no cap");
+        let far = caller_expiry(&caller(Some(u64::MAX))).expect("too far for the clock: the clock's cap");
+        assert!(far > Instant::now(), "a cap in the future, not a panic");
         let past = caller_expiry(&caller(Some(1))).expect("an exp long past is a cap");
         assert!(past <= Instant::now(), "an expired caller caps at now");
     }

@@ -107,7 +107,7 @@ async fn read_answer_stream(
                 return Err(UpstreamError::Protocol(format!("{ended}; no more reconnections")));
             }
             let wait = position.retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY);
-            if resume.deadline.is_some_and(|d| Instant::now() + wait >= d) {
+            if resume.deadline.is_some_and(|d| crate::clock::after(wait) >= d) {
                 return Err(UpstreamError::Protocol(format!(
                     "{ended}; reconnecting in {} ms would pass the caller's deadline",
                     wait.as_millis()

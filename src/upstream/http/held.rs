@@ -29,7 +29,7 @@
 use std::{
     collections::VecDeque,
     sync::{Arc, atomic::Ordering},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use http::Method;
@@ -304,7 +304,7 @@ impl Exchange {
                 Read::Asks { method, params, upstream_id } => (method, params, upstream_id),
             };
             let ttl = self.ask.exchanges.ttl();
-            let expires = Instant::now() + ttl;
+            let expires = crate::clock::after(ttl);
             let (answer, answered) = oneshot::channel();
             let question = Question { method, params, expires };
             if next.send(Step::Asks { question, answer }).is_err() {

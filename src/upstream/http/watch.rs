@@ -66,12 +66,16 @@ impl HttpTransport {
     /// `open` is set to 1 while a stream is open (from its first bytes on).
     pub fn watch_list_changes(&self, open: prometheus::IntGauge) -> watch::Receiver<u64> {
         let (changes, receiver) = watch::channel(0);
-        tokio::spawn(run(Arc::downgrade(&self.inner), changes, open));
+        let (inner, changes) = (Arc::downgrade(&self.inner), Arc::new(changes));
+        // Supervised: a restarted watch opens the stream again.
+        crate::supervise::spawn(crate::supervise::Loop::ChangeStream, move || {
+            run(inner.clone(), changes.clone(), open.clone())
+        });
         receiver
     }
 }
 
-async fn run(inner: Weak<Inner>, changes: watch::Sender<u64>, open: prometheus::IntGauge) {
+async fn run(inner: Weak<Inner>, changes: Arc<watch::Sender<u64>>, open: prometheus::IntGauge) {
     let mut backoff = MIN_BACKOFF;
     let mut refused_generation: Option<u64> = None;
     loop {
