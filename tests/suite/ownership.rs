@@ -116,7 +116,7 @@ fn everything() -> (Proc, String) {
 /// A gateway checking JWTs from `oauth`, in front of `servers`.
 fn jwt_gateway(oauth: &OAuth, servers: &str) -> Gateway {
     let config = format!(
-        "[auth]\nmode = \"jwt\"\nissuer = \"{}\"\naudience = \"mcp-gateway\"\njwks_url = \"{}\"\njwks_min_refetch_secs = 0\n\n{servers}",
+        "[auth]\nmode = \"jwt\"\nissuer = \"{}\"\naudience = \"mcp-gateway\"\njwks_url = \"{}\"\njwks_min_refetch_secs = 0\n[metrics]\nmain_listener = \"admin\"\n\n{servers}",
         oauth.issuer,
         oauth.jwks_url()
     );

@@ -172,8 +172,14 @@ impl Gateway {
 
     /// `GET /metrics` on the MCP listener, with the admin token (what a gateway with `[auth]`
     /// and `metrics.main_listener = "admin"` asks for; an open listener ignores it).
+    /// `GET /metrics` (with the admin token, which a listener in `admin` mode asks for); a
+    /// closed `/metrics` fails the test here instead of reading as zero series.
     pub fn metrics(&self) -> String {
-        self.client.get(self.url("/metrics")).bearer_auth(ADMIN_TOKEN).send().unwrap().text().unwrap()
+        let response = self.client.get(self.url("/metrics")).bearer_auth(ADMIN_TOKEN).send().unwrap();
+        let status = response.status();
+        let body = response.text().unwrap();
+        assert!(status.is_success(), "GET /metrics answered {status}: {body}");
+        body
     }
 
     /// `GET path` with the harness's admin bearer token.

@@ -6,15 +6,50 @@ use std::{
     io::{BufRead, BufReader},
     net::{SocketAddr, TcpListener, TcpStream},
     process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU32, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use serde_json::Value;
 
-/// A free loopback port (bound then released).
+/// A free loopback port for a peer to listen on, handed out once per test process.
+///
+/// Not a port from `bind(0)`: that one is in the kernel's ephemeral range, where outgoing
+/// connections take their local ports, so between its release and the peer's own bind a
+/// connection of another test could take it (seen as a peer's "address already in use").
+/// Ports come from outside that range (`ip_local_port_range`), in turn from an offset of the
+/// process id, each checked free when handed out.
 pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, span) = ports_outside_the_ephemeral_range();
+    let offset = std::process::id() % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (low + (offset + n) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The first port and the size of a range no outgoing connection takes a local port from:
+/// below the ephemeral range when it leaves room there (Linux's default 32768–60999), else
+/// above it.
+fn ports_outside_the_ephemeral_range() -> (u32, u32) {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut bounds = range.split_whitespace().filter_map(|n| n.parse::<u32>().ok());
+    let (first, last) = (bounds.next().unwrap_or(32768), bounds.next().unwrap_or(60999));
+    if first >= 12_000 {
+        (10_000, first - 10_000)
+    } else if last <= 63_000 {
+        (last + 1, 65_535 - last)
+    } else {
+        (10_000, 20_000)
+    }
 }
 
 /// Waits until something accepts TCP connections on `port`.
