@@ -47,7 +47,7 @@ pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
 pub use registry_trust::{RemoteMissBudget, UpstreamUrlSettings};
 pub use resilience::{BreakerSettings, RetrySettings};
 pub use schema::{AwsConfig, CacheConfig, Config, RegistryConfig, StdioCommand, ToolConfig};
-pub use server::{ReconnectSettings, ServerConfig, ServerDefaults, TransportKind};
+pub use server::{ListBounds, ReconnectSettings, ServerConfig, ServerDefaults, TransportKind};
 pub use tasks::TasksConfig;
 pub use upstream_auth::{
     ACCESS_TOKEN_TYPE, AuthKind, ClientAuthMethod, DEFAULT_SIGV4_SERVICE, UpstreamAuthConfig,

@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{BreakerSettings, LambdaEvent, RetrySettings, StdioCommand, UpstreamAuthConfig, lenient};
-use crate::registry::bounds::ListBounds;
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -355,4 +354,18 @@ pub struct ReconnectSettings {
     pub max: Duration,
     pub give_up_after: Duration,
     pub slow_retry: Duration,
+}
+
+/// What one server's list may hold (the settings; `registry::bounds` counts a list against
+/// them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListBounds {
+    /// Most pages followed.
+    pub max_pages: usize,
+    /// Most items.
+    pub max_count: usize,
+    /// Most bytes of one item's definition.
+    pub max_definition_bytes: usize,
+    /// Most bytes of all definitions together.
+    pub max_list_bytes: usize,
 }

@@ -22,6 +22,8 @@ use std::{
 
 use serde::Serialize;
 
+pub use crate::config::ListBounds;
+
 /// A list an upstream serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListKind {
@@ -75,19 +77,6 @@ impl Bound {
             Bound::TotalCount => "catalogue.max_total_tools",
         }
     }
-}
-
-/// What one server's list may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ListBounds {
-    /// Most pages followed.
-    pub max_pages: usize,
-    /// Most items.
-    pub max_count: usize,
-    /// Most bytes of one item's definition.
-    pub max_definition_bytes: usize,
-    /// Most bytes of all definitions together.
-    pub max_list_bytes: usize,
 }
 
 /// A bound a list went over: which, its limit, and what was seen when it was passed (the
