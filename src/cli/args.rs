@@ -94,7 +94,8 @@ pub enum Command {
         #[command(subcommand)]
         action: ToolsAction,
     },
-    /// Load and validate the configuration, print it as the gateway sees it, and exit.
+    /// Load and validate the configuration, print it as the gateway sees it (TOML, secrets
+    /// redacted: it can be copied back into a file), and exit.
     CheckConfig {
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
         config: Option<PathBuf>,

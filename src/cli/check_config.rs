@@ -1,5 +1,7 @@
 //! `check-config`: the configuration as the gateway would run with it, validated and printed
-//! (Rust debug form, or `--json` with the TOML file's keys), with every secret redacted.
+//! with every secret redacted: as TOML an operator can copy back into a file (every key of the
+//! file, defaults included; unset ones left out, since TOML has no null), or with `--json`
+//! (the same keys, unset ones as `null`).
 
 use std::{io::Write, path::PathBuf};
 
@@ -31,7 +33,29 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     config.admin = config.admin.redacted();
     // The setting in force, not only what was written (its default depends on `[auth]`).
     config.metrics.main_listener = Some(config.metrics.main_listener(&config.auth));
-    let text = if json { serde_json::to_string_pretty(&config)? } else { format!("{config:#?}") };
+    let text = if json { serde_json::to_string_pretty(&config)? } else { as_toml(&config)? };
     let _ = writeln!(std::io::stdout().lock(), "{text}");
     Ok(())
+}
+
+/// `config` as a TOML document with the file's keys: its JSON form without the unset (`null`)
+/// values, which TOML cannot write and which are what an absent key means.
+fn as_toml(config: &Config) -> anyhow::Result<String> {
+    let mut value = serde_json::to_value(config)?;
+    drop_nulls(&mut value);
+    Ok(toml::to_string_pretty(&value)?)
+}
+
+fn drop_nulls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(items) => {
+            items.retain(|v| !v.is_null());
+            items.iter_mut().for_each(drop_nulls);
+        }
+        _ => {}
+    }
 }

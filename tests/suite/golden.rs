@@ -53,3 +53,28 @@ fn check_config_of_the_example_matches_its_golden_snapshot() {
         );
     }
 }
+
+/// `check-config` without `--json` prints TOML an operator can copy back into a file: loaded
+/// again, it is the same configuration (the example's secrets are redacted on both sides).
+#[test]
+fn check_config_prints_toml_that_loads_back_as_the_same_configuration() {
+    let example = repo_root().join("config/example.toml");
+    let example = example.to_str().expect("the repository's path is UTF-8");
+    let printed = check_config(&["--config", example], &[]);
+    assert!(printed.status.success(), "check-config failed: {}", String::from_utf8_lossy(&printed.stderr));
+    let text = String::from_utf8(printed.stdout).unwrap();
+    assert!(!text.contains("ServerDefaults {"), "Rust debug notation, not TOML:\n{text}");
+    let copy = crate::common::TempFile::new("check-config-copy.toml");
+    std::fs::write(copy.path(), &text).unwrap();
+    let copy_path = copy.path().to_str().unwrap();
+    let again = check_config(&["--json", "--config", copy_path], &[]);
+    assert!(
+        again.status.success(),
+        "the printed TOML does not load:\n{}\n{text}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let original = check_config(&["--json", "--config", example], &[]);
+    let (again, original): (serde_json::Value, serde_json::Value) =
+        (serde_json::from_slice(&again.stdout).unwrap(), serde_json::from_slice(&original.stdout).unwrap());
+    assert_eq!(again, original, "the printed TOML is another configuration:\n{text}");
+}
