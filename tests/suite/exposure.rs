@@ -17,14 +17,7 @@
 //!   `/admin/registry` — and with `servers.NAME.registry_may_use = true` it is served through
 //!   that server, credentials and all.
 
-use std::{
-    net::TcpListener,
-    process::Command,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-};
+use std::{process::Command, sync::atomic::Ordering};
 
 use crate::{
     common::*,
@@ -50,22 +43,6 @@ fn put_entry(redis_port: u16, tool: &str, server: Value) {
         "updated_at": "2025-01-01T00:00:00Z",
     });
     redis_cli(redis_port, &["SET", &format!("mcp:tool:{tool}"), &entry.to_string()]);
-}
-
-/// A loopback listener that counts the connections it is offered (and answers none).
-fn counting_listener() -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = Arc::new(AtomicUsize::new(0));
-    let seen = count.clone();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming().flatten() {
-            seen.fetch_add(1, Ordering::SeqCst);
-            held.push(stream);
-        }
-    });
-    (port, count)
 }
 
 /// Whether a JSON log line of `output` has `message` and mentions `server`.

@@ -6,7 +6,7 @@
 //! session (one the gateway issued), else its identity, else its TCP connection
 //! (`gateway::cancel`). So the tests that cancel from another connection open a session first.
 
-use std::{thread, time::Duration};
+use std::thread;
 
 use crate::common::*;
 use serde_json::{Value, json};
@@ -22,33 +22,6 @@ fn gateway_for(url: &str) -> Gateway {
 fn call_body(id: Value, manga: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "price_lookup", "arguments": {"manga_id": manga}}})
-}
-
-/// POSTs `body` from another thread; the handle yields status, content type and body.
-fn post_in_background(
-    gw: &Gateway,
-    body: String,
-    headers: &[(&str, &str)],
-) -> thread::JoinHandle<(u16, String, String)> {
-    let url = gw.url("/mcp");
-    let headers: Vec<(String, String)> =
-        headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    thread::spawn(move || {
-        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
-        let mut request = client.post(url).header("content-type", "application/json").body(body);
-        for (k, v) in &headers {
-            request = request.header(k, v);
-        }
-        let response = request.send().expect("gateway answers");
-        let status = response.status().as_u16();
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        (status, content_type, response.text().unwrap())
-    })
 }
 
 /// A back-channel session of the gateway's own (an `initialize` declaring `roots`): a scope its

@@ -226,18 +226,10 @@ fn cancel_note(request_id: Value) -> Value {
 
 /// POSTs `body` from another thread (its own connection); the status and parsed body.
 fn in_background(gw: &Gateway, body: String, headers: &[(&str, &str)]) -> thread::JoinHandle<(u16, Value)> {
-    let url = gw.url("/mcp");
-    let headers: Vec<(String, String)> =
-        headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let call = post_in_background(gw, body, headers);
     thread::spawn(move || {
-        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
-        let mut request = client.post(url).header("content-type", "application/json").body(body);
-        for (k, v) in &headers {
-            request = request.header(k, v);
-        }
-        let response = request.send().expect("the gateway answers");
-        let status = response.status().as_u16();
-        (status, response.json().unwrap_or(Value::Null))
+        let (status, _, body) = call.join().unwrap();
+        (status, serde_json::from_str(&body).unwrap_or(Value::Null))
     })
 }
 

@@ -3,14 +3,7 @@
 //! Real processes throughout: the gateway binary, the demo MCP server, redis-server, and a
 //! plain TCP listener that counts every connection it is offered.
 
-use std::{
-    net::TcpListener,
-    process::Command,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-};
+use std::{process::Command, sync::atomic::Ordering};
 
 use crate::common::*;
 use serde_json::{Value, json};
@@ -148,22 +141,6 @@ fn an_admin_listener_serves_the_admin_routes_and_only_there() {
 }
 
 // --- Registry entries: URL allowlist, removed entries ----------------------------------------
-
-/// A TCP listener that accepts and counts connections (and never answers).
-fn counting_listener() -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = Arc::new(AtomicUsize::new(0));
-    let seen = count.clone();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming().flatten() {
-            seen.fetch_add(1, Ordering::SeqCst);
-            held.push(stream);
-        }
-    });
-    (port, count)
-}
 
 fn redis_cli(port: u16, args: &[&str]) -> String {
     let output = Command::new("redis-cli").args(["-p", &port.to_string()]).args(args).output().unwrap();

@@ -302,3 +302,31 @@ pub fn check_config(args: &[&str], env: &[(&str, &str)]) -> Output {
         .output()
         .expect("mcp-gateway check-config runs")
 }
+
+/// POSTs `body` to the gateway's `/mcp` from another thread (its own connection, so the test
+/// can act meanwhile); the handle yields status, content type and body.
+pub fn post_in_background(
+    gw: &Gateway,
+    body: String,
+    headers: &[(&str, &str)],
+) -> std::thread::JoinHandle<(u16, String, String)> {
+    let url = gw.url("/mcp");
+    let headers: Vec<(String, String)> =
+        headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+        let mut request = client.post(url).header("content-type", "application/json").body(body);
+        for (k, v) in &headers {
+            request = request.header(k, v);
+        }
+        let response = request.send().expect("gateway answers");
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (status, content_type, response.text().unwrap())
+    })
+}
