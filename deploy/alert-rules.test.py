@@ -4,7 +4,8 @@
 import yaml, sys
 ALL = ["McpToolErrorRatioHigh","McpUnresolvedToolCallsHigh","McpInboundRejectedHigh","McpToolLatencyP99High","McpBreakerNotClosed",
 "McpFallbackRatioHigh","McpLoadShedding","McpUpstreamRateLimited","McpRegistryRefreshFailing",
-"McpRegistryTierErrors","McpSharedStateRedisErrors","McpToolDefinitionPending","McpToolNameRefused","McpGatewayNoTools","McpGatewayScrapeDown","McpGatewayMetricsAbsent"]
+"McpRegistryTierErrors","McpSharedStateRedisErrors","McpToolDefinitionPending","McpToolNameRefused","McpToolListRefused",
+"McpBackgroundLoopRestarted","McpGatewayNoTools","McpGatewayScrapeDown","McpGatewayMetricsAbsent"]
 ANN = {
  "McpToolErrorRatioHigh": "more than 5% of the tool calls to {s} fail (any error category, circuit_open included)",
  "McpUnresolvedToolCallsHigh": "more than 5% of tool calls name no known tool (the model and the registry disagree)",
@@ -19,6 +20,8 @@ ANN = {
  "McpSharedStateRedisErrors": "Redis (shared breakers, registry invalidations) has been failing for 5 minutes",
  "McpToolDefinitionPending": "a tool definition changed upstream and waits for approval (mcp-gateway registry approve)",
  "McpToolNameRefused": "a server offered another server's tool name and was refused",
+ "McpToolListRefused": "the tool list of {s} was refused for going over a bound ({b})",
+ "McpBackgroundLoopRestarted": "the gateway's {l} loop panicked and was restarted",
  "McpGatewayNoTools": "a gateway has had no tools to offer for 5 minutes",
  "McpGatewayScrapeDown": "a collector cannot scrape its gateway's metrics listener",
  "McpGatewayMetricsAbsent": "no mcp-gateway scrape target reports metrics",
@@ -27,7 +30,8 @@ SEV = {"McpToolErrorRatioHigh":"page","McpInboundRejectedHigh":"page","McpBreake
        "McpGatewayScrapeDown":"page","McpGatewayMetricsAbsent":"page"}
 def alert(name, **labels):
     l = {"severity": SEV.get(name, "warn"), **labels}
-    return {"exp_labels": l, "exp_annotations": {"summary": ANN[name].format(s=labels.get("server",""), t=labels.get("tier",""))}}
+    return {"exp_labels": l, "exp_annotations": {"summary": ANN[name].format(
+        s=labels.get("server",""), t=labels.get("tier",""), b=labels.get("bound",""), l=labels.get("loop",""))}}
 
 TOOLS = {"catalog": "manga_search", "checkout": "checkout_cart"}
 def calls(server, outcome, values, tool=None):
@@ -83,6 +87,12 @@ def gateway_wide(exclude=()):
         out += [s("mcp_gateway_requests_total", "0+150x60", method="tools/call"),
                 s("mcp_gateway_requests_total", "0+1x60", method="ping"),
                 s("mcp_gateway_requests_total", "0+0.2x60", method="other")]
+    if "refusals" not in exclude:
+        out += [s("mcp_gateway_catalogue_refusals_total", ZERO, instance="127.0.0.1:9464", server="catalog", list="tools", bound=b)
+                for b in ("count", "definition_bytes", "list_bytes", "pages")]
+    if "restarts" not in exclude:
+        out += [s("mcp_gateway_background_restarts_total", ZERO, instance="127.0.0.1:9464", loop=l)
+                for l in ("refresher", "prober", "policy_reload")]
     # one unknown tool now and then (a model's typo): under every threshold
     out.append(calls("", "unknown_tool", "0+0.1x60", tool="<unresolved>"))
     return out
@@ -240,6 +250,21 @@ series.append(s("mcp_gateway_registry_tools", "0 6x9 0x50", instance="127.0.0.1:
 tests.append({"name": "a gateway loses every tool", "interval": "1m", "input_series": series, "alert_rule_test": [
     {"eval_time": "12m", "alertname": "McpGatewayNoTools", "exp_alerts": []},
     {"eval_time": "20m", "alertname": "McpGatewayNoTools", "exp_alerts": [{**alert("McpGatewayNoTools"), "exp_labels": {"severity": "page", "instance": "127.0.0.1:9464", "aws_ecs_task_id": "abc"}}]}]})
+
+# 12b. A tool list refused over a bound, and a background loop restarted: each warns while it is
+#      recent (10 minutes), then stops.
+series = gateway_wide(exclude=("refusals", "restarts")) + healthy("catalog")
+series += [s("mcp_gateway_catalogue_refusals_total", "0x10 1x50", instance="127.0.0.1:9464", server="catalog", list="tools", bound="count"),
+           s("mcp_gateway_catalogue_refusals_total", ZERO, instance="127.0.0.1:9464", server="catalog", list="tools", bound="pages"),
+           s("mcp_gateway_background_restarts_total", "0x20 1x40", instance="127.0.0.1:9464", loop="prober"),
+           s("mcp_gateway_background_restarts_total", ZERO, instance="127.0.0.1:9464", loop="refresher")]
+tests.append({"name": "a tool list refused over a bound; a background loop restarted", "interval": "1m", "input_series": series, "alert_rule_test": [
+    {"eval_time": "5m", "alertname": "McpToolListRefused", "exp_alerts": []},
+    {"eval_time": "12m", "alertname": "McpToolListRefused", "exp_alerts": [alert("McpToolListRefused", instance="127.0.0.1:9464", server="catalog", bound="count")]},
+    {"eval_time": "30m", "alertname": "McpToolListRefused", "exp_alerts": []},
+    {"eval_time": "15m", "alertname": "McpBackgroundLoopRestarted", "exp_alerts": []},
+    {"eval_time": "22m", "alertname": "McpBackgroundLoopRestarted", "exp_alerts": [alert("McpBackgroundLoopRestarted", instance="127.0.0.1:9464", loop="prober")]},
+    {"eval_time": "40m", "alertname": "McpBackgroundLoopRestarted", "exp_alerts": []}]})
 
 # 13. Scrape target down; one missed scrape does not page.
 series = gateway_wide(exclude=("up",)) + healthy("catalog")
