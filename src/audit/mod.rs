@@ -63,6 +63,9 @@ pub struct AuditEntry {
     pub trace_id: Option<String>,
     /// `None` for an anonymous caller.
     pub subject: Option<Arc<str>>,
+    /// The method when it is not `tools/call` (`resources/read`, `prompts/get`,
+    /// `completion/complete`; `tool` is then the URI, redacted, or the prompt's name).
+    pub method: Option<&'static str>,
     /// The tool as resolved, or the (length-bounded) name asked for when it did not resolve.
     pub tool: Option<Arc<str>>,
     /// The name the caller asked for, when it is not `tool`: an export alias, or the tool a
@@ -160,6 +163,9 @@ fn format_body(entry: &AuditEntry) -> Vec<u8> {
     field("request_id", Some(&entry.request_id));
     field("trace_id", entry.trace_id.as_deref());
     field("subject", entry.subject.as_deref());
+    if let Some(method) = entry.method {
+        field("method", Some(method));
+    }
     field("tool", entry.tool.as_deref());
     if let Some(requested) = entry.requested_tool.as_deref() {
         field("requested_tool", Some(requested));
@@ -212,6 +218,7 @@ mod tests {
             request_id: "req-1".into(),
             trace_id: None,
             subject: Some("alice \"a\"".into()),
+            method: None,
             tool: Some("price_lookup".into()),
             requested_tool: None,
             server: Some("catalog".into()),

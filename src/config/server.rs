@@ -218,6 +218,11 @@ pub struct ServerConfig {
     /// (`docs/security-edge-and-registry.md`).
     #[serde(default)]
     pub registry_may_use: bool,
+    /// URI prefixes whose resources this server serves, listed or not (links in tool
+    /// results): `resources/read` of a URI under one goes here, before any listing or
+    /// template; it also names the owner of a URI two servers list.
+    #[serde(default, deserialize_with = "lenient::strings")]
+    pub resource_prefixes: Vec<String>,
     /// Extra HTTP headers sent upstream (e.g. authorization). Never logged.
     #[serde(default, deserialize_with = "lenient::string_map")]
     pub headers: BTreeMap<String, String>,
@@ -278,6 +283,7 @@ impl ServerConfig {
             reconnect_slow_retry_ms: None,
             discover: true,
             registry_may_use: false,
+            resource_prefixes: Vec::new(),
             headers: BTreeMap::new(),
             tools: Vec::new(),
             tools_file: None,

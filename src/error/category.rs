@@ -64,6 +64,9 @@ pub enum Category {
     Unauthenticated,
     /// A bug or an impossible state inside the gateway.
     Internal,
+    /// No server serves this resource URI (none lists it, no template or configured prefix
+    /// covers it, or two servers claim it): `resources/read` and `resources/subscribe`.
+    ResourceNotFound,
 }
 
 impl Category {
@@ -95,6 +98,7 @@ impl Category {
         Category::Forbidden,
         Category::Unauthenticated,
         Category::Internal,
+        Category::ResourceNotFound,
     ];
 
     /// The JSON-RPC `error.code`.
@@ -113,6 +117,8 @@ impl Category {
             Category::ResponseTooLarge => -32000,
             Category::Timeout => -32001,
             Category::UnknownTool => -32002,
+            // The code the resources page of the specification gives "resource not found".
+            Category::ResourceNotFound => -32002,
             Category::RateLimited => -32003,
             Category::CircuitOpen => -32004,
             Category::Overloaded => -32005,
@@ -146,6 +152,7 @@ impl Category {
             Category::MethodNotFound => "method_not_found",
             Category::BadInput => "bad_input",
             Category::UnknownTool => "unknown_tool",
+            Category::ResourceNotFound => "resource_not_found",
             Category::PayloadTooLarge => "payload_too_large",
             Category::UnsupportedProtocolVersion => "unsupported_protocol_version",
             Category::HeaderMismatch => "header_mismatch",
@@ -192,6 +199,7 @@ impl Category {
             Category::MethodNotFound => "Method not found",
             Category::BadInput => "Invalid params",
             Category::UnknownTool => "Unknown tool",
+            Category::ResourceNotFound => "Resource not found",
             Category::PayloadTooLarge => "Payload too large",
             Category::UnsupportedProtocolVersion => "Unsupported protocol version",
             Category::HeaderMismatch => "Header mismatch",
@@ -253,11 +261,12 @@ mod every_category {
                 Category::Forbidden => 23,
                 Category::Unauthenticated => 24,
                 Category::Internal => 25,
+                Category::ResourceNotFound => 26,
             }
         };
         for (i, c) in Category::ALL.iter().enumerate() {
             assert_eq!(position(*c), i, "{c:?}");
         }
-        assert_eq!(Category::ALL.len(), 26);
+        assert_eq!(Category::ALL.len(), 27);
     }
 }

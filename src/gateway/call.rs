@@ -781,6 +781,7 @@ impl Gateway {
                 request_id: ctx.request_id.clone(),
                 trace_id: trace_id.clone(),
                 subject: ctx.caller.subject.clone(),
+                method: None,
                 tool: named,
                 requested_tool: requested.clone(),
                 server: ran.map(|t| t.server.clone()),

@@ -9,6 +9,7 @@ pub mod cancel;
 pub mod capabilities;
 mod door;
 pub mod drift;
+pub mod federation;
 mod forwarded_meta;
 pub mod list_changes;
 pub mod refresh;
@@ -216,6 +217,8 @@ pub struct Gateway {
     list_changes: list_changes::ListChanges,
     /// Callers' change-notification streams.
     listeners: Arc<crate::backchannel::listeners::Listeners>,
+    /// Every server's resources, resource templates and prompts, and their index.
+    federation: federation::Federation,
 }
 
 impl Gateway {
@@ -291,6 +294,7 @@ impl Gateway {
             policy,
             tasks: tasks::TaskTable::new(&config.tasks),
             list_changes: Default::default(),
+            federation: federation::Federation::new(&config),
             listeners: Arc::new(crate::backchannel::listeners::Listeners::new(
                 config.inbound.max_listen_streams,
                 Some(metrics.listen_streams.clone()),

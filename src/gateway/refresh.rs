@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json, value::RawValue};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
-use super::{Gateway, Upstream};
+use super::{Gateway, Upstream, federation};
 use crate::{
     clock,
     protocol::mcp::Era,
@@ -228,16 +228,19 @@ impl Refresher {
         let gateway = self.gateway.clone();
         let selected: Vec<&Arc<Upstream>> = names.iter().filter_map(|n| gateway.upstreams.get(n)).collect();
         let defaults = &gateway.config.defaults;
-        let servers = join_all(
-            selected
-                .iter()
-                .map(|u| async move { (*u, list_tools(u, u.config.tool_list_bounds(defaults)).await) }),
-        );
+        let servers = join_all(selected.iter().map(|u| async move {
+            let bounds = u.config.tool_list_bounds(defaults);
+            // Tools first: the first request learns the server's era and what it declares.
+            let tools = list_tools(u, bounds).await;
+            let surface = federation::list_surface(u, bounds).await;
+            (*u, tools, surface)
+        }));
         let scanning = async { if scan { self.scan_registry().await } else { None } };
         let (results, registry) = tokio::join!(servers, scanning);
         let mut changed = !self.loaded;
-        for (upstream, result) in results {
+        for (upstream, result, surface) in results {
             let name = upstream.name.to_string();
+            gateway.learn_surface(upstream, surface);
             // Every server's lists joined stay within `catalogue.max_total_tools`.
             let result = result.and_then(|listing| {
                 let others: usize =

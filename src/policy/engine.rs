@@ -17,6 +17,13 @@
 //!   the spec's defaults: false, true, false, true); its parent is `Server::"<server>"`. The
 //!   policy judges the tool as callers see it: catalogue control's rename and annotation
 //!   overrides are in `name` and the hints; `upstreamName` is the server's own name.
+//! - the rest of a server's surface: action `Action::"read"` on `Resource::"<uri>"` (a listed
+//!   resource, a URI read, or a template — `uri` is then the template text and `template`
+//!   true), attributes `uri`, `server`, `mimeType` (empty when unknown), `template`; action
+//!   `Action::"get"` on `Prompt::"<exposed name>"`, attributes `name`, `server`,
+//!   `upstreamName`. Both have the parent `Server::"<server>"`. One action each for listing
+//!   and using, as for tools; a policy that names only `Action::"call"` denies them (default
+//!   deny).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -49,6 +56,15 @@ pub struct PolicyEngine {
     labels: HashMap<String, Arc<str>>,
     authorizer: Authorizer,
     action: EntityUid,
+    read: EntityUid,
+    get: EntityUid,
+}
+
+/// A resource or prompt a policy decides on (see the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub enum SurfaceItem<'a> {
+    Resource { uri: &'a str, server: &'a str, mime_type: Option<&'a str>, template: bool },
+    Prompt { name: &'a str, upstream_name: &'a str, server: &'a str },
 }
 
 impl std::fmt::Debug for PolicyEngine {
@@ -75,7 +91,9 @@ impl PolicyEngine {
             labels.insert(policy.id().to_string(), label);
         }
         let action = uid("Action", "call").ok_or("the Action entity type")?;
-        Ok(Self { set, labels, authorizer: Authorizer::new(), action })
+        let read = uid("Action", "read").ok_or("the Action entity type")?;
+        let get = uid("Action", "get").ok_or("the Action entity type")?;
+        Ok(Self { set, labels, authorizer: Authorizer::new(), action, read, get })
     }
 
     /// How many policies the file holds.
@@ -89,14 +107,33 @@ impl PolicyEngine {
 
     /// May `principal` list and call `tool`?
     pub fn decide(&self, principal: &Principal, tool: &ToolRecord) -> Verdict {
-        let deny = |rule: &str| Verdict { allowed: false, rule: rule.into() };
         let Some((resource, entities)) = tool_entities(tool) else { return deny("invalid_tool") };
+        self.authorize(principal, &self.action, resource, entities)
+    }
+
+    /// May `principal` see and read the resource, or see and get the prompt?
+    pub fn decide_item(&self, principal: &Principal, item: SurfaceItem<'_>) -> Verdict {
+        let Some((resource, entities)) = item_entities(item) else { return deny("invalid_resource") };
+        let action = match item {
+            SurfaceItem::Resource { .. } => &self.read,
+            SurfaceItem::Prompt { .. } => &self.get,
+        };
+        self.authorize(principal, action, resource, entities)
+    }
+
+    fn authorize(
+        &self,
+        principal: &Principal,
+        action: &EntityUid,
+        resource: EntityUid,
+        entities: [Entity; 2],
+    ) -> Verdict {
         let Ok(entities) = Entities::from_entities(principal.entities.iter().cloned().chain(entities), None)
         else {
             return deny("invalid_entities");
         };
         let Ok(request) =
-            Request::new(principal.uid.clone(), self.action.clone(), resource, Context::empty(), None)
+            Request::new(principal.uid.clone(), action.clone(), resource, Context::empty(), None)
         else {
             return deny("invalid_request");
         };
@@ -162,6 +199,42 @@ fn expression(value: &Value, top: bool) -> Option<RestrictedExpression> {
         }
         _ => None,
     }
+}
+
+fn deny(rule: &str) -> Verdict {
+    Verdict { allowed: false, rule: rule.into() }
+}
+
+/// A resource or prompt and its server as entities.
+fn item_entities(item: SurfaceItem<'_>) -> Option<(EntityUid, [Entity; 2])> {
+    let string = |s: &str| RestrictedExpression::new_string(s.to_string());
+    let (kind, id, server, attrs) = match item {
+        SurfaceItem::Resource { uri, server, mime_type, template } => (
+            "Resource",
+            uri,
+            server,
+            HashMap::from([
+                ("uri".to_string(), string(uri)),
+                ("server".to_string(), string(server)),
+                ("mimeType".to_string(), string(mime_type.unwrap_or_default())),
+                ("template".to_string(), RestrictedExpression::new_bool(template)),
+            ]),
+        ),
+        SurfaceItem::Prompt { name, upstream_name, server } => (
+            "Prompt",
+            name,
+            server,
+            HashMap::from([
+                ("name".to_string(), string(name)),
+                ("server".to_string(), string(server)),
+                ("upstreamName".to_string(), string(upstream_name)),
+            ]),
+        ),
+    };
+    let server = uid("Server", server)?;
+    let resource = uid(kind, id)?;
+    let entity = Entity::new(resource.clone(), attrs, HashSet::from([server.clone()])).ok()?;
+    Some((resource, [entity, Entity::new_no_attrs(server, HashSet::new())]))
 }
 
 /// The tool and its server as entities.

@@ -24,7 +24,7 @@ use std::{
 
 use bytes::Bytes;
 
-pub use engine::{PolicyEngine, Principal, Verdict};
+pub use engine::{PolicyEngine, Principal, SurfaceItem, Verdict};
 use reload::PolicyStore;
 
 use crate::{
@@ -99,6 +99,13 @@ impl Policy {
             );
         }
         Ok(Some(policy))
+    }
+
+    /// May `caller` see and read the resource, or see and get the prompt? (Not cached: lists
+    /// of resources and prompts are read far less often than tools are called.)
+    pub fn decide_item(&self, caller: &Caller, item: SurfaceItem<'_>) -> Verdict {
+        let (_, engine) = self.store.current();
+        engine.decide_item(&Principal::of(caller), item)
     }
 
     /// May `caller` call `tool`? (Cached per principal, tool record and policy generation.)

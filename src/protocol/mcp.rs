@@ -577,3 +577,23 @@ mod tests {
         assert!(kept.contains_key("progressToken") && kept.len() == 1);
     }
 }
+
+/// What a server declares it offers besides tools (`capabilities.resources`, `.prompts`,
+/// `.completions` of its `initialize` or `server/discover` result).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offers {
+    pub resources: bool,
+    pub prompts: bool,
+    pub completions: bool,
+}
+
+impl Offers {
+    pub fn declared(result: &Value) -> Self {
+        let has = |key: &str| result.pointer(&format!("/capabilities/{key}")).is_some_and(Value::is_object);
+        Offers { resources: has("resources"), prompts: has("prompts"), completions: has("completions") }
+    }
+
+    pub fn any(self) -> bool {
+        self.resources || self.prompts || self.completions
+    }
+}

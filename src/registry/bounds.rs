@@ -28,12 +28,18 @@ pub use crate::config::ListBounds;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListKind {
     Tools,
+    Resources,
+    ResourceTemplates,
+    Prompts,
 }
 
 impl ListKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ListKind::Tools => "tools",
+            ListKind::Resources => "resources",
+            ListKind::ResourceTemplates => "resource_templates",
+            ListKind::Prompts => "prompts",
         }
     }
 }

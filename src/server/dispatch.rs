@@ -17,7 +17,14 @@ use serde_json::{Value, json};
 use crate::{
     backchannel::{LOG_LEVELS, META_LOG_LEVEL, Notifications},
     error::{Category, GatewayError},
-    gateway::{Gateway, call::CallContext, cancel::Scope, capabilities, tasks::TaskCall},
+    gateway::{
+        Gateway,
+        call::CallContext,
+        cancel::Scope,
+        capabilities,
+        federation::{self, SurfaceCall},
+        tasks::TaskCall,
+    },
     ownership::Owner,
     protocol::{
         jsonrpc::{Entry, Message, Response},
@@ -234,7 +241,20 @@ async fn message_answer(
                 }
             }
             declare_list_changed(&mut result, gateway.lists_changes());
+            declare_surface(&mut result, gateway);
             result
+        }
+        method if federation::METHODS.contains(&method) => {
+            let call = SurfaceCall {
+                caller: info.caller.clone(),
+                request_id: info.request_id.clone(),
+                deadline: caller_deadline(info.deadline, params.as_ref()),
+                modern,
+            };
+            return Some(match Box::pin(gateway.surface_method(method, params, &call)).await {
+                Ok(result) => Response::result_value(id, &result),
+                Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
+            });
         }
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
             let call = TaskCall {
@@ -270,6 +290,7 @@ async fn message_answer(
                 capabilities.insert("extensions".into(), json!({tasks::EXTENSION: {}}));
             }
             declare_list_changed(&mut result, gateway.lists_changes());
+            declare_surface(&mut result, gateway);
             result
         }
         "ping" => json!({}),
@@ -287,6 +308,22 @@ async fn message_answer(
 fn declare_list_changed(result: &mut Value, on: bool) {
     if let Some(tools) = result.pointer_mut("/capabilities/tools").and_then(Value::as_object_mut) {
         tools.insert("listChanged".into(), Value::Bool(on));
+    }
+}
+
+/// `capabilities.resources`, `.prompts` and `.completions`, for what the servers behind the
+/// gateway really offer (subscriptions and list changes of these are not relayed yet).
+fn declare_surface(result: &mut Value, gateway: &Gateway) {
+    let index = gateway.federation().index();
+    let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) else { return };
+    if index.offers_resources() {
+        capabilities.insert("resources".into(), json!({"subscribe": false, "listChanged": false}));
+    }
+    if index.offers_prompts() {
+        capabilities.insert("prompts".into(), json!({"listChanged": false}));
+    }
+    if index.offers_completions() {
+        capabilities.insert("completions".into(), json!({}));
     }
 }
 

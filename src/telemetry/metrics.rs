@@ -40,6 +40,11 @@ pub struct Metrics {
     pub tool_calls: IntCounterVec,
     /// `mcp_gateway_tool_call_duration_seconds{tool,server}`
     pub tool_call_duration: HistogramVec,
+    /// `mcp_gateway_surface_requests_total{method,server,outcome}`: resources, prompts and
+    /// completion (never a URI or a prompt name as a label).
+    pub surface_requests: IntCounterVec,
+    /// `mcp_gateway_surface_request_duration_seconds{method,server}`
+    pub surface_request_duration: HistogramVec,
     /// `mcp_gateway_upstream_requests_total{server,transport,status}`
     pub upstream_requests: IntCounterVec,
     /// `mcp_gateway_upstream_request_duration_seconds{server,transport}`
@@ -316,6 +321,18 @@ impl Metrics {
                 "mcp_gateway_tool_call_duration_seconds",
                 "tools/call latency through the gateway, in seconds",
                 &["tool", "server"],
+            ),
+            surface_requests: counters(
+                &r,
+                "mcp_gateway_surface_requests_total",
+                "resources/read, prompts/get and completion/complete requests by method, server and outcome",
+                &["method", "server", "outcome"],
+            ),
+            surface_request_duration: histograms(
+                &r,
+                "mcp_gateway_surface_request_duration_seconds",
+                "resources/read, prompts/get and completion/complete latency through the gateway, in seconds",
+                &["method", "server"],
             ),
             upstream_requests: counters(
                 &r,

@@ -77,6 +77,8 @@ struct Learned {
     /// Whether the server declared `tools.listChanged` (in `server/discover` or `initialize`):
     /// only then does [`watch`] open a change stream.
     list_changed: bool,
+    /// What the server offers besides tools, as it declared.
+    offers: mcp::Offers,
 }
 
 /// A session-era server's session: its id and the version negotiated in `initialize`.
@@ -191,6 +193,11 @@ impl HttpTransport {
     }
 
     /// The era this server was found to speak (`None` before the first successful probe).
+    /// What the server declared it offers besides tools (nothing before the first probe).
+    pub fn offers(&self) -> mcp::Offers {
+        self.inner.learned().offers
+    }
+
     pub fn era(&self) -> Option<Era> {
         match self.inner.learned().spoken {
             None => None,

@@ -59,20 +59,23 @@ impl Inner {
             return Ok((spoken, current.generation));
         }
         let learned = match self.discover().await {
-            Ok(Some(list_changed)) => Ok((Spoken::Modern, list_changed)),
+            Ok(Some(declared)) => Ok((Spoken::Modern, declared)),
             Ok(None) => {
-                self.initialize().await.map(|(session, list_changed)| (Spoken::Legacy(session), list_changed))
+                self.initialize().await.map(|(session, declared)| (Spoken::Legacy(session), declared))
             }
             Err(error) => Err(ProbeError::Failed(error)),
         };
         let generation = current.generation + 1;
         if let Ok(mut era) = self.era.write() {
             *era = match &learned {
-                Ok((spoken, list_changed)) => {
-                    Learned { spoken: Some(spoken.clone()), generation, list_changed: *list_changed }
-                }
+                Ok((spoken, declared)) => Learned {
+                    spoken: Some(spoken.clone()),
+                    generation,
+                    list_changed: declared.list_changed,
+                    offers: declared.offers,
+                },
                 // Nothing learned: the next call probes again.
-                Err(_) => Learned { spoken: None, generation: current.generation, list_changed: false },
+                Err(_) => Learned { spoken: None, generation: current.generation, ..Learned::default() },
             };
         }
         let learned = learned.map(|(spoken, _)| spoken);
@@ -93,11 +96,11 @@ impl Inner {
         learned.map(|spoken| (spoken, generation))
     }
 
-    /// `server/discover`: `Ok(Some(list_changed))` only for a result listing the modern version
-    /// (with whether it declares `tools.listChanged`); `Ok(None)` for any other answer; `Err`
-    /// when there was no answer about the era (connection, timeout, 429, 5xx, an over-limit
-    /// body) or the credentials were refused.
-    async fn discover(&self) -> Result<Option<bool>, UpstreamError> {
+    /// `server/discover`: `Ok(Some(declared))` only for a result listing the modern version
+    /// (with what its capabilities declare); `Ok(None)` for any other answer; `Err` when there
+    /// was no answer about the era (connection, timeout, 429, 5xx, an over-limit body) or the
+    /// credentials were refused.
+    async fn discover(&self) -> Result<Option<Declared>, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let response = self
             .build(Method::POST, Headers::Modern { method: mcp::DISCOVER, tool: None, params: &[] })
@@ -111,7 +114,7 @@ impl Inner {
                 Ok(UpstreamReply::Result(raw)) => Ok(serde_json::from_str::<Value>(raw.get())
                     .ok()
                     .filter(mcp::shows_modern)
-                    .map(|result| declares_list_changed(&result))),
+                    .map(|result| Declared::of(&result))),
                 Ok(UpstreamReply::Error(_)) | Err(UpstreamError::Protocol(_)) => Ok(None),
                 Err(error) => Err(error),
             };
@@ -125,9 +128,8 @@ impl Inner {
         }
     }
 
-    /// Runs the session-era handshake and returns the session (and whether the server declared
-    /// `tools.listChanged`).
-    async fn initialize(&self) -> Result<(LegacySession, bool), ProbeError> {
+    /// Runs the session-era handshake and returns the session (and what the server declared).
+    async fn initialize(&self) -> Result<(LegacySession, Declared), ProbeError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let response = self
             .build(Method::POST, Headers::Handshake)
@@ -141,10 +143,10 @@ impl Inner {
         }
         let session_id = response.headers().get(headers::SESSION_ID).cloned();
         let reply = read_answer(response, id, self.max_response_bytes, None, None).await?;
-        let mut list_changed = false;
+        let mut declared = Declared::default();
         let version = match &reply {
             UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get()).ok().and_then(|v| {
-                list_changed = declares_list_changed(&v);
+                declared = Declared::of(&v);
                 v.get("protocolVersion").and_then(Value::as_str).map(str::to_string)
             }),
             // The server's own failure (internal error, implementation-defined server errors)
@@ -164,7 +166,7 @@ impl Inner {
         })?;
         let session = LegacySession { session_id, version };
         self.send_initialized(&session).await?;
-        Ok((session, list_changed))
+        Ok((session, declared))
     }
 
     /// Ends a session-era handshake: `notifications/initialized` under the new session.
@@ -187,7 +189,20 @@ pub(super) fn legacy_version(chosen: Option<&str>) -> Option<&'static str> {
     mcp::LEGACY_VERSIONS.iter().find(|v| Some(**v) == chosen).copied()
 }
 
-/// Whether an `initialize` or `server/discover` result declares `capabilities.tools.listChanged`.
-fn declares_list_changed(result: &Value) -> bool {
-    result.pointer("/capabilities/tools/listChanged").and_then(Value::as_bool) == Some(true)
+/// What an `initialize` or `server/discover` result declares: `capabilities.tools.listChanged`,
+/// and the lists besides tools the server offers.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Declared {
+    list_changed: bool,
+    offers: mcp::Offers,
+}
+
+impl Declared {
+    fn of(result: &Value) -> Self {
+        Declared {
+            list_changed: result.pointer("/capabilities/tools/listChanged").and_then(Value::as_bool)
+                == Some(true),
+            offers: mcp::Offers::declared(result),
+        }
+    }
 }

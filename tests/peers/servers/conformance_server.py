@@ -7,7 +7,11 @@ the upstream its tool scenarios expect, written from the scenarios' own descript
 `test_simple_text`, `test_image_content`, `test_audio_content`, `test_embedded_resource`,
 `test_multiple_content_types`, `test_tool_with_logging`, `test_error_handling`,
 `test_tool_with_progress`, `test_sampling`, `test_elicitation`, `test_elicitation_sep1034_defaults`,
-`test_elicitation_sep1330_enums` and `json_schema_2020_12_tool`.
+`test_elicitation_sep1330_enums` and `json_schema_2020_12_tool`; and the fixtures of its
+resource, prompt and completion scenarios: resources `test://static-text`,
+`test://static-binary`, `test://watched-resource`, the template `test://template/{id}/data`,
+prompts `test_simple_prompt`, `test_prompt_with_arguments`, `test_prompt_with_embedded_resource`,
+`test_prompt_with_image`, and completion of prompt arguments.
 Serves streamable HTTP (session era with SSE answers, and the stateless 2026-07-28 era) on
 127.0.0.1:PORT/mcp. Prints `READY <port>` once listening.
 
@@ -34,6 +38,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import (
     AudioContent,
     ClientCapabilities,
+    Completion,
     ElicitationCapability,
     EmbeddedResource,
     EmptyResult,
@@ -57,6 +62,59 @@ WAV = base64.b64encode(
     + (8000).to_bytes(4, "little") + (1).to_bytes(2, "little") + (8).to_bytes(2, "little")
     + b"data" + (1).to_bytes(4, "little") + b"\x80"
 ).decode()
+
+
+@server.resource("test://static-text", name="static-text", mime_type="text/plain", description="A static text resource")
+def static_text() -> str:
+    return "This is the content of the static text resource."
+
+
+@server.resource("test://static-binary", name="static-binary", mime_type="image/png", description="A static binary resource")
+def static_binary() -> bytes:
+    return base64.b64decode(PNG)
+
+
+@server.resource("test://watched-resource", name="watched-resource", mime_type="text/plain", description="A resource to subscribe to")
+def watched_resource() -> str:
+    return "Watched resource content."
+
+
+@server.resource("test://template/{id}/data", name="template-data", mime_type="application/json", description="A resource template")
+def template_data(id: str) -> str:
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+
+@server.prompt(description="A simple prompt without arguments")
+def test_simple_prompt() -> str:
+    return "This is a simple prompt for testing."
+
+
+@server.prompt(description="A prompt with arguments")
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@server.prompt(description="A prompt with an embedded resource")
+def test_prompt_with_embedded_resource(resourceUri: str) -> list:
+    return [
+        {"role": "user", "content": EmbeddedResource(type="resource", resource=TextResourceContents(
+            uri=resourceUri, mime_type="text/plain", text="Embedded resource content for testing."))},
+        {"role": "user", "content": TextContent(type="text", text="Please process the embedded resource above.")},
+    ]
+
+
+@server.prompt(description="A prompt with an image")
+def test_prompt_with_image() -> list:
+    return [
+        {"role": "user", "content": ImageContent(type="image", data=PNG, mime_type="image/png")},
+        {"role": "user", "content": TextContent(type="text", text="Please analyze the image above.")},
+    ]
+
+
+@server.completion()
+async def complete(ref, argument, context) -> Completion:
+    options = ["paris", "park", "party"] if argument.name == "arg1" else ["one", "two"]
+    return Completion(values=[o for o in options if o.startswith(argument.value)], total=None, has_more=False)
 
 
 @server.tool(description="Returns a simple text response")

@@ -1,0 +1,308 @@
+//! The index of every server's resources, resource templates and prompts, rebuilt whole from
+//! the servers' lists (never edited in place), and the routing rules on it.
+//!
+//! - **A resource keeps its URI.** A URI means something to its server and to the caller, so
+//!   it is never rewritten: a read goes to the server an operator assigned the URI's prefix to
+//!   (`servers.NAME.resource_prefixes`, longest prefix first: the operator's word is final,
+//!   and it is how a collision gets an owner), else to the one server that listed the URI,
+//!   else to the one server whose template matches it.
+//! - **A URI (or template) two servers both list is a collision**: served by neither (unless a
+//!   prefix names the owner), shown in `GET /admin/registry/collisions`, counted and logged.
+//!   A URI that matches templates of two servers is refused the same way.
+//! - **Prompt names follow the tool-name rule of collisions**: a name one server offers is
+//!   served as it is; a name several servers offer is served as `server__name` for each.
+
+use std::{collections::HashMap, sync::Arc};
+
+use serde_json::{Value, json};
+
+use super::uri_template::UriTemplate;
+
+/// What one server offers besides tools, as its lists said (definitions checked objects).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerSurface {
+    pub resources: Vec<Value>,
+    pub templates: Vec<Value>,
+    pub prompts: Vec<Value>,
+    /// The server answered `completion/complete` in its capabilities (or it offers prompts or
+    /// templates, which completion is about).
+    pub completions: bool,
+}
+
+/// A prompt as callers see it.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    /// The name callers use (the server's own, or `server__name` on a collision).
+    pub name: Arc<str>,
+    pub upstream_name: Arc<str>,
+    pub server: Arc<str>,
+    /// The definition as listed, `name` set to [`Self::name`].
+    pub definition: Value,
+}
+
+/// A listed resource or resource template.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    /// `uri`, or `uriTemplate` for a template.
+    pub uri: Arc<str>,
+    pub server: Arc<str>,
+    pub mime_type: Option<Arc<str>>,
+    pub definition: Value,
+}
+
+/// A name, URI or template more than one server claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collision {
+    /// `prompt`, `resource` or `resource_template`.
+    pub kind: &'static str,
+    pub name: String,
+    pub servers: Vec<Arc<str>>,
+}
+
+/// Why a URI has no server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unroutable {
+    /// No prefix, listing or template covers it.
+    Unknown,
+    /// Several servers claim it and no prefix names the owner.
+    Claimed(Vec<Arc<str>>),
+}
+
+/// One consistent view of every server's resources, templates and prompts.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// Sorted by URI (served resources only: collisions left out).
+    pub resources: Vec<Resource>,
+    /// Sorted by template text.
+    pub templates: Vec<(Resource, UriTemplate)>,
+    /// Sorted by name.
+    pub prompts: Vec<Prompt>,
+    by_uri: HashMap<Arc<str>, usize>,
+    by_prompt: HashMap<Arc<str>, usize>,
+    /// Operator-assigned prefixes, longest first.
+    prefixes: Vec<(String, Arc<str>)>,
+    /// URIs and templates listed by more than one server (served only through a prefix).
+    claimed: HashMap<String, Vec<Arc<str>>>,
+    pub collisions: Vec<Collision>,
+    /// Servers that offer completion.
+    pub completing: Vec<Arc<str>>,
+}
+
+impl Index {
+    /// Builds the index from each server's surface (`servers` in name order) and the
+    /// configured prefixes (server → prefixes).
+    pub fn build(servers: &[(Arc<str>, ServerSurface)], prefixes: &[(Arc<str>, Vec<String>)]) -> Self {
+        let mut index = Index::default();
+        for (server, list) in prefixes {
+            index.prefixes.extend(list.iter().map(|p| (p.clone(), server.clone())));
+        }
+        index.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+
+        // Resources and templates: who lists each URI.
+        let mut uris: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
+        let mut templates: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
+        let mut prompts: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
+        for (server, surface) in servers {
+            for resource in &surface.resources {
+                if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
+                    uris.entry(uri.to_string()).or_default().push((server.clone(), resource));
+                }
+            }
+            for template in &surface.templates {
+                if let Some(text) = template.get("uriTemplate").and_then(Value::as_str) {
+                    templates.entry(text.to_string()).or_default().push((server.clone(), template));
+                }
+            }
+            for prompt in &surface.prompts {
+                if let Some(name) = prompt.get("name").and_then(Value::as_str) {
+                    prompts.entry(name.to_string()).or_default().push((server.clone(), prompt));
+                }
+            }
+            if surface.completions {
+                index.completing.push(server.clone());
+            }
+        }
+        for (uri, claimants) in uris {
+            match claimants.as_slice() {
+                [(server, definition)] => index.resources.push(resource(&uri, server, definition)),
+                _ => index.claim("resource", uri, claimants.iter().map(|(s, _)| s.clone()).collect()),
+            }
+        }
+        for (text, claimants) in templates {
+            match (claimants.as_slice(), UriTemplate::parse(&text)) {
+                ([(server, definition)], Ok(parsed)) => {
+                    index.templates.push((resource(&text, server, definition), parsed));
+                }
+                ([(server, _)], Err(reason)) => {
+                    tracing::warn!(server = %server, reason, "resource template not served: not an RFC 6570 template");
+                }
+                _ => {
+                    index.claim("resource_template", text, claimants.iter().map(|(s, _)| s.clone()).collect())
+                }
+            }
+        }
+        for (name, claimants) in prompts {
+            let clash = claimants.len() > 1;
+            if clash {
+                let servers = claimants.iter().map(|(s, _)| s.clone()).collect();
+                index.collisions.push(Collision { kind: "prompt", name: name.clone(), servers });
+            }
+            for (server, definition) in claimants {
+                let shown: Arc<str> =
+                    if clash { format!("{server}__{name}").into() } else { name.as_str().into() };
+                let mut definition = definition.clone();
+                definition["name"] = json!(shown.as_ref());
+                index.prompts.push(Prompt {
+                    name: shown,
+                    upstream_name: name.as_str().into(),
+                    server,
+                    definition,
+                });
+            }
+        }
+        index.resources.sort_by(|a, b| a.uri.cmp(&b.uri));
+        index.templates.sort_by(|a, b| a.0.uri.cmp(&b.0.uri));
+        index.prompts.sort_by(|a, b| a.name.cmp(&b.name));
+        index.collisions.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        index.by_uri = index.resources.iter().enumerate().map(|(i, r)| (r.uri.clone(), i)).collect();
+        index.by_prompt = index.prompts.iter().enumerate().map(|(i, p)| (p.name.clone(), i)).collect();
+        index
+    }
+
+    fn claim(&mut self, kind: &'static str, name: String, mut servers: Vec<Arc<str>>) {
+        servers.sort();
+        self.collisions.push(Collision { kind, name: name.clone(), servers: servers.clone() });
+        self.claimed.insert(name, servers);
+    }
+
+    /// The server `uri` is read from (see the module documentation for the order).
+    pub fn route_uri(&self, uri: &str) -> Result<Arc<str>, Unroutable> {
+        if let Some((_, server)) = self.prefixes.iter().find(|(prefix, _)| uri.starts_with(prefix.as_str())) {
+            return Ok(server.clone());
+        }
+        if let Some(&i) = self.by_uri.get(uri) {
+            return Ok(self.resources[i].server.clone());
+        }
+        if let Some(servers) = self.claimed.get(uri) {
+            return Err(Unroutable::Claimed(servers.clone()));
+        }
+        let mut matching: Vec<Arc<str>> =
+            self.templates.iter().filter(|(_, t)| t.matches(uri)).map(|(r, _)| r.server.clone()).collect();
+        matching.sort();
+        matching.dedup();
+        match matching.len() {
+            0 => Err(Unroutable::Unknown),
+            1 => Ok(matching.remove(0)),
+            _ => Err(Unroutable::Claimed(matching)),
+        }
+    }
+
+    /// What is known of a listed resource (its MIME type, for the policy).
+    pub fn resource(&self, uri: &str) -> Option<&Resource> {
+        self.by_uri.get(uri).map(|&i| &self.resources[i])
+    }
+
+    /// The server of a resource template, by its exact text (`completion/complete`'s
+    /// `ref/resource`); a template two servers list goes through a prefix, if one covers it.
+    pub fn route_template(&self, text: &str) -> Option<&Resource> {
+        self.templates.iter().find(|(r, _)| &*r.uri == text).map(|(r, _)| r)
+    }
+
+    pub fn prompt(&self, name: &str) -> Option<&Prompt> {
+        self.by_prompt.get(name).map(|&i| &self.prompts[i])
+    }
+
+    pub fn offers_resources(&self) -> bool {
+        !self.resources.is_empty() || !self.templates.is_empty() || !self.prefixes.is_empty()
+    }
+
+    pub fn offers_prompts(&self) -> bool {
+        !self.prompts.is_empty()
+    }
+
+    pub fn offers_completions(&self) -> bool {
+        !self.completing.is_empty()
+    }
+}
+
+fn resource(uri: &str, server: &Arc<str>, definition: &Value) -> Resource {
+    Resource {
+        uri: uri.into(),
+        server: server.clone(),
+        mime_type: definition.get("mimeType").and_then(Value::as_str).map(Arc::from),
+        definition: definition.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn surface(resources: &[&str], templates: &[&str], prompts: &[&str]) -> ServerSurface {
+        ServerSurface {
+            resources: resources.iter().map(|u| json!({"uri": u, "name": u})).collect(),
+            templates: templates.iter().map(|t| json!({"uriTemplate": t, "name": t})).collect(),
+            prompts: prompts.iter().map(|n| json!({"name": n})).collect(),
+            completions: !prompts.is_empty(),
+        }
+    }
+
+    fn index(prefixes: &[(&str, &[&str])]) -> Index {
+        let servers = vec![
+            (
+                Arc::from("cart"),
+                surface(
+                    &["manga://cart/current", "shared://x"],
+                    &["manga://cart/{id}"],
+                    &["reply", "cart_help"],
+                ),
+            ),
+            (
+                Arc::from("catalog"),
+                surface(&["manga://catalog/top", "shared://x"], &["manga://catalog/{id}"], &["reply"]),
+            ),
+        ];
+        let prefixes: Vec<(Arc<str>, Vec<String>)> = prefixes
+            .iter()
+            .map(|(s, p)| (Arc::from(*s), p.iter().map(|x| x.to_string()).collect()))
+            .collect();
+        Index::build(&servers, &prefixes)
+    }
+
+    #[test]
+    fn uris_route_by_listing_then_template_and_a_claimed_one_by_nobody() {
+        let index = index(&[]);
+        assert_eq!(&*index.route_uri("manga://cart/current").unwrap(), "cart");
+        assert_eq!(&*index.route_uri("manga://catalog/top").unwrap(), "catalog");
+        assert_eq!(&*index.route_uri("manga://catalog/MNG-1").unwrap(), "catalog", "by template");
+        assert_eq!(index.route_uri("manga://nowhere/1"), Err(Unroutable::Unknown));
+        let claimed = index.route_uri("shared://x").unwrap_err();
+        assert_eq!(claimed, Unroutable::Claimed(vec!["cart".into(), "catalog".into()]));
+        assert!(index.resources.iter().all(|r| &*r.uri != "shared://x"), "a claimed URI is not listed");
+        let resource = Collision {
+            kind: "resource",
+            name: "shared://x".into(),
+            servers: vec!["cart".into(), "catalog".into()],
+        };
+        assert!(index.collisions.contains(&resource), "{:?}", index.collisions);
+    }
+
+    #[test]
+    fn an_operator_prefix_wins_and_names_the_owner_of_a_claimed_uri() {
+        let index = index(&[("catalog", &["shared://"]), ("cart", &["manga://catalog/special/"])]);
+        assert_eq!(&*index.route_uri("shared://x").unwrap(), "catalog");
+        assert_eq!(&*index.route_uri("manga://catalog/special/1").unwrap(), "cart", "longest prefix first");
+        assert_eq!(&*index.route_uri("shared://unlisted/thing").unwrap(), "catalog");
+    }
+
+    #[test]
+    fn a_prompt_name_two_servers_offer_is_namespaced_for_both() {
+        let index = index(&[]);
+        let names: Vec<&str> = index.prompts.iter().map(|p| &*p.name).collect();
+        assert_eq!(names, ["cart__reply", "cart_help", "catalog__reply"]);
+        let reply = index.prompt("catalog__reply").unwrap();
+        assert_eq!((&*reply.server, &*reply.upstream_name), ("catalog", "reply"));
+        assert_eq!(reply.definition["name"], "catalog__reply");
+        assert!(index.prompt("reply").is_none());
+    }
+}

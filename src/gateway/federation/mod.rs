@@ -1,0 +1,773 @@
+//! The rest of a server's surface through the one endpoint: `resources/list`,
+//! `resources/templates/list`, `resources/read`, `prompts/list`, `prompts/get` and
+//! `completion/complete`, federated across the configured discovering servers.
+//!
+//! - **Lists** are read with each server's tools at every refresh (all pages, within the
+//!   server's list bounds: `max_tools` items, definition and list bytes, pages), a list a
+//!   server does not offer (`-32601`) being empty; a list that fails or goes over a bound
+//!   keeps the server's last good one. Callers page through the gateway's own index with the
+//!   gateway's own cursors ([`PAGE_SIZE`] items a page).
+//! - **Routing** is the index's ([`index`]): a URI is never rewritten; a prompt name is the
+//!   server's own unless two servers offer it (`server__name`); `completion/complete` goes to
+//!   the server of the prompt or template its `ref` names.
+//! - **The same control as tools.** With `[policy]`, Cedar decides on each resource, template
+//!   and prompt (`Action::"read"`, `Action::"get"`; see `policy::engine`): what is denied is
+//!   absent from the lists and refused `forbidden`. Reads, gets and completions go through the
+//!   server's resilience stack (safe to repeat), are bounded by `defaults.max_result_bytes`
+//!   (text cut and marked, a blob refused `response_too_large`), are checked for their shape
+//!   before they reach the caller, and leave a metric sample, a log line (a URI's query values
+//!   redacted, never contents) and an audit line. URIs are never metric labels.
+
+pub mod index;
+pub mod uri_template;
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, RwLock},
+    time::Instant,
+};
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use serde_json::{Map, Value, json};
+use tower::ServiceExt;
+
+pub use index::{Index, ServerSurface, Unroutable};
+
+use super::{Gateway, Upstream, refresh::ListFailure};
+use crate::{
+    audit::{AuditEntry, Decision},
+    config::ListBounds,
+    error::{Category, GatewayError},
+    identity::Caller,
+    policy::SurfaceItem,
+    registry::bounds::{ListKind, Tally},
+    upstream::{UpstreamError, UpstreamReply, UpstreamRequest},
+};
+
+/// A policy's denial: the caller's error and the decision the audit line records.
+struct Denied {
+    error: GatewayError,
+    decision: Decision,
+}
+
+/// Items in one page of a caller's list.
+pub const PAGE_SIZE: usize = 100;
+/// The prefix of the gateway's own list cursors.
+const CURSOR_PREFIX: &str = "mcpgw-cursor.";
+/// Most values a `completion/complete` result may carry (the specification's bound).
+const MAX_COMPLETION_VALUES: usize = 100;
+
+/// Every discovering server's surface, and the index built from them.
+pub struct Federation {
+    /// `servers.NAME.resource_prefixes`, per server.
+    prefixes: Vec<(Arc<str>, Vec<String>)>,
+    surfaces: Mutex<BTreeMap<Arc<str>, ServerSurface>>,
+    index: RwLock<Arc<Index>>,
+}
+
+impl Federation {
+    /// The federation of the configured servers: their prefixes route from the start.
+    pub fn new(config: &crate::config::Config) -> Self {
+        let prefixes: Vec<(Arc<str>, Vec<String>)> = config
+            .servers
+            .iter()
+            .filter(|(_, server)| !server.resource_prefixes.is_empty())
+            .map(|(name, server)| (Arc::from(name.as_str()), server.resource_prefixes.clone()))
+            .collect();
+        let index = RwLock::new(Arc::new(Index::build(&[], &prefixes)));
+        Self { prefixes, surfaces: Mutex::default(), index }
+    }
+
+    /// The index in force.
+    pub fn index(&self) -> Arc<Index> {
+        self.index.read().map(|index| index.clone()).unwrap_or_default()
+    }
+
+    /// Keeps `server`'s surface; when it changed, rebuilds the index.
+    pub fn update(&self, server: &Arc<str>, surface: ServerSurface) {
+        let Ok(mut surfaces) = self.surfaces.lock() else { return };
+        if surfaces.get(server) == Some(&surface) {
+            return;
+        }
+        surfaces.insert(server.clone(), surface);
+        let all: Vec<(Arc<str>, ServerSurface)> =
+            surfaces.iter().map(|(s, v)| (s.clone(), v.clone())).collect();
+        drop(surfaces);
+        let built = Index::build(&all, &self.prefixes);
+        for collision in &built.collisions {
+            tracing::warn!(kind = collision.kind, name = %crate::redact::text(&collision.name), servers = ?collision.servers, "claimed by more than one server: served by none (a prefix in the configuration names the owner)");
+        }
+        if let Ok(mut index) = self.index.write() {
+            *index = Arc::new(built);
+        }
+    }
+}
+
+/// The three lists of a server's surface: method, the result's key, and the bound's kind.
+const LISTS: [(&str, &str, ListKind); 3] = [
+    ("resources/list", "resources", ListKind::Resources),
+    ("resources/templates/list", "resourceTemplates", ListKind::ResourceTemplates),
+    ("prompts/list", "prompts", ListKind::Prompts),
+];
+
+/// Reads `upstream`'s resources, resource templates and prompts — the lists its handshake
+/// declared (a streamable-HTTP server's `initialize` or `server/discover`; other transports
+/// declare nothing here yet) — each list whole within `bounds`; a list the server does not
+/// serve after all (`-32601`) is empty.
+pub async fn list_surface(
+    upstream: &Upstream,
+    bounds: ListBounds,
+) -> Result<ServerSurface, (ListKind, ListFailure)> {
+    let offers = upstream.http.as_ref().map(|http| http.offers()).unwrap_or_default();
+    let mut surface = ServerSurface { completions: offers.completions, ..ServerSurface::default() };
+    for (method, key, kind) in LISTS {
+        let declared = match kind {
+            ListKind::Prompts => offers.prompts,
+            _ => offers.resources,
+        };
+        if !declared {
+            continue;
+        }
+        let items = list_all(upstream, method, key, bounds).await.map_err(|failure| (kind, failure))?;
+        match kind {
+            ListKind::Resources => surface.resources = items,
+            ListKind::ResourceTemplates => surface.templates = items,
+            _ => surface.prompts = items,
+        }
+    }
+    Ok(surface)
+}
+
+/// Every page of one list (`method`, items under `key`), each definition counted on the way.
+async fn list_all(
+    upstream: &Upstream,
+    method: &'static str,
+    key: &str,
+    bounds: ListBounds,
+) -> Result<Vec<Value>, ListFailure> {
+    let mut items = Vec::new();
+    let mut tally = Tally::new(bounds);
+    let mut cursor: Option<String> = None;
+    loop {
+        tally.page().map_err(ListFailure::Refused)?;
+        let mut params = Map::new();
+        if let Some(c) = cursor.take() {
+            params.insert("cursor".into(), json!(c));
+        }
+        let reply = upstream.service.clone().oneshot(UpstreamRequest::new(method, params)).await?;
+        let raw = match reply {
+            UpstreamReply::Result(raw) => raw,
+            // Not offered: nothing to list.
+            UpstreamReply::Error(e) if e.code == -32601 => return Ok(Vec::new()),
+            UpstreamReply::Error(e) => {
+                return Err(
+                    UpstreamError::Protocol(format!("{method} failed: {} {}", e.code, e.message)).into()
+                );
+            }
+        };
+        let protocol = |detail: String| {
+            ListFailure::Upstream(UpstreamError::Protocol(format!("{method} result: {detail}")))
+        };
+        let page: Map<String, Value> =
+            serde_json::from_str(raw.get()).map_err(|e| protocol(e.to_string()))?;
+        let listed = match page.get(key) {
+            Some(Value::Array(listed)) => listed,
+            None => return Ok(items),
+            Some(_) => return Err(protocol(format!("{key} is not an array"))),
+        };
+        for item in listed {
+            tally.item(crate::registry::bounds::json_len(item)).map_err(ListFailure::Refused)?;
+            // Only objects: what is listed is what callers receive.
+            if item.is_object() {
+                items.push(item.clone());
+            }
+        }
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
+            _ => return Ok(items),
+        }
+    }
+}
+
+/// Who asks, for a federated method: the caller, the request id of the log line and the
+/// caller's deadline.
+pub struct SurfaceCall {
+    pub caller: Arc<Caller>,
+    pub request_id: Arc<str>,
+    pub deadline: Option<Instant>,
+    /// The caller speaks the 2026-07-28 revision (its results carry `resultType`, and lists
+    /// their cache hints).
+    pub modern: bool,
+}
+
+/// The methods this module answers.
+pub const METHODS: [&str; 6] = [
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+];
+
+impl Gateway {
+    /// The federation of resources, templates and prompts.
+    pub fn federation(&self) -> &Federation {
+        &self.federation
+    }
+
+    /// Keeps what a refresh read of `upstream`'s surface; a list that failed or went over a
+    /// bound keeps the server's last good surface (logged; a bound also counted and shown in
+    /// `GET /admin/registry`, as for tools).
+    pub(super) fn learn_surface(
+        &self,
+        upstream: &Upstream,
+        read: Result<ServerSurface, (ListKind, ListFailure)>,
+    ) {
+        let name = upstream.name.to_string();
+        match read {
+            Ok(surface) => {
+                for (_, _, kind) in LISTS {
+                    self.catalog().refusals().clear(&name, kind);
+                }
+                self.federation.update(&upstream.name, surface);
+            }
+            Err((kind, ListFailure::Refused(exceeded))) => {
+                tracing::warn!(server = %name, list = kind.as_str(), bound = exceeded.bound.as_str(), limit = exceeded.limit, seen = exceeded.seen, "{} refused: {exceeded}; keeping the server's last good one", kind.as_str());
+                self.metrics
+                    .catalogue_refusals
+                    .with_label_values(&[&name, kind.as_str(), exceeded.bound.as_str()])
+                    .inc();
+                self.catalog().refusals().record(&name, kind, &exceeded);
+            }
+            Err((kind, ListFailure::Upstream(error))) => {
+                tracing::warn!(server = %name, list = kind.as_str(), error = %crate::redact::shown(&error), "reading the list failed; keeping the server's last good one");
+            }
+        }
+    }
+
+    /// Answers one of [`METHODS`], in the caller's protocol revision.
+    pub async fn surface_method(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let mut result = self.surface_answer(method, params, call).await?;
+        let Some(object) = result.as_object_mut() else { return Ok(result) };
+        // The server's own revision fields and identity are not the gateway's answer.
+        for key in ["resultType", "ttlMs", "cacheScope"] {
+            object.remove(key);
+        }
+        if let Some(Value::Object(meta)) = object.get_mut("_meta") {
+            meta.remove("io.modelcontextprotocol/serverInfo");
+            if meta.is_empty() {
+                object.remove("_meta");
+            }
+        }
+        if call.modern {
+            object.insert("resultType".into(), json!("complete"));
+            if method.ends_with("/list") {
+                // Fresh until the next refresh; a list filtered by the policy is this caller's.
+                let scope = if self.policy.is_some() { "private" } else { "public" };
+                object.insert("ttlMs".into(), json!(self.refresh_interval().as_millis() as u64));
+                object.insert("cacheScope".into(), json!(scope));
+            }
+        }
+        Ok(result)
+    }
+
+    async fn surface_answer(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let params = match params {
+            None => Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(bad_input("params must be an object")),
+        };
+        let index = self.federation.index();
+        match method {
+            "resources/list" => {
+                let visible = index.resources.iter().filter(|r| self.may_read(&call.caller, r, false));
+                page_of(visible.map(|r| &r.definition), &params, "resources")
+            }
+            "resources/templates/list" => {
+                let visible =
+                    index.templates.iter().map(|(r, _)| r).filter(|r| self.may_read(&call.caller, r, true));
+                page_of(visible.map(|r| &r.definition), &params, "resourceTemplates")
+            }
+            "prompts/list" => {
+                let visible = index.prompts.iter().filter(|p| self.may_get(&call.caller, p).is_ok());
+                page_of(visible.map(|p| &p.definition), &params, "prompts")
+            }
+            "resources/read" => self.read_resource(&index, params, call).await,
+            "prompts/get" => self.get_prompt(&index, params, call).await,
+            _ => self.complete(&index, params, call).await,
+        }
+    }
+
+    async fn read_resource(
+        &self,
+        index: &Index,
+        params: Map<String, Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let started = Instant::now();
+        let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_string) else {
+            return Err(bad_input("params.uri must be a string"));
+        };
+        let shown = crate::redact::url(&uri);
+        let server = match index.route_uri(&uri) {
+            Ok(server) => server,
+            Err(why) => {
+                let err = not_found(&uri, why);
+                self.record_surface(
+                    call,
+                    started,
+                    "resources/read",
+                    &shown,
+                    None,
+                    err.category.as_str(),
+                    None,
+                );
+                return Err(err);
+            }
+        };
+        let listed = index.resource(&uri);
+        let item = SurfaceItem::Resource {
+            uri: &uri,
+            server: &server,
+            mime_type: listed.and_then(|r| r.mime_type.as_deref()),
+            template: false,
+        };
+        if let Err(denied) = self.decide_item(&call.caller, item) {
+            let Denied { error: err, decision } = *denied;
+            self.record_surface(
+                call,
+                started,
+                "resources/read",
+                &shown,
+                Some(&server),
+                err.category.as_str(),
+                Some(decision),
+            );
+            return Err(err);
+        }
+        let result = self
+            .forward_surface(&server, "resources/read", params, Some(uri.as_str().into()), call)
+            .await
+            .and_then(|result| checked_contents(result, self.config.defaults.max_result_bytes));
+        let outcome = result.as_ref().map_or_else(|e| e.category.as_str(), |_| "success");
+        self.record_surface(call, started, "resources/read", &shown, Some(&server), outcome, None);
+        result.map_err(|e| e.with_server(server))
+    }
+
+    async fn get_prompt(
+        &self,
+        index: &Index,
+        mut params: Map<String, Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let started = Instant::now();
+        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
+            return Err(bad_input("params.name must be a string"));
+        };
+        let Some(prompt) = index.prompt(&name) else {
+            let shown: String = name.chars().take(64).collect();
+            let err = bad_input(&format!("no server offers a prompt named {shown:?}"));
+            self.record_surface(call, started, "prompts/get", &shown, None, err.category.as_str(), None);
+            return Err(err);
+        };
+        if let Err(denied) = self.may_get(&call.caller, prompt) {
+            let Denied { error: err, decision } = *denied;
+            self.record_surface(
+                call,
+                started,
+                "prompts/get",
+                &prompt.name,
+                Some(&prompt.server),
+                err.category.as_str(),
+                Some(decision),
+            );
+            return Err(err);
+        }
+        params.insert("name".into(), json!(prompt.upstream_name.as_ref()));
+        let result = self
+            .forward_surface(&prompt.server, "prompts/get", params, Some(prompt.upstream_name.clone()), call)
+            .await
+            .and_then(|result| checked_messages(result, self.config.defaults.max_result_bytes));
+        let outcome = result.as_ref().map_or_else(|e| e.category.as_str(), |_| "success");
+        self.record_surface(call, started, "prompts/get", &prompt.name, Some(&prompt.server), outcome, None);
+        result.map_err(|e| e.with_server(prompt.server.clone()))
+    }
+
+    async fn complete(
+        &self,
+        index: &Index,
+        mut params: Map<String, Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let started = Instant::now();
+        let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+        let (server, shown, name_header) = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+                let Some(prompt) = index.prompt(name) else {
+                    return Err(bad_input("params.ref names no prompt a server offers"));
+                };
+                if let Err(denied) = self.may_get(&call.caller, prompt) {
+                    let Denied { error: err, decision } = *denied;
+                    self.record_surface(
+                        call,
+                        started,
+                        "completion/complete",
+                        &prompt.name,
+                        Some(&prompt.server),
+                        err.category.as_str(),
+                        Some(decision),
+                    );
+                    return Err(err);
+                }
+                params.insert(
+                    "ref".into(),
+                    json!({"type": "ref/prompt", "name": prompt.upstream_name.as_ref()}),
+                );
+                (prompt.server.clone(), prompt.name.to_string(), Some(prompt.upstream_name.clone()))
+            }
+            Some("ref/resource") => {
+                let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
+                let Some(template) = index.route_template(uri) else {
+                    return Err(bad_input("params.ref names no resource template a server offers"));
+                };
+                let item = SurfaceItem::Resource {
+                    uri: &template.uri,
+                    server: &template.server,
+                    mime_type: template.mime_type.as_deref(),
+                    template: true,
+                };
+                if let Err(denied) = self.decide_item(&call.caller, item) {
+                    let Denied { error: err, decision } = *denied;
+                    self.record_surface(
+                        call,
+                        started,
+                        "completion/complete",
+                        &template.uri,
+                        Some(&template.server),
+                        err.category.as_str(),
+                        Some(decision),
+                    );
+                    return Err(err);
+                }
+                (template.server.clone(), template.uri.to_string(), None)
+            }
+            _ => return Err(bad_input("params.ref.type must be ref/prompt or ref/resource")),
+        };
+        let result = self
+            .forward_surface(&server, "completion/complete", params, name_header, call)
+            .await
+            .and_then(checked_completion);
+        let outcome = result.as_ref().map_or_else(|e| e.category.as_str(), |_| "success");
+        self.record_surface(call, started, "completion/complete", &shown, Some(&server), outcome, None);
+        result.map_err(|e| e.with_server(server))
+    }
+
+    /// The policy's decision on a resource or prompt; a denial with its decision.
+    fn decide_item(&self, caller: &Caller, item: SurfaceItem<'_>) -> Result<(), Box<Denied>> {
+        let Some(policy) = &self.policy else { return Ok(()) };
+        let verdict = policy.decide_item(caller, item);
+        let server = match item {
+            SurfaceItem::Resource { server, .. } | SurfaceItem::Prompt { server, .. } => server,
+        };
+        let outcome = if verdict.allowed { "allow" } else { "deny" };
+        self.metrics.policy_decisions.with_label_values(&[&verdict.rule, server, outcome]).inc();
+        if verdict.allowed {
+            return Ok(());
+        }
+        let what = match item {
+            SurfaceItem::Resource { .. } => "read this resource",
+            SurfaceItem::Prompt { .. } => "get this prompt",
+        };
+        let err = GatewayError::new(
+            Category::Forbidden,
+            format!("the policy does not allow this caller to {what}"),
+        )
+        .with_server(server)
+        .with_extra("rule", json!(verdict.rule.as_ref()));
+        Err(Box::new(Denied { error: err, decision: Decision { allowed: false, rule: verdict.rule } }))
+    }
+
+    fn may_read(&self, caller: &Caller, resource: &index::Resource, template: bool) -> bool {
+        let item = SurfaceItem::Resource {
+            uri: &resource.uri,
+            server: &resource.server,
+            mime_type: resource.mime_type.as_deref(),
+            template,
+        };
+        self.policy.as_ref().is_none_or(|policy| policy.decide_item(caller, item).allowed)
+    }
+
+    fn may_get(&self, caller: &Caller, prompt: &index::Prompt) -> Result<(), Box<Denied>> {
+        let item = SurfaceItem::Prompt {
+            name: &prompt.name,
+            upstream_name: &prompt.upstream_name,
+            server: &prompt.server,
+        };
+        self.decide_item(caller, item)
+    }
+
+    /// Sends one request to `server` through its stack and parses the result.
+    async fn forward_surface(
+        &self,
+        server: &str,
+        method: &'static str,
+        params: Map<String, Value>,
+        name: Option<Arc<str>>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let Some(upstream) = self.upstreams.get(server) else {
+            return Err(GatewayError::new(Category::Internal, "the server of this item is not configured"));
+        };
+        let mut request = UpstreamRequest::new(method, params);
+        request.tool = name;
+        request.deadline = call.deadline;
+        request.caller = Some(call.caller.clone());
+        match upstream.service.clone().oneshot(request).await {
+            Ok(UpstreamReply::Result(raw)) => serde_json::from_str(raw.get()).map_err(|e| {
+                GatewayError::new(
+                    Category::UpstreamProtocol,
+                    format!("the server's {method} result is not JSON: {e}"),
+                )
+            }),
+            Ok(UpstreamReply::Error(error)) => Err(GatewayError::from_upstream_reply(error, false)),
+            Err(error) => Err(GatewayError::from_upstream(&error)),
+        }
+    }
+
+    /// One metric sample, one log line and (with the audit trail on) one audit line.
+    #[allow(clippy::too_many_arguments)]
+    fn record_surface(
+        &self,
+        call: &SurfaceCall,
+        started: Instant,
+        method: &'static str,
+        item: &str,
+        server: Option<&str>,
+        outcome: &str,
+        denied: Option<Decision>,
+    ) {
+        let elapsed = started.elapsed();
+        let server_label = server.unwrap_or("");
+        self.metrics.surface_requests.with_label_values(&[method, server_label, outcome]).inc();
+        self.metrics
+            .surface_request_duration
+            .with_label_values(&[method, server_label])
+            .observe(elapsed.as_secs_f64());
+        let latency_us = elapsed.as_micros() as u64;
+        tracing::info!(target: "mcp_gateway::call", request_id = &*call.request_id, method, item, server = server_label, outcome, latency_us, "{method}");
+        if let Some(audit) = &self.audit {
+            let entry = AuditEntry {
+                at: std::time::SystemTime::now(),
+                request_id: call.request_id.clone(),
+                trace_id: crate::telemetry::otel::log_trace_id(),
+                subject: call.caller.subject.clone(),
+                method: Some(method),
+                tool: Some(item.into()),
+                requested_tool: None,
+                server: server.map(Arc::from),
+                decision: denied.unwrap_or_else(Decision::no_policy),
+                outcome: if outcome == "success" {
+                    "success"
+                } else {
+                    Category::ALL.iter().find(|c| c.as_str() == outcome).map_or("error", |c| c.as_str())
+                },
+                args_sha256: None,
+                latency_us,
+            };
+            let audit = audit.clone();
+            crate::telemetry::after_answer::defer(move || {
+                audit.write(&entry);
+            });
+        }
+    }
+}
+
+/// One page of `items` after the caller's cursor, as `{key: [...], nextCursor?}`.
+fn page_of<'a>(
+    items: impl Iterator<Item = &'a Value>,
+    params: &Map<String, Value>,
+    key: &str,
+) -> Result<Value, GatewayError> {
+    let start = match params.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(Value::String(cursor)) => decode_cursor(cursor)
+            .ok_or_else(|| bad_input("params.cursor is not a cursor this gateway gave"))?,
+        Some(_) => return Err(bad_input("params.cursor must be a string")),
+    };
+    let mut page: Vec<&Value> = items.skip(start).take(PAGE_SIZE + 1).collect();
+    let more = page.len() > PAGE_SIZE;
+    page.truncate(PAGE_SIZE);
+    let mut result = json!({ key: page });
+    if more {
+        result["nextCursor"] = json!(encode_cursor(start + PAGE_SIZE));
+    }
+    Ok(result)
+}
+
+fn encode_cursor(offset: usize) -> String {
+    format!("{CURSOR_PREFIX}{}", URL_SAFE_NO_PAD.encode(offset.to_string()))
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    let encoded = cursor.strip_prefix(CURSOR_PREFIX)?;
+    let text = URL_SAFE_NO_PAD.decode(encoded).ok()?;
+    std::str::from_utf8(&text).ok()?.parse().ok()
+}
+
+fn bad_input(detail: &str) -> GatewayError {
+    GatewayError::new(Category::BadInput, detail)
+}
+
+fn not_found(uri: &str, why: Unroutable) -> GatewayError {
+    let detail = match why {
+        Unroutable::Unknown => {
+            "no server lists it, and no template or configured prefix covers it".to_string()
+        }
+        Unroutable::Claimed(servers) => {
+            let servers: Vec<&str> = servers.iter().map(|s| s.as_ref()).collect();
+            format!(
+                "several servers claim it ({}) and no configured prefix names its owner",
+                servers.join(", ")
+            )
+        }
+    };
+    // `data.uri`, as the specification's resource-not-found error carries it.
+    GatewayError::new(Category::ResourceNotFound, format!("no server serves this resource URI: {detail}"))
+        .with_extra("uri", json!(crate::redact::url(uri)))
+}
+
+fn protocol(detail: &str) -> GatewayError {
+    GatewayError::new(Category::UpstreamProtocol, format!("the server's answer is not MCP: {detail}"))
+}
+
+/// A `resources/read` result checked (`contents`: objects with a `uri` and a `text` or
+/// `blob`) and fitted to `budget` bytes of content: text beyond it cut and marked, a blob
+/// beyond it refused.
+fn checked_contents(mut result: Value, budget: usize) -> Result<Value, GatewayError> {
+    let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) else {
+        return Err(protocol("resources/read result without a contents array"));
+    };
+    let mut left = budget;
+    for content in contents.iter_mut() {
+        let Some(content) = content.as_object_mut() else {
+            return Err(protocol("a content that is not an object"));
+        };
+        if !content.get("uri").is_some_and(Value::is_string) {
+            return Err(protocol("a content without a uri"));
+        }
+        if let Some(Value::String(text)) = content.get_mut("text") {
+            if text.len() > left {
+                let mut cut = left;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let dropped = text.len() - cut;
+                text.truncate(cut);
+                text.push_str(&format!("…[truncated {dropped} bytes]"));
+                content.insert("_meta".into(), json!({"io.mcp-gateway/truncated": true}));
+            }
+            left = left.saturating_sub(content.get("text").and_then(Value::as_str).map_or(0, str::len));
+        } else if let Some(Value::String(blob)) = content.get("blob") {
+            if blob.len() > left {
+                return Err(GatewayError::new(
+                    Category::ResponseTooLarge,
+                    format!("a blob of {} bytes is over the result budget ({budget} bytes)", blob.len()),
+                ));
+            }
+            left -= blob.len();
+        } else {
+            return Err(protocol("a content with neither text nor blob"));
+        }
+    }
+    Ok(result)
+}
+
+/// A `prompts/get` result checked (`messages`: objects with a `role` and a `content`) and
+/// bounded by `budget` bytes.
+fn checked_messages(result: Value, budget: usize) -> Result<Value, GatewayError> {
+    let Some(messages) = result.get("messages").and_then(Value::as_array) else {
+        return Err(protocol("prompts/get result without a messages array"));
+    };
+    if messages.iter().any(|m| {
+        !m.get("role").is_some_and(Value::is_string) || !m.get("content").is_some_and(Value::is_object)
+    }) {
+        return Err(protocol("a prompt message without a role or a content"));
+    }
+    let size = crate::registry::bounds::json_len(&result);
+    if size > budget {
+        return Err(GatewayError::new(
+            Category::ResponseTooLarge,
+            format!("a prompt of {size} bytes is over the result budget ({budget} bytes)"),
+        ));
+    }
+    Ok(result)
+}
+
+/// A `completion/complete` result checked: `completion.values`, at most 100 strings.
+fn checked_completion(result: Value) -> Result<Value, GatewayError> {
+    let values = result.pointer("/completion/values").and_then(Value::as_array);
+    match values {
+        Some(values) if values.len() <= MAX_COMPLETION_VALUES && values.iter().all(Value::is_string) => {
+            Ok(result)
+        }
+        Some(_) => Err(protocol("completion values must be at most 100 strings")),
+        None => Err(protocol("completion/complete result without completion.values")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_are_the_gateways_own_and_a_foreign_one_is_refused() {
+        let items: Vec<Value> = (0..250).map(|i| json!({"uri": format!("r://{i}")})).collect();
+        let first = page_of(items.iter(), &Map::new(), "resources").unwrap();
+        assert_eq!(first["resources"].as_array().unwrap().len(), PAGE_SIZE);
+        let cursor = first["nextCursor"].as_str().unwrap().to_string();
+        let mut params = Map::new();
+        params.insert("cursor".into(), json!(cursor));
+        let second = page_of(items.iter(), &params, "resources").unwrap();
+        assert_eq!(second["resources"][0]["uri"], "r://100");
+        params.insert("cursor".into(), second["nextCursor"].clone());
+        let last = page_of(items.iter(), &params, "resources").unwrap();
+        assert_eq!(last["resources"].as_array().unwrap().len(), 50);
+        assert!(last.get("nextCursor").is_none());
+        params.insert("cursor".into(), json!("an upstream's cursor"));
+        assert_eq!(page_of(items.iter(), &params, "resources").unwrap_err().category, Category::BadInput);
+    }
+
+    #[test]
+    fn read_results_are_checked_and_fitted_to_the_budget() {
+        let text = json!({"contents": [{"uri": "a://1", "text": "x".repeat(100)}]});
+        let cut = checked_contents(text, 10).unwrap();
+        assert!(cut["contents"][0]["text"].as_str().unwrap().starts_with("xxxxxxxxxx…[truncated 90 bytes]"));
+        assert_eq!(cut["contents"][0]["_meta"]["io.mcp-gateway/truncated"], true);
+        let blob = json!({"contents": [{"uri": "a://1", "blob": "QUJD".repeat(10)}]});
+        assert_eq!(checked_contents(blob, 10).unwrap_err().category, Category::ResponseTooLarge);
+        assert_eq!(
+            checked_contents(json!({"contents": [{"text": "no uri"}]}), 10).unwrap_err().category,
+            Category::UpstreamProtocol
+        );
+        assert_eq!(
+            checked_contents(json!({"result": 1}), 10).unwrap_err().category,
+            Category::UpstreamProtocol
+        );
+        assert!(checked_completion(json!({"completion": {"values": ["a", "b"]}})).is_ok());
+        let many: Vec<String> = (0..101).map(|i| i.to_string()).collect();
+        assert!(checked_completion(json!({"completion": {"values": many}})).is_err());
+        assert!(checked_messages(json!({"messages": [{"role": "user"}]}), 1000).is_err());
+    }
+}
