@@ -17,6 +17,7 @@ mod conformance_client;
 mod conformance_server;
 mod era_probe;
 mod exposure;
+mod federation;
 mod golden;
 mod grafana_dashboard;
 mod hostile_upstream;

@@ -125,7 +125,11 @@ impl Index {
         for (uri, claimants) in uris {
             match claimants.as_slice() {
                 [(server, definition)] => index.resources.push(resource(&uri, server, definition)),
-                _ => index.claim("resource", uri, claimants.iter().map(|(s, _)| s.clone()).collect()),
+                _ => match index.owner_among(&uri, &claimants) {
+                    // A prefix names the owner: its definition is the one listed.
+                    Some((server, definition)) => index.resources.push(resource(&uri, &server, definition)),
+                    None => index.claim("resource", uri, claimants.iter().map(|(s, _)| s.clone()).collect()),
+                },
             }
         }
         for (text, claimants) in templates {
@@ -167,6 +171,19 @@ impl Index {
         index.by_uri = index.resources.iter().enumerate().map(|(i, r)| (r.uri.clone(), i)).collect();
         index.by_prompt = index.prompts.iter().enumerate().map(|(i, p)| (p.name.clone(), i)).collect();
         index
+    }
+
+    /// The claimant a configured prefix covering `uri` names, if any.
+    fn owner_among<'v>(
+        &self,
+        uri: &str,
+        claimants: &[(Arc<str>, &'v Value)],
+    ) -> Option<(Arc<str>, &'v Value)> {
+        let (_, owner) = self.prefixes.iter().find(|(prefix, _)| uri.starts_with(prefix.as_str()))?;
+        claimants
+            .iter()
+            .find(|(server, _)| server == owner)
+            .map(|(server, definition)| (server.clone(), *definition))
     }
 
     fn claim(&mut self, kind: &'static str, name: String, mut servers: Vec<Arc<str>>) {
@@ -293,6 +310,9 @@ mod tests {
         assert_eq!(&*index.route_uri("shared://x").unwrap(), "catalog");
         assert_eq!(&*index.route_uri("manga://catalog/special/1").unwrap(), "cart", "longest prefix first");
         assert_eq!(&*index.route_uri("shared://unlisted/thing").unwrap(), "catalog");
+        let listed = index.resource("shared://x").expect("the named owner's definition is listed");
+        assert_eq!(&*listed.server, "catalog");
+        assert!(index.collisions.iter().all(|c| c.name != "shared://x"), "an owned URI is no collision");
     }
 
     #[test]
