@@ -259,3 +259,64 @@ fn the_official_python_client_reads_resources_prompts_and_completions_in_every_c
         assert!(seen["completion"]["completion"]["values"].is_array(), "{mode}: {seen}");
     }
 }
+
+/// Lists, a read, a get and a completion through a gateway in front of one server.
+fn surface_works(
+    server: &str,
+    config: &str,
+    uri: &str,
+    prompt: (&str, Value),
+    completion: Option<(&str, &str)>,
+) {
+    let gw = Gateway::start(config, &[]);
+    let rpc = |method: &str, params: Value| {
+        let (_, answer) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        answer.get("result").cloned().unwrap_or_else(|| panic!("{server} {method}: {answer}"))
+    };
+    wait_for(&format!("{server}'s resources"), || {
+        rpc("resources/list", json!({}))["resources"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["uri"] == uri))
+    });
+    let read = rpc("resources/read", json!({"uri": uri}));
+    assert!(read["contents"][0]["text"].is_string(), "{server}: {read}");
+    assert!(
+        !rpc("resources/templates/list", json!({}))["resourceTemplates"].as_array().unwrap().is_empty(),
+        "{server}"
+    );
+    let (name, arguments) = prompt;
+    let got = rpc("prompts/get", json!({"name": name, "arguments": arguments}));
+    assert!(got["messages"][0]["content"]["text"].is_string(), "{server}: {got}");
+    if let Some((argument, value)) = completion {
+        let params = json!({"ref": {"type": "ref/prompt", "name": name}, "argument": {"name": argument, "value": value}});
+        assert!(rpc("completion/complete", params)["completion"]["values"].is_array(), "{server}");
+    }
+}
+
+#[test]
+fn resources_and_prompts_of_stdio_websocket_and_http_sse_servers() {
+    // The everything server over stdio and over HTTP+SSE (TypeScript SDK).
+    let stdio = format!(
+        "[servers.every]\ntransport = \"stdio\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        everything_entry().to_str().unwrap()
+    );
+    let args = ("args-prompt", json!({"city": "Nagoya"}));
+    let docs = "demo://resource/static/document/features.md";
+    surface_works("stdio", &stdio, docs, args.clone(), Some(("city", "")));
+    let sse_port = free_port();
+    let _sse = everything_sse_server(sse_port);
+    let sse = format!("[servers.every]\ntransport = \"sse\"\nurl = \"http://127.0.0.1:{sse_port}/sse\"\n");
+    surface_works("sse", &sse, docs, args, Some(("city", "")));
+    // The Python SDK 1.x FastMCP server over WebSocket (it declares no completions: the
+    // gateway answers an empty completion for it without asking).
+    let ws_port = free_port();
+    let _ws = python_ws_server(ws_port, None);
+    let ws = format!("[servers.py]\ntransport = \"websocket\"\nurl = \"ws://127.0.0.1:{ws_port}/ws\"\n");
+    surface_works(
+        "websocket",
+        &ws,
+        "ws://peer/notes/today",
+        ("greet", json!({"name": "Aiko"})),
+        Some(("name", "A")),
+    );
+}

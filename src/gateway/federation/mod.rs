@@ -111,14 +111,18 @@ const LISTS: [(&str, &str, ListKind); 3] = [
 ];
 
 /// Reads `upstream`'s resources, resource templates and prompts — the lists its handshake
-/// declared (a streamable-HTTP server's `initialize` or `server/discover`; other transports
-/// declare nothing here yet) — each list whole within `bounds`; a list the server does not
-/// serve after all (`-32601`) is empty.
+/// declared (a streamable-HTTP server's `initialize` or `server/discover`, a persistent
+/// connection's `initialize`; a Lambda function has no handshake and declares nothing) — each
+/// list whole within `bounds`; a list the server does not serve after all (`-32601`) is empty.
 pub async fn list_surface(
     upstream: &Upstream,
     bounds: ListBounds,
 ) -> Result<ServerSurface, (ListKind, ListFailure)> {
-    let offers = upstream.http.as_ref().map(|http| http.offers()).unwrap_or_default();
+    let offers = match (&upstream.http, &upstream.connection) {
+        (Some(http), _) => http.offers(),
+        (None, Some(connection)) => connection.offers(),
+        (None, None) => Default::default(),
+    };
     let mut surface = ServerSurface { completions: offers.completions, ..ServerSurface::default() };
     for (method, key, kind) in LISTS {
         let declared = match kind {
@@ -465,6 +469,11 @@ impl Gateway {
             }
             _ => return Err(bad_input("params.ref.type must be ref/prompt or ref/resource")),
         };
+        // A server that declared no completions is not asked: its completion is empty.
+        if !index.completing.contains(&server) {
+            self.record_surface(call, started, "completion/complete", &shown, Some(&server), "success", None);
+            return Ok(json!({"completion": {"values": [], "hasMore": false}}));
+        }
         let result = self
             .forward_surface(&server, "completion/complete", params, name_header, call)
             .await

@@ -83,6 +83,8 @@ struct Shared {
     metrics: ConnectionMetrics,
     /// How many `notifications/tools/list_changed` the server sent, over every connection.
     list_changed: Arc<watch::Sender<u64>>,
+    /// What the server's last `initialize` declared it offers besides tools.
+    offers: Mutex<crate::protocol::mcp::Offers>,
 }
 
 impl Connection {
@@ -104,6 +106,7 @@ impl Connection {
             next_id: AtomicU64::new(1),
             metrics,
             list_changed: Arc::new(watch::channel(0).0),
+            offers: Mutex::default(),
         });
         let (stop_tx, stop_rx) = watch::channel(Stop::Running);
         tracing::info!(
@@ -117,6 +120,11 @@ impl Connection {
             supervise(supervised.clone(), stop_rx.clone())
         });
         Self { shared, owner: Arc::new(StopOnDrop(stop_tx)) }
+    }
+
+    /// What the server declared it offers besides tools (nothing before its first handshake).
+    pub fn offers(&self) -> crate::protocol::mcp::Offers {
+        self.shared.offers.lock().map(|offers| *offers).unwrap_or_default()
     }
 
     pub fn state(&self) -> ConnectionState {

@@ -100,9 +100,11 @@ impl Shared {
             UpstreamReply::Result(raw) => raw.into_raw(),
             UpstreamReply::Error(e) => return Err(format!("initialize refused: {} {}", e.code, e.message)),
         };
-        let chosen = serde_json::from_str::<Value>(raw.get())
-            .ok()
-            .and_then(|v| v.get("protocolVersion").and_then(Value::as_str).map(str::to_string));
+        let result = serde_json::from_str::<Value>(raw.get()).unwrap_or_default();
+        if let Ok(mut offers) = self.offers.lock() {
+            *offers = mcp::Offers::declared(&result);
+        }
+        let chosen = result.get("protocolVersion").and_then(Value::as_str).map(str::to_string);
         let version = mcp::LEGACY_VERSIONS
             .iter()
             .find(|v| Some(**v) == chosen.as_deref())

@@ -6,7 +6,9 @@ Runs in tests/peers/.venv-ws (SDK 1.x: WebSocket was dropped in 2.x). Serves the
 WebSocket server transport (`mcp.server.websocket.websocket_server`, subprotocol `mcp`) on
 ws://127.0.0.1:PORT/ws, in front of a FastMCP app with four tools: `add(a, b) -> int`,
 `shout(text) -> str`, `blob(size) -> str` (`size` times "x", for size limits) and
-`count_up(steps) -> str` (reports progress 1..steps of steps, then "counted to <steps>").
+`count_up(steps) -> str` (reports progress 1..steps of steps, then "counted to <steps>"); the
+resource `ws://peer/notes/today`, the template `ws://peer/notes/{day}` and the prompt
+`greet(name)`.
 `--token`: the upgrade needs `Authorization: Bearer TOKEN`; without it the server answers
 HTTP 401 (the ASGI WebSocket denial response), before any WebSocket is accepted.
 `--tls CERT KEY`: serve wss:// with that certificate chain and key (PEM files).
@@ -30,6 +32,24 @@ with warnings.catch_warnings():
     from mcp.server.websocket import websocket_server
 
 mcp = FastMCP("python-ws-peer")
+
+
+@mcp.resource("ws://peer/notes/today", mime_type="text/plain")
+def notes_today() -> str:
+    """Today's notes."""
+    return "Notes of today, over a WebSocket."
+
+
+@mcp.resource("ws://peer/notes/{day}", mime_type="text/plain")
+def notes_of(day: str) -> str:
+    """The notes of a day."""
+    return f"Notes of {day}, over a WebSocket."
+
+
+@mcp.prompt()
+def greet(name: str) -> str:
+    """A greeting for someone."""
+    return f"Say hello to {name}."
 
 
 @mcp.tool()
