@@ -348,17 +348,7 @@ impl Gateway {
             template: false,
         };
         if let Err(denied) = self.decide_item(&call.caller, item) {
-            let Denied { error: err, decision } = *denied;
-            self.record_surface(
-                call,
-                started,
-                "resources/read",
-                &shown,
-                Some(&server),
-                err.category.as_str(),
-                Some(decision),
-            );
-            return Err(err);
+            return Err(self.refused(call, started, "resources/read", &shown, &server, *denied));
         }
         let result = self
             .forward_surface(&server, "resources/read", params, Some(uri.as_str().into()), call)
@@ -386,17 +376,7 @@ impl Gateway {
             return Err(err);
         };
         if let Err(denied) = self.may_get(&call.caller, prompt) {
-            let Denied { error: err, decision } = *denied;
-            self.record_surface(
-                call,
-                started,
-                "prompts/get",
-                &prompt.name,
-                Some(&prompt.server),
-                err.category.as_str(),
-                Some(decision),
-            );
-            return Err(err);
+            return Err(self.refused(call, started, "prompts/get", &prompt.name, &prompt.server, *denied));
         }
         params.insert("name".into(), json!(prompt.upstream_name.as_ref()));
         let result = self
@@ -423,17 +403,14 @@ impl Gateway {
                     return Err(bad_input("params.ref names no prompt a server offers"));
                 };
                 if let Err(denied) = self.may_get(&call.caller, prompt) {
-                    let Denied { error: err, decision } = *denied;
-                    self.record_surface(
+                    return Err(self.refused(
                         call,
                         started,
                         "completion/complete",
                         &prompt.name,
-                        Some(&prompt.server),
-                        err.category.as_str(),
-                        Some(decision),
-                    );
-                    return Err(err);
+                        &prompt.server,
+                        *denied,
+                    ));
                 }
                 params.insert(
                     "ref".into(),
@@ -453,17 +430,14 @@ impl Gateway {
                     template: true,
                 };
                 if let Err(denied) = self.decide_item(&call.caller, item) {
-                    let Denied { error: err, decision } = *denied;
-                    self.record_surface(
+                    return Err(self.refused(
                         call,
                         started,
                         "completion/complete",
                         &template.uri,
-                        Some(&template.server),
-                        err.category.as_str(),
-                        Some(decision),
-                    );
-                    return Err(err);
+                        &template.server,
+                        *denied,
+                    ));
                 }
                 (template.server.clone(), template.uri.to_string(), None)
             }
@@ -481,6 +455,29 @@ impl Gateway {
         let outcome = result.as_ref().map_or_else(|e| e.category.as_str(), |_| "success");
         self.record_surface(call, started, "completion/complete", &shown, Some(&server), outcome, None);
         result.map_err(|e| e.with_server(server))
+    }
+
+    /// Records a request the policy refused, with its decision, and returns its error.
+    fn refused(
+        &self,
+        call: &SurfaceCall,
+        started: Instant,
+        method: &'static str,
+        item: &str,
+        server: &str,
+        denied: Denied,
+    ) -> GatewayError {
+        let Denied { error, decision } = denied;
+        self.record_surface(
+            call,
+            started,
+            method,
+            item,
+            Some(server),
+            error.category.as_str(),
+            Some(decision),
+        );
+        error
     }
 
     /// The policy's decision on a resource or prompt; a denial with its decision.
