@@ -177,7 +177,7 @@ pub async fn overview(State(gateway): State<Arc<Gateway>>) -> Response {
 /// `GET /admin/calls`: the console's record of recent calls, newest first
 /// (`telemetry::recent_calls`; never arguments or results).
 pub async fn calls(State(gateway): State<Arc<Gateway>>) -> Response {
-    Json(gateway.recent_calls_report()).into_response()
+    ([(header::CONTENT_TYPE, "application/json")], gateway.recent_calls_report()).into_response()
 }
 
 pub async fn breakers(State(gateway): State<Arc<Gateway>>) -> Response {
