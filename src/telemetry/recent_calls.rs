@@ -7,7 +7,8 @@
 //! It is bounded (`admin.recent_calls`, default 200; 0: off, nothing kept) and holds no
 //! arguments, results, tokens or claims: the time, the caller's subject (shown only as a short
 //! hash), the tool, the server, the outcome, the attempts, the latency and the trace id.
-//! Recording costs one uncontended mutex and no allocation beyond the entry's `String` trace id.
+//! Recording costs one short critical section (a push into the ring) and no formatting: entries
+//! are formatted when read.
 
 use std::{
     collections::{BTreeMap, VecDeque},
