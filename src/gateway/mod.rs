@@ -219,6 +219,10 @@ pub struct Gateway {
     listeners: Arc<crate::backchannel::listeners::Listeners>,
     /// Every server's resources, resource templates and prompts, and their index.
     federation: federation::Federation,
+    /// The console's record of recent calls and of each server's last error.
+    recent_calls: crate::telemetry::recent_calls::RecentCalls,
+    /// The console's live figures: snapshots of the call metrics over the last minute.
+    overview: crate::telemetry::overview::Overview,
 }
 
 impl Gateway {
@@ -299,6 +303,8 @@ impl Gateway {
                 config.inbound.max_listen_streams,
                 Some(metrics.listen_streams.clone()),
             )),
+            recent_calls: crate::telemetry::recent_calls::RecentCalls::new(config.admin.recent_calls),
+            overview: crate::telemetry::overview::Overview::new(crate::telemetry::metrics::LATENCY_BUCKETS),
             metrics,
             config,
         });
