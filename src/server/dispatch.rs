@@ -312,15 +312,17 @@ fn declare_list_changed(result: &mut Value, on: bool) {
 }
 
 /// `capabilities.resources`, `.prompts` and `.completions`, for what the servers behind the
-/// gateway really offer (subscriptions and list changes of these are not relayed yet).
+/// gateway really offer; their `listChanged` as for tools (resource subscriptions are not
+/// relayed yet).
 fn declare_surface(result: &mut Value, gateway: &Gateway) {
     let index = gateway.federation().index();
+    let list_changed = gateway.lists_changes();
     let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) else { return };
     if index.offers_resources() {
-        capabilities.insert("resources".into(), json!({"subscribe": false, "listChanged": false}));
+        capabilities.insert("resources".into(), json!({"subscribe": false, "listChanged": list_changed}));
     }
     if index.offers_prompts() {
-        capabilities.insert("prompts".into(), json!({"listChanged": false}));
+        capabilities.insert("prompts".into(), json!({"listChanged": list_changed}));
     }
     if index.offers_completions() {
         capabilities.insert("completions".into(), json!({}));

@@ -1,6 +1,7 @@
 //! The HTTP side of callers' change notifications: the session era's `GET /mcp` stream and the
 //! 2026-07-28 `subscriptions/listen` stream. Both carry `notifications/tools/list_changed`,
-//! sent when the list *this caller* may see changed (`gateway/list_changes.rs` decides; the
+//! `notifications/resources/list_changed` and `notifications/prompts/list_changed`, each sent
+//! when that list *this caller* may see changed (`gateway/list_changes.rs` decides; the
 //! caller is established per request as for `POST`, and the `Host`/`Origin` edge guard has
 //! already run), plus a keep-alive comment every [`KEEPALIVE`]. Their bound and their ends
 //! (session `DELETE`, shutdown) are kept in `backchannel/listeners.rs`.
@@ -12,7 +13,8 @@
 //!   a caller that does not accept `text/event-stream`: `406`.
 //! - `subscriptions/listen` (modern callers, `POST`): the answer is an event stream that opens
 //!   with `notifications/subscriptions/acknowledged` (the `notifications` the gateway honours:
-//!   `toolsListChanged` only), then carries the notifications the caller asked for, each with
+//!   `toolsListChanged`, `resourcesListChanged`, `promptsListChanged`), then carries the
+//!   notifications the caller asked for, each with
 //!   `_meta["io.modelcontextprotocol/subscriptionId"]` = the request's id. At shutdown the
 //!   stream ends with the request's `complete` result (a graceful close); the caller closing
 //!   the stream cancels it.
@@ -94,7 +96,7 @@ pub async fn get(State(gateway): State<Arc<Gateway>>, request: axum::extract::Re
         Ok(registration) => registration,
         Err(refused) => return refused_stream(&gateway, &refused),
     };
-    stream(Listening::new(gateway, caller, registration, None, true))
+    stream(Listening::new(gateway, caller, registration, None, Lists::ALL))
 }
 
 /// Whether `message` is a `subscriptions/listen` this gateway serves: a modern request while
@@ -125,19 +127,36 @@ pub fn subscribe(gateway: &Arc<Gateway>, message: jsonrpc::Message, info: &Reque
         let err = GatewayError::new(Category::BadInput, "params.notifications must be an object");
         return refusal_for(StatusCode::OK, id, &err);
     }
-    let tools = filter.and_then(|f| f.get("toolsListChanged")).and_then(Value::as_bool) == Some(true);
+    let asked = |key: &str| filter.and_then(|f| f.get(key)).and_then(Value::as_bool) == Some(true);
+    let lists = Lists {
+        tools: asked("toolsListChanged"),
+        resources: asked("resourcesListChanged"),
+        prompts: asked("promptsListChanged"),
+    };
     let registration = match gateway.listeners().open(None) {
         Ok(registration) => registration,
         Err(refused) => return refused_stream(gateway, &refused),
     };
-    let subscription = Subscription { id, tools };
-    stream(Listening::new(gateway.clone(), info.caller.clone(), registration, Some(subscription), tools))
+    let subscription = Subscription { id, lists };
+    stream(Listening::new(gateway.clone(), info.caller.clone(), registration, Some(subscription), lists))
+}
+
+/// The lists whose changes a stream carries.
+#[derive(Debug, Clone, Copy)]
+struct Lists {
+    tools: bool,
+    resources: bool,
+    prompts: bool,
+}
+
+impl Lists {
+    const ALL: Lists = Lists { tools: true, resources: true, prompts: true };
 }
 
 /// A modern caller's subscription: the request's id and whether it asked for tool list changes.
 struct Subscription {
     id: Value,
-    tools: bool,
+    lists: Lists,
 }
 
 /// One open stream.
@@ -146,11 +165,14 @@ struct Listening {
     caller: Arc<Caller>,
     registration: Registration,
     generation: watch::Receiver<u64>,
-    /// The fingerprint of the caller's list as last told (or as it was when the stream opened).
-    seen: u64,
+    /// The fingerprints of the caller's lists (tools, resources, prompts) as last told (or as
+    /// they were when the stream opened).
+    seen: [u64; 3],
     subscription: Option<Subscription>,
-    /// Whether list changes are sent on this stream at all.
-    notify: bool,
+    /// Which lists' changes are sent on this stream.
+    lists: Lists,
+    /// Notifications due and not yet sent (several lists may change at once).
+    due: std::collections::VecDeque<&'static str>,
     acknowledged: bool,
     keepalive: tokio::time::Interval,
     ended: bool,
@@ -162,11 +184,11 @@ impl Listening {
         caller: Arc<Caller>,
         registration: Registration,
         subscription: Option<Subscription>,
-        notify: bool,
+        lists: Lists,
     ) -> Self {
         let mut generation = gateway.list_changes().subscribe();
         generation.borrow_and_update();
-        let seen = list_changes::fingerprint(&gateway, &caller);
+        let seen = fingerprints(&gateway, &caller);
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Self {
@@ -176,7 +198,8 @@ impl Listening {
             generation,
             seen,
             subscription,
-            notify,
+            lists,
+            due: Default::default(),
             acknowledged: false,
             keepalive,
             ended: false,
@@ -194,13 +217,30 @@ impl Listening {
         if !self.acknowledged {
             self.acknowledged = true;
             if let Some(subscription) = &self.subscription {
-                let honoured = if subscription.tools { json!({"toolsListChanged": true}) } else { json!({}) };
+                let mut honoured = serde_json::Map::new();
+                for (asked, key) in [
+                    (subscription.lists.tools, "toolsListChanged"),
+                    (subscription.lists.resources, "resourcesListChanged"),
+                    (subscription.lists.prompts, "promptsListChanged"),
+                ] {
+                    if asked {
+                        honoured.insert(key.into(), json!(true));
+                    }
+                }
                 let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                     "params": {"_meta": self.meta(), "notifications": honoured}});
                 return Some(event(&ack));
             }
         }
         loop {
+            if let Some(method) = self.due.pop_front() {
+                self.gateway.record_list_changed_sent();
+                let mut notification = json!({"jsonrpc": "2.0", "method": method});
+                if let Some(meta) = self.meta() {
+                    notification["params"] = json!({"_meta": meta});
+                }
+                return Some(event(&notification));
+            }
             tokio::select! {
                 () = self.registration.closed() => {
                     self.ended = true;
@@ -216,25 +256,33 @@ impl Listening {
                         return None;
                     }
                     self.generation.borrow_and_update();
-                    if !self.notify {
-                        continue;
-                    }
-                    let now = list_changes::fingerprint(&self.gateway, &self.caller);
-                    if now == self.seen {
-                        continue;
+                    let now = fingerprints(&self.gateway, &self.caller);
+                    let asked = [self.lists.tools, self.lists.resources, self.lists.prompts];
+                    for (i, method) in CHANGED.iter().enumerate() {
+                        if asked[i] && now[i] != self.seen[i] {
+                            self.due.push_back(method);
+                        }
                     }
                     self.seen = now;
-                    self.gateway.record_list_changed_sent();
-                    let mut notification = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-                    if let Some(meta) = self.meta() {
-                        notification["params"] = json!({"_meta": meta});
-                    }
-                    return Some(event(&notification));
                 }
                 _ = self.keepalive.tick() => return Some(Bytes::from_static(b":\n\n")),
             }
         }
     }
+}
+
+/// The notification of each list, in the order of [`fingerprints`].
+const CHANGED: [&str; 3] = [
+    "notifications/tools/list_changed",
+    "notifications/resources/list_changed",
+    "notifications/prompts/list_changed",
+];
+
+/// What `caller` sees of the tools, the resources (with templates) and the prompts, as
+/// fingerprints: equal fingerprints, equal lists.
+fn fingerprints(gateway: &Gateway, caller: &Caller) -> [u64; 3] {
+    let (resources, prompts) = gateway.surface_fingerprints(caller);
+    [list_changes::fingerprint(gateway, caller), resources, prompts]
 }
 
 fn event(message: &Value) -> Bytes {

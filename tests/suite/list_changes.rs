@@ -452,3 +452,34 @@ fn a_session_era_http_upstream_is_heard_on_its_get_stream() {
     assert_eq!(stats()["lists"], 2, "one refresh for one change");
     caller.end(&gateway);
 }
+
+#[test]
+fn a_prompt_added_upstream_is_read_again_and_only_the_prompt_list_change_is_told() {
+    let log = TempFile::new("changing-prompts.log");
+    let config = format!("refresh_interval_secs = 3600\n\n{}", changing_stdio("changing", log.path(), ""));
+    let gateway = Gateway::start(&config, &[]);
+    wait_for("the changing server's prompt", || {
+        let (_, answer) = gateway.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"}));
+        answer["result"]["prompts"].as_array().is_some_and(|p| p.iter().any(|p| p["name"] == "hello"))
+    });
+    let stream = RawStream::open(&gateway, None);
+    call_as(&gateway, None, "add_prompt", json!({"name": "fresh_prompt"}));
+    stream.wait_events(1, "the prompt list change on the stream");
+    let (_, answer) = gateway.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}));
+    let names: Vec<&str> =
+        answer["result"]["prompts"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(names.contains(&"fresh_prompt"), "{answer}");
+    let got = gateway
+        .rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "fresh_prompt"}}))
+        .1;
+    assert_eq!(got["result"]["messages"][0]["content"]["text"], "prompt fresh_prompt", "{got}");
+    // The tools did not change: only the prompts' notification was sent.
+    let events: Vec<Value> = stream.events.lock().unwrap().iter().map(|(_, e)| e.clone()).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["method"], "notifications/prompts/list_changed", "{events:?}");
+    assert!(
+        metric_sum(&gateway, "mcp_gateway_upstream_list_changed_total", &[r#"server="changing""#]) >= 1.0,
+        "the upstream's notification was heard"
+    );
+    stream.end(&gateway);
+}

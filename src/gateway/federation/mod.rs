@@ -83,11 +83,11 @@ impl Federation {
         self.index.read().map(|index| index.clone()).unwrap_or_default()
     }
 
-    /// Keeps `server`'s surface; when it changed, rebuilds the index.
-    pub fn update(&self, server: &Arc<str>, surface: ServerSurface) {
-        let Ok(mut surfaces) = self.surfaces.lock() else { return };
+    /// Keeps `server`'s surface; when it changed, rebuilds the index (and says so).
+    pub fn update(&self, server: &Arc<str>, surface: ServerSurface) -> bool {
+        let Ok(mut surfaces) = self.surfaces.lock() else { return false };
         if surfaces.get(server) == Some(&surface) {
-            return;
+            return false;
         }
         surfaces.insert(server.clone(), surface);
         let all: Vec<(Arc<str>, ServerSurface)> =
@@ -100,6 +100,7 @@ impl Federation {
         if let Ok(mut index) = self.index.write() {
             *index = Arc::new(built);
         }
+        true
     }
 }
 
@@ -234,7 +235,10 @@ impl Gateway {
                 for (_, _, kind) in LISTS {
                     self.catalog().refusals().clear(&name, kind);
                 }
-                self.federation.update(&upstream.name, surface);
+                if self.federation.update(&upstream.name, surface) {
+                    // Callers' streams compare what they see now with what they were told.
+                    self.list_changes().bump();
+                }
             }
             Err((kind, ListFailure::Refused(exceeded))) => {
                 tracing::warn!(server = %name, list = kind.as_str(), bound = exceeded.bound.as_str(), limit = exceeded.limit, seen = exceeded.seen, "{} refused: {exceeded}; keeping the server's last good one", kind.as_str());
@@ -503,6 +507,26 @@ impl Gateway {
         .with_server(server)
         .with_extra("rule", json!(verdict.rule.as_ref()));
         Err(Box::new(Denied { error: err, decision: Decision { allowed: false, rule: verdict.rule } }))
+    }
+
+    /// Fingerprints of the resources (and templates) and of the prompts `caller` sees now:
+    /// equal fingerprints, equal lists (`server/listen.rs` tells a stream when one moves).
+    pub fn surface_fingerprints(&self, caller: &Caller) -> (u64, u64) {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let index = self.federation.index();
+        let state = foldhash::quality::FixedState::with_seed(0x7375_7266);
+        let mut resources = state.build_hasher();
+        for r in index.resources.iter().filter(|r| self.may_read(caller, r, false)) {
+            (r.uri.as_ref(), r.server.as_ref(), r.definition.to_string()).hash(&mut resources);
+        }
+        for (t, _) in index.templates.iter().filter(|(t, _)| self.may_read(caller, t, true)) {
+            (t.uri.as_ref(), t.server.as_ref(), t.definition.to_string()).hash(&mut resources);
+        }
+        let mut prompts = state.build_hasher();
+        for p in index.prompts.iter().filter(|p| self.may_get(caller, p).is_ok()) {
+            (p.name.as_ref(), p.definition.to_string()).hash(&mut prompts);
+        }
+        (resources.finish(), prompts.finish())
     }
 
     fn may_read(&self, caller: &Caller, resource: &index::Resource, template: bool) -> bool {

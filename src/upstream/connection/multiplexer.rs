@@ -309,7 +309,14 @@ impl Live {
             (Some("notifications/progress"), None) => self.progress(message.params),
             // Only counted: the gateway refreshes this server's tools (rate-limited there);
             // nothing of the notification reaches a caller.
-            (Some("notifications/tools/list_changed"), None) => {
+            (
+                Some(
+                    "notifications/tools/list_changed"
+                    | "notifications/resources/list_changed"
+                    | "notifications/prompts/list_changed",
+                ),
+                None,
+            ) => {
                 self.list_changed.send_modify(|n| *n = n.wrapping_add(1));
             }
             (Some(_), None) => {}

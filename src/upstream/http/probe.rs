@@ -200,8 +200,11 @@ pub(super) struct Declared {
 impl Declared {
     fn of(result: &Value) -> Self {
         Declared {
-            list_changed: result.pointer("/capabilities/tools/listChanged").and_then(Value::as_bool)
-                == Some(true),
+            // A change of any list the gateway reads is a reason to watch for it.
+            list_changed: ["tools", "resources", "prompts"].iter().any(|list| {
+                result.pointer(&format!("/capabilities/{list}/listChanged")).and_then(Value::as_bool)
+                    == Some(true)
+            }),
             offers: mcp::Offers::declared(result),
         }
     }

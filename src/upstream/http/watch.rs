@@ -138,7 +138,10 @@ impl Inner {
             Spoken::Legacy(session) => self.build(Method::GET, Headers::Legacy(session)),
             Spoken::Modern => {
                 let mut params = Map::new();
-                params.insert("notifications".into(), json!({"toolsListChanged": true}));
+                params.insert(
+                    "notifications".into(),
+                    json!({"toolsListChanged": true, "resourcesListChanged": true, "promptsListChanged": true}),
+                );
                 self.build(Method::POST, Headers::Modern { method: LISTEN, tool: None, params: &[] })
                     .body(mcp::encode_request(id, LISTEN, &params, Era::Modern))
             }
@@ -197,7 +200,11 @@ impl Inner {
                 }
                 let Ok(message) = serde_json::from_str::<Value>(&event.data) else { continue };
                 match message.get("method").and_then(Value::as_str) {
-                    Some("notifications/tools/list_changed") => {
+                    Some(
+                        "notifications/tools/list_changed"
+                        | "notifications/resources/list_changed"
+                        | "notifications/prompts/list_changed",
+                    ) => {
                         changes.send_modify(|n| *n = n.wrapping_add(1));
                     }
                     Some(_) => {}

@@ -7,7 +7,10 @@ Tools:
   grow(name)    adds a tool called NAME (it answers its own name), then says the tool list
                 changed;
   shrink(name)  removes the tool NAME, then says the tool list changed;
-  ping_me()     answers "pong" (changes nothing).
+  ping_me()     answers "pong" (changes nothing);
+  add_prompt(name)  adds a prompt called NAME (it answers "prompt NAME"), then says the prompt
+                list changed.
+Prompts: `hello` from the start.
 
 "Says the tool list changed" in both eras, as the SDK offers it: `ctx.notify_tools_changed()`
 publishes to the server's `subscriptions/listen` streams (2026-07-28), and the session's
@@ -27,6 +30,7 @@ import anyio
 import uvicorn
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.prompts import Prompt
 
 server = MCPServer("changing-tools")
 LOG = os.environ.get("CHANGING_TOOLS_LOG")
@@ -68,6 +72,29 @@ async def shrink(name: str, ctx: Context) -> str:
     server.remove_tool(name)
     await _changed(ctx)
     return f"removed {name}"
+
+
+@server.prompt()
+def hello() -> str:
+    """A prompt there from the start."""
+    return "hello"
+
+
+@server.tool()
+async def add_prompt(name: str, ctx: Context) -> str:
+    """Add a prompt called NAME and say the prompt list changed."""
+
+    def prompt() -> str:
+        return f"prompt {name}"
+
+    prompt.__name__ = name
+    server.add_prompt(Prompt.from_function(prompt, name=name, description=f"added at run time: {name}"))
+    await ctx.notify_prompts_changed()
+    try:
+        await ctx.request_context.session.send_prompt_list_changed()
+    except Exception:  # noqa: BLE001 - a modern single exchange has no session channel
+        pass
+    return f"added prompt {name}"
 
 
 @server.tool()
