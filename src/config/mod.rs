@@ -30,6 +30,7 @@ mod registry_trust;
 mod resilience;
 mod schema;
 mod server;
+pub mod surface_control;
 mod tasks;
 mod tool_control;
 mod upstream_auth;

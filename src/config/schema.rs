@@ -52,6 +52,10 @@ pub struct Config {
     /// Per-tool settings: routes (a tool name bound to a server wins every name conflict),
     /// fallbacks, caching, result size budget.
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Catalogue control of prompts (`[prompts.NAME]`: rename, description, hide).
+    pub prompts: BTreeMap<String, super::surface_control::PromptControl>,
+    /// Catalogue control of resources (`[resources]`: hide, descriptions).
+    pub resources: super::surface_control::ResourceControl,
     /// Redis URL (e.g. `redis://127.0.0.1:6379`) for state shared across gateway instances.
     #[serde(deserialize_with = "lenient::opt_string")]
     pub redis_url: Option<String>,
@@ -200,6 +204,8 @@ impl Default for Config {
             aws: AwsConfig::default(),
             servers: BTreeMap::new(),
             tools: BTreeMap::new(),
+            prompts: BTreeMap::new(),
+            resources: super::surface_control::ResourceControl::default(),
             redis_url: None,
             redis_ca_file: None,
             redis_cluster: false,

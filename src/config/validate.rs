@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 
-use super::{Config, TransportKind};
+use super::{Config, TransportKind, surface_control};
 
 impl Config {
     /// Checks what serde cannot: cross-references and required per-transport keys.
@@ -104,6 +104,7 @@ impl Config {
         self.audit.validate()?;
         self.catalogue.validate()?;
         self.validate_catalogue_control()?;
+        surface_control::validate(&self.prompts, &self.resources)?;
         self.inbound.validate()?;
         self.auth.validate(self.listen)?;
         self.admin.validate()?;

@@ -114,6 +114,15 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("tools.NAME_T.cache_ttl_ms"), "250", json!(250)),
         (s("tools.NAME_T.max_result_bytes"), "100", json!(100)),
         (s("tools.NAME_T.rename"), "find_order", json!("find_order")),
+        (s("prompts.greeting.rename"), "hello", json!("hello")),
+        (s("prompts.greeting.description"), "Greets a shopper", json!("Greets a shopper")),
+        (s("prompts.greeting.hide"), "false", json!(false)),
+        (s("resources.hide"), r#"["manga://internal/"]"#, json!(["manga://internal/"])),
+        (
+            s("resources.descriptions"),
+            r#"{"manga://catalog/top" = "The best sellers"}"#,
+            json!({"manga://catalog/top": "The best sellers"}),
+        ),
         (s("tools.NAME_T.description"), "Look an order up", json!("Look an order up")),
         (s("tools.NAME_T.hide"), "true", json!(true)),
         (s("tools.NAME_T.annotations"), "{readOnlyHint = true}", json!({"readOnlyHint": true})),
@@ -260,6 +269,7 @@ fn documented_keys(defaults: &Value) -> Vec<String> {
             let full = full
                 .replace("servers.NAME", &format!("servers.{SERVER}"))
                 .replace("tools.NAME", &format!("tools.{TOOL}"))
+                .replace("prompts.NAME", "prompts.greeting")
                 .replace("stdio_commands.NAME", &format!("stdio_commands.{COMMAND}"));
             if let Some((prefix, rest)) = full.split_once('{') {
                 let inner = rest.trim_end_matches('}');

@@ -63,7 +63,17 @@ fn sdk_servers_are_probed_once_and_spoken_to_in_their_era() {
     let strict_seen = era_seen(strict);
     assert_eq!(
         methods(&strict_seen),
-        ["server/discover", "initialize", "notifications/initialized", "tools/list", "tools/call"],
+        // The lists the server declared (resources, prompts) are read with its tools.
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "resources/list",
+            "resources/templates/list",
+            "prompts/list",
+            "tools/call"
+        ],
         "{strict_seen:?}"
     );
     let refused = strict_seen[0]["status"].as_u64().unwrap();
@@ -75,9 +85,21 @@ fn sdk_servers_are_probed_once_and_spoken_to_in_their_era() {
 
     let modern_seen = era_seen(modern);
     let modern_methods = methods(&modern_seen);
-    assert_eq!(modern_methods[..3], ["server/discover", "tools/list", "tools/call"], "{modern_seen:?}");
+    let read_at_refresh = ["tools/list", "resources/list", "resources/templates/list", "prompts/list"];
+    assert_eq!(
+        modern_methods[..6],
+        [
+            "server/discover",
+            read_at_refresh[0],
+            read_at_refresh[1],
+            read_at_refresh[2],
+            read_at_refresh[3],
+            "tools/call"
+        ],
+        "{modern_seen:?}"
+    );
     // Past those, only refreshes (the server's `ttlMs` hint schedules them), never a handshake.
-    assert!(modern_methods[3..].iter().all(|m| m == "tools/list"), "{modern_seen:?}");
+    assert!(modern_methods[6..].iter().all(|m| read_at_refresh.contains(&m.as_str())), "{modern_seen:?}");
     for request in &modern_seen {
         assert_eq!(request["protocol_version"], "2026-07-28", "{request}");
         assert_eq!(request["status"], 200, "{request}");

@@ -349,3 +349,63 @@ fn fastmcp_and_langchain_read_resources_and_prompts_through_the_gateway_unchange
     assert_eq!(langchain["resources"][0]["data"], "This is the content of the static text resource.");
     assert_eq!(langchain["prompt"][0], "Prompt with arguments: arg1='p', arg2='q'");
 }
+
+#[test]
+fn catalogue_control_renames_describes_and_hides_prompts_and_resources() {
+    let every_port = free_port();
+    let _every = everything_server(every_port);
+    let config = format!(
+        "{}[prompts.args-prompt]\nrename = \"weather\"\ndescription = \"The weather in a city.\"\n\
+         [prompts.simple-prompt]\nhide = true\n\
+         [resources]\nhide = [\"demo://resource/static/document/startup\", \"demo://resource/dynamic/blob/\"]\n\
+         descriptions = {{ \"demo://resource/static/document/features.md\" = \"What the server can do.\" }}\n",
+        http_server("every", &format!("http://127.0.0.1:{every_port}/mcp"))
+    );
+    let gw = Gateway::start(&config, &[]);
+    let rpc = |method: &str, params: Value| {
+        gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})).1
+    };
+    let prompts = rpc("prompts/list", json!({}))["result"]["prompts"].clone();
+    let names: Vec<&str> = prompts.as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(
+        names.contains(&"weather") && !names.contains(&"args-prompt") && !names.contains(&"simple-prompt"),
+        "{names:?}"
+    );
+    let weather = prompts.as_array().unwrap().iter().find(|p| p["name"] == "weather").unwrap();
+    assert_eq!(weather["description"], "The weather in a city.");
+    // The server receives its own name.
+    let got = rpc("prompts/get", json!({"name": "weather", "arguments": {"city": "Kobe"}}));
+    assert_eq!(got["result"]["messages"][0]["content"]["text"], "What's weather in Kobe?", "{got}");
+    expect_error(&rpc("prompts/get", json!({"name": "simple-prompt"})), -32602, "bad_input");
+    expect_error(
+        &rpc("prompts/get", json!({"name": "args-prompt", "arguments": {"city": "x"}})),
+        -32602,
+        "bad_input",
+    );
+    // Hidden resources: not listed, not read; a description replaced.
+    let resources = rpc("resources/list", json!({}))["result"]["resources"].clone();
+    let uris: Vec<&str> = resources.as_array().unwrap().iter().filter_map(|r| r["uri"].as_str()).collect();
+    assert!(!uris.iter().any(|u| u.contains("startup")), "{uris:?}");
+    let features = resources
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["uri"] == "demo://resource/static/document/features.md")
+        .unwrap();
+    assert_eq!(features["description"], "What the server can do.");
+    expect_error(
+        &rpc("resources/read", json!({"uri": "demo://resource/static/document/startup.md"})),
+        -32002,
+        "resource_not_found",
+    );
+    let templates = rpc("resources/templates/list", json!({}))["result"]["resourceTemplates"].clone();
+    assert!(
+        templates.as_array().unwrap().iter().all(|t| !t["uriTemplate"].as_str().unwrap().contains("/blob/")),
+        "{templates}"
+    );
+    expect_error(
+        &rpc("resources/read", json!({"uri": "demo://resource/dynamic/blob/1"})),
+        -32002,
+        "resource_not_found",
+    );
+}

@@ -55,10 +55,21 @@ fn a_stream_closed_by_a_python_sdk_server_is_resumed_with_last_event_id() {
     let recorded = era_seen(proxy);
     assert_eq!(
         labels(&recorded),
-        ["server/discover", "initialize", "notifications/initialized", "tools/list", "tools/call", "GET"],
+        // The lists the server declared (resources, prompts) are read with its tools.
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "resources/list",
+            "resources/templates/list",
+            "prompts/list",
+            "tools/call",
+            "GET"
+        ],
         "{recorded:?}"
     );
-    let (call, resume) = (&recorded[4], &recorded[5]);
+    let (call, resume) = (&recorded[7], &recorded[8]);
     assert_eq!(resume["status"], 200, "{recorded:?}");
     assert!(resume["last_event_id"].as_str().is_some_and(|id| !id.is_empty()), "{recorded:?}");
     assert_eq!(resume["session"], call["session"], "the same session: {recorded:?}");

@@ -11,12 +11,23 @@
 //!   A URI that matches templates of two servers is refused the same way.
 //! - **Prompt names follow the tool-name rule of collisions**: a name one server offers is
 //!   served as it is; a name several servers offer is served as `server__name` for each.
+//! - **Catalogue control** (`[prompts.NAME]`, `[resources]`) applies last: a hidden prompt or
+//!   resource is not in the index at all (a hidden URI is never routed), a renamed prompt is
+//!   served under its new name only, a description replaces the server's.
 
 use std::{collections::HashMap, sync::Arc};
 
 use serde_json::{Value, json};
 
 use super::uri_template::UriTemplate;
+use crate::config::surface_control::{PromptControl, ResourceControl};
+
+/// The operator's catalogue control of prompts and resources.
+#[derive(Debug, Clone, Default)]
+pub struct Control {
+    pub prompts: std::collections::BTreeMap<String, PromptControl>,
+    pub resources: ResourceControl,
+}
 
 /// What one server offers besides tools, as its lists said (definitions checked objects).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -81,6 +92,8 @@ pub struct Index {
     by_prompt: HashMap<Arc<str>, usize>,
     /// Operator-assigned prefixes, longest first.
     prefixes: Vec<(String, Arc<str>)>,
+    /// URI prefixes the operator hid (`[resources] hide`): never routed.
+    hidden: Vec<String>,
     /// URIs and templates listed by more than one server (served only through a prefix).
     claimed: HashMap<String, Vec<Arc<str>>>,
     pub collisions: Vec<Collision>,
@@ -91,7 +104,11 @@ pub struct Index {
 impl Index {
     /// Builds the index from each server's surface (`servers` in name order) and the
     /// configured prefixes (server → prefixes).
-    pub fn build(servers: &[(Arc<str>, ServerSurface)], prefixes: &[(Arc<str>, Vec<String>)]) -> Self {
+    pub fn build(
+        servers: &[(Arc<str>, ServerSurface)],
+        prefixes: &[(Arc<str>, Vec<String>)],
+        control: &Control,
+    ) -> Self {
         let mut index = Index::default();
         for (server, list) in prefixes {
             index.prefixes.extend(list.iter().map(|p| (p.clone(), server.clone())));
@@ -152,10 +169,17 @@ impl Index {
                 index.collisions.push(Collision { kind: "prompt", name: name.clone(), servers });
             }
             for (server, definition) in claimants {
-                let shown: Arc<str> =
-                    if clash { format!("{server}__{name}").into() } else { name.as_str().into() };
+                let listed = if clash { format!("{server}__{name}") } else { name.clone() };
+                let rule = control.prompts.get(&listed);
+                if rule.is_some_and(|rule| rule.hide) {
+                    continue;
+                }
+                let shown: Arc<str> = rule.and_then(|r| r.rename.as_deref()).unwrap_or(&listed).into();
                 let mut definition = definition.clone();
                 definition["name"] = json!(shown.as_ref());
+                if let Some(description) = rule.and_then(|r| r.description.as_ref()) {
+                    definition["description"] = json!(description);
+                }
                 index.prompts.push(Prompt {
                     name: shown,
                     upstream_name: name.as_str().into(),
@@ -164,6 +188,25 @@ impl Index {
                 });
             }
         }
+        // Catalogue control of resources: hidden ones out, descriptions replaced.
+        let hidden = &control.resources;
+        index.resources.retain(|r| !hidden.hides(&r.uri));
+        index.templates.retain(|(t, _)| !hidden.hides(&t.uri));
+        for resource in index.resources.iter_mut().chain(index.templates.iter_mut().map(|(t, _)| t)) {
+            if let Some(description) = hidden.descriptions.get(resource.uri.as_ref()) {
+                resource.definition["description"] = json!(description);
+            }
+        }
+        index.hidden = hidden.hide.clone();
+        // A rename may meet another prompt's name: the one served under its own name keeps it.
+        index.prompts.sort_by(|a, b| (&a.name, renamed(a)).cmp(&(&b.name, renamed(b))));
+        index.prompts.dedup_by(|later, kept| {
+            let twice = later.name == kept.name;
+            if twice {
+                tracing::warn!(prompt = %later.name, server = %later.server, "two prompts would be served under one name: the renamed one is not served");
+            }
+            twice
+        });
         index.resources.sort_by(|a, b| a.uri.cmp(&b.uri));
         index.templates.sort_by(|a, b| a.0.uri.cmp(&b.0.uri));
         index.prompts.sort_by(|a, b| a.name.cmp(&b.name));
@@ -194,6 +237,9 @@ impl Index {
 
     /// The server `uri` is read from (see the module documentation for the order).
     pub fn route_uri(&self, uri: &str) -> Result<Arc<str>, Unroutable> {
+        if self.hidden.iter().any(|prefix| uri.starts_with(prefix.as_str())) {
+            return Err(Unroutable::Unknown);
+        }
         if let Some((_, server)) = self.prefixes.iter().find(|(prefix, _)| uri.starts_with(prefix.as_str())) {
             return Ok(server.clone());
         }
@@ -242,6 +288,11 @@ impl Index {
     }
 }
 
+/// Whether a prompt is served under another name than its server's (or namespaced) one.
+fn renamed(prompt: &Prompt) -> bool {
+    *prompt.name != *prompt.upstream_name && !prompt.name.ends_with(&format!("__{}", prompt.upstream_name))
+}
+
 fn resource(uri: &str, server: &Arc<str>, definition: &Value) -> Resource {
     Resource {
         uri: uri.into(),
@@ -283,7 +334,7 @@ mod tests {
             .iter()
             .map(|(s, p)| (Arc::from(*s), p.iter().map(|x| x.to_string()).collect()))
             .collect();
-        Index::build(&servers, &prefixes)
+        Index::build(&servers, &prefixes, &Control::default())
     }
 
     #[test]
@@ -324,5 +375,50 @@ mod tests {
         assert_eq!((&*reply.server, &*reply.upstream_name), ("catalog", "reply"));
         assert_eq!(reply.definition["name"], "catalog__reply");
         assert!(index.prompt("reply").is_none());
+    }
+
+    #[test]
+    fn catalogue_control_hides_renames_and_describes() {
+        let servers = vec![(
+            Arc::from("cart"),
+            surface(
+                &["manga://cart/current", "manga://internal/x"],
+                &["manga://internal/{id}"],
+                &["reply", "debug"],
+            ),
+        )];
+        let control = Control {
+            prompts: std::collections::BTreeMap::from([
+                (
+                    "reply".to_string(),
+                    PromptControl {
+                        rename: Some("answer".into()),
+                        description: Some("How to answer.".into()),
+                        hide: false,
+                    },
+                ),
+                ("debug".to_string(), PromptControl { hide: true, ..PromptControl::default() }),
+            ]),
+            resources: ResourceControl {
+                hide: vec!["manga://internal/".into()],
+                descriptions: std::collections::BTreeMap::from([(
+                    "manga://cart/current".to_string(),
+                    "The cart.".to_string(),
+                )]),
+            },
+        };
+        let index = Index::build(&servers, &[], &control);
+        let names: Vec<&str> = index.prompts.iter().map(|p| &*p.name).collect();
+        assert_eq!(names, ["answer"]);
+        let answer = index.prompt("answer").unwrap();
+        assert_eq!(
+            (&*answer.upstream_name, answer.definition["description"].as_str()),
+            ("reply", Some("How to answer."))
+        );
+        assert!(index.prompt("reply").is_none() && index.prompt("debug").is_none());
+        assert_eq!(index.resources.len(), 1);
+        assert_eq!(index.resources[0].definition["description"], "The cart.");
+        assert!(index.templates.is_empty(), "a hidden template is not listed");
+        assert_eq!(index.route_uri("manga://internal/7"), Err(Unroutable::Unknown), "nor routed");
     }
 }

@@ -31,7 +31,7 @@ use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
-pub use index::{Index, ServerSurface, Unroutable};
+pub use index::{Control, Index, ServerSurface, Unroutable};
 
 use super::{Gateway, Upstream, refresh::ListFailure};
 use crate::{
@@ -61,6 +61,8 @@ const MAX_COMPLETION_VALUES: usize = 100;
 pub struct Federation {
     /// `servers.NAME.resource_prefixes`, per server.
     prefixes: Vec<(Arc<str>, Vec<String>)>,
+    /// `[prompts.*]` and `[resources]`.
+    control: Control,
     surfaces: Mutex<BTreeMap<Arc<str>, ServerSurface>>,
     index: RwLock<Arc<Index>>,
 }
@@ -74,8 +76,9 @@ impl Federation {
             .filter(|(_, server)| !server.resource_prefixes.is_empty())
             .map(|(name, server)| (Arc::from(name.as_str()), server.resource_prefixes.clone()))
             .collect();
-        let index = RwLock::new(Arc::new(Index::build(&[], &prefixes)));
-        Self { prefixes, surfaces: Mutex::default(), index }
+        let control = Control { prompts: config.prompts.clone(), resources: config.resources.clone() };
+        let index = RwLock::new(Arc::new(Index::build(&[], &prefixes, &control)));
+        Self { prefixes, control, surfaces: Mutex::default(), index }
     }
 
     /// The index in force.
@@ -93,7 +96,7 @@ impl Federation {
         let all: Vec<(Arc<str>, ServerSurface)> =
             surfaces.iter().map(|(s, v)| (s.clone(), v.clone())).collect();
         drop(surfaces);
-        let built = Index::build(&all, &self.prefixes);
+        let built = Index::build(&all, &self.prefixes, &self.control);
         for collision in &built.collisions {
             tracing::warn!(kind = collision.kind, name = %crate::redact::text(&collision.name), servers = ?collision.servers, "claimed by more than one server: served by none (a prefix in the configuration names the owner)");
         }

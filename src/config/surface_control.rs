@@ -1,0 +1,94 @@
+//! Catalogue control of what servers offer besides tools: `[prompts.NAME]` (`rename`,
+//! `description`, `hide`) and `[resources]` (`hide`: URIs or URI prefixes left out of every
+//! list and refused when read; `descriptions`: a description replacing the server's, by exact
+//! URI or template text). Checked at load; applied by the federation's index
+//! (`gateway/federation/index.rs`) each time it is built.
+
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+use serde::{Deserialize, Serialize};
+
+use super::lenient;
+
+/// Longest name a prompt may be renamed to.
+pub const MAX_PROMPT_NAME_CHARS: usize = 128;
+
+/// `[prompts.NAME]`: NAME is the name callers would see without it (the server's own, or
+/// `server__name` when two servers offer it).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PromptControl {
+    /// The name callers see instead (the server still gets its own).
+    #[serde(deserialize_with = "lenient::opt_string")]
+    pub rename: Option<String>,
+    /// A description replacing the server's.
+    #[serde(deserialize_with = "lenient::opt_string")]
+    pub description: Option<String>,
+    /// Left out of `prompts/list` and refused by `prompts/get` and completion as unknown.
+    pub hide: bool,
+}
+
+/// `[resources]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResourceControl {
+    /// URIs or URI prefixes (a resource's URI, or a template's text, that starts with one):
+    /// left out of `resources/list` and `resources/templates/list`, and a read of such a URI
+    /// is `resource_not_found` (as for a URI no server serves).
+    #[serde(deserialize_with = "lenient::strings")]
+    pub hide: Vec<String>,
+    /// Descriptions replacing the server's, by exact URI or template text.
+    pub descriptions: BTreeMap<String, String>,
+}
+
+impl ResourceControl {
+    /// Whether `uri` (or a template's text) is hidden.
+    pub fn hides(&self, uri: &str) -> bool {
+        self.hide.iter().any(|prefix| uri.starts_with(prefix.as_str()))
+    }
+}
+
+/// Checks `[prompts.*]` and `[resources]`: renames present, short and distinct; no empty prefix
+/// (it would hide everything).
+pub fn validate(
+    prompts: &BTreeMap<String, PromptControl>,
+    resources: &ResourceControl,
+) -> anyhow::Result<()> {
+    let mut shown: BTreeMap<&str, &str> = BTreeMap::new();
+    for (name, control) in prompts {
+        if let Some(rename) = &control.rename {
+            if rename.is_empty() || rename.chars().count() > MAX_PROMPT_NAME_CHARS {
+                bail!("prompts.{name}: rename must be 1 to {MAX_PROMPT_NAME_CHARS} characters");
+            }
+            if control.hide {
+                bail!("prompts.{name}: a hidden prompt cannot be renamed");
+            }
+            if let Some(other) = shown.insert(rename, name) {
+                bail!("prompts.{name}: rename {rename:?} is also prompts.{other}'s");
+            }
+        }
+    }
+    if resources.hide.iter().any(String::is_empty) {
+        bail!("resources.hide: an empty prefix would hide every resource");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renames_must_be_distinct_and_prefixes_not_empty() {
+        let rename = |to: &str| PromptControl { rename: Some(to.into()), ..PromptControl::default() };
+        let prompts = BTreeMap::from([("a".to_string(), rename("x")), ("b".to_string(), rename("x"))]);
+        assert!(
+            validate(&prompts, &ResourceControl::default()).unwrap_err().to_string().contains("prompts.b")
+        );
+        let hidden = ResourceControl { hide: vec![String::new()], ..ResourceControl::default() };
+        assert!(validate(&BTreeMap::new(), &hidden).is_err());
+        let ok = ResourceControl { hide: vec!["manga://internal/".into()], ..ResourceControl::default() };
+        assert!(ok.hides("manga://internal/stock") && !ok.hides("manga://catalog/1"));
+    }
+}
