@@ -214,6 +214,14 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     assert_eq!(answers[1]["body"]["result"]["isError"], false, "{}", answers[1]);
     assert!(flow["playground_result"]["shown"].as_str().is_some_and(|s| s.contains("Result")), "{flow}");
 
+    // Live figures: a call made meanwhile is shown without a reload; a hidden tab pauses.
+    let live = &report["live"];
+    assert_eq!(live["call_status"], 200, "{live}");
+    assert_eq!(live["same_document"], true, "{live}");
+    assert!(live["indicator_visible_tab"].as_str().is_some_and(|t| t.starts_with("live")), "{live}");
+    assert_eq!(live["indicator_hidden_tab"], "paused", "{live}");
+    assert!(live["indicator_visible_again"].as_str().is_some_and(|t| t.starts_with("live")), "{live}");
+
     // The keyboard moves between pages.
     assert_eq!(report["keyboard"]["focused_after_arrow"], "catalogue", "{}", report["keyboard"]);
     assert_eq!(report["keyboard"]["opened"], "#catalogue", "{}", report["keyboard"]);

@@ -252,6 +252,31 @@ async function main() {
     result.flow.playground_answers = answers;
     await page.screenshot({ path: join(opts.shots, "playground-result.png"), fullPage: true });
 
+    // Live figures: a call made outside the browser shows up on Recent calls without a reload
+    // (the window's marker survives); a hidden tab pauses the refresh, a visible one resumes it.
+    seen.phase = "live";
+    await openPage(page, "calls");
+    await page.evaluate(() => (window.__sameDocument = true));
+    const liveCall = await fetch(base + "/mcp", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: opts["live-tool"] || "price_lookup", arguments: { manga_id: "MNG-00000001" } } }),
+    });
+    result.live = { call_status: liveCall.status };
+    await page.waitForFunction((tool) => document.querySelector("#calls-table tbody").innerText.includes(tool), opts["live-tool"] || "price_lookup", WAIT);
+    result.live.same_document = await page.evaluate(() => window.__sameDocument === true);
+    result.live.indicator_visible_tab = await page.textContent("#live");
+    await page.evaluate(() => {
+      Object.defineProperty(document, "hidden", { configurable: true, get: () => true });
+      document.dispatchEvent(new Event("visibilitychange"));
+    });
+    result.live.indicator_hidden_tab = await page.textContent("#live");
+    await page.evaluate(() => {
+      Object.defineProperty(document, "hidden", { configurable: true, get: () => false });
+      document.dispatchEvent(new Event("visibilitychange"));
+    });
+    result.live.indicator_visible_again = await page.textContent("#live");
+
     // Keyboard: the page links are reachable with Tab and move with the arrow keys.
     seen.phase = "keyboard";
     await page.focus('#nav a[data-page="servers"]');
