@@ -1,5 +1,5 @@
 // Drives the gateway's operators' console (GET /admin/console) in Debian's headless Chromium
-// through playwright-core (never a browser download), for tests/suite/console.rs:
+// through playwright-core (never a browser download), for tests/suite/console_browser.rs:
 //
 //   node console_browser.mjs --url http://127.0.0.1:PORT --token TOKEN --server demo
 //        --dead dead --pinned-server words --pinned-tool lookup --tool manga_search
