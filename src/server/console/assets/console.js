@@ -82,7 +82,11 @@
       init.method = options.method;
     }
     const response = await fetch(path, init);
-    if (response.status === 401) throw new Unauthorized("the gateway refused the admin token (401)");
+    // Only the admin guard's 401 means the token is wrong (`/tools` answers 401 to a caller
+    // without an identity under [auth]: that is no reason to sign out).
+    if (response.status === 401 && path.startsWith("/admin/")) {
+      throw new Unauthorized("the gateway refused the admin token (401)");
+    }
     let body = null;
     const type = response.headers.get("content-type") || "";
     if (type.includes("json")) body = await response.json();
@@ -361,7 +365,7 @@
         el("th", { scope: "row" }, tool.name),
         el("td", {}, text(tool.server)),
         el("td", {}, text(tool.tier)),
-        el("td", {}, stateBadge(tool.status === "active" && tool.healthy !== false ? "ready" : tool.status), tool.healthy === false ? [" ", badge("unhealthy", "bad")] : []),
+        el("td", {}, badge(text(tool.status), tool.status === "active" ? "ok" : "warn"), tool.healthy === false ? [" ", badge("unhealthy", "bad")] : []),
         el("td", {}, el("code", { title: tool.schema_hash || "" }, shortHash(tool.schema_hash))),
         el("td", {}, el("code", { title: tool.definition_hash || "" }, shortHash(tool.definition_hash))),
         el("td", {}, annotationTags(tool)),
@@ -372,9 +376,29 @@
     $("catalogue-count").textContent = matches.length + " of " + catalogue.tools.length + " tools";
   }
 
+  // Every tool of `/admin/registry`, sorted, each with its description, annotations and
+  // inputSchema: from the registry report when it has them, else from the MCP catalogue
+  // (`/tools?format=mcp`, which lists what an anonymous caller may see).
+  async function loadTools() {
+    const registry = await apiJson("/admin/registry");
+    const tools = (registry.tools || []).slice().sort((a, b) => String(a.name).localeCompare(String(b.name)));
+    if (tools.some((t) => t.input_schema === undefined && t.inputSchema === undefined)) {
+      const listed = await optional("/tools?format=mcp");
+      const byName = new Map(((listed && listed.tools) || []).map((t) => [t.name, t]));
+      for (const tool of tools) {
+        const mcp = byName.get(tool.name);
+        if (!mcp) continue;
+        if (tool.input_schema === undefined) tool.input_schema = mcp.inputSchema;
+        if (tool.annotations === undefined) tool.annotations = mcp.annotations;
+        if (tool.description === undefined) tool.description = mcp.description;
+      }
+    }
+    catalogue.tools = tools;
+    return tools;
+  }
+
   async function loadCatalogue() {
-    const [registry, collisions] = await Promise.all([apiJson("/admin/registry"), apiJson("/admin/registry/collisions")]);
-    catalogue.tools = (registry.tools || []).slice().sort((a, b) => String(a.name).localeCompare(String(b.name)));
+    const [, collisions] = await Promise.all([loadTools(), apiJson("/admin/registry/collisions")]);
     renderCatalogue();
     const list = collisions.collisions || [];
     if (!list.length) {
@@ -588,19 +612,11 @@
   // ---------------------------------------------------------------- Playground
   async function loadPlayground(first) {
     if (!first && catalogue.schemas) return;
-    const registry = await apiJson("/admin/registry");
-    catalogue.tools = (registry.tools || []).slice().sort((a, b) => String(a.name).localeCompare(String(b.name)));
+    await loadTools();
     const schemas = new Map();
     for (const tool of catalogue.tools) {
       const schema = tool.input_schema || tool.inputSchema;
       if (schema) schemas.set(tool.name, { schema, description: tool.description });
-    }
-    // Older gateways list no schema in /admin/registry: the MCP catalogue has them.
-    if (schemas.size < catalogue.tools.length) {
-      const listed = await optional("/tools?format=mcp");
-      for (const tool of (listed && listed.tools) || []) {
-        if (!schemas.has(tool.name)) schemas.set(tool.name, { schema: tool.inputSchema, description: tool.description });
-      }
     }
     catalogue.schemas = schemas;
     const select = $("playground-tool");
