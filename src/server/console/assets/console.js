@@ -580,6 +580,14 @@
   }
 
   // ---------------------------------------------------------------- Recent calls
+  // Served (ok), served otherwise (warn: the tool's own error, a fallback), or a failure the
+  // error-ratio alert counts (bad).
+  function outcomeKind(outcome) {
+    if (["success", "cache_hit", "shared"].includes(outcome)) return "ok";
+    if (outcome === "tool_error" || String(outcome).startsWith("fallback")) return "warn";
+    return "bad";
+  }
+
   async function loadCalls() {
     const answer = await api("/admin/calls");
     const tbody = $("calls-table").querySelector("tbody");
@@ -598,9 +606,9 @@
         {},
         el("td", { class: "mono" }, when(call.at)),
         el("td", {}, el("code", { text: text(call.subject) })),
-        el("td", {}, call.tool, call.requested_tool && call.requested_tool !== call.tool ? el("span", { class: "hint", text: " (asked " + call.requested_tool + ")" }) : null),
+        el("td", {}, text(call.tool), call.requested_tool && call.requested_tool !== call.tool ? el("span", { class: "hint", text: " (asked " + call.requested_tool + ")" }) : null),
         el("td", {}, text(call.server)),
-        el("td", {}, badge(text(call.outcome), call.outcome === "ok" || call.outcome === "success" ? "ok" : "bad")),
+        el("td", {}, badge(text(call.outcome), outcomeKind(call.outcome))),
         el("td", { class: "num" }, text(call.attempts)),
         el("td", { class: "num" }, typeof call.latency_us === "number" ? (call.latency_us / 1000).toFixed(1) + " ms" : "—"),
         el("td", {}, el("code", { text: text(call.trace_id) })),
