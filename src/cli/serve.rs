@@ -63,6 +63,16 @@ pub async fn run(
         config.servers.insert("demo".into(), demo_server_config(addr));
         tracing::info!(url = %format!("http://{addr}/mcp"), "demo MCP server started");
     }
+    // A newcomer's demo gets the console: with no admin token configured, a one-off token
+    // (shown once below). Never weaker than without `--demo`: the admin routes still need it.
+    let one_off_token = match demo && config.admin.token.is_none() && config.admin.token_file.is_none() {
+        true => {
+            let token = one_off_admin_token()?;
+            config.admin.token = Some(token.clone());
+            Some(token)
+        }
+        false => None,
+    };
     config.validate()?;
 
     let admin = server::admin::AdminAccess::from_settings(&config.admin)?;
@@ -73,15 +83,22 @@ pub async fn run(
     let shutdown = shutdown_signal();
     let servers: Vec<String> =
         gateway.configured_upstreams().map(|u| format!("{}({})", u.name, u.transport.as_str())).collect();
+    // Where the console is: the admin listener's address is known once it is bound (below).
+    let console_on_main = config.admin.listen.is_none() && admin.enabled();
+    let console = console_on_main.then(|| format!("http://{bound}{}", server::console::PAGE));
     tracing::info!(
         listen = %bound,
         version = mcp_gateway::VERSION,
         servers = servers.len(),
-        "mcp-gateway {} listening on http://{bound}/mcp with {} upstream server(s): {}",
+        "mcp-gateway {} listening on http://{bound}/mcp with {} upstream server(s): {}{}",
         mcp_gateway::VERSION,
         servers.len(),
-        if servers.is_empty() { "none".to_string() } else { servers.join(", ") }
+        if servers.is_empty() { "none".to_string() } else { servers.join(", ") },
+        console.as_deref().map(|c| format!("; console at {c}")).unwrap_or_default()
     );
+    if let Some(console) = &console {
+        announce_console(console, one_off_token.as_deref());
+    }
 
     let on_main = config.metrics.main_listener(&config.auth);
     if on_main == mcp_gateway::config::MainListenerMetrics::Admin
@@ -115,6 +132,7 @@ pub async fn run(
             .with_context(|| format!("binding the admin listener {admin_listen}"))?;
         let admin_bound = admin_listener.local_addr()?;
         tracing::info!(admin_listen = %admin_bound, "admin listener on http://{admin_bound}/admin/");
+        announce_console(&format!("http://{admin_bound}{}", server::console::PAGE), one_off_token.as_deref());
         let gateway = gateway.clone();
         let admin = admin.clone();
         tokio::spawn(async move {
@@ -171,6 +189,29 @@ async fn keep_a_near_timer() {
 
 /// See [`keep_a_near_timer`]: shorter than any attempt timeout worth having.
 const NEAR_TIMER: Duration = Duration::from_millis(250);
+
+/// The log line saying where the console is and how to open it; with a one-off token (`serve
+/// --demo` without a configured one), the token itself, once, on stderr (not in the log lines,
+/// which may be shipped elsewhere).
+fn announce_console(url: &str, one_off_token: Option<&str>) {
+    match one_off_token {
+        Some(token) => {
+            tracing::info!(console = %url, "operators' console at {url}: open it in a browser and paste the one-off admin token printed on stderr (valid until this process exits)");
+            eprintln!("console: {url}  admin token (this run only): {token}");
+        }
+        None => tracing::info!(
+            console = %url,
+            "operators' console at {url}: open it in a browser and enter the admin token (admin.token_file)"
+        ),
+    }
+}
+
+/// 32 random bytes from the operating system, as 64 hex digits.
+fn one_off_admin_token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("generating the one-off admin token: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
 
 fn demo_server_config(addr: SocketAddr) -> ServerConfig {
     ServerConfig::new(TransportKind::Http, Some(format!("http://{addr}/mcp")), None, None)

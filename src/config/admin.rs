@@ -17,7 +17,7 @@ use super::lenient;
 pub const MIN_TOKEN_BYTES: usize = 16;
 
 /// Access to `/admin/*`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminSettings {
     /// Serve the admin routes on this address only (off unless set). Without a token it must
@@ -30,7 +30,21 @@ pub struct AdminSettings {
     /// (`MCP_GATEWAY_ADMIN__TOKEN`). Never printed by `check-config`.
     #[serde(deserialize_with = "lenient::opt_string")]
     pub token: Option<String>,
+    /// How many recent calls the console's record keeps (`GET /admin/calls`; 0 turns the
+    /// record off). Each entry is a few hundred bytes, never arguments or results.
+    pub recent_calls: usize,
 }
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        Self { listen: None, token_file: None, token: None, recent_calls: DEFAULT_RECENT_CALLS }
+    }
+}
+
+/// `admin.recent_calls` unless set.
+pub const DEFAULT_RECENT_CALLS: usize = 200;
+/// Most calls the record may keep (a larger record is memory, not insight).
+pub const MAX_RECENT_CALLS: usize = 10_000;
 
 impl AdminSettings {
     /// The configured token, read from `token` or `token_file` (not both).
@@ -61,6 +75,12 @@ impl AdminSettings {
             && self.token_file.is_none()
         {
             bail!("admin.listen {listen} is not loopback: it needs admin.token_file (or admin.token)");
+        }
+        if self.recent_calls > MAX_RECENT_CALLS {
+            bail!(
+                "admin.recent_calls = {} is over {MAX_RECENT_CALLS} (the console's record of recent calls; 0 turns it off)",
+                self.recent_calls
+            );
         }
         Ok(())
     }

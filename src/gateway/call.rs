@@ -39,6 +39,7 @@ use crate::{
     registry::{ToolRecord, record::canonical_hash},
     resilience::{cache::SharedResult, classify::Outcome, fallback, truncate},
     singleflight::{Join, Waited},
+    telemetry::recent_calls::RecentCall,
     upstream::{UpstreamReply, UpstreamRequest},
 };
 
@@ -765,8 +766,11 @@ impl Gateway {
         let elapsed = started.elapsed();
         let latency_us = elapsed.as_micros() as u64;
         let call_lines = tracing::enabled!(target: "mcp_gateway::call", tracing::Level::INFO);
-        let trace_id =
-            if call_lines || self.audit.is_some() { crate::telemetry::otel::log_trace_id() } else { None };
+        let trace_id = if call_lines || self.audit.is_some() || self.recent_calls.enabled() {
+            crate::telemetry::otel::log_trace_id()
+        } else {
+            None
+        };
         // The log and audit lines name the tool that really ran (a fallback's alternative), and
         // the name asked for when it differs; the metrics stay on the tool asked for.
         let ran = decided.ran.as_ref().or(tool);
@@ -775,6 +779,18 @@ impl Gateway {
             Some(ran) => (Some(ran.name.clone()), asked.filter(|name| *name != ran.name)),
             None => (asked, None),
         };
+        // The console's record: never arguments or results (`telemetry::recent_calls`).
+        self.recent_calls.push(RecentCall {
+            at: std::time::SystemTime::now(),
+            subject: ctx.caller.subject.clone(),
+            tool: named.clone(),
+            requested_tool: requested.clone(),
+            server: ran.map(|t| t.server.clone()),
+            outcome,
+            attempts,
+            latency_us,
+            trace_id: trace_id.clone(),
+        });
         if let Some(audit) = &self.audit {
             let entry = AuditEntry {
                 at: std::time::SystemTime::now(),

@@ -216,6 +216,10 @@ pub struct Gateway {
     list_changes: list_changes::ListChanges,
     /// Callers' change-notification streams.
     listeners: Arc<crate::backchannel::listeners::Listeners>,
+    /// The console's record of recent calls and of each server's last error.
+    recent_calls: crate::telemetry::recent_calls::RecentCalls,
+    /// The console's live figures: snapshots of the call metrics over the last minute.
+    overview: crate::telemetry::overview::Overview,
 }
 
 impl Gateway {
@@ -295,6 +299,8 @@ impl Gateway {
                 config.inbound.max_listen_streams,
                 Some(metrics.listen_streams.clone()),
             )),
+            recent_calls: crate::telemetry::recent_calls::RecentCalls::new(config.admin.recent_calls),
+            overview: crate::telemetry::overview::Overview::new(crate::telemetry::metrics::LATENCY_BUCKETS),
             metrics,
             config,
         });

@@ -6,7 +6,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{Gateway, Upstream, cancel};
 use crate::backchannel::sessions;
@@ -172,5 +172,57 @@ impl Gateway {
         if let Some(audit) = &self.audit {
             audit.close(within);
         }
+    }
+
+    /// `GET /admin/calls`: the recent calls, newest first (`telemetry::recent_calls`).
+    pub fn recent_calls_report(&self) -> Value {
+        self.recent_calls.report()
+    }
+
+    /// `GET /admin/overview`: readiness, the catalogue's size, and the last minute's figures
+    /// for the gateway and each server with its transport, era, connection, breaker and last
+    /// error (`telemetry::overview`).
+    pub fn overview_report(&self) -> Value {
+        use crate::telemetry::overview::Figures;
+        let window = self.overview.window(&self.metrics);
+        let figures = |f: Option<&Figures>| match f {
+            Some(f) => json!({
+                "calls_per_sec": f.calls_per_sec,
+                "error_ratio": f.error_ratio,
+                "p50_ms": f.p50_ms,
+                "p99_ms": f.p99_ms,
+                "calls": f.calls,
+            }),
+            None => {
+                json!({"calls_per_sec": 0.0, "error_ratio": null, "p50_ms": null, "p99_ms": null, "calls": 0})
+            }
+        };
+        let servers: Vec<Value> = self
+            .all_upstreams()
+            .iter()
+            .map(|u| {
+                let era = u.http.as_ref().and_then(|h| h.era()).map(|era| match era {
+                    crate::protocol::mcp::Era::Modern => crate::protocol::mcp::MODERN_VERSION,
+                    crate::protocol::mcp::Era::Legacy => "session",
+                });
+                let mut entry = figures(window.servers.get(u.name.as_ref()));
+                if let Some(map) = entry.as_object_mut() {
+                    map.insert("name".into(), json!(u.name.as_ref()));
+                    map.insert("transport".into(), json!(u.transport.as_str()));
+                    map.insert("era".into(), json!(era));
+                    map.insert("connection".into(), json!(u.connection.as_ref().map(|c| c.state().as_str())));
+                    map.insert("breaker".into(), json!(u.breaker.state().name()));
+                    map.insert("last_error".into(), self.recent_calls.last_error(&u.name));
+                }
+                entry
+            })
+            .collect();
+        let mut gateway = figures(Some(&window.gateway));
+        if let Some(map) = gateway.as_object_mut() {
+            map.insert("ready".into(), json!(self.readiness.is_ready()));
+            map.insert("tools".into(), json!(self.catalog().snapshot().tools().len()));
+            map.insert("window_secs".into(), json!(window.seconds));
+        }
+        json!({"gateway": gateway, "servers": servers})
     }
 }

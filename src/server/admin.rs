@@ -1,7 +1,9 @@
 //! Operator endpoints: `GET /admin/breakers`, `POST /admin/breakers/{server}/open|close`,
 //! `GET /admin/connections`, `GET /admin/registry`, `POST /admin/registry/refresh`,
 //! `GET /admin/registry/drift`, `GET /admin/registry/collisions`, `GET /admin/registry/pins`,
-//! `POST /admin/registry/approve`.
+//! `POST /admin/registry/approve`, and for the console (`docs/console.md`): `GET /admin/overview`,
+//! `GET /admin/calls`, `POST /admin/playground` ([`super::playground`]) and the console's page,
+//! script and style ([`super::console`]).
 //!
 //! Who may call them is decided in one place, [`guard`], a middleware on every admin route
 //! (the handlers below check nothing). A loopback peer is not enough (a browser page or a
@@ -13,6 +15,10 @@
 //! | set | — | `Authorization: Bearer <token>` | (none) |
 //! | — | set | 404, body names the admin listener | loopback peers |
 //! | set | set | 404, body names the admin listener | `Authorization: Bearer <token>` |
+//!
+//! The console's three static assets ([`super::console::is_console_asset`]) are the one
+//! exception: where a bearer token would be asked for, they are served without it (they hold
+//! no data). Everywhere else in the table they are refused like every admin route.
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
 
@@ -50,6 +56,11 @@ impl AdminAccess {
         Self::default()
     }
 
+    /// Whether the admin routes are served at all (a token, or a listener of their own).
+    pub fn enabled(&self) -> bool {
+        self.token.is_some() || self.own_listener
+    }
+
     /// Whether `headers` carry `Authorization: Bearer <admin token>` (false without a token).
     pub fn bearer_matches(&self, headers: &axum::http::HeaderMap) -> bool {
         let Some(expected) = &self.token else { return false };
@@ -71,6 +82,7 @@ impl AdminAccess {
         }
         match &self.token {
             Some(_) if self.bearer_matches(request.headers()) => None,
+            Some(_) if super::console::is_console_asset(request.uri().path()) => None,
             Some(_) => Some(unauthorized(
                 "admin endpoints need Authorization: Bearer <admin token> (admin.token_file)",
             )),
@@ -150,7 +162,22 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/registry/collisions", get(registry_collisions))
         .route("/admin/registry/pins", get(registry_pins))
         .route("/admin/registry/approve", post(registry_approve))
+        .route("/admin/overview", get(overview))
+        .route("/admin/calls", get(calls))
+        .route("/admin/playground", post(super::playground::call))
+        .merge(super::console::routes())
         .route_layer(axum::middleware::from_fn_with_state(state, guard))
+}
+
+/// `GET /admin/overview`: the console's live figures (`telemetry::overview`).
+pub async fn overview(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(gateway.overview_report()).into_response()
+}
+
+/// `GET /admin/calls`: the console's record of recent calls, newest first
+/// (`telemetry::recent_calls`; never arguments or results).
+pub async fn calls(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(gateway.recent_calls_report()).into_response()
 }
 
 pub async fn breakers(State(gateway): State<Arc<Gateway>>) -> Response {

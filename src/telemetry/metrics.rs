@@ -27,7 +27,7 @@ use prometheus::{
 };
 
 /// Latency buckets, in seconds: from 100 µs (the gateway's own cost) to 30 s.
-const LATENCY_BUCKETS: &[f64] = &[
+pub const LATENCY_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     30.0,
 ];

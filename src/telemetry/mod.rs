@@ -8,3 +8,5 @@ pub mod logging;
 pub mod lossy;
 pub mod metrics;
 pub mod otel;
+pub mod overview;
+pub mod recent_calls;

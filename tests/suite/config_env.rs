@@ -215,6 +215,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         // The token itself is never printed.
         (s("admin.token"), "0123456789abcdef-admin", json!("<redacted>")),
         (s("admin.listen"), "127.0.0.1:9465", json!("127.0.0.1:9465")),
+        (s("admin.recent_calls"), "50", json!(50)),
         (
             s("registry.upstream_urls"),
             r#"{ allow = ["https://*.tools.example"], resolve = false }"#,

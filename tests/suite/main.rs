@@ -15,6 +15,7 @@ mod catalogue_trust;
 mod config_env;
 mod conformance_client;
 mod conformance_server;
+mod console;
 mod console_browser;
 mod era_probe;
 mod exposure;

@@ -1,0 +1,189 @@
+//! The console's record of recent calls (`GET /admin/calls`) and of each server's last error
+//! (`GET /admin/overview`).
+//!
+//! Why a record of its own: the log and audit lines leave the process, and the metrics keep
+//! counts, not decisions; an operator at the console wants the last few calls as the gateway
+//! decided them. It is filled in one place, `Gateway::record`, which every call passes once.
+//! It is bounded (`admin.recent_calls`, default 200; 0: off, nothing kept) and holds no
+//! arguments, results, tokens or claims: the time, the caller's subject (shown only as a short
+//! hash), the tool, the server, the outcome, the attempts, the latency and the trace id.
+//! Recording costs one uncontended mutex and no allocation beyond the entry's `String` trace id.
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    sync::{Arc, Mutex},
+    time::SystemTime,
+};
+
+use serde_json::{Value, json};
+
+/// Most servers whose last error is remembered (registry-built servers come and go).
+const MAX_SERVERS: usize = 1024;
+
+/// One call as the record keeps it.
+#[derive(Debug, Clone)]
+pub struct RecentCall {
+    pub at: SystemTime,
+    /// The caller's subject; only its short hash is ever shown.
+    pub subject: Option<Arc<str>>,
+    pub tool: Option<Arc<str>>,
+    /// The name asked for, when it is not the tool that ran.
+    pub requested_tool: Option<Arc<str>>,
+    pub server: Option<Arc<str>>,
+    pub outcome: &'static str,
+    pub attempts: u32,
+    pub latency_us: u64,
+    pub trace_id: Option<String>,
+}
+
+/// A server's last failed call.
+#[derive(Debug, Clone, Copy)]
+struct LastError {
+    category: &'static str,
+    at: SystemTime,
+}
+
+/// The bounded record (newest last inside, newest first when shown).
+#[derive(Debug)]
+pub struct RecentCalls {
+    capacity: usize,
+    calls: Mutex<VecDeque<RecentCall>>,
+    last_errors: Mutex<BTreeMap<Arc<str>, LastError>>,
+}
+
+/// Whether `outcome` counts as a failure: every outcome the `McpToolErrorRatioHigh` alert
+/// counts (deploy/alert-rules.yaml), i.e. all but successes, tool errors (the tool ran and
+/// answered), cache hits, shared results and fallbacks.
+pub fn is_error(outcome: &str) -> bool {
+    !matches!(
+        outcome,
+        "success" | "tool_error" | "cache_hit" | "shared" | "fallback_stale" | "fallback_alternative"
+    )
+}
+
+impl RecentCalls {
+    /// A record of the last `capacity` calls (0: keeps nothing).
+    pub fn new(capacity: usize) -> Self {
+        Self { capacity, calls: Mutex::new(VecDeque::with_capacity(capacity)), last_errors: Mutex::default() }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether anything is kept (the caller may skip building the entry).
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// Records one call; the oldest entry goes when the record is full.
+    pub fn push(&self, call: RecentCall) {
+        if is_error(call.outcome)
+            && let Some(server) = &call.server
+        {
+            let mut errors = self.last_errors.lock().unwrap_or_else(|p| p.into_inner());
+            if errors.len() < MAX_SERVERS || errors.contains_key(server) {
+                errors.insert(server.clone(), LastError { category: call.outcome, at: call.at });
+            }
+        }
+        if self.capacity == 0 {
+            return;
+        }
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if calls.len() >= self.capacity {
+            calls.pop_front();
+        }
+        calls.push_back(call);
+    }
+
+    /// `server`'s last failed call, as the overview shows it (`null`: none since start).
+    pub fn last_error(&self, server: &str) -> Value {
+        let errors = self.last_errors.lock().unwrap_or_else(|p| p.into_inner());
+        match errors.get(server) {
+            Some(e) => json!({"category": e.category, "at": crate::registry::entry::rfc3339(e.at)}),
+            None => Value::Null,
+        }
+    }
+
+    /// `GET /admin/calls`: the capacity and the calls, newest first. The entries are copied
+    /// out under the lock and formatted after it (a poll never holds up a call for long).
+    pub fn report(&self) -> Value {
+        let calls: Vec<RecentCall> = {
+            let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            calls.iter().rev().cloned().collect()
+        };
+        let mut hashes: BTreeMap<Arc<str>, String> = BTreeMap::new();
+        let calls: Vec<Value> = calls
+            .into_iter()
+            .map(|c| {
+                let subject = c.subject.as_ref().map(|s| {
+                    hashes.entry(s.clone()).or_insert_with(|| crate::quota::hash_subject(s)).clone()
+                });
+                json!({
+                    "at": crate::registry::entry::rfc3339(c.at),
+                    "subject": subject,
+                    "tool": c.tool,
+                    "requested_tool": c.requested_tool,
+                    "server": c.server,
+                    "outcome": c.outcome,
+                    "attempts": c.attempts,
+                    "latency_us": c.latency_us,
+                    "trace_id": c.trace_id,
+                })
+            })
+            .collect();
+        json!({"capacity": self.capacity, "calls": calls})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(tool: &str, outcome: &'static str) -> RecentCall {
+        RecentCall {
+            at: SystemTime::now(),
+            subject: Some("alice".into()),
+            tool: Some(tool.into()),
+            requested_tool: None,
+            server: Some("s".into()),
+            outcome,
+            attempts: 1,
+            latency_us: 5,
+            trace_id: None,
+        }
+    }
+
+    #[test]
+    fn keeps_the_newest_calls_up_to_its_capacity_newest_first() {
+        let record = RecentCalls::new(3);
+        for i in 0..5 {
+            record.push(call(&format!("t{i}"), "success"));
+        }
+        let report = record.report();
+        let tools: Vec<&str> =
+            report["calls"].as_array().unwrap().iter().map(|c| c["tool"].as_str().unwrap()).collect();
+        assert_eq!(tools, ["t4", "t3", "t2"]);
+        assert_eq!(report["capacity"], 3);
+        // The subject is shown as its short hash only.
+        assert_eq!(report["calls"][0]["subject"], crate::quota::hash_subject("alice"));
+    }
+
+    #[test]
+    fn a_record_of_zero_keeps_nothing_but_still_knows_the_last_error() {
+        let record = RecentCalls::new(0);
+        record.push(call("t", "upstream_timeout"));
+        record.push(call("t", "success"));
+        assert_eq!(record.report()["calls"], json!([]));
+        assert_eq!(record.last_error("s")["category"], "upstream_timeout");
+        assert_eq!(record.last_error("other"), Value::Null);
+    }
+
+    #[test]
+    fn errors_are_what_the_error_ratio_alert_counts() {
+        assert!(is_error("circuit_open"));
+        assert!(is_error("forbidden"));
+        assert!(!is_error("tool_error"));
+        assert!(!is_error("fallback_stale"));
+    }
+}
