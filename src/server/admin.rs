@@ -215,8 +215,9 @@ pub async fn breaker_action(
     Json(json!({"server": server, "breaker": upstream.breaker.report()})).into_response()
 }
 
-/// `GET /admin/registry`: every tool, where it comes from, its hashes and health; and the
-/// servers whose latest list was refused for going over a bound (`refusals`).
+/// `GET /admin/registry`: every tool, where it comes from, its hashes and health, what callers
+/// see of it (description, annotations, inputSchema) and what catalogue control changed; and
+/// the servers whose latest list was refused for going over a bound (`refusals`).
 pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let registry = gateway.registry_entries();
     let tools: Vec<Value> = gateway
@@ -247,6 +248,17 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
                 "version": registered.map(|e| e.version),
                 "updated_at": registered.map(|e| e.updated_at.as_str()),
                 "breaker": gateway.configured_upstream(t.server.as_ref()).map(|u| u.breaker.state().name()),
+                // What callers see of it (the console's catalogue and playground form).
+                "upstream_name": t.upstream_name.as_ref(),
+                "description": t.definition.get("description"),
+                "annotations": t.definition.get("annotations"),
+                "input_schema": t.definition.get("inputSchema"),
+                // Catalogue control: the name before a rename, the arguments the gateway sets
+                // (their names only: a fixed value may be a tenant or account id).
+                "control": t.control.as_ref().map(|c| json!({
+                    "renamed_from": (*c.catalogue_name != *t.name).then_some(c.catalogue_name.as_ref()),
+                    "fixed_arguments": c.fixed.keys().collect::<Vec<_>>(),
+                })),
             })
         })
         .collect();
