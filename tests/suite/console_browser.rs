@@ -68,7 +68,9 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
         "refresh_interval_secs = 3600\n[catalogue]\npin_tool_definitions = true\npin_file = {pin_file:?}\n\
          [policy]\nfile = {policy:?}\n{demo}{dead}discover = false\n[[servers.dead.tools]]\nname = \"ping_dead\"\n\
          inputSchema = {{ type = \"object\" }}\nannotations = {{ readOnlyHint = true }}\n\
-         [servers.words]\ntransport = \"http\"\nurl = \"http://{words}/rugpull\"\n",
+         [servers.words]\ntransport = \"http\"\nurl = \"http://{words}/rugpull\"\n\
+         [tools.manga_recommendations]\nrename = \"recommend_manga\"\n\
+         [tools.price_lookup]\nfixed_arguments = {{ include_history = false }}\n",
         policy = policy.arg(),
         demo = http_server("shop", &demo.url()),
         dead = http_server("dead", &dead),
@@ -129,6 +131,18 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
             "{catalogue}"
         );
     }
+    // Catalogue control shown: a rename, a fixed argument (its name only).
+    let catalogue_row = |tool: &str| {
+        items(&catalogue["rows"])
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|r| r.starts_with(tool))
+            .unwrap_or_else(|| panic!("no row for {tool}: {catalogue}"))
+            .to_string()
+    };
+    assert!(catalogue_row("recommend_manga").contains("renamed from manga_recommendations"), "{catalogue}");
+    assert!(catalogue_row("price_lookup").contains("fixed: include_history"), "{catalogue}");
+    assert!(catalogue_row("manga_search").contains("readOnly"), "annotations shown: {catalogue}");
     let found = items(&catalogue["search"]["rows"]);
     assert!(
         !found.is_empty() && found.iter().all(|r| r.as_str().is_some_and(|r| r.contains("manga_search"))),
@@ -225,6 +239,7 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     // The keyboard moves between pages.
     assert_eq!(report["keyboard"]["focused_after_arrow"], "catalogue", "{}", report["keyboard"]);
     assert_eq!(report["keyboard"]["opened"], "#catalogue", "{}", report["keyboard"]);
+    assert_eq!(report["keyboard"]["focus_after_refresh"], "shop/close", "{}", report["keyboard"]);
 
     // Without the token: the token form and no data; reads and actions are refused, a wrong
     // token is refused with a message, and the breaker was not touched.

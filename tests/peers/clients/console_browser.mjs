@@ -285,6 +285,15 @@ async function main() {
     await page.keyboard.press("Enter");
     await page.waitForSelector('#page-catalogue[data-loaded="true"]', WAIT);
     result.keyboard.opened = await page.evaluate(() => location.hash);
+    // A live refresh keeps the keyboard focus on the breaker button it was on.
+    await openPage(page, "servers");
+    await page.focus(row + ' button[data-action="close"]');
+    const renders = await page.getAttribute("#servers-table", "data-renders");
+    await page.waitForFunction((n) => +document.getElementById("servers-table").getAttribute("data-renders") > n, +renders, WAIT);
+    result.keyboard.focus_after_refresh = await page.evaluate(() => {
+      const a = document.activeElement;
+      return a && a.closest("tr") ? a.closest("tr").getAttribute("data-server") + "/" + a.getAttribute("data-action") : a && a.tagName;
+    });
     result.with_token = log;
 
     // ------------------------------------------------------------ without the token

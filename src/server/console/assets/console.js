@@ -300,7 +300,18 @@
         ),
       );
     });
+    // A refresh replaces the rows: a focused breaker button gets its focus back.
+    const active = document.activeElement;
+    const focused = active && active.closest("#servers-table tr[data-server]") && active.getAttribute("data-action")
+      ? [active.closest("tr").getAttribute("data-server"), active.getAttribute("data-action")]
+      : null;
     replaceRows($("servers-table").querySelector("tbody"), rows, 11, "No servers configured.");
+    const table = $("servers-table");
+    table.setAttribute("data-renders", String(Number(table.getAttribute("data-renders") || 0) + 1));
+    if (focused) {
+      const again = $("servers-table").querySelector('tr[data-server="' + CSS.escape(focused[0]) + '"] button[data-action="' + focused[1] + '"]');
+      if (again) again.focus();
+    }
   }
 
   async function breakerAction(server, action) {
@@ -330,22 +341,21 @@
     return tags.length ? el("div", { class: "tags" }, tags) : "—";
   }
 
-  // Catalogue control's changes to a tool (renamed, described, fixed arguments, …), in whatever
-  // field the gateway reports them.
+  // What catalogue control changed of a tool: its name before a rename, the arguments the
+  // gateway sets (names only); a namespaced copy names the server's own name for it.
   function controlChanges(tool) {
-    const changes = tool.control || tool.catalogue_control || tool.changes;
-    if (!changes || (typeof changes === "object" && Object.keys(changes).length === 0)) {
-      return tool.requested_name && tool.requested_name !== tool.name ? "renamed from " + tool.requested_name : "—";
+    const control = tool.control;
+    const tags = [];
+    if (control) {
+      if (control.renamed_from) tags.push(badge("renamed from " + control.renamed_from, "warn"));
+      const fixed = control.fixed_arguments || [];
+      if (fixed.length) tags.push(badge("fixed: " + fixed.join(", "), "warn"));
+      if (!tags.length) tags.push(badge("overridden", "warn"));
     }
-    if (Array.isArray(changes)) return el("div", { class: "tags" }, changes.map((c) => badge(typeof c === "string" ? c : JSON.stringify(c))));
-    if (typeof changes === "object") {
-      return el(
-        "div",
-        { class: "tags" },
-        Object.entries(changes).map(([key, value]) => badge(value === true ? key : key + ": " + (typeof value === "string" ? value : JSON.stringify(value)))),
-      );
+    if (tool.upstream_name && tool.upstream_name !== tool.name && !(control && control.renamed_from)) {
+      tags.push(badge("server's name: " + tool.upstream_name));
     }
-    return String(changes);
+    return tags.length ? el("div", { class: "tags" }, tags) : "—";
   }
 
   function renderCatalogue() {
