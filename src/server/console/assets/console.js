@@ -211,8 +211,9 @@
 
   function scheduleRefresh() {
     stopRefresh();
-    const paused = document.hidden || !LIVE.has(current) || !signedIn();
-    $("live").textContent = paused ? "paused" : "live · every " + REFRESH_MS / 1000 + " s";
+    const live = LIVE.has(current) && signedIn();
+    const paused = document.hidden || !live;
+    $("live").textContent = !live ? "loaded when opened" : paused ? "paused" : "live · every " + REFRESH_MS / 1000 + " s";
     $("live").classList.toggle("paused", paused);
     if (paused) return;
     timer = setTimeout(async () => {
@@ -633,7 +634,8 @@
     await loadTools();
     const schemas = new Map();
     for (const tool of catalogue.tools) {
-      const schema = tool.input_schema || tool.inputSchema;
+      // A tool listed with no inputSchema takes any object: an empty form.
+      const schema = tool.input_schema === null ? { type: "object" } : tool.input_schema || tool.inputSchema;
       if (schema) schemas.set(tool.name, { schema, description: tool.description });
     }
     catalogue.schemas = schemas;
