@@ -174,8 +174,9 @@ impl Gateway {
         }
     }
 
-    /// `GET /admin/calls`: the recent calls, newest first (`telemetry::recent_calls`).
-    pub fn recent_calls_report(&self) -> Value {
+    /// `GET /admin/calls`: the recent calls, newest first, as JSON text
+    /// (`telemetry::recent_calls`).
+    pub fn recent_calls_report(&self) -> Vec<u8> {
         self.recent_calls.report()
     }
 

@@ -177,7 +177,7 @@ pub async fn overview(State(gateway): State<Arc<Gateway>>) -> Response {
 /// `GET /admin/calls`: the console's record of recent calls, newest first
 /// (`telemetry::recent_calls`; never arguments or results).
 pub async fn calls(State(gateway): State<Arc<Gateway>>) -> Response {
-    Json(gateway.recent_calls_report()).into_response()
+    ([(header::CONTENT_TYPE, "application/json")], gateway.recent_calls_report()).into_response()
 }
 
 pub async fn breakers(State(gateway): State<Arc<Gateway>>) -> Response {
@@ -215,9 +215,11 @@ pub async fn breaker_action(
     Json(json!({"server": server, "breaker": upstream.breaker.report()})).into_response()
 }
 
-/// `GET /admin/registry`: every tool, where it comes from, its hashes and health, what callers
-/// see of it (description, annotations, inputSchema) and what catalogue control changed; and
-/// the servers whose latest list was refused for going over a bound (`refusals`).
+/// `GET /admin/registry`: every tool, where it comes from, its hashes and health, its
+/// definition as callers see it (description, input schema, annotations) and what catalogue
+/// control changed (`control`: the names of fixed and default arguments, never their values);
+/// the tools catalogue control hides (`hidden`); and the servers whose latest list was refused
+/// for going over a bound (`refusals`).
 pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let registry = gateway.registry_entries();
     let tools: Vec<Value> = gateway
@@ -248,17 +250,11 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
                 "version": registered.map(|e| e.version),
                 "updated_at": registered.map(|e| e.updated_at.as_str()),
                 "breaker": gateway.configured_upstream(t.server.as_ref()).map(|u| u.breaker.state().name()),
-                // What callers see of it (the console's catalogue and playground form).
                 "upstream_name": t.upstream_name.as_ref(),
                 "description": t.definition.get("description"),
-                "annotations": t.definition.get("annotations"),
                 "input_schema": t.definition.get("inputSchema"),
-                // Catalogue control: the name before a rename, the arguments the gateway sets
-                // (their names only: a fixed value may be a tenant or account id).
-                "control": t.control.as_ref().map(|c| json!({
-                    "renamed_from": (*c.catalogue_name != *t.name).then_some(c.catalogue_name.as_ref()),
-                    "fixed_arguments": c.fixed.keys().collect::<Vec<_>>(),
-                })),
+                "annotations": t.definition.get("annotations"),
+                "control": control_report(gateway.config().tools.get(t.settings_name())),
             })
         })
         .collect();
@@ -268,7 +264,32 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let refused = gateway.refused_registry_origins();
     // Servers whose latest list went over a bound: what is served of them is their last good list.
     let refusals = gateway.catalog().refusals().list();
-    Json(json!({"tools": tools, "tiers": tiers, "refused": refused, "refusals": refusals})).into_response()
+    let hidden: Vec<&str> =
+        gateway.config().tools.iter().filter(|(_, t)| t.hide).map(|(name, _)| name.as_str()).collect();
+    Json(json!({"tools": tools, "tiers": tiers, "refused": refused, "refusals": refusals, "hidden": hidden}))
+        .into_response()
+}
+
+/// What catalogue control (`[tools.NAME]`) changed on a tool; `null`: nothing. Argument values
+/// are not shown (an operator may fix a credential-like value).
+fn control_report(settings: Option<&crate::config::ToolConfig>) -> Value {
+    let Some(s) = settings else { return Value::Null };
+    let keys = |map: &serde_json::Map<String, Value>| map.keys().cloned().collect::<Vec<_>>();
+    if s.rename.is_none()
+        && s.description.is_none()
+        && s.annotations.is_empty()
+        && s.fixed_arguments.is_empty()
+        && s.default_arguments.is_empty()
+    {
+        return Value::Null;
+    }
+    json!({
+        "renamed": s.rename.is_some(),
+        "description": s.description.is_some(),
+        "annotations": keys(&s.annotations),
+        "fixed_arguments": keys(&s.fixed_arguments),
+        "default_arguments": keys(&s.default_arguments),
+    })
 }
 
 /// `POST /admin/registry/refresh`: refresh now (answers at once; the refresh runs behind).

@@ -148,6 +148,17 @@ fn the_playground_calls_through_the_door_as_admin() {
     let gw = Gateway::start(&config, &[]);
     let upstream_calls = demo.stats()["calls"].clone();
 
+    // The catalogue view the playground's form is built from: the schema callers see, and
+    // what catalogue control changed (the fixed argument's name, not its value).
+    let (_, registry) = admin_get_json(&gw, "/admin/registry");
+    let search = registry["tools"].as_array().unwrap().iter().find(|t| t["name"] == "manga_search").unwrap();
+    assert_eq!(search["control"]["fixed_arguments"], json!(["language"]), "{search}");
+    assert!(search["input_schema"]["properties"]["query"].is_object(), "{search}");
+    assert!(search["input_schema"]["properties"].get("language").is_none(), "{search}");
+    assert_eq!(search["annotations"]["readOnlyHint"], true, "{search}");
+    let price = registry["tools"].as_array().unwrap().iter().find(|t| t["name"] == "price_lookup").unwrap();
+    assert!(price["control"].is_null(), "{price}");
+
     // Forbidden for subject admin by the policy: the structured error, nothing upstream.
     let denied =
         playground(&gw, &json!({"tool": "inventory_check", "arguments": {"manga_ids": ["MNG-00000001"]}}));

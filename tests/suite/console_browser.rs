@@ -70,7 +70,8 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
          inputSchema = {{ type = \"object\" }}\nannotations = {{ readOnlyHint = true }}\n\
          [servers.words]\ntransport = \"http\"\nurl = \"http://{words}/rugpull\"\n\
          [tools.manga_recommendations]\nrename = \"recommend_manga\"\n\
-         [tools.price_lookup]\nfixed_arguments = {{ include_history = false }}\n",
+         [tools.price_lookup]\nfixed_arguments = {{ include_history = false }}\n\
+         [tools.checkout]\nhide = true\n",
         policy = policy.arg(),
         demo = http_server("shop", &demo.url()),
         dead = http_server("dead", &dead),
@@ -143,6 +144,8 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     assert!(catalogue_row("recommend_manga").contains("renamed from manga_recommendations"), "{catalogue}");
     assert!(catalogue_row("price_lookup").contains("fixed: include_history"), "{catalogue}");
     assert!(catalogue_row("manga_search").contains("readOnly"), "annotations shown: {catalogue}");
+    assert!(catalogue["hidden"].as_str().is_some_and(|h| h.contains("checkout")), "{catalogue}");
+    assert!(!items(&catalogue["rows"]).iter().any(|r| r.as_str().is_some_and(|r| r.starts_with("checkout"))));
     let found = items(&catalogue["search"]["rows"]);
     assert!(
         !found.is_empty() && found.iter().all(|r| r.as_str().is_some_and(|r| r.contains("manga_search"))),

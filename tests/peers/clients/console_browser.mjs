@@ -145,6 +145,7 @@ async function main() {
         await page.fill("#catalogue-search", opts.tool);
         info.search = { query: opts.tool, rows: await rowTexts(page, "#catalogue-table tbody tr") };
         await page.fill("#catalogue-search", "");
+        info.hidden = await page.innerText("#catalogue-hidden");
         info.collisions = await page.innerText("#collisions");
         await page.waitForFunction(() => !document.getElementById("drift").innerText.includes("Comparing"), null, WAIT);
         info.drift = await page.innerText("#drift");

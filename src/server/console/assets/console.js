@@ -140,7 +140,10 @@
       $("outcome-body").replaceChildren(el("p", { class: "hint", text: "No call yet." }));
     }
     catalogue = { tools: [], schemas: null };
-    if (page === "catalogue") $("catalogue-count").textContent = "";
+    if (page === "catalogue") {
+      $("catalogue-count").textContent = "";
+      $("catalogue-hidden").textContent = "";
+    }
     $("pending-badge").hidden = true;
   }
 
@@ -342,20 +345,22 @@
     return tags.length ? el("div", { class: "tags" }, tags) : "—";
   }
 
-  // What catalogue control changed of a tool: its name before a rename, the arguments the
-  // gateway sets (names only); a namespaced copy names the server's own name for it.
+  // What catalogue control (`[tools.NAME]`) changed of a tool: a rename (from the server's
+  // own name), the description, annotations, fixed and default arguments (names only, never
+  // values); a namespaced copy names the server's own name for it.
   function controlChanges(tool) {
     const control = tool.control;
     const tags = [];
+    const renamed = tool.upstream_name && tool.upstream_name !== tool.name;
     if (control) {
-      if (control.renamed_from) tags.push(badge("renamed from " + control.renamed_from, "warn"));
-      const fixed = control.fixed_arguments || [];
-      if (fixed.length) tags.push(badge("fixed: " + fixed.join(", "), "warn"));
-      if (!tags.length) tags.push(badge("overridden", "warn"));
+      if (control.renamed) tags.push(badge("renamed from " + (tool.upstream_name || "?"), "warn"));
+      if (control.description) tags.push(badge("description", "warn"));
+      const list = (value) => (Array.isArray(value) ? value : []);
+      if (list(control.annotations).length) tags.push(badge("annotations: " + control.annotations.join(", "), "warn"));
+      if (list(control.fixed_arguments).length) tags.push(badge("fixed: " + control.fixed_arguments.join(", "), "warn"));
+      if (list(control.default_arguments).length) tags.push(badge("defaults: " + control.default_arguments.join(", "), "warn"));
     }
-    if (tool.upstream_name && tool.upstream_name !== tool.name && !(control && control.renamed_from)) {
-      tags.push(badge("server's name: " + tool.upstream_name));
-    }
+    if (renamed && !(control && control.renamed)) tags.push(badge("server's name: " + tool.upstream_name));
     return tags.length ? el("div", { class: "tags" }, tags) : "—";
   }
 
@@ -385,6 +390,9 @@
     );
     replaceRows($("catalogue-table").querySelector("tbody"), rows, 8, query ? "No tool matches." : "No tools.");
     $("catalogue-count").textContent = matches.length + " of " + catalogue.tools.length + " tools";
+    $("catalogue-hidden").textContent = (catalogue.hidden || []).length
+      ? "Hidden by catalogue control ([tools.NAME] hide): " + catalogue.hidden.join(", ") + "."
+      : "";
   }
 
   // Every tool of `/admin/registry`, sorted, each with its description, annotations and
@@ -405,6 +413,7 @@
       }
     }
     catalogue.tools = tools;
+    catalogue.hidden = Array.isArray(registry.hidden) ? registry.hidden : [];
     return tools;
   }
 
