@@ -2,6 +2,8 @@
 # Installs what the integration tests need on a fresh machine of this project's kind
 # (Debian, Rust, Node 20, Python 3.11):
 #   * redis-server (apt), only when the command is missing;
+#   * Debian's chromium (apt), only when /usr/bin/chromium is missing: the browser the console's
+#     tests (tests/suite/console.rs) drive through playwright-core (never a browser download);
 #   * the Node test peers pinned in tests/peers/package-lock.json (the official TypeScript
 #     "everything" MCP server, DynamoDB Local), via `npm ci`, only when node_modules does not
 #     match the lock;
@@ -42,6 +44,16 @@ else
   apt_install redis-server
   # The Debian package may start a system-wide instance on 6379; tests start their own.
   step "redis-server installed ($(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'))"
+fi
+
+# --- chromium (apt): the console's browser tests --------------------------------------------
+if [ -x /usr/bin/chromium ]; then
+  step "chromium present ($(/usr/bin/chromium --version 2>/dev/null | head -n 1))"
+else
+  step "installing chromium (apt-get)"
+  apt_install chromium
+  [ -x /usr/bin/chromium ] || die "chromium installed but /usr/bin/chromium is missing"
+  step "chromium installed ($(/usr/bin/chromium --version 2>/dev/null | head -n 1))"
 fi
 
 # --- openssl CLI and redis-cli (tests/suite/redis_tls_cluster.rs: certificates, cluster setup) ----

@@ -16,6 +16,7 @@ mod config_env;
 mod conformance_client;
 mod conformance_server;
 mod console;
+mod console_browser;
 mod era_probe;
 mod exposure;
 mod federation;
