@@ -42,7 +42,7 @@ use crate::{
         bounds::{self, Exceeded, ListBounds, ListKind, Tally},
         catalog::{COLLISION_KINDS, Changes, ServerTools},
         entry::{RegistryEntry, ServerRef},
-        pins::PinStore,
+        pins::{Kind, PinStore},
     },
     supervise::{self, Loop},
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
@@ -187,6 +187,9 @@ pub struct Refresher {
     list_scheduled: std::collections::HashSet<String>,
     /// When each server's last `list_changed` refresh was due (the rate limit's clock).
     list_last: HashMap<String, tokio::time::Instant>,
+    /// The reading of the registry-built servers' lists started at the last scan
+    /// ([`federation`]): one at a time, never holding up the refresh loop.
+    registry_surfaces: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Refresher {
@@ -206,6 +209,7 @@ impl Refresher {
             loaded: false,
             list_scheduled: Default::default(),
             list_last: HashMap::new(),
+            registry_surfaces: None,
         }
     }
 
@@ -328,6 +332,30 @@ impl Refresher {
         if changed {
             self.rebuild(started).await;
         }
+        if scan {
+            self.federate_registry_servers();
+        }
+    }
+
+    /// Starts reading the lists of the servers the registry's entries name, unless the last
+    /// scan's reading is still going (then this scan's is skipped).
+    fn federate_registry_servers(&mut self) {
+        if self.registry_surfaces.as_ref().is_some_and(|reading| !reading.is_finished()) {
+            return;
+        }
+        let gateway = self.gateway.clone();
+        let mut origins: Vec<Arc<ServerRef>> =
+            gateway.catalog().snapshot().tools().iter().filter_map(|t| t.origin.clone()).collect();
+        if let Some(dynamic) = &gateway.registry.dynamic {
+            origins.extend(dynamic.fresh_origins());
+        }
+        if origins.is_empty()
+            && gateway.federation().servers().iter().all(|s| gateway.upstreams.contains_key(s.as_ref()))
+        {
+            return;
+        }
+        self.registry_surfaces =
+            Some(tokio::spawn(async move { gateway.federate_registry_servers(origins).await }));
     }
 
     /// The registry's active tools, or `None` when the scan failed (keep what we have).
@@ -387,8 +415,8 @@ impl Refresher {
             gateway.metrics.tool_name_collisions.with_label_values(&[kind]).set(count as i64);
         }
         if let Some(pins) = &gateway.pins {
-            gateway.metrics.tool_definitions_pending.set(pins.pending_count() as i64);
-            gateway.metrics.tool_definitions_pinned.set(pins.pinned_count() as i64);
+            gateway.metrics.tool_definitions_pending.set(pins.pending_count(Kind::Tool) as i64);
+            gateway.metrics.tool_definitions_pinned.set(pins.pinned_count(Kind::Tool) as i64);
         }
         // Streams of callers whose list this changed are told (`list_changes`).
         gateway.list_changes.bump();

@@ -13,7 +13,10 @@ use crate::backchannel::sessions;
 use crate::{
     config::Config,
     identity::Authenticator,
-    registry::{entry::RegistryEntry, pins::Approval},
+    registry::{
+        entry::RegistryEntry,
+        pins::{Approval, Kind},
+    },
     telemetry::metrics::method_label,
 };
 
@@ -130,19 +133,20 @@ impl Gateway {
         self.pins.as_deref()
     }
 
-    /// Approves pending definition changes (a tool, optionally of one server, or all of
-    /// them); on an approval the catalogue is rebuilt from the lists already known. `None`:
-    /// definition pinning is off.
+    /// Approves pending definition changes (a tool or a prompt, optionally of one server, or
+    /// all of them); on an approval the catalogue and the federation's index are rebuilt from
+    /// the lists already known. `None`: definition pinning is off.
     pub fn approve_definitions(
         &self,
-        tool: Option<&str>,
+        named: Option<(Kind, &str)>,
         server: Option<&str>,
         all: bool,
     ) -> Option<Approval> {
         let pins = self.pins.as_ref()?;
-        let approval = pins.approve(tool, server, all);
+        let approval = pins.approve(named, server, all);
         if let Approval::Approved(_) = &approval {
-            self.metrics.tool_definitions_pending.set(pins.pending_count() as i64);
+            self.metrics.tool_definitions_pending.set(pins.pending_count(Kind::Tool) as i64);
+            self.repin_prompts();
             self.rebuild_now.notify_one();
         }
         Some(approval)

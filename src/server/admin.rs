@@ -320,11 +320,13 @@ pub async fn registry_collisions(State(gateway): State<Arc<Gateway>>) -> Respons
 
 /// `GET /admin/registry/pins`: definition pinning's state and the changes waiting for approval.
 pub async fn registry_pins(State(gateway): State<Arc<Gateway>>) -> Response {
+    use crate::registry::pins::Kind;
     let report = match gateway.pins() {
         Some(pins) => json!({
             "enabled": true,
             "pin_file": gateway.config().catalogue.pin_file,
-            "pinned": pins.pinned_count(),
+            "pinned": pins.pinned_count(Kind::Tool),
+            "pinned_prompts": pins.pinned_count(Kind::Prompt),
             "pending": pins.pending(),
         }),
         None => json!({"enabled": false, "pending": []}),
@@ -332,12 +334,13 @@ pub async fn registry_pins(State(gateway): State<Arc<Gateway>>) -> Response {
     Json(report).into_response()
 }
 
-/// What `POST /admin/registry/approve` takes: a tool (its server name or namespaced name),
-/// optionally its server, or `all`.
+/// What `POST /admin/registry/approve` takes: a tool or a prompt (its server name or
+/// namespaced name), optionally its server, or `all`.
 #[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ApproveRequest {
     tool: Option<String>,
+    prompt: Option<String>,
     server: Option<String>,
     #[serde(default)]
     all: bool,
@@ -346,7 +349,7 @@ pub struct ApproveRequest {
 /// `POST /admin/registry/approve`: approves pending definition changes; the catalogue is
 /// rebuilt from the lists already known (no upstream is asked again).
 pub async fn registry_approve(State(gateway): State<Arc<Gateway>>, body: axum::body::Bytes) -> Response {
-    use crate::registry::pins::Approval;
+    use crate::registry::pins::{Approval, Kind};
     let request: ApproveRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {
@@ -355,14 +358,19 @@ pub async fn registry_approve(State(gateway): State<Arc<Gateway>>, body: axum::b
             return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
         }
     };
-    if request.tool.is_none() && !request.all {
-        let error = "name a tool (\"tool\") or approve everything (\"all\": true)";
-        return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
-    }
-    let (Some(pins), Some(approval)) = (
-        gateway.pins(),
-        gateway.approve_definitions(request.tool.as_deref(), request.server.as_deref(), request.all),
-    ) else {
+    let named = match (request.tool.as_deref(), request.prompt.as_deref()) {
+        (Some(tool), None) => Some((Kind::Tool, tool)),
+        (None, Some(prompt)) => Some((Kind::Prompt, prompt)),
+        (None, None) if request.all => None,
+        _ => {
+            let error =
+                "name a tool (\"tool\") or a prompt (\"prompt\"), or approve everything (\"all\": true)";
+            return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
+        }
+    };
+    let (Some(pins), Some(approval)) =
+        (gateway.pins(), gateway.approve_definitions(named, request.server.as_deref(), request.all))
+    else {
         let error = "definition pinning is off (catalogue.pin_tool_definitions = false): nothing to approve";
         return (StatusCode::CONFLICT, Json(json!({"error": error}))).into_response();
     };
@@ -375,7 +383,7 @@ pub async fn registry_approve(State(gateway): State<Arc<Gateway>>, body: axum::b
             .into_response(),
         Approval::Ambiguous(servers) => (
             StatusCode::CONFLICT,
-            Json(json!({"error": "several servers have a pending change of this tool: name the server", "servers": servers})),
+            Json(json!({"error": "several servers have a pending change of this name: name the server", "servers": servers})),
         )
             .into_response(),
     }

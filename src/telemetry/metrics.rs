@@ -171,6 +171,10 @@ pub struct Metrics {
     pub tool_definitions_pending: IntGauge,
     /// `mcp_gateway_tool_definitions_pinned`: approved (pinned) definitions
     pub tool_definitions_pinned: IntGauge,
+    /// `mcp_gateway_prompt_definitions_pending`: changed prompt definitions waiting for approval
+    pub prompt_definitions_pending: IntGauge,
+    /// `mcp_gateway_prompt_definitions_pinned`: approved (pinned) prompt definitions
+    pub prompt_definitions_pinned: IntGauge,
     /// `mcp_gateway_metric_series`: series in the last exposition (histogram buckets count)
     pub metric_series: IntGauge,
     /// `mcp_gateway_metric_tool_label_values`: distinct tools admitted as `tool` label values
@@ -616,6 +620,16 @@ impl Metrics {
                 &r,
                 "mcp_gateway_tool_definitions_pinned",
                 "approved tool definitions (catalogue.pin_tool_definitions)",
+            ),
+            prompt_definitions_pending: gauge(
+                &r,
+                "mcp_gateway_prompt_definitions_pending",
+                "changed prompt definitions not served until approved (catalogue.pin_tool_definitions)",
+            ),
+            prompt_definitions_pinned: gauge(
+                &r,
+                "mcp_gateway_prompt_definitions_pinned",
+                "approved prompt definitions (catalogue.pin_tool_definitions)",
             ),
             metric_series: gauge(
                 &r,

@@ -12,14 +12,14 @@ use std::{path::PathBuf, process::Command, time::Duration};
 use crate::common::*;
 use serde_json::{Value, json};
 
-/// The Invoke API emulator and its recorded invocations.
-struct Emulator {
+/// The Invoke API emulator and its recorded invocations (also used by `federation_sources`).
+pub(crate) struct Emulator {
     _proc: Proc,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Emulator {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let python = lambda_python();
         assert!(
             python.exists(),
@@ -46,11 +46,11 @@ impl Emulator {
         report["invocations"].as_array().unwrap().clone()
     }
 
-    fn invocations_of(&self, function: &str) -> Vec<Value> {
+    pub(crate) fn invocations_of(&self, function: &str) -> Vec<Value> {
         self.invocations().into_iter().filter(|i| i["function"] == function).collect()
     }
 
-    fn reset(&self) {
+    pub(crate) fn reset(&self) {
         let url = format!("http://127.0.0.1:{}/_reset", self.port);
         reqwest::blocking::Client::new().post(url).send().unwrap();
     }

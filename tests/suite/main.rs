@@ -20,6 +20,7 @@ mod console_browser;
 mod era_probe;
 mod exposure;
 mod federation;
+mod federation_sources;
 mod golden;
 mod grafana_dashboard;
 mod hostile_upstream;

@@ -1,12 +1,19 @@
 //! The rest of a server's surface through the one endpoint: `resources/list`,
 //! `resources/templates/list`, `resources/read`, `prompts/list`, `prompts/get` and
-//! `completion/complete`, federated across the configured discovering servers.
+//! `completion/complete`, federated across the configured discovering servers and the
+//! registry-built ones.
 //!
 //! - **Lists** are read with each server's tools at every refresh (all pages, within the
 //!   server's list bounds: `max_tools` items, definition and list bytes, pages), a list a
 //!   server does not offer (`-32601`) being empty; a list that fails or goes over a bound
 //!   keeps the server's last good one. Callers page through the gateway's own index with the
-//!   gateway's own cursors ([`PAGE_SIZE`] items a page).
+//!   gateway's own cursors ([`PAGE_SIZE`] items a page). What a server offers is learned as
+//!   [`lists`] says (a Lambda function is asked `initialize` through the invoke path).
+//! - **Whose lists**: the configured discovering servers, and the registry-built ones
+//!   ([`registry_built`]: the servers registry entries name, read at each registry scan).
+//! - **Prompts are pinned like tools** (`catalogue.pin_tool_definitions`): a prompt whose
+//!   definition changed after it was pinned keeps its approved definition in the lists until
+//!   an operator approves the change.
 //! - **Routing** is the index's ([`index`]): a URI is never rewritten; a prompt name is the
 //!   server's own unless two servers offer it (`server__name`); `completion/complete` goes to
 //!   the server of the prompt or template its `ref` names.
@@ -20,6 +27,8 @@
 
 mod answers;
 pub mod index;
+mod lists;
+mod registry_built;
 pub mod uri_template;
 
 use std::{
@@ -33,16 +42,20 @@ use tower::ServiceExt;
 
 use answers::{bad_input, checked_completion, checked_contents, checked_messages, not_found, page_of};
 pub use index::{Control, Index, ServerSurface, Unroutable};
+use lists::LISTS;
+pub use lists::list_surface;
 
 use super::{Gateway, Upstream, refresh::ListFailure};
 use crate::{
     audit::{AuditEntry, Decision},
-    config::ListBounds,
     error::{Category, GatewayError},
     identity::Caller,
     policy::SurfaceItem,
-    registry::bounds::{ListKind, Tally},
-    upstream::{UpstreamError, UpstreamReply, UpstreamRequest},
+    registry::{
+        bounds::ListKind,
+        pins::{Kind, PinStore},
+    },
+    upstream::{UpstreamReply, UpstreamRequest},
 };
 
 /// A policy's denial: the caller's error and the decision the audit line records.
@@ -54,13 +67,21 @@ struct Denied {
 /// Items in one page of a caller's list.
 pub const PAGE_SIZE: usize = 100;
 
-/// Every discovering server's surface, and the index built from them.
+/// One server's surface as its lists said, and as it is served (its prompts through
+/// definition pinning, when that is on).
+#[derive(Debug, Clone, Default)]
+struct Learned {
+    listed: ServerSurface,
+    served: ServerSurface,
+}
+
+/// Every federated server's surface, and the index built from them.
 pub struct Federation {
     /// `servers.NAME.resource_prefixes`, per server.
     prefixes: Vec<(Arc<str>, Vec<String>)>,
     /// `[prompts.*]` and `[resources]`.
     control: Control,
-    surfaces: Mutex<BTreeMap<Arc<str>, ServerSurface>>,
+    surfaces: Mutex<BTreeMap<Arc<str>, Learned>>,
     index: RwLock<Arc<Index>>,
 }
 
@@ -83,16 +104,56 @@ impl Federation {
         self.index.read().map(|index| index.clone()).unwrap_or_default()
     }
 
-    /// Keeps `server`'s surface; when it changed, rebuilds the index (and says so).
-    pub fn update(&self, server: &Arc<str>, surface: ServerSurface) -> bool {
+    /// Keeps `server`'s surface, its prompts as `pins` serve them; when what is served
+    /// changed, rebuilds the index (and says so).
+    pub fn update(&self, server: &Arc<str>, listed: ServerSurface, pins: Option<&PinStore>) -> bool {
         let Ok(mut surfaces) = self.surfaces.lock() else { return false };
-        if surfaces.get(server) == Some(&surface) {
-            return false;
+        let served = served(server, &listed, pins);
+        let changed = surfaces.get(server).is_none_or(|known| known.served != served);
+        surfaces.insert(server.clone(), Learned { listed, served });
+        if changed {
+            self.rebuild(&surfaces);
         }
-        surfaces.insert(server.clone(), surface);
+        changed
+    }
+
+    /// Serves every server's prompts again as `pins` now say (after an approval).
+    pub fn repin(&self, pins: &PinStore) -> bool {
+        let Ok(mut surfaces) = self.surfaces.lock() else { return false };
+        let mut changed = false;
+        for (server, learned) in surfaces.iter_mut() {
+            let served = served(server, &learned.listed, Some(pins));
+            if served != learned.served {
+                learned.served = served;
+                changed = true;
+            }
+        }
+        if changed {
+            self.rebuild(&surfaces);
+        }
+        changed
+    }
+
+    /// Forgets the servers `gone` says are gone (a registry-built server no live entry names).
+    pub fn forget(&self, gone: impl Fn(&str) -> bool) -> bool {
+        let Ok(mut surfaces) = self.surfaces.lock() else { return false };
+        let before = surfaces.len();
+        surfaces.retain(|server, _| !gone(server));
+        let changed = surfaces.len() != before;
+        if changed {
+            self.rebuild(&surfaces);
+        }
+        changed
+    }
+
+    /// The servers whose surface is known.
+    pub fn servers(&self) -> Vec<Arc<str>> {
+        self.surfaces.lock().map(|s| s.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    fn rebuild(&self, surfaces: &BTreeMap<Arc<str>, Learned>) {
         let all: Vec<(Arc<str>, ServerSurface)> =
-            surfaces.iter().map(|(s, v)| (s.clone(), v.clone())).collect();
-        drop(surfaces);
+            surfaces.iter().map(|(s, v)| (s.clone(), v.served.clone())).collect();
         let built = Index::build(&all, &self.prefixes, &self.control);
         for collision in &built.collisions {
             tracing::warn!(kind = collision.kind, name = %crate::redact::text(&collision.name), servers = ?collision.servers, "claimed by more than one server: served by none (a prefix in the configuration names the owner)");
@@ -100,98 +161,17 @@ impl Federation {
         if let Ok(mut index) = self.index.write() {
             *index = Arc::new(built);
         }
-        true
     }
 }
 
-/// The three lists of a server's surface: method, the result's key, and the bound's kind.
-const LISTS: [(&str, &str, ListKind); 3] = [
-    ("resources/list", "resources", ListKind::Resources),
-    ("resources/templates/list", "resourceTemplates", ListKind::ResourceTemplates),
-    ("prompts/list", "prompts", ListKind::Prompts),
-];
-
-/// Reads `upstream`'s resources, resource templates and prompts — the lists its handshake
-/// declared (a streamable-HTTP server's `initialize` or `server/discover`, a persistent
-/// connection's `initialize`; a Lambda function has no handshake and declares nothing) — each
-/// list whole within `bounds`; a list the server does not serve after all (`-32601`) is empty.
-pub async fn list_surface(
-    upstream: &Upstream,
-    bounds: ListBounds,
-) -> Result<ServerSurface, (ListKind, ListFailure)> {
-    let offers = match (&upstream.http, &upstream.connection) {
-        (Some(http), _) => http.offers(),
-        (None, Some(connection)) => connection.offers(),
-        (None, None) => Default::default(),
-    };
-    let mut surface = ServerSurface { completions: offers.completions, ..ServerSurface::default() };
-    for (method, key, kind) in LISTS {
-        let declared = match kind {
-            ListKind::Prompts => offers.prompts,
-            _ => offers.resources,
-        };
-        if !declared {
-            continue;
-        }
-        let items = list_all(upstream, method, key, bounds).await.map_err(|failure| (kind, failure))?;
-        match kind {
-            ListKind::Resources => surface.resources = items,
-            ListKind::ResourceTemplates => surface.templates = items,
-            _ => surface.prompts = items,
-        }
+/// `listed` as it is served: its prompts through `pins` (a changed definition waits for
+/// approval, the approved one served meanwhile, exactly as for tools).
+fn served(server: &str, listed: &ServerSurface, pins: Option<&PinStore>) -> ServerSurface {
+    let mut served = listed.clone();
+    if let Some(pins) = pins {
+        served.prompts = pins.resolve_prompts(server, &listed.prompts);
     }
-    Ok(surface)
-}
-
-/// Every page of one list (`method`, items under `key`), each definition counted on the way.
-async fn list_all(
-    upstream: &Upstream,
-    method: &'static str,
-    key: &str,
-    bounds: ListBounds,
-) -> Result<Vec<Value>, ListFailure> {
-    let mut items = Vec::new();
-    let mut tally = Tally::new(bounds);
-    let mut cursor: Option<String> = None;
-    loop {
-        tally.page().map_err(ListFailure::Refused)?;
-        let mut params = Map::new();
-        if let Some(c) = cursor.take() {
-            params.insert("cursor".into(), json!(c));
-        }
-        let reply = upstream.service.clone().oneshot(UpstreamRequest::new(method, params)).await?;
-        let raw = match reply {
-            UpstreamReply::Result(raw) => raw,
-            // Not offered: nothing to list.
-            UpstreamReply::Error(e) if e.code == -32601 => return Ok(Vec::new()),
-            UpstreamReply::Error(e) => {
-                return Err(
-                    UpstreamError::Protocol(format!("{method} failed: {} {}", e.code, e.message)).into()
-                );
-            }
-        };
-        let protocol = |detail: String| {
-            ListFailure::Upstream(UpstreamError::Protocol(format!("{method} result: {detail}")))
-        };
-        let page: Map<String, Value> =
-            serde_json::from_str(raw.get()).map_err(|e| protocol(e.to_string()))?;
-        let listed = match page.get(key) {
-            Some(Value::Array(listed)) => listed,
-            None => return Ok(items),
-            Some(_) => return Err(protocol(format!("{key} is not an array"))),
-        };
-        for item in listed {
-            tally.item(crate::registry::bounds::json_len(item)).map_err(ListFailure::Refused)?;
-            // Only objects: what is listed is what callers receive.
-            if item.is_object() {
-                items.push(item.clone());
-            }
-        }
-        match page.get("nextCursor").and_then(Value::as_str) {
-            Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
-            _ => return Ok(items),
-        }
-    }
+    served
 }
 
 /// Who asks, for a federated method: the caller, the request id of the log line and the
@@ -235,10 +215,12 @@ impl Gateway {
                 for (_, _, kind) in LISTS {
                     self.catalog().refusals().clear(&name, kind);
                 }
-                if self.federation.update(&upstream.name, surface) {
+                let pins = self.pins.as_deref();
+                if self.federation.update(&upstream.name, surface, pins) {
                     // Callers' streams compare what they see now with what they were told.
                     self.list_changes().bump();
                 }
+                self.count_prompt_pins();
             }
             Err((kind, ListFailure::Refused(exceeded))) => {
                 tracing::warn!(server = %name, list = kind.as_str(), bound = exceeded.bound.as_str(), limit = exceeded.limit, seen = exceeded.seen, "{} refused: {exceeded}; keeping the server's last good one", kind.as_str());
@@ -251,6 +233,22 @@ impl Gateway {
             Err((kind, ListFailure::Upstream(error))) => {
                 tracing::warn!(server = %name, list = kind.as_str(), error = %crate::redact::shown(&error), "reading the list failed; keeping the server's last good one");
             }
+        }
+    }
+
+    /// Serves the federated prompts again after an approval of pinned definitions.
+    pub(super) fn repin_prompts(&self) {
+        let Some(pins) = self.pins.as_deref() else { return };
+        if self.federation.repin(pins) {
+            self.list_changes().bump();
+        }
+        self.count_prompt_pins();
+    }
+
+    fn count_prompt_pins(&self) {
+        if let Some(pins) = self.pins.as_deref() {
+            self.metrics.prompt_definitions_pending.set(pins.pending_count(Kind::Prompt) as i64);
+            self.metrics.prompt_definitions_pinned.set(pins.pinned_count(Kind::Prompt) as i64);
         }
     }
 
@@ -566,7 +564,7 @@ impl Gateway {
         name: Option<Arc<str>>,
         call: &SurfaceCall,
     ) -> Result<Value, GatewayError> {
-        let Some(upstream) = self.upstreams.get(server) else {
+        let Some(upstream) = self.surface_upstream(server) else {
             return Err(GatewayError::new(Category::Internal, "the server of this item is not configured"));
         };
         let mut request = UpstreamRequest::new(method, params);

@@ -9,7 +9,10 @@ Tools:
   shrink(name)  removes the tool NAME, then says the tool list changed;
   ping_me()     answers "pong" (changes nothing);
   add_prompt(name)  adds a prompt called NAME (it answers "prompt NAME"), then says the prompt
-                list changed.
+                list changed;
+  redescribe_prompt(name, description)  replaces the prompt NAME by one of the same name with
+                DESCRIPTION (it answers "prompt NAME, redescribed"), then says the prompt list
+                changed (a definition that changes after it was trusted).
 Prompts: `hello` from the start.
 
 "Says the tool list changed" in both eras, as the SDK offers it: `ctx.notify_tools_changed()`
@@ -95,6 +98,24 @@ async def add_prompt(name: str, ctx: Context) -> str:
     except Exception:  # noqa: BLE001 - a modern single exchange has no session channel
         pass
     return f"added prompt {name}"
+
+
+@server.tool()
+async def redescribe_prompt(name: str, description: str, ctx: Context) -> str:
+    """Replace the prompt NAME by one with DESCRIPTION and say the prompt list changed."""
+
+    def prompt() -> str:
+        return f"prompt {name}, redescribed"
+
+    prompt.__name__ = name
+    server.remove_prompt(name)
+    server.add_prompt(Prompt.from_function(prompt, name=name, description=description))
+    await ctx.notify_prompts_changed()
+    try:
+        await ctx.request_context.session.send_prompt_list_changed()
+    except Exception:  # noqa: BLE001 - a modern single exchange has no session channel
+        pass
+    return f"redescribed prompt {name}"
 
 
 @server.tool()

@@ -26,7 +26,7 @@ Control endpoints:
   GET  /_invocations  {"invocations": [{function, qualifier, event, client_context, seen,
                       outcome, error_type}]}; `seen` is what reached the MCP server: for the
                       AgentCore handler the JSON-RPC request it built ({method, name,
-                      arguments}), for the direct adapter the event's {method, name?}
+                      arguments}), for the direct adapter the event's {method, name?, uri?}
   POST /_reset        forgets them
 """
 
@@ -106,7 +106,8 @@ def agentcore_store(event, context, seen):
 
 def direct_store(event, context, seen):
     if isinstance(event, dict):
-        seen.update(method=event.get("method"), name=(event.get("params") or {}).get("name"))
+        params = event.get("params") or {}
+        seen.update(method=event.get("method"), name=params.get("name"), uri=params.get("uri"))
     return stdio_server_adapter(STORE, event, context)
 
 

@@ -14,14 +14,20 @@ run-mcp-servers-with-aws-lambda depends on, in tests/peers/.venv-lambda). Tools:
                                            fails, and the AgentCore handler raises)
   slow_search    {query, seconds}       -> answers like manga_search after sleeping `seconds`
   big_answer     {size}                 -> one text block of `size` bytes
+Resources (for the federation of resources and prompts, tests/suite/federation_sources.rs):
+  store://catalog/top        the catalogue as JSON
+  store://manga/{manga_id}   one manga as JSON (a template; manga_id completes from the catalogue)
+Prompts:
+  reply_style {tone}         how the store answers a shopper (tone completes: formal, friendly, playful)
 """
 
+import json
 import os
 import time
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
-from mcp.types import ToolAnnotations
+from mcp.types import Completion, PromptReference, ResourceTemplateReference, ToolAnnotations
 
 CATALOG = {
     "MNG-00000004": {"title": "鬼滅の刃 1", "price_jpy": 528},
@@ -81,6 +87,36 @@ def slow_search(query: str, seconds: float) -> dict[str, Any]:
 def big_answer(size: int) -> str:
     """One text block of `size` bytes."""
     return "x" * size
+
+
+@mcp.resource("store://catalog/top", mime_type="application/json")
+def catalog_top() -> str:
+    """The store's catalogue."""
+    return json.dumps(CATALOG, ensure_ascii=False)
+
+
+@mcp.resource("store://manga/{manga_id}", mime_type="application/json")
+def manga(manga_id: str) -> str:
+    """One manga of the catalogue."""
+    return json.dumps({"manga_id": manga_id, **CATALOG.get(manga_id, {})}, ensure_ascii=False)
+
+
+TONES = ["formal", "friendly", "playful"]
+
+
+@mcp.prompt()
+def reply_style(tone: str) -> str:
+    """How the store answers a shopper."""
+    return f"Answer the shopper in a {tone} tone."
+
+
+@mcp.completion()
+async def complete(ref, argument, context):
+    if isinstance(ref, PromptReference) and ref.name == "reply_style" and argument.name == "tone":
+        return Completion(values=[t for t in TONES if t.startswith(argument.value)], hasMore=False)
+    if isinstance(ref, ResourceTemplateReference) and argument.name == "manga_id":
+        return Completion(values=[m for m in CATALOG if m.startswith(argument.value)], hasMore=False)
+    return None
 
 
 if __name__ == "__main__":

@@ -1,0 +1,150 @@
+//! Reading one server's lists besides tools: what it offers, then each list whole within the
+//! server's bounds.
+//!
+//! What a server offers is what its handshake declared: a streamable-HTTP server's
+//! `initialize` or `server/discover`, a persistent connection's `initialize`. A Lambda
+//! function (direct invoke, JSON-RPC events) has no session and no handshake, so at each
+//! refresh the gateway sends it one `initialize` through the invoke path (what every MCP
+//! server answers, the awslabs adapters included) and reads its `capabilities`; a function
+//! that does not answer it with capabilities has each list tried instead, `-32601` meaning
+//! "not offered" (and completion assumed wherever prompts or templates are listed). An
+//! AgentCore-style target (`lambda_event = "agentcore"`) carries tool calls only: it offers
+//! nothing else.
+
+use serde_json::{Map, Value, json};
+use tower::ServiceExt;
+
+use super::ServerSurface;
+use crate::{
+    config::{ListBounds, TransportKind},
+    gateway::{Upstream, refresh::ListFailure},
+    protocol::mcp::{self, Offers},
+    registry::bounds::{ListKind, Tally},
+    upstream::{UpstreamError, UpstreamReply, UpstreamRequest},
+};
+
+/// The three lists of a server's surface: method, the result's key, and the bound's kind.
+pub(super) const LISTS: [(&str, &str, ListKind); 3] = [
+    ("resources/list", "resources", ListKind::Resources),
+    ("resources/templates/list", "resourceTemplates", ListKind::ResourceTemplates),
+    ("prompts/list", "prompts", ListKind::Prompts),
+];
+
+/// What a server offers, and whether that was declared (`false`: every list is tried).
+struct Learned {
+    offers: Offers,
+    declared: bool,
+}
+
+/// Reads `upstream`'s resources, resource templates and prompts — the lists it offers (see
+/// the module documentation) — each list whole within `bounds`; a list the server does not
+/// serve after all (`-32601`) is empty.
+pub async fn list_surface(
+    upstream: &Upstream,
+    bounds: ListBounds,
+) -> Result<ServerSurface, (ListKind, ListFailure)> {
+    let learned = match (&upstream.http, &upstream.connection) {
+        (Some(http), _) => Learned { offers: http.offers(), declared: true },
+        (None, Some(connection)) => Learned { offers: connection.offers(), declared: true },
+        (None, None) if upstream.transport == TransportKind::Lambda && !upstream.config.is_agentcore() => {
+            lambda_offers(upstream).await.map_err(|failure| (ListKind::Resources, failure))?
+        }
+        (None, None) => Learned { offers: Offers::default(), declared: true },
+    };
+    let offers = learned.offers;
+    let mut surface = ServerSurface { completions: offers.completions, ..ServerSurface::default() };
+    for (method, key, kind) in LISTS {
+        let offered = match kind {
+            ListKind::Prompts => offers.prompts,
+            _ => offers.resources,
+        };
+        if !offered {
+            continue;
+        }
+        let items = list_all(upstream, method, key, bounds).await.map_err(|failure| (kind, failure))?;
+        match kind {
+            ListKind::Resources => surface.resources = items,
+            ListKind::ResourceTemplates => surface.templates = items,
+            _ => surface.prompts = items,
+        }
+    }
+    if !learned.declared {
+        // Nothing declared: completion is asked of a server with something to complete.
+        surface.completions = !surface.prompts.is_empty() || !surface.templates.is_empty();
+    }
+    Ok(surface)
+}
+
+/// A Lambda function's offers: its answer to `initialize` sent through the invoke path, or,
+/// when it answers that with an error or without capabilities, every list to be tried.
+async fn lambda_offers(upstream: &Upstream) -> Result<Learned, ListFailure> {
+    let mut params = Map::new();
+    params.insert("protocolVersion".into(), json!(mcp::LATEST_LEGACY_VERSION));
+    params.insert("capabilities".into(), json!({}));
+    params.insert("clientInfo".into(), json!({"name": "mcp-gateway", "version": crate::VERSION}));
+    let reply = upstream.service.clone().oneshot(UpstreamRequest::new("initialize", params)).await?;
+    let declared = match reply {
+        UpstreamReply::Result(raw) => serde_json::from_str::<Value>(raw.get())
+            .ok()
+            .filter(|result| result.get("capabilities").is_some_and(Value::is_object)),
+        UpstreamReply::Error(_) => None,
+    };
+    Ok(match declared {
+        Some(result) => Learned { offers: Offers::declared(&result), declared: true },
+        None => {
+            tracing::debug!(server = %upstream.name, "no capabilities in the function's initialize answer; every list is tried");
+            Learned { offers: Offers { resources: true, prompts: true, completions: false }, declared: false }
+        }
+    })
+}
+
+/// Every page of one list (`method`, items under `key`), each definition counted on the way.
+async fn list_all(
+    upstream: &Upstream,
+    method: &'static str,
+    key: &str,
+    bounds: ListBounds,
+) -> Result<Vec<Value>, ListFailure> {
+    let mut items = Vec::new();
+    let mut tally = Tally::new(bounds);
+    let mut cursor: Option<String> = None;
+    loop {
+        tally.page().map_err(ListFailure::Refused)?;
+        let mut params = Map::new();
+        if let Some(c) = cursor.take() {
+            params.insert("cursor".into(), json!(c));
+        }
+        let reply = upstream.service.clone().oneshot(UpstreamRequest::new(method, params)).await?;
+        let raw = match reply {
+            UpstreamReply::Result(raw) => raw,
+            // Not offered: nothing to list.
+            UpstreamReply::Error(e) if e.code == -32601 => return Ok(Vec::new()),
+            UpstreamReply::Error(e) => {
+                return Err(
+                    UpstreamError::Protocol(format!("{method} failed: {} {}", e.code, e.message)).into()
+                );
+            }
+        };
+        let protocol = |detail: String| {
+            ListFailure::Upstream(UpstreamError::Protocol(format!("{method} result: {detail}")))
+        };
+        let page: Map<String, Value> =
+            serde_json::from_str(raw.get()).map_err(|e| protocol(e.to_string()))?;
+        let listed = match page.get(key) {
+            Some(Value::Array(listed)) => listed,
+            None => return Ok(items),
+            Some(_) => return Err(protocol(format!("{key} is not an array"))),
+        };
+        for item in listed {
+            tally.item(crate::registry::bounds::json_len(item)).map_err(ListFailure::Refused)?;
+            // Only objects: what is listed is what callers receive.
+            if item.is_object() {
+                items.push(item.clone());
+            }
+        }
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
+            _ => return Ok(items),
+        }
+    }
+}
