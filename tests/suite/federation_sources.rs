@@ -219,3 +219,35 @@ fn a_pinned_prompt_that_changes_upstream_is_withheld_until_approved() {
     let unknown = gw.admin_post("/admin/registry/approve").json(&json!({"prompt": "hello"})).send().unwrap();
     assert_eq!(unknown.status(), 404, "nothing pending any more");
 }
+
+#[test]
+fn a_registry_built_stdio_server_is_read_once_connected_and_leaves_with_its_entry() {
+    let stores = Stores::start(true, false);
+    // The entry may only pick a command the configuration allows.
+    let server = json!({"name": "every", "transport": "stdio", "command": "everything"});
+    let mut entry = json!({"name": "echo", "description": "Echoes", "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}, "server": server});
+    stores.put(false, &entry);
+    let config = format!(
+        "refresh_interval_secs = 1\nready_min_tools = 0\n{}[registry]\nscan_page_size = 100\n\
+         [stdio_commands.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        stores.config(),
+        everything_entry().to_str().unwrap()
+    );
+    let gw = Gateway::start(&config, &[]);
+    let docs = "demo://resource/static/document/features.md";
+    let listed = |gw: &Gateway| {
+        rpc(gw, "resources/list", json!({}))["result"]["resources"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["uri"] == docs))
+    };
+    // Never called: the scan started it, and read it once its handshake was done.
+    wait_for("the registry-built stdio server's resources", || listed(&gw));
+    assert_eq!(gw.connection_state("every"), "ready");
+    let read = result(&gw, "resources/read", json!({"uri": docs}));
+    assert!(read["contents"][0]["text"].is_string(), "{read}");
+    // The entry goes: so do its server's resources.
+    entry["status"] = json!("inactive");
+    stores.put(false, &entry);
+    wait_for("the resources of a server no entry names to leave", || !listed(&gw));
+    expect_error(&rpc(&gw, "resources/read", json!({"uri": docs})), -32002, "resource_not_found");
+}
