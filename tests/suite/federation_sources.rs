@@ -251,3 +251,36 @@ fn a_registry_built_stdio_server_is_read_once_connected_and_leaves_with_its_entr
     wait_for("the resources of a server no entry names to leave", || !listed(&gw));
     expect_error(&rpc(&gw, "resources/read", json!({"uri": docs})), -32002, "resource_not_found");
 }
+
+#[test]
+fn a_lambda_function_that_declares_nothing_has_each_list_tried() {
+    let emulator = Emulator::start();
+    let config = format!(
+        "[aws]\nendpoint_url = \"http://127.0.0.1:{port}\"\nregion = \"us-east-1\"\n[defaults]\ntimeout_ms = 30000\n\
+         [servers.bare]\ntransport = \"lambda\"\nfunction = \"direct-undeclared\"\n",
+        port = emulator.port
+    );
+    let gw = Gateway::start(&config, &[]);
+    let asked: Vec<String> = emulator
+        .invocations_of("direct-undeclared")
+        .iter()
+        .filter_map(|i| i["seen"]["method"].as_str().map(String::from))
+        .collect();
+    // `initialize` refused: every list was tried instead.
+    for method in ["initialize", "resources/list", "resources/templates/list", "prompts/list"] {
+        assert!(asked.iter().any(|m| m == method), "{method} not asked: {asked:?}");
+    }
+    let resources = result(&gw, "resources/list", json!({}));
+    assert_eq!(resources["resources"][0]["uri"], "store://catalog/top", "{resources}");
+    // It listed prompts and templates: completion is asked of it.
+    emulator.reset();
+    let completion = result(
+        &gw,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "reply_style"}, "argument": {"name": "tone", "value": "p"}}),
+    );
+    assert_eq!(completion["completion"]["values"], json!(["playful"]), "{completion}");
+    let asked = emulator.invocations_of("direct-undeclared");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["seen"]["method"], "completion/complete");
+}

@@ -17,6 +17,8 @@ invocation, as it does in a real Lambda):
                    — AgentCore Gateway's Lambda target contract
   direct-store     stdio_server_adapter(params, event, context) — direct invoke, one JSON-RPC
                    message per event
+  direct-undeclared  direct-store behind a handler that routes only the methods it knows
+                   and answers `initialize` -32601 (a function that declares nothing)
   agentcore-plain  a hand-written AgentCore target like AgentCore's own examples: reads
                    bedrockAgentCoreToolName, returns plain JSON for `order_status` (an
                    object), `store_motd` (a string), `store_notice` (content blocks without
@@ -111,6 +113,13 @@ def direct_store(event, context, seen):
     return stdio_server_adapter(STORE, event, context)
 
 
+def direct_undeclared(event, context, seen):
+    if isinstance(event, dict) and event.get("method") == "initialize":
+        seen.update(method="initialize")
+        return {"jsonrpc": "2.0", "id": event.get("id"), "error": {"code": -32601, "message": "Method not found"}}
+    return direct_store(event, context, seen)
+
+
 def agentcore_plain(event, context, seen):
     full = context.client_context.custom.get("bedrockAgentCoreToolName", "")
     tool = full.split("___", 1)[1] if "___" in full else full
@@ -129,6 +138,7 @@ def agentcore_plain(event, context, seen):
 FUNCTIONS = {
     "agentcore-store": agentcore_store,
     "direct-store": direct_store,
+    "direct-undeclared": direct_undeclared,
     "agentcore-plain": agentcore_plain,
 }
 
