@@ -148,14 +148,17 @@ pub enum RegistryAction {
     List,
     /// Delete a tool.
     Delete { name: String },
-    /// Approve pending tool definition changes on a running gateway
+    /// Approve pending tool (or prompt) definition changes on a running gateway
     /// (`catalogue.pin_tool_definitions`): POST /admin/registry/approve. Needs no DynamoDB.
     Approve {
         /// The tool: its name on its server, or its namespaced `server__tool` name.
-        #[arg(required_unless_present = "all")]
+        #[arg(required_unless_present_any = ["all", "prompt"])]
         tool: Option<String>,
-        /// Approve every pending change.
+        /// A federated prompt instead of a tool: its name on its server, or `server__prompt`.
         #[arg(long, conflicts_with = "tool")]
+        prompt: Option<String>,
+        /// Approve every pending change (tools and prompts).
+        #[arg(long, conflicts_with_all = ["tool", "prompt"])]
         all: bool,
         /// Only the change of this server (when several servers changed a tool of that name).
         #[arg(long)]

@@ -196,20 +196,30 @@ pub fn summary(entry: &RegistryEntry) -> Value {
     line
 }
 
+/// What `registry approve` names: a tool or a prompt (or neither, with `--all`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Named<'a> {
+    pub tool: Option<&'a str>,
+    pub prompt: Option<&'a str>,
+}
+
 /// `registry approve`: asks a running gateway (`base`, e.g. `http://127.0.0.1:8080`) to approve
 /// pending definition changes, with the admin bearer `token` when one is configured; returns
 /// its answer, or fails with it.
 pub async fn approve(
     base: &str,
     token: Option<&str>,
-    tool: Option<&str>,
+    named: Named<'_>,
     server: Option<&str>,
     all: bool,
 ) -> anyhow::Result<Value> {
     let url = format!("{}/admin/registry/approve", base.trim_end_matches('/'));
     let mut body = json!({});
-    if let Some(tool) = tool {
+    if let Some(tool) = named.tool {
         body["tool"] = json!(tool);
+    }
+    if let Some(prompt) = named.prompt {
+        body["prompt"] = json!(prompt);
     }
     if let Some(server) = server {
         body["server"] = json!(server);

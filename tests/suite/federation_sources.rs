@@ -211,9 +211,15 @@ fn a_pinned_prompt_that_changes_upstream_is_withheld_until_approved() {
         gw.proc.output().contains("prompt definition changed; not served until approved")
     });
 
-    // An operator's approval serves the new definition.
-    let approved = gw.admin_post("/admin/registry/approve").json(&json!({"prompt": "hello"})).send().unwrap();
-    assert_eq!(approved.status(), 200);
+    // An operator's approval (the CLI, which posts to the admin endpoint) serves the new one.
+    let approved = Command::new(BIN)
+        .args(["registry", "approve", "--prompt", "hello", "--url", &gw.url("")])
+        .env("MCP_GATEWAY_ADMIN__TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    let answer: Value = serde_json::from_slice(&approved.stdout).unwrap();
+    assert_eq!(answer["approved"][0]["prompt"], "hello", "{answer}");
     assert_eq!(hello(&gw).expect("listed")["description"], rug);
     assert_eq!(metric(&gw.metrics(), "mcp_gateway_prompt_definitions_pending", &[]), 0.0);
     let unknown = gw.admin_post("/admin/registry/approve").json(&json!({"prompt": "hello"})).send().unwrap();
