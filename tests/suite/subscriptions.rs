@@ -295,6 +295,54 @@ fn a_modern_python_client_subscribes_through_subscriptions_listen() {
     assert_eq!(upstream_subscriptions(&gateway, "fix"), 0.0);
 }
 
+#[test]
+fn a_restarted_server_is_subscribed_again_and_its_updates_keep_coming() {
+    let log = TempFile::new("subscribing-restart.log");
+    let config = format!("refresh_interval_secs = 3600\n\n{}", fixture_stdio("fix", log.path()));
+    let gateway = Gateway::start(&config, &[]);
+    wait_resources(&gateway, &[]);
+    let raw = RawCaller::open(&gateway, None);
+    let answer = raw.rpc(&gateway, "resources/subscribe", json!({"uri": "watch://a"}));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    assert_eq!(seen(log.path(), "subscribe watch://a"), 1);
+
+    // The server process exits; the gateway starts it again and subscribes it again.
+    let _ = gateway.call("crash", json!({}));
+    wait_for("the restarted server subscribed again", || seen(log.path(), "subscribe watch://a") == 2);
+    call(&gateway, "touch", json!({"uri": "watch://a"}));
+    wait_for("the update from the restarted server", || raw.updated() == ["watch://a"]);
+    assert_eq!(seen(log.path(), "unsubscribe watch://a"), 0);
+}
+
+#[test]
+fn a_modern_upstream_gets_the_uris_in_its_subscriptions_listen() {
+    // The SDK's streamable-HTTP server answers `server/discover` with 2026-07-28: the gateway
+    // speaks the modern era to it, where `resources/subscribe` does not exist.
+    let port = free_port();
+    let mut command = Command::new(python());
+    command.arg(fixture_script()).args(["http", &port.to_string()]).env("PYTHONUNBUFFERED", "1");
+    let _server = Proc::spawn_until("subscribing (http)", command, "READY");
+    let config = format!(
+        "refresh_interval_secs = 3600\n\n[servers.fix]\ntransport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
+    );
+    let gateway = Gateway::start(&config, &[]);
+    wait_resources(&gateway, &[]);
+    let raw = RawCaller::open(&gateway, None);
+    let answer = raw.rpc(&gateway, "resources/subscribe", json!({"uri": "watch://a"}));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    assert_eq!(upstream_subscriptions(&gateway, "fix"), 1.0);
+    // The gateway's subscriptions/listen to the server is opened again with the URI; an update
+    // published before it is open reaches nobody, so the test touches until one arrives.
+    wait_for("an update through the gateway's listen stream", || {
+        call(&gateway, "touch", json!({"uri": "watch://a"}));
+        raw.updated().first().is_some_and(|u| u == "watch://a")
+    });
+    // The last subscriber gone, the URI leaves the listen stream's list.
+    let answer = raw.rpc(&gateway, "resources/unsubscribe", json!({"uri": "watch://a"}));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    assert_eq!(upstream_subscriptions(&gateway, "fix"), 0.0);
+}
+
 /// The everything server's updates reach the official SDK client through a gateway whose
 /// `config` names it `every`; `ready` is what to wait for before asking for an update.
 fn everything_updates_reach_a_python_client(gateway: &Gateway, ready: impl Fn() -> bool) {

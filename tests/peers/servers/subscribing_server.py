@@ -17,7 +17,8 @@ Tool:
   touch(uri)  says the resource URI was updated: `notifications/resources/updated` on the
               session (stdio, or the GET stream of a streamable-HTTP session) and to the
               server's `subscriptions/listen` streams (2026-07-28) — whether or not anyone
-              subscribed, so a test can see the gateway drop what nobody asked for.
+              subscribed, so a test can see the gateway drop what nobody asked for;
+  crash()     exits the process at once (a test of what the gateway does after a restart).
 
 `http` serves streamable HTTP on 127.0.0.1:PORT/mcp and prints `READY <port>` once listening.
 """
@@ -76,6 +77,12 @@ async def touch(uri: str, ctx: Context) -> str:
     except Exception:  # noqa: BLE001 - a modern single exchange has no session channel
         pass
     return f"touched {uri}"
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the process at once, without answering."""
+    os._exit(3)
 
 
 class _Uvicorn(uvicorn.Server):
