@@ -222,7 +222,7 @@ when { principal.subject == "alice" || resource.uri != "watch://secret" };
 "#,
     );
     let config = format!(
-        "refresh_interval_secs = 3600\n\n[inbound]\nmax_resource_subscriptions_per_caller = 2\n\n[metrics]\nmain_listener = \"admin\"\n[auth]\nmode = \"header\"\nsubject_header = \"x-caller-subject\"\n\n[policy]\nfile = {}\n\n{}",
+        "refresh_interval_secs = 3600\n\n[inbound]\nmax_resource_subscriptions_per_caller = 2\n\n[metrics]\nmain_listener = \"admin\"\n[auth]\nmode = \"header\"\nsubject_header = \"x-caller-subject\"\n\n[policy]\nfile = {}\nreload_secs = 1\n\n{}",
         json!(policy.arg()),
         fixture_stdio("fix", log.path())
     );
@@ -270,6 +270,34 @@ when { principal.subject == "alice" || resource.uri != "watch://secret" };
     wait_for("bob's update of a", || bob.updated() == ["watch://a"]);
     wait_for("alice's update of the secret", || alice.updated() == ["watch://secret"]);
     assert_eq!(bob.updated(), ["watch://a"]);
+
+    // The policy is asked again for every update: once a reload denies alice the secret, its
+    // updates stop reaching her (dropped, counted `denied`) while b's still come.
+    let answer = alice.rpc(&gateway, "resources/subscribe", json!({"uri": "watch://b"}));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    let staged = policy.path().with_extension("staged");
+    std::fs::write(
+        &staged,
+        r#"
+@id("tools")
+permit (principal, action == Action::"call", resource);
+@id("no-secrets-at-all")
+permit (principal, action == Action::"read", resource) when { resource.uri != "watch://secret" };
+"#,
+    )
+    .unwrap();
+    std::fs::rename(&staged, policy.path()).unwrap();
+    wait_for("the reloaded policy to hide the secret from alice", || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list"});
+        let (_, _, text) = gateway.post_raw(body.to_string(), &[("x-caller-subject", "alice")]);
+        serde_json::from_str::<Value>(&text)
+            .is_ok_and(|a| a["result"]["resources"].as_array().is_some_and(|r| r.len() == 3))
+    });
+    gateway.call_with("touch", json!({"uri": "watch://secret"}), &bob_headers);
+    gateway.call_with("touch", json!({"uri": "watch://b"}), &bob_headers);
+    wait_for("alice's update of b", || alice.updated().len() == 2);
+    assert_eq!(alice.updated(), ["watch://secret", "watch://b"]);
+    assert_eq!(updates(&gateway, "fix", "denied"), 1.0);
 }
 
 #[test]

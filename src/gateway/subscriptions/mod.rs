@@ -11,7 +11,9 @@
 //!   `resources/unsubscribe`, `DELETE /mcp`, or when the session's `GET` stream closes (a
 //!   listen id never expires by itself, so the stream is what tells the gateway the caller is
 //!   gone). Subscribing before the stream is open is allowed: updates wait for no stream and
-//!   are dropped (counted `no_stream`) until one is open.
+//!   are dropped (counted `no_stream`) until one is open; a subscriber that never opens one
+//!   is left after [`STREAMLESS_TTL`] (swept every [`SWEEP_EVERY`]), as an idle back-channel
+//!   session expires, so a caller cannot park upstream subscriptions without a back-channel.
 //! - a 2026-07-28 caller's `subscriptions/listen` stream (its `resourceSubscriptions`): the
 //!   subscriptions live exactly as long as that stream.
 //!
@@ -55,6 +57,11 @@ use crate::{
 /// The methods of session-era callers this module answers.
 pub const METHODS: [&str; 2] = ["resources/subscribe", "resources/unsubscribe"];
 
+/// How long a subscriber without a stream keeps its subscriptions (an idle session's life).
+pub const STREAMLESS_TTL: std::time::Duration = crate::backchannel::sessions::IDLE_TTL;
+/// How often subscribers without a stream are looked at.
+pub const SWEEP_EVERY: std::time::Duration = crate::backchannel::sessions::SWEEP_EVERY;
+
 /// Updates waiting for one caller's stream before newer ones are dropped.
 pub const STREAM_BUFFER: usize = 64;
 
@@ -97,6 +104,8 @@ struct Subscriber {
     wants: BTreeSet<Target>,
     /// The stream its updates go to (its number, its sender).
     sink: Option<(u64, mpsc::Sender<ResourceUpdated>)>,
+    /// When it came without a stream (swept after [`STREAMLESS_TTL`] unless one is attached).
+    since: std::time::Instant,
 }
 
 /// How a subscription was taken.
@@ -173,6 +182,7 @@ impl ResourceSubscriptions {
             caller: caller.clone(),
             wants: BTreeSet::new(),
             sink: None,
+            since: std::time::Instant::now(),
         });
         subscriber.wants.insert(target.clone());
         state.total += 1;
@@ -229,6 +239,17 @@ impl ResourceSubscriptions {
             .collect();
         uris.sort();
         uris
+    }
+
+    /// Subscribers that have had no stream for [`STREAMLESS_TTL`] at `now`.
+    fn streamless(&self, now: std::time::Instant) -> Vec<SubscriberKey> {
+        let Ok(state) = self.state.lock() else { return Vec::new() };
+        state
+            .subscribers
+            .iter()
+            .filter(|(_, s)| s.sink.is_none() && now.saturating_duration_since(s.since) >= STREAMLESS_TTL)
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 
     /// How many subscriptions `key` holds (tests, admin).
@@ -301,6 +322,7 @@ impl Gateway {
                 caller: caller.clone(),
                 wants: BTreeSet::new(),
                 sink: None,
+                since: std::time::Instant::now(),
             });
             subscriber.sink = Some((stream, sink));
         }

@@ -153,6 +153,10 @@ impl Gateway {
     /// Starts, for each discovering server with a persistent connection or a streamable-HTTP
     /// transport, the loop that relays its updates and subscribes again after reconnects.
     pub(in crate::gateway) fn relay_resource_updates(self: &Arc<Self>) {
+        let gateway = Arc::downgrade(self);
+        crate::supervise::spawn(crate::supervise::Loop::ResourceUpdates, move || {
+            sweep_streamless(gateway.clone())
+        });
         for upstream in self.upstreams.values().filter(|u| u.config.discover) {
             if upstream.connection.is_none() && upstream.http.is_none() {
                 continue;
@@ -162,6 +166,20 @@ impl Gateway {
             crate::supervise::spawn(crate::supervise::Loop::ResourceUpdates, move || {
                 relay_loop(gateway.clone(), server.clone())
             });
+        }
+    }
+}
+
+/// Leaves the subscribers that never had a stream within [`super::STREAMLESS_TTL`].
+async fn sweep_streamless(gateway: Weak<Gateway>) {
+    let mut tick = tokio::time::interval(super::SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(gateway) = gateway.upgrade() else { return };
+        for key in gateway.resource_subscriptions.streamless(std::time::Instant::now()) {
+            tracing::info!(subscriber = %crate::redact::session_tag(&key), "resource subscriptions without a stream ended (idle)");
+            gateway.leave_subscriptions(&key).await;
         }
     }
 }

@@ -55,3 +55,17 @@ fn each_bound_is_refused_with_its_key() {
     assert!(table.join(&b, &caller(), &target("s", "u4")).is_ok(), "a place was freed");
     assert_eq!(table.held_by("listen:2"), 2);
 }
+
+#[test]
+fn subscribers_without_a_stream_are_swept_after_the_ttl() {
+    let table = table(8, 100);
+    let key: SubscriberKey = "session:s".into();
+    assert!(table.join(&key, &caller(), &target("s", "u")).is_ok());
+    let now = std::time::Instant::now();
+    assert!(table.streamless(now).is_empty(), "not yet");
+    assert_eq!(table.streamless(now + STREAMLESS_TTL), vec![key.clone()]);
+    if let Some(subscriber) = table.state.lock().unwrap().subscribers.get_mut(&key) {
+        subscriber.sink = Some((1, mpsc::channel(1).0));
+    }
+    assert!(table.streamless(now + STREAMLESS_TTL).is_empty(), "a stream is attached");
+}
