@@ -1,7 +1,8 @@
 //! Resource subscriptions through the gateway, end to end with real processes: the official
 //! Python SDK 2.x client subscribing in both eras (the session era's `resources/subscribe` with
 //! its GET stream, the modern `subscriptions/listen` with `resourceSubscriptions`), raw
-//! session-era callers, the reference "everything" server over stdio and streamable HTTP (its
+//! session-era callers, the reference "everything" server over stdio, streamable HTTP and
+//! HTTP+SSE (its
 //! `toggle-subscriber-updates` tool sends an update for each subscribed URI at once), and a
 //! fixture server on the official Python SDK (`tests/peers/servers/subscribing_server.py`) that
 //! records every `resources/subscribe` and `resources/unsubscribe` it answers, so the tests
@@ -19,8 +20,8 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::common::{
-    Gateway, Proc, TempFile, everything_entry, everything_server, expect_error, free_port, metric, peers_dir,
-    python, require, wait_for,
+    Gateway, Proc, TempFile, everything_entry, everything_server, everything_sse_server, expect_error,
+    free_port, metric, peers_dir, python, require, wait_for,
 };
 
 fn fixture_script() -> PathBuf {
@@ -413,4 +414,15 @@ fn the_everything_server_over_streamable_http_sends_updates_on_the_gateways_sess
     everything_updates_reach_a_python_client(&gateway, || {
         metric(&gateway.metrics(), "mcp_gateway_upstream_change_streams", &["server=\"every\""]) == 1.0
     });
+}
+
+#[test]
+fn the_everything_server_over_http_sse_sends_updates_on_the_gateways_connection() {
+    let port = free_port();
+    let _every = everything_sse_server(port);
+    let config = format!(
+        "refresh_interval_secs = 3600\n\n[servers.every]\ntransport = \"sse\"\nurl = \"http://127.0.0.1:{port}/sse\"\n"
+    );
+    let gateway = Gateway::start(&config, &[]);
+    everything_updates_reach_a_python_client(&gateway, || true);
 }
