@@ -9,11 +9,11 @@
 //! watches (`gateway/list_changes.rs` turns it into a rate-limited refresh of this server);
 //! nothing of the message goes anywhere else. `notifications/resources/updated` read there is
 //! offered to the server's update feed, rebuilt from its validated fields
-//! (`backchannel/resource_updates.rs`; the gateway's subscription table relays it). A server
-//! that declared `resources.subscribe` gets a stream too (its updates arrive there), and a
-//! 2026-07-28 server's `subscriptions/listen` carries the URIs the gateway is subscribed to
-//! (`resourceSubscriptions`): when they change, the stream is opened again at once with the
-//! new list (the spec's way to change a subscription). Reads are bounded like answers: an event over
+//! (`backchannel/resource_updates.rs`; the gateway's subscription table relays it). A
+//! session-era server that declared `resources.subscribe` gets its GET stream too (its updates
+//! arrive there); a 2026-07-28 one gets a `subscriptions/listen` once the gateway is subscribed
+//! to some URI on it, carrying those URIs (`resourceSubscriptions`): when they change, the
+//! stream is opened again at once with the new list (the spec's way to change a subscription). Reads are bounded like answers: an event over
 //! `max_response_bytes` ends the stream. A stream that ends, breaks or stays silent for
 //! [`IDLE`] is opened again after a backoff (1 s doubling to 30 s, ±20%, back to 1 s after a
 //! stream that lasted a minute). A server that refuses it (`405`, another 4xx, a JSON-RPC
@@ -86,16 +86,27 @@ impl HttpTransport {
 async fn run(inner: Weak<Inner>, changes: Arc<watch::Sender<u64>>, open: prometheus::IntGauge) {
     let mut backoff = MIN_BACKOFF;
     let mut refused_generation: Option<u64> = None;
+    let Some(mut wanted) = inner.upgrade().map(|strong| strong.wanted.subscribe()) else { return };
     loop {
         if changes.is_closed() {
             return;
         }
         let Some(strong) = inner.upgrade() else { return };
         let learned = strong.learned();
-        let watched = learned.list_changed || learned.offers.subscribe;
+        // Resource updates need the stream too: a session-era server sends them on its GET
+        // stream (kept open, as subscriptions are made on the session), a modern one only on a
+        // listen stream naming them (opened once some URI is wanted).
+        let subscribed = match learned.spoken {
+            Some(Spoken::Modern) => !wanted.borrow_and_update().is_empty(),
+            _ => true,
+        };
+        let watched = learned.list_changed || (learned.offers.subscribe && subscribed);
         let Some(spoken) = learned.spoken.clone().filter(|_| watched) else {
             drop(strong);
-            tokio::time::sleep(LEARN_POLL).await;
+            tokio::select! {
+                () = tokio::time::sleep(LEARN_POLL) => {}
+                _ = wanted.changed() => {}
+            }
             continue;
         };
         if refused_generation == Some(learned.generation) {
