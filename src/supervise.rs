@@ -72,6 +72,9 @@ pub enum Loop {
     Drift,
     /// The idle back-channel session sweeper.
     SessionSweeper,
+    /// A server's `notifications/resources/updated` to the subscribed callers, and its
+    /// re-subscriptions after a reconnect.
+    ResourceUpdates,
 }
 
 impl Loop {
@@ -88,6 +91,7 @@ impl Loop {
         Loop::PolicyReload,
         Loop::Drift,
         Loop::SessionSweeper,
+        Loop::ResourceUpdates,
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +108,7 @@ impl Loop {
             Loop::PolicyReload => "policy_reload",
             Loop::Drift => "drift",
             Loop::SessionSweeper => "session_sweeper",
+            Loop::ResourceUpdates => "resource_updates",
         }
     }
 

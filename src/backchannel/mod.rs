@@ -7,6 +7,8 @@
 //! - for a modern (2026-07-28) caller, which has no such stream: a session-era server's
 //!   requests become `input_required` results while the upstream exchange is held open
 //!   ([`held`]), and the caller's retry answers them;
+//! - and, off any call, a server's `notifications/resources/updated` for the callers subscribed
+//!   to that URI ([`resource_updates`]);
 //! - nothing else: each item is a typed value rebuilt from validated fields ([`to_caller`]),
 //!   never the upstream's JSON.
 //!
@@ -19,6 +21,7 @@ pub mod caller;
 pub mod held;
 pub mod listeners;
 pub mod relay;
+pub mod resource_updates;
 pub mod sessions;
 pub mod subscriptions;
 pub mod to_caller;

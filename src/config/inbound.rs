@@ -58,6 +58,12 @@ pub struct InboundLimits {
     /// `subscriptions/listen` of modern ones); one more is answered `503` (`-32005`). `0`
     /// turns list-change notifications off (`listChanged: false`, `GET /mcp` is 405).
     pub max_listen_streams: usize,
+    /// Most resource subscriptions one caller holds (a session-era caller's session, or one
+    /// 2026-07-28 `subscriptions/listen` stream); one more is refused (`-32005`, this key named).
+    pub max_resource_subscriptions_per_caller: usize,
+    /// Most resource subscriptions of all callers together; one more is refused (`-32005`,
+    /// this key named). The gateway subscribes upstream once per (server, URI) within them.
+    pub max_resource_subscriptions: usize,
 }
 
 impl Default for InboundLimits {
@@ -77,6 +83,8 @@ impl Default for InboundLimits {
             idle_timeout_ms: 60_000,
             max_connections: 512,
             max_listen_streams: 256,
+            max_resource_subscriptions_per_caller: 64,
+            max_resource_subscriptions: 10_000,
         }
     }
 }
@@ -97,6 +105,8 @@ impl InboundLimits {
             ("body_read_timeout_ms", self.body_read_timeout_ms),
             ("idle_timeout_ms", self.idle_timeout_ms),
             ("max_connections", self.max_connections as u64),
+            ("max_resource_subscriptions_per_caller", self.max_resource_subscriptions_per_caller as u64),
+            ("max_resource_subscriptions", self.max_resource_subscriptions as u64),
         ];
         for (key, value) in positive {
             if value == 0 {

@@ -14,6 +14,7 @@ mod forwarded_meta;
 pub mod list_changes;
 pub mod refresh;
 mod search;
+pub mod subscriptions;
 mod surface;
 pub mod tasks;
 pub mod upstreams;
@@ -219,6 +220,8 @@ pub struct Gateway {
     listeners: Arc<crate::backchannel::listeners::Listeners>,
     /// Every server's resources, resource templates and prompts, and their index.
     federation: federation::Federation,
+    /// Callers' resource subscriptions and the gateway's own upstream.
+    resource_subscriptions: subscriptions::ResourceSubscriptions,
     /// The console's record of recent calls and of each server's last error.
     recent_calls: crate::telemetry::recent_calls::RecentCalls,
     /// The console's live figures: snapshots of the call metrics over the last minute.
@@ -299,6 +302,7 @@ impl Gateway {
             tasks: tasks::TaskTable::new(&config.tasks),
             list_changes: Default::default(),
             federation: federation::Federation::new(&config),
+            resource_subscriptions: subscriptions::ResourceSubscriptions::new(&config.inbound, &metrics),
             listeners: Arc::new(crate::backchannel::listeners::Listeners::new(
                 config.inbound.max_listen_streams,
                 Some(metrics.listen_streams.clone()),
@@ -310,6 +314,7 @@ impl Gateway {
         });
         gateway.refresh_on_recovery();
         gateway.watch_list_changes();
+        gateway.relay_resource_updates();
         for upstream in gateway.upstreams.values() {
             upstream.start_health_prober(
                 gateway.shared_breakers.clone(),

@@ -585,12 +585,20 @@ pub struct Offers {
     pub resources: bool,
     pub prompts: bool,
     pub completions: bool,
+    /// `capabilities.resources.subscribe: true`: the server takes `resources/subscribe`.
+    pub subscribe: bool,
 }
 
 impl Offers {
     pub fn declared(result: &Value) -> Self {
         let has = |key: &str| result.pointer(&format!("/capabilities/{key}")).is_some_and(Value::is_object);
-        Offers { resources: has("resources"), prompts: has("prompts"), completions: has("completions") }
+        Offers {
+            resources: has("resources"),
+            prompts: has("prompts"),
+            completions: has("completions"),
+            subscribe: result.pointer("/capabilities/resources/subscribe").and_then(Value::as_bool)
+                == Some(true),
+        }
     }
 
     pub fn any(self) -> bool {

@@ -23,6 +23,7 @@ use crate::{
         cancel::Scope,
         capabilities,
         federation::{self, SurfaceCall},
+        subscriptions,
         tasks::TaskCall,
     },
     ownership::Owner,
@@ -59,6 +60,10 @@ pub struct RequestInfo {
     /// Whose what the request leaves behind is ([`crate::ownership`]); set from the verified
     /// session with [`RequestInfo::owned_through`], else the caller alone.
     pub owner: Owner,
+    /// The gateway session the request presented, verified (set by
+    /// [`RequestInfo::owned_through`]): a session-era caller's back-channel for resource
+    /// subscriptions.
+    pub verified_session: Option<Arc<str>>,
 }
 
 impl RequestInfo {
@@ -66,6 +71,7 @@ impl RequestInfo {
         let request_id: Arc<str> = request_id.into();
         Self {
             owner: Owner::of(&caller, None),
+            verified_session: None,
             caller,
             trace: otel::Inbound::from_headers(headers, request_id.clone()),
             request_id,
@@ -94,7 +100,7 @@ impl RequestInfo {
     /// The request's owner given the gateway session it presented, verified live and bound to
     /// this caller (`backchannel::sessions::Lookup::verified`).
     pub fn owned_through(self, session: Option<&Arc<str>>) -> Self {
-        Self { owner: Owner::of(&self.caller, session), ..self }
+        Self { owner: Owner::of(&self.caller, session), verified_session: session.cloned(), ..self }
     }
 }
 
@@ -256,6 +262,19 @@ async fn message_answer(
                 Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
             });
         }
+        method if subscriptions::METHODS.contains(&method) => {
+            let call = SurfaceCall {
+                caller: info.caller.clone(),
+                request_id: info.request_id.clone(),
+                deadline: caller_deadline(info.deadline, params.as_ref()),
+                modern,
+            };
+            let session = info.verified_session.as_ref();
+            return Some(match Box::pin(gateway.subscription_method(method, params, session, &call)).await {
+                Ok(result) => Response::result_value(id, &result),
+                Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
+            });
+        }
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
             let call = TaskCall {
                 owner: info.owner.clone(),
@@ -312,14 +331,15 @@ fn declare_list_changed(result: &mut Value, on: bool) {
 }
 
 /// `capabilities.resources`, `.prompts` and `.completions`, for what the servers behind the
-/// gateway really offer; their `listChanged` as for tools (resource subscriptions are not
-/// relayed yet).
+/// gateway really offer; their `listChanged` as for tools, and `resources.subscribe` when
+/// some server declared it (`gateway/subscriptions`).
 fn declare_surface(result: &mut Value, gateway: &Gateway) {
     let index = gateway.federation().index();
     let list_changed = gateway.lists_changes();
     let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) else { return };
     if index.offers_resources() {
-        capabilities.insert("resources".into(), json!({"subscribe": false, "listChanged": list_changed}));
+        let subscribe = gateway.offers_subscriptions();
+        capabilities.insert("resources".into(), json!({"subscribe": subscribe, "listChanged": list_changed}));
     }
     if index.offers_prompts() {
         capabilities.insert("prompts".into(), json!({"listChanged": list_changed}));

@@ -19,6 +19,14 @@
 //!   stream ends with the request's `complete` result (a graceful close); the caller closing
 //!   the stream cancels it.
 //! - More than `inbound.max_listen_streams` open: `503` (`-32005`), the key named.
+//! - Resource subscriptions (`gateway/subscriptions`): a session-era caller's `GET` stream
+//!   carries the `notifications/resources/updated` of what its session subscribed to with
+//!   `resources/subscribe` (and when the stream closes, those subscriptions end); a modern
+//!   caller lists the URIs in `params.notifications.resourceSubscriptions` (at most
+//!   `inbound.max_resource_subscriptions_per_caller`, more is refused with `-32005`), the
+//!   acknowledgment lists those the gateway honours (routed, allowed by the policy, subscribed
+//!   upstream; the others are left out, as the spec asks), and the subscriptions live as long
+//!   as the stream.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
@@ -35,7 +43,7 @@ use super::{caller, dispatch::RequestInfo, sessions};
 use crate::{
     backchannel::listeners::{self, Refused, Registration},
     error::{Category, GatewayError},
-    gateway::{Gateway, list_changes},
+    gateway::{Gateway, federation::SurfaceCall, list_changes, subscriptions},
     identity::Caller,
     protocol::{jsonrpc, mcp},
 };
@@ -92,11 +100,14 @@ pub async fn get(State(gateway): State<Arc<Gateway>>, request: axum::extract::Re
             &GatewayError::new(Category::InvalidRequest, "GET /mcp answers text/event-stream only"),
         );
     }
-    let registration = match gateway.listeners().open(Some(session)) {
+    let registration = match gateway.listeners().open(Some(session.clone())) {
         Ok(registration) => registration,
         Err(refused) => return refused_stream(&gateway, &refused),
     };
-    stream(Listening::new(gateway, caller, registration, None, Lists::ALL))
+    let updates = gateway.attach_subscriber(subscriptions::session_key(&session), &caller);
+    let mut listening = Listening::new(gateway, caller, registration, None, Lists::ALL);
+    listening.updates = Some(updates);
+    stream(listening)
 }
 
 /// Whether `message` is a `subscriptions/listen` this gateway serves: a modern request while
@@ -109,7 +120,7 @@ pub fn is_listen(gateway: &Gateway, message: &jsonrpc::Message) -> bool {
 }
 
 /// `subscriptions/listen` from a modern caller (see the module doc).
-pub fn subscribe(gateway: &Arc<Gateway>, message: jsonrpc::Message, info: &RequestInfo) -> Response {
+pub async fn subscribe(gateway: &Arc<Gateway>, message: jsonrpc::Message, info: &RequestInfo) -> Response {
     gateway.record_request(&message.method);
     let id = message.id.clone().unwrap_or(Value::Null);
     if let Some(err) = super::dispatch::protocol_error(&message, info) {
@@ -133,12 +144,74 @@ pub fn subscribe(gateway: &Arc<Gateway>, message: jsonrpc::Message, info: &Reque
         resources: asked("resourcesListChanged"),
         prompts: asked("promptsListChanged"),
     };
+    let uris = match filter.and_then(|f| f.get("resourceSubscriptions")) {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+            Some(items.iter().filter_map(Value::as_str).map(str::to_string).collect::<Vec<_>>())
+        }
+        Some(_) => {
+            let err = GatewayError::new(
+                Category::BadInput,
+                "params.notifications.resourceSubscriptions must be an array of URI strings",
+            );
+            return refusal_for(StatusCode::OK, id, &err);
+        }
+    };
+    let per_caller = gateway.resource_subscriptions().per_caller();
+    if let Some(uris) = &uris
+        && uris.len() > per_caller
+    {
+        let err = GatewayError::new(
+            Category::Overloaded,
+            format!("one subscriptions/listen may list at most {per_caller} resources"),
+        )
+        .with_limit("inbound.max_resource_subscriptions_per_caller", per_caller as u64);
+        return refusal_for(StatusCode::OK, id, &err);
+    }
     let registration = match gateway.listeners().open(None) {
         Ok(registration) => registration,
         Err(refused) => return refused_stream(gateway, &refused),
     };
-    let subscription = Subscription { id, lists };
-    stream(Listening::new(gateway.clone(), info.caller.clone(), registration, Some(subscription), lists))
+    let (updates, resources) = match uris {
+        Some(uris) => {
+            let (updates, honoured) = subscribe_listed(gateway, uris, info).await;
+            (Some(updates), Some(honoured))
+        }
+        None => (None, None),
+    };
+    let subscription = Subscription { id, lists, resources };
+    let mut listening =
+        Listening::new(gateway.clone(), info.caller.clone(), registration, Some(subscription), lists);
+    listening.updates = updates;
+    stream(listening)
+}
+
+/// Subscribes a new listen stream to `uris` (duplicates once); the stream's updates and the
+/// URIs honoured, in the order asked. A URI refused (unroutable, denied, over a bound, refused
+/// upstream) is left out: its error is logged and counted like a `resources/subscribe`.
+async fn subscribe_listed(
+    gateway: &Arc<Gateway>,
+    uris: Vec<String>,
+    info: &RequestInfo,
+) -> (subscriptions::Attached, Vec<String>) {
+    let key = gateway.listen_subscriber_key();
+    let updates = gateway.attach_subscriber(key.clone(), &info.caller);
+    let call = SurfaceCall {
+        caller: info.caller.clone(),
+        request_id: info.request_id.clone(),
+        deadline: info.deadline,
+        modern: true,
+    };
+    let mut honoured: Vec<String> = Vec::new();
+    for uri in uris {
+        if honoured.contains(&uri) {
+            continue;
+        }
+        if gateway.subscribe_resource(&key, &uri, &call).await.is_ok() {
+            honoured.push(uri);
+        }
+    }
+    (updates, honoured)
 }
 
 /// The lists whose changes a stream carries.
@@ -153,10 +226,12 @@ impl Lists {
     const ALL: Lists = Lists { tools: true, resources: true, prompts: true };
 }
 
-/// A modern caller's subscription: the request's id and whether it asked for tool list changes.
+/// A modern caller's subscription: the request's id, the lists whose changes it asked for and
+/// the resources it subscribed to (`None`: it asked for none).
 struct Subscription {
     id: Value,
     lists: Lists,
+    resources: Option<Vec<String>>,
 }
 
 /// One open stream.
@@ -176,6 +251,8 @@ struct Listening {
     acknowledged: bool,
     keepalive: tokio::time::Interval,
     ended: bool,
+    /// The caller's resource updates (its subscriptions end when this is dropped).
+    updates: Option<subscriptions::Attached>,
 }
 
 impl Listening {
@@ -203,6 +280,7 @@ impl Listening {
             acknowledged: false,
             keepalive,
             ended: false,
+            updates: None,
         }
     }
 
@@ -226,6 +304,9 @@ impl Listening {
                     if asked {
                         honoured.insert(key.into(), json!(true));
                     }
+                }
+                if let Some(resources) = &subscription.resources {
+                    honoured.insert("resourceSubscriptions".into(), json!(resources));
                 }
                 let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                     "params": {"_meta": self.meta(), "notifications": honoured}});
@@ -265,6 +346,9 @@ impl Listening {
                     }
                     self.seen = now;
                 }
+                Some(update) = next_update(&mut self.updates) => {
+                    return Some(event(&update.to_notification(self.meta().as_ref())));
+                }
                 _ = self.keepalive.tick() => return Some(Bytes::from_static(b":\n\n")),
             }
         }
@@ -283,6 +367,16 @@ const CHANGED: [&str; 3] = [
 fn fingerprints(gateway: &Gateway, caller: &Caller) -> [u64; 3] {
     let (resources, prompts) = gateway.surface_fingerprints(caller);
     [list_changes::fingerprint(gateway, caller), resources, prompts]
+}
+
+/// The next resource update of a stream that has subscriptions (never, for one without).
+async fn next_update(
+    updates: &mut Option<subscriptions::Attached>,
+) -> Option<crate::backchannel::resource_updates::ResourceUpdated> {
+    match updates {
+        Some(attached) => attached.updates.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn event(message: &Value) -> Bytes {

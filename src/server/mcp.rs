@@ -152,7 +152,7 @@ async fn handle(
         }
         // A modern caller's change stream (`listen`).
         Inbound::Single(Ok(message)) if super::listen::is_listen(gateway, &message) => {
-            super::listen::subscribe(gateway, message, &info)
+            super::listen::subscribe(gateway, message, &info).await
         }
         // A session-era `initialize` that opened no back-channel session gets a stateless
         // listen id, so it can open the GET stream of list changes (`listen`).
@@ -319,10 +319,12 @@ pub async fn delete(State(gateway): State<Arc<Gateway>>, request: axum::extract:
         sessions::Lookup::Found(session) => {
             gateway.sessions().end(&session.id);
             gateway.listeners().close_session(&session.id);
+            gateway.end_session_subscriptions(&session.id);
             StatusCode::NO_CONTENT.into_response()
         }
         sessions::Lookup::Listen(id) => {
             gateway.listeners().close_session(&id);
+            gateway.end_session_subscriptions(&id);
             StatusCode::NO_CONTENT.into_response()
         }
         sessions::Lookup::Unknown => sessions::unknown_session(),

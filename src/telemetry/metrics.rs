@@ -79,6 +79,13 @@ pub struct Metrics {
     pub listen_streams: IntGauge,
     /// `mcp_gateway_list_changed_sent_total`: `notifications/tools/list_changed` sent to callers
     pub list_changed_sent: prometheus::IntCounter,
+    /// `mcp_gateway_resource_subscriptions{server}`: resource URIs the gateway is subscribed to
+    /// upstream (once per URI, however many callers subscribed)
+    pub resource_subscriptions: IntGaugeVec,
+    /// `mcp_gateway_resource_updates_total{server,result}`: upstream
+    /// `notifications/resources/updated`, per caller it was for: `relayed`, or dropped
+    /// (`unsubscribed`, `denied`, `no_stream`, `full`, `lagged`)
+    pub resource_updates: IntCounterVec,
     /// `mcp_gateway_http_rejections_total{reason}` (403, 413, parse errors)
     pub rejections: IntCounterVec,
     /// `mcp_gateway_registry_tools`
@@ -412,6 +419,18 @@ impl Metrics {
                 r.register(Box::new(counter.clone())).expect("metric names are unique");
                 counter
             },
+            resource_subscriptions: gauges(
+                &r,
+                "mcp_gateway_resource_subscriptions",
+                "resource URIs the gateway is subscribed to upstream, once per URI",
+                &["server"],
+            ),
+            resource_updates: counters(
+                &r,
+                "mcp_gateway_resource_updates_total",
+                "upstream notifications/resources/updated, relayed to a subscribed caller or dropped (by why)",
+                &["server", "result"],
+            ),
             requests: counters(
                 &r,
                 "mcp_gateway_requests_total",

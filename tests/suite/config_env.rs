@@ -191,6 +191,8 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("inbound.idle_timeout_ms"), "15000", json!(15000)),
         (s("inbound.max_connections"), "100", json!(100)),
         (s("inbound.max_listen_streams"), "12", json!(12)),
+        (s("inbound.max_resource_subscriptions_per_caller"), "8", json!(8)),
+        (s("inbound.max_resource_subscriptions"), "500", json!(500)),
         (s("inbound.max_held_exchanges"), "9", json!(9)),
         (s("inbound.held_exchange_ttl_ms"), "45000", json!(45000)),
         (s("tasks.max_tasks"), "64", json!(64)),

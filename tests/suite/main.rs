@@ -51,6 +51,7 @@ mod sse_resume;
 mod stdio_registry;
 mod stdio_upstream;
 mod stuck_log_pipe;
+mod subscriptions;
 mod supervision;
 mod tasks;
 mod third_party;

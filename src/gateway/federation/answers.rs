@@ -49,7 +49,7 @@ pub(super) fn bad_input(detail: &str) -> GatewayError {
     GatewayError::new(Category::BadInput, detail)
 }
 
-pub(super) fn not_found(uri: &str, why: Unroutable) -> GatewayError {
+pub(in crate::gateway) fn not_found(uri: &str, why: Unroutable) -> GatewayError {
     let detail = match why {
         Unroutable::Unknown => {
             "no server lists it, and no template or configured prefix covers it".to_string()

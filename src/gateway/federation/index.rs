@@ -38,6 +38,8 @@ pub struct ServerSurface {
     /// The server answered `completion/complete` in its capabilities (or it offers prompts or
     /// templates, which completion is about).
     pub completions: bool,
+    /// The server declared `resources.subscribe: true`.
+    pub subscribe: bool,
 }
 
 /// A prompt as callers see it.
@@ -99,6 +101,8 @@ pub struct Index {
     pub collisions: Vec<Collision>,
     /// Servers that offer completion.
     pub completing: Vec<Arc<str>>,
+    /// Servers that take `resources/subscribe` (declared `resources.subscribe`).
+    pub subscribing: Vec<Arc<str>>,
 }
 
 impl Index {
@@ -137,6 +141,9 @@ impl Index {
             }
             if surface.completions {
                 index.completing.push(server.clone());
+            }
+            if surface.subscribe {
+                index.subscribing.push(server.clone());
             }
         }
         for (uri, claimants) in uris {
@@ -286,6 +293,11 @@ impl Index {
     pub fn offers_completions(&self) -> bool {
         !self.completing.is_empty()
     }
+
+    /// Whether `server` takes resource subscriptions.
+    pub fn subscribes(&self, server: &str) -> bool {
+        self.subscribing.iter().any(|s| s.as_ref() == server)
+    }
 }
 
 /// Whether a prompt is served under another name than its server's (or namespaced) one.
@@ -312,6 +324,7 @@ mod tests {
             templates: templates.iter().map(|t| json!({"uriTemplate": t, "name": t})).collect(),
             prompts: prompts.iter().map(|n| json!({"name": n})).collect(),
             completions: !prompts.is_empty(),
+            subscribe: false,
         }
     }
 

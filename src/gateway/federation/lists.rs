@@ -52,7 +52,12 @@ pub async fn list_surface(
         (None, None) => Learned { offers: Offers::default(), declared: true },
     };
     let offers = learned.offers;
-    let mut surface = ServerSurface { completions: offers.completions, ..ServerSurface::default() };
+    let mut surface = ServerSurface {
+        completions: offers.completions,
+        // A function cannot send an update: subscriptions need a connection or a stream.
+        subscribe: offers.subscribe && upstream.transport != TransportKind::Lambda,
+        ..ServerSurface::default()
+    };
     for (method, key, kind) in LISTS {
         let offered = match kind {
             ListKind::Prompts => offers.prompts,
@@ -93,7 +98,10 @@ async fn lambda_offers(upstream: &Upstream) -> Result<Learned, ListFailure> {
         Some(result) => Learned { offers: Offers::declared(&result), declared: true },
         None => {
             tracing::debug!(server = %upstream.name, "no capabilities in the function's initialize answer; every list is tried");
-            Learned { offers: Offers { resources: true, prompts: true, completions: false }, declared: false }
+            Learned {
+                offers: Offers { resources: true, prompts: true, completions: false, subscribe: false },
+                declared: false,
+            }
         }
     })
 }

@@ -40,7 +40,8 @@ use std::{
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
-use answers::{bad_input, checked_completion, checked_contents, checked_messages, not_found, page_of};
+pub(in crate::gateway) use answers::not_found;
+use answers::{bad_input, checked_completion, checked_contents, checked_messages, page_of};
 pub use index::{Control, Index, ServerSurface, Unroutable};
 use lists::LISTS;
 pub use lists::list_surface;
@@ -59,7 +60,7 @@ use crate::{
 };
 
 /// A policy's denial: the caller's error and the decision the audit line records.
-struct Denied {
+pub(super) struct Denied {
     error: GatewayError,
     decision: Decision,
 }
@@ -454,7 +455,7 @@ impl Gateway {
     }
 
     /// Records a forwarded request's outcome and returns its answer (an error names the server).
-    fn answered(
+    pub(super) fn answered(
         &self,
         call: &SurfaceCall,
         started: Instant,
@@ -469,7 +470,7 @@ impl Gateway {
     }
 
     /// Records a request the policy refused, with its decision, and returns its error.
-    fn refused(
+    pub(super) fn refused(
         &self,
         call: &SurfaceCall,
         started: Instant,
@@ -492,7 +493,7 @@ impl Gateway {
     }
 
     /// The policy's decision on a resource or prompt; a denial with its decision.
-    fn decide_item(&self, caller: &Caller, item: SurfaceItem<'_>) -> Result<(), Box<Denied>> {
+    pub(super) fn decide_item(&self, caller: &Caller, item: SurfaceItem<'_>) -> Result<(), Box<Denied>> {
         let Some(policy) = &self.policy else { return Ok(()) };
         let verdict = policy.decide_item(caller, item);
         let server = match item {
@@ -585,7 +586,7 @@ impl Gateway {
 
     /// One metric sample, one log line and (with the audit trail on) one audit line.
     #[allow(clippy::too_many_arguments)]
-    fn record_surface(
+    pub(super) fn record_surface(
         &self,
         call: &SurfaceCall,
         started: Instant,

@@ -66,7 +66,11 @@ impl Gateway {
                 return;
             }
             let bounds = upstream.config.tool_list_bounds(&self.config.defaults);
-            let read = super::list_surface(&upstream, bounds).await;
+            // Subscriptions are kept on configured servers' connections only (docs/protocol.md).
+            let read = super::list_surface(&upstream, bounds).await.map(|mut surface| {
+                surface.subscribe = false;
+                surface
+            });
             self.learn_surface(&upstream, read);
         });
         futures_util::stream::iter(reads).buffer_unordered(CONCURRENT_READS).collect::<Vec<()>>().await;

@@ -85,6 +85,8 @@ struct Shared {
     list_changed: Arc<watch::Sender<u64>>,
     /// What the server's last `initialize` declared it offers besides tools.
     offers: Mutex<crate::protocol::mcp::Offers>,
+    /// The server's `notifications/resources/updated`, over every connection.
+    updates: crate::backchannel::resource_updates::UpdateFeed,
 }
 
 impl Connection {
@@ -107,6 +109,7 @@ impl Connection {
             metrics,
             list_changed: Arc::new(watch::channel(0).0),
             offers: Mutex::default(),
+            updates: Default::default(),
         });
         let (stop_tx, stop_rx) = watch::channel(Stop::Running);
         tracing::info!(
@@ -166,6 +169,14 @@ impl Connection {
     /// A counter of the server's `notifications/tools/list_changed`, watched for increments.
     pub fn list_changes(&self) -> watch::Receiver<u64> {
         self.shared.list_changed.subscribe()
+    }
+
+    /// The server's `notifications/resources/updated`, from now on (validated, bounded:
+    /// [`crate::backchannel::resource_updates`]).
+    pub fn resource_updates(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<crate::backchannel::resource_updates::ResourceUpdated> {
+        self.shared.updates.subscribe()
     }
 
     /// Stops the connection (for stdio: SIGTERM, then kill after the grace) and waits until

@@ -19,6 +19,8 @@
 //! from their validated fields ([`ProgressUpdate`]): nothing else in their params reaches the
 //! caller. `notifications/tools/list_changed` is counted ([`super::Connection::list_changes`]):
 //! the gateway then refreshes this server's tools, at a rate it bounds itself.
+//! `notifications/resources/updated` is offered to the server's update feed
+//! ([`super::Connection::resource_updates`]), rebuilt from its validated fields.
 
 use std::{
     collections::HashMap,
@@ -35,6 +37,7 @@ use super::{ConnectionState, Shared};
 use crate::{
     backchannel::{
         ProgressSink,
+        resource_updates::UpdateFeed,
         to_caller::{ProgressUpdate, ToCaller},
     },
     protocol::{jsonrpc::ErrorObject, mcp},
@@ -143,6 +146,8 @@ pub(super) struct Live {
     dropped: IntCounterVec,
     /// Counts the server's `notifications/tools/list_changed` (see [`super::Connection::list_changes`]).
     list_changed: Arc<watch::Sender<u64>>,
+    /// The server's `notifications/resources/updated` (see [`super::Connection::resource_updates`]).
+    updates: UpdateFeed,
 }
 
 #[derive(Default)]
@@ -177,6 +182,7 @@ impl Live {
         server: Arc<str>,
         dropped: IntCounterVec,
         list_changed: Arc<watch::Sender<u64>>,
+        updates: UpdateFeed,
     ) -> Arc<Self> {
         let MessageChannel { outgoing, incoming, ended } = channel;
         let live = Arc::new(Self {
@@ -188,6 +194,7 @@ impl Live {
             ended,
             dropped,
             list_changed,
+            updates,
         });
         tokio::spawn(read(live.clone(), incoming));
         live
@@ -318,6 +325,13 @@ impl Live {
                 None,
             ) => {
                 self.list_changed.send_modify(|n| *n = n.wrapping_add(1));
+            }
+            (Some("notifications/resources/updated"), None) => {
+                let params =
+                    message.params.and_then(|p| serde_json::from_str::<Map<String, Value>>(p.get()).ok());
+                if !self.updates.offer(params.as_ref()) {
+                    self.drop_message("invalid");
+                }
             }
             (Some(_), None) => {}
             (None, Some(id)) => {

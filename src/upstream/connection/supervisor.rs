@@ -63,6 +63,7 @@ impl Shared {
             self.settings.server.clone(),
             self.metrics.dropped.clone(),
             self.list_changed.clone(),
+            self.updates.clone(),
         );
         if let Ok(mut opening) = self.opening.lock() {
             *opening = Some(live.clone());

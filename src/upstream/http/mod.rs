@@ -127,6 +127,14 @@ struct Inner {
     /// Serializes probes (`server/discover`, then `initialize` if needed).
     probe: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
+    /// The server's `notifications/resources/updated`, read on its change stream ([`watch`]).
+    updates: crate::backchannel::resource_updates::UpdateFeed,
+    /// The generation of the era (and session) last learned: moves at every successful probe,
+    /// so subscriptions made on an older session are made again.
+    learned_generation: tokio::sync::watch::Sender<u64>,
+    /// The resource URIs the gateway is subscribed to on this server, for a 2026-07-28 server
+    /// (its `subscriptions/listen` carries them: [`watch`]).
+    wanted: tokio::sync::watch::Sender<Vec<String>>,
 }
 
 /// The `Host` header hyper-util writes when a request has none (the host, and the port unless
@@ -188,6 +196,9 @@ impl HttpTransport {
                 era: RwLock::new(Learned::default()),
                 probe: tokio::sync::Mutex::new(()),
                 next_id: AtomicU64::new(1),
+                updates: Default::default(),
+                learned_generation: tokio::sync::watch::channel(0).0,
+                wanted: tokio::sync::watch::channel(Vec::new()).0,
             }),
         })
     }
@@ -196,6 +207,30 @@ impl HttpTransport {
     /// What the server declared it offers besides tools (nothing before the first probe).
     pub fn offers(&self) -> mcp::Offers {
         self.inner.learned().offers
+    }
+
+    /// The server's `notifications/resources/updated`, from now on (read on the change stream,
+    /// validated and bounded: [`crate::backchannel::resource_updates`]).
+    pub fn resource_updates(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<crate::backchannel::resource_updates::ResourceUpdated> {
+        self.inner.updates.subscribe()
+    }
+
+    /// A counter that moves each time the server's era (and, in the session era, its session)
+    /// is learned anew: what was subscribed on the old session is to be subscribed again.
+    pub fn learned_generations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.learned_generation.subscribe()
+    }
+
+    /// Sets the resource URIs a 2026-07-28 server's `subscriptions/listen` asks updates for
+    /// (the stream is opened again when they change; [`watch`]).
+    pub fn want_resources(&self, uris: Vec<String>) {
+        self.inner.wanted.send_if_modified(|wanted| {
+            let changed = *wanted != uris;
+            *wanted = uris;
+            changed
+        });
     }
 
     pub fn era(&self) -> Option<Era> {

@@ -78,6 +78,9 @@ impl Inner {
                 Err(_) => Learned { spoken: None, generation: current.generation, ..Learned::default() },
             };
         }
+        if learned.is_ok() {
+            self.learned_generation.send_replace(generation);
+        }
         let learned = learned.map(|(spoken, _)| spoken);
         match &learned {
             Ok(Spoken::Modern) => {

@@ -7,7 +7,13 @@
 //!
 //! Each `notifications/tools/list_changed` read there increments a counter the gateway
 //! watches (`gateway/list_changes.rs` turns it into a rate-limited refresh of this server);
-//! nothing of the message goes anywhere else. Reads are bounded like answers: an event over
+//! nothing of the message goes anywhere else. `notifications/resources/updated` read there is
+//! offered to the server's update feed, rebuilt from its validated fields
+//! (`backchannel/resource_updates.rs`; the gateway's subscription table relays it). A
+//! session-era server that declared `resources.subscribe` gets its GET stream too (its updates
+//! arrive there); a 2026-07-28 one gets a `subscriptions/listen` once the gateway is subscribed
+//! to some URI on it, carrying those URIs (`resourceSubscriptions`): when they change, the
+//! stream is opened again at once with the new list (the spec's way to change a subscription). Reads are bounded like answers: an event over
 //! `max_response_bytes` ends the stream. A stream that ends, breaks or stays silent for
 //! [`IDLE`] is opened again after a backoff (1 s doubling to 30 s, ±20%, back to 1 s after a
 //! stream that lasted a minute). A server that refuses it (`405`, another 4xx, a JSON-RPC
@@ -57,6 +63,8 @@ enum Ended {
     Refused(String),
     /// Closed, broken or failed: open it again after the backoff.
     Again(String),
+    /// The resource URIs to subscribe to changed: open it again at once.
+    Resubscribe,
 }
 
 impl HttpTransport {
@@ -78,15 +86,27 @@ impl HttpTransport {
 async fn run(inner: Weak<Inner>, changes: Arc<watch::Sender<u64>>, open: prometheus::IntGauge) {
     let mut backoff = MIN_BACKOFF;
     let mut refused_generation: Option<u64> = None;
+    let Some(mut wanted) = inner.upgrade().map(|strong| strong.wanted.subscribe()) else { return };
     loop {
         if changes.is_closed() {
             return;
         }
         let Some(strong) = inner.upgrade() else { return };
         let learned = strong.learned();
-        let Some(spoken) = learned.spoken.clone().filter(|_| learned.list_changed) else {
+        // Resource updates need the stream too: a session-era server sends them on its GET
+        // stream (kept open, as subscriptions are made on the session), a modern one only on a
+        // listen stream naming them (opened once some URI is wanted).
+        let subscribed = match learned.spoken {
+            Some(Spoken::Modern) => !wanted.borrow_and_update().is_empty(),
+            _ => true,
+        };
+        let watched = learned.list_changed || (learned.offers.subscribe && subscribed);
+        let Some(spoken) = learned.spoken.clone().filter(|_| watched) else {
             drop(strong);
-            tokio::time::sleep(LEARN_POLL).await;
+            tokio::select! {
+                () = tokio::time::sleep(LEARN_POLL) => {}
+                _ = wanted.changed() => {}
+            }
             continue;
         };
         if refused_generation == Some(learned.generation) {
@@ -106,6 +126,7 @@ async fn run(inner: Weak<Inner>, changes: Arc<watch::Sender<u64>>, open: prometh
             Ended::Again(why) => {
                 tracing::debug!(url = %strong.log_url, reason = %crate::redact::shown(&why), "upstream change stream ended; opening it again");
             }
+            Ended::Resubscribe => continue,
         }
         drop(strong);
         if opened.elapsed() >= HEALTHY {
@@ -138,10 +159,12 @@ impl Inner {
             Spoken::Legacy(session) => self.build(Method::GET, Headers::Legacy(session)),
             Spoken::Modern => {
                 let mut params = Map::new();
-                params.insert(
-                    "notifications".into(),
-                    json!({"toolsListChanged": true, "resourcesListChanged": true, "promptsListChanged": true}),
-                );
+                let mut notifications = json!({"toolsListChanged": true, "resourcesListChanged": true, "promptsListChanged": true});
+                let wanted = self.wanted.borrow().clone();
+                if !wanted.is_empty() {
+                    notifications["resourceSubscriptions"] = json!(wanted);
+                }
+                params.insert("notifications".into(), notifications);
                 self.build(Method::POST, Headers::Modern { method: LISTEN, tool: None, params: &[] })
                     .body(mcp::encode_request(id, LISTEN, &params, Era::Modern))
             }
@@ -180,8 +203,16 @@ impl Inner {
         open: &prometheus::IntGauge,
     ) -> Ended {
         let mut decoder = sse::Decoder::with_limit(self.max_response_bytes);
+        let mut wanted = self.wanted.subscribe();
+        wanted.borrow_and_update();
         loop {
-            let chunk = match tokio::time::timeout(IDLE, response.chunk()).await {
+            let read = tokio::select! {
+                read = tokio::time::timeout(IDLE, response.chunk()) => read,
+                // A modern server's subscriptions are the stream's request: a new list, a new
+                // stream. A session-era server's live on its session (`resources/subscribe`).
+                Ok(()) = wanted.changed(), if modern => return Ended::Resubscribe,
+            };
+            let chunk = match read {
                 Err(_) => return Ended::Again(format!("silent for {} s", IDLE.as_secs())),
                 Ok(Err(e)) => return Ended::Again(request_error(e).to_string()),
                 Ok(Ok(None)) => return Ended::Again("closed by the server".into()),
@@ -206,6 +237,9 @@ impl Inner {
                         | "notifications/prompts/list_changed",
                     ) => {
                         changes.send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                    Some("notifications/resources/updated") => {
+                        self.updates.offer(message.get("params").and_then(Value::as_object));
                     }
                     Some(_) => {}
                     None if modern && message.get("id").and_then(Value::as_u64) == Some(id) => {
