@@ -257,6 +257,31 @@ when { principal.subject == "alice" || resource.uri != "watch://secret" };
     let data = expect_error(&over, -32005, "overloaded");
     assert_eq!(data["limit"], json!({"key": "inbound.max_resource_subscriptions_per_caller", "value": 2}));
     assert_eq!(seen(log.path(), "subscribe watch://c"), 0);
+    // A 2026-07-28 caller listing more URIs than the bound in one subscriptions/listen: the
+    // request is refused whole, the key named; a session-era method is not its way.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    let listen = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {"_meta": meta,
+        "notifications": {"resourceSubscriptions": ["watch://a", "watch://b", "watch://c"]}}});
+    let modern_headers = [
+        ("x-caller-subject", "bob"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "subscriptions/listen"),
+    ];
+    let (_, _, text) = gateway.post_raw(listen.to_string(), &modern_headers);
+    let refused: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let data = expect_error(&refused, -32005, "overloaded");
+    assert_eq!(data["limit"]["key"], "inbound.max_resource_subscriptions_per_caller", "{refused}");
+    let modern_subscribe = json!({"jsonrpc": "2.0", "id": 8, "method": "resources/subscribe",
+        "params": {"_meta": meta, "uri": "watch://a"}});
+    let mut headers = modern_headers;
+    headers[3] = ("mcp-method", "resources/subscribe");
+    let (_, _, text) = gateway.post_raw(modern_subscribe.to_string(), &headers[..]);
+    let refused: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    expect_error(&refused, -32601, "method_not_found");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("resourceSubscriptions"), "{refused}");
+    assert_eq!(seen(log.path(), "subscribe watch://c"), 0);
+
     // Subscribing again to what it holds is not one more.
     let again = bob.rpc(&gateway, "resources/subscribe", json!({"uri": "watch://a"}));
     assert_eq!(again["result"], json!({}), "{again}");
