@@ -228,8 +228,18 @@ fn a_tool_outside_the_selection_is_unknown_on_every_call_path_and_never_forwarde
     let ids = json!({"manga_ids": ["MNG-00000001"]});
     let before = upstream_calls(&demo);
 
-    // Direct.
+    // Direct, in both eras (the modern era's code is -32602, as for a name no server offers).
     expect_unknown(&call(&gw, "/mcp/browse", stock(ids.clone())), "direct");
+    let modern = json!({"name": "24h_stock", "arguments": ids,
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}});
+    let nowhere = json!({"name": "no_such_tool", "arguments": {},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}});
+    let (outside, absent) = (call(&gw, "/mcp/browse", modern), call(&gw, "/mcp/browse", nowhere));
+    expect_error(&outside, -32602, "unknown_tool");
+    assert_eq!(outside["error"]["code"], absent["error"]["code"], "{outside} {absent}");
+    assert!(outside["error"]["data"]["server"].is_null(), "{outside}");
     // A batch item, beside an item the endpoint serves.
     let batch = json!([
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": stock(ids.clone())},
@@ -473,4 +483,44 @@ fn a_closed_plain_mcp_serves_only_the_endpoints() {
     assert_eq!(status, 404, "{body}");
     let (status, _) = get_json(&gw, "/tools?endpoint=cart");
     assert_eq!(status, 200);
+}
+
+#[test]
+fn resources_and_templates_are_per_endpoint() {
+    let every_port = crate::common::free_port();
+    let _every = crate::common::everything_server(every_port);
+    let config = format!(
+        "{}[endpoints.docs.select]\nresources = [\"demo://resource/static/document/\"]\n\
+         [endpoints.bare.select]\nexclude_resources = [\"demo://\"]\n",
+        http_server("every", &format!("http://127.0.0.1:{every_port}/mcp"))
+    );
+    let gw = Gateway::start(&config, &[]);
+    let uris = |path: &str, method: &str, key: &str, field: &str| -> Vec<String> {
+        let answer = rpc(&gw, path, &[], method, json!({}));
+        answer["result"][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r[field].as_str().unwrap().to_string())
+            .collect()
+    };
+    wait_for("the everything server's resources", || {
+        !uris("/mcp", "resources/list", "resources", "uri").is_empty()
+    });
+    let docs = uris("/mcp/docs", "resources/list", "resources", "uri");
+    assert!(
+        !docs.is_empty() && docs.iter().all(|u| u.starts_with("demo://resource/static/document/")),
+        "{docs:?}"
+    );
+    assert!(uris("/mcp/docs", "resources/templates/list", "resourceTemplates", "uriTemplate").is_empty());
+    assert!(!uris("/mcp", "resources/templates/list", "resourceTemplates", "uriTemplate").is_empty());
+    assert!(uris("/mcp/bare", "resources/list", "resources", "uri").is_empty());
+    // A read outside the endpoint is resource-not-found there, as for a URI no server serves.
+    let read = json!({"uri": "demo://resource/dynamic/text/9"});
+    let refused = rpc(&gw, "/mcp/docs", &[], "resources/read", read.clone());
+    let data = expect_error(&refused, -32002, "resource_not_found");
+    assert!(data["server"].is_null(), "{refused}");
+    assert!(rpc(&gw, "/mcp", &[], "resources/read", read)["result"]["contents"].is_array());
+    let inside = rpc(&gw, "/mcp/docs", &[], "resources/read", json!({"uri": docs[0]}));
+    assert!(inside["result"]["contents"].is_array(), "{inside}");
 }
