@@ -820,6 +820,7 @@ impl Gateway {
                 tool: named,
                 requested_tool: requested.clone(),
                 server: ran.map(|t| t.server.clone()),
+                endpoint: ctx.caller.endpoint.clone(),
                 decision: decided.decision,
                 outcome,
                 args_sha256: args_hash.clone(),

@@ -222,7 +222,9 @@ fn each_endpoint_lists_its_selection_under_its_own_catalogue_control() {
 #[test]
 fn a_tool_outside_the_selection_is_unknown_on_every_call_path_and_never_forwarded() {
     let demo = Demo::http();
-    let gw = Gateway::start(&config(&demo, "[metrics]\nmain_listener = \"open\"\n"), &[]);
+    let audit = TempFile::new("endpoints-audit.jsonl");
+    let extra = format!("[audit]\nsink = \"file\"\nfile = {}\n", json!(audit.arg()));
+    let gw = Gateway::start(&config(&demo, &extra), &[]);
     wait_for("the catalogue", || listed(&gw, "/mcp/cart", &[]).contains("24h_stock"));
     let stock = |arguments: Value| json!({"name": "24h_stock", "arguments": arguments});
     let ids = json!({"manga_ids": ["MNG-00000001"]});
@@ -284,6 +286,17 @@ fn a_tool_outside_the_selection_is_unknown_on_every_call_path_and_never_forwarde
         metric(&metrics, "mcp_gateway_tool_calls_total", &[r#"outcome="unknown_tool""#]) >= 5.0,
         "{metrics}"
     );
+    // The audit line names the endpoint (the operator sees which door refused what).
+    let lines = || -> Vec<Value> {
+        let text = std::fs::read_to_string(audit.path()).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let refused =
+        |l: &Value| l["endpoint"] == "browse" && l["outcome"] == "unknown_tool" && l["tool"] == "24h_stock";
+    wait_for("the refusals' audit lines", || lines().iter().filter(|l| refused(l)).count() >= 5);
+    let served = |l: &Value| l["endpoint"] == "cart" && l["outcome"] == "ok" && l["tool"] == "24h_stock";
+    wait_for("the cart's audit line", || lines().iter().any(served));
+    assert!(lines().iter().any(|l| l.get("endpoint").is_none() && l["outcome"] == "fallback_alternative"));
 }
 
 #[test]

@@ -663,6 +663,7 @@ impl Gateway {
                 tool: Some(item.into()),
                 requested_tool: None,
                 server: server.map(Arc::from),
+                endpoint: call.caller.endpoint.clone(),
                 decision: denied.unwrap_or_else(Decision::no_policy),
                 outcome: if outcome == "success" {
                     "success"
