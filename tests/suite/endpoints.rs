@@ -496,6 +496,28 @@ fn a_closed_plain_mcp_serves_only_the_endpoints() {
     assert_eq!(status, 404, "{body}");
     let (status, _) = get_json(&gw, "/tools?endpoint=cart");
     assert_eq!(status, 200);
+
+    // `tools export` from the configuration, as an endpoint serves it; an unknown one refused.
+    let file = TempFile::with("endpoints-export.toml", config(&demo, ""));
+    let export = |endpoint: &str| {
+        Command::new(crate::common::BIN)
+            .args(["tools", "export", "--config", file.arg(), "--endpoint", endpoint])
+            .output()
+            .unwrap()
+    };
+    let output = export("browse");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let exported: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let names: BTreeSet<String> = exported["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, set(&["find_manga", "price_lookup", "legacy_stock"]), "{exported}");
+    let unknown = export("nope");
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no endpoint named \"nope\""));
 }
 
 #[test]
