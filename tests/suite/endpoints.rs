@@ -447,6 +447,8 @@ fn list_changes_and_prompts_are_per_endpoint() {
     wait_for("the changing server's tools", || listed(&gw, "/mcp/public", &[]).contains("grow"));
 
     // Prompts: the endpoint's own description; none at all on `public`.
+    let hello_listed = || rpc(&gw, "/mcp", &[], "prompts/list", json!({}))["result"]["prompts"].to_string();
+    wait_for("the changing server's prompt", || hello_listed().contains("\"hello\""));
     let prompts = rpc(&gw, "/mcp/all", &[], "prompts/list", json!({}));
     let hello =
         prompts["result"]["prompts"].as_array().unwrap().iter().find(|p| p["name"] == "hello").cloned();
@@ -539,8 +541,9 @@ fn resources_and_templates_are_per_endpoint() {
             .map(|r| r[field].as_str().unwrap().to_string())
             .collect()
     };
-    wait_for("the everything server's resources", || {
+    wait_for("the everything server's resources and templates", || {
         !uris("/mcp", "resources/list", "resources", "uri").is_empty()
+            && !uris("/mcp", "resources/templates/list", "resourceTemplates", "uriTemplate").is_empty()
     });
     let docs = uris("/mcp/docs", "resources/list", "resources", "uri");
     assert!(
