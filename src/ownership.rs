@@ -6,7 +6,8 @@
 //! operators in `docs/security.md#ownership`.
 //!
 //! The rule:
-//! 1. **A gateway session is bound to the subject that opened it** ([`OpenedBy`]): a
+//! 1. **A gateway session is bound to the subject that opened it, and to the endpoint it was
+//!    opened on** ([`OpenedBy`]; `[endpoints.NAME]`, `docs/endpoints.md`): a
 //!    back-channel session remembers the subject of its `initialize`, a stateless listen id
 //!    carries it in its keyed tag. A request presenting it with another subject — an anonymous
 //!    request presenting an identified subject's session, or the reverse — is answered as for
@@ -84,25 +85,32 @@ impl Owner {
     }
 }
 
-/// The subject a gateway session was opened by (`None`: an anonymous caller).
+/// The subject a gateway session was opened by (`None`: an anonymous caller), and the
+/// endpoint it was opened on (`None`: the plain `/mcp`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OpenedBy(Option<Arc<str>>);
+pub struct OpenedBy(Option<Arc<str>>, Option<Arc<str>>);
 
 impl OpenedBy {
     /// The binding of a session `caller` opens.
     pub fn of(caller: &Caller) -> Self {
-        Self(caller.subject.clone())
+        Self(caller.subject.clone(), caller.endpoint.clone())
     }
 
     /// Whether `caller` may present the session: the same subject, or anonymous for an
-    /// anonymous session.
+    /// anonymous session, on the same endpoint (a session opened on `/mcp/a` is unknown on
+    /// `/mcp/b` and on `/mcp`: 404, as for another subject's).
     pub fn admits(&self, caller: &Caller) -> bool {
-        self.0 == caller.subject
+        self.0 == caller.subject && self.1 == caller.endpoint
     }
 
     /// The subject, for a keyed tag (`backchannel/listeners.rs`).
     pub fn subject(&self) -> Option<&str> {
         self.0.as_deref()
+    }
+
+    /// The endpoint, for a keyed tag (`backchannel/listeners.rs`).
+    pub fn endpoint(&self) -> Option<&str> {
+        self.1.as_deref()
     }
 }
 
@@ -144,5 +152,14 @@ mod tests {
         let anonymous = OpenedBy::of(&caller(None));
         assert!(anonymous.admits(&caller(None)));
         assert!(!anonymous.admits(&caller(Some("alice"))));
+        // The endpoint it was opened on is part of the binding.
+        let on = |subject: Option<&str>, endpoint: Option<&str>| {
+            caller(subject).at_endpoint(endpoint.map(Arc::from))
+        };
+        let alice_on_cart = OpenedBy::of(&on(Some("alice"), Some("cart")));
+        assert!(alice_on_cart.admits(&on(Some("alice"), Some("cart"))));
+        assert!(!alice_on_cart.admits(&on(Some("alice"), Some("support"))), "another endpoint");
+        assert!(!alice_on_cart.admits(&caller(Some("alice"))), "the plain /mcp");
+        assert!(!by_alice.admits(&on(Some("alice"), Some("cart"))), "a plain /mcp session on an endpoint");
     }
 }

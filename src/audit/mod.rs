@@ -72,6 +72,8 @@ pub struct AuditEntry {
     /// fallback's alternative stood in for (`tool` is then the alternative, which really ran).
     pub requested_tool: Option<Arc<str>>,
     pub server: Option<Arc<str>>,
+    /// The endpoint the request came through (`/mcp/NAME`; `None`: the plain `/mcp`).
+    pub endpoint: Option<Arc<str>>,
     pub decision: Decision,
     /// The call's outcome label (`success` is written `ok`).
     pub outcome: &'static str,
@@ -171,6 +173,9 @@ fn format_body(entry: &AuditEntry) -> Vec<u8> {
         field("requested_tool", Some(requested));
     }
     field("server", entry.server.as_deref());
+    if let Some(endpoint) = entry.endpoint.as_deref() {
+        field("endpoint", Some(endpoint));
+    }
     field("decision", Some(entry.decision.as_str()));
     field("rule", Some(&entry.decision.rule));
     field("outcome", Some(if entry.outcome == "success" { "ok" } else { entry.outcome }));
@@ -221,6 +226,7 @@ mod tests {
             method: None,
             tool: Some("price_lookup".into()),
             requested_tool: None,
+            endpoint: None,
             server: Some("catalog".into()),
             decision: Decision::no_policy(),
             outcome,

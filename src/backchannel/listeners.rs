@@ -62,6 +62,14 @@ fn tag(random: &str, opened_by: &OpenedBy) -> String {
         }
         None => hasher.update(u64::MAX.to_be_bytes()),
     }
+    // The endpoint the id was minted on: the plain `/mcp` differs from every endpoint.
+    match opened_by.endpoint() {
+        Some(endpoint) => {
+            hasher.update((endpoint.len() as u64).to_be_bytes());
+            hasher.update(endpoint.as_bytes());
+        }
+        None => hasher.update(u64::MAX.to_be_bytes()),
+    }
     hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
@@ -230,6 +238,12 @@ mod tests {
         let alices = mint_listen_id(&alice);
         assert!(is_listen_id(&alices, &alice));
         assert!(!is_listen_id(&alices, &bob) && !is_listen_id(&alices, &anonymous), "bound to alice");
+        // ... and to the endpoint it was minted on.
+        let on_cart =
+            OpenedBy::of(&crate::identity::Caller::anonymous(None).at_endpoint(Some("cart".into())));
+        let carts = mint_listen_id(&on_cart);
+        assert!(is_listen_id(&carts, &on_cart));
+        assert!(!is_listen_id(&carts, &anonymous) && !is_listen_id(&id, &on_cart), "bound to the endpoint");
         // Any change to the random part or the tag fails.
         let mut forged = id.clone();
         let last = forged.pop().unwrap();

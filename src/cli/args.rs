@@ -132,6 +132,10 @@ pub enum ToolsAction {
         token_file: Option<PathBuf>,
         #[arg(long, env = "MCP_GATEWAY_CONFIG")]
         config: Option<PathBuf>,
+        /// Without --url: the catalogue as the endpoint `[endpoints.NAME]` serves it (with
+        /// --url, name the endpoint's URL: http://host:port/mcp/NAME).
+        #[arg(long, conflicts_with = "url")]
+        endpoint: Option<String>,
     },
 }
 

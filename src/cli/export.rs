@@ -11,16 +11,19 @@ use mcp_gateway::{
     server,
 };
 
+/// Where `tools export` reads the catalogue: a running gateway (`url`, with a token), or one
+/// built from `config` (as the endpoint `endpoint` serves it, when named).
+pub struct Source {
+    pub url: Option<String>,
+    pub token_file: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub endpoint: Option<String>,
+}
+
 /// `tools export`: the catalogue of a running gateway (`--url`) or of one built from the
 /// configuration, converted by the same code as `GET /tools`.
-pub async fn run(
-    format: &str,
-    strict: bool,
-    hide_unavailable: bool,
-    url: Option<String>,
-    token_file: Option<PathBuf>,
-    config: Option<PathBuf>,
-) -> anyhow::Result<()> {
+pub async fn run(format: &str, strict: bool, hide_unavailable: bool, source: Source) -> anyhow::Result<()> {
+    let Source { url, token_file, config, endpoint } = source;
     use mcp_gateway::export::{self, Format, Options};
     use std::io::Write;
     let Some(format) = Format::parse(format) else {
@@ -72,9 +75,18 @@ pub async fn run(
             config.validate()?;
             let hide = hide_unavailable || config.hide_unavailable_tools;
             let gateway = Gateway::new(config).await?;
+            let endpoint = match endpoint {
+                Some(name) => match gateway.endpoints().known(&name) {
+                    Some(endpoint) => Some(endpoint),
+                    None => bail!("no endpoint named {name:?} is configured ([endpoints.NAME])"),
+                },
+                None => None,
+            };
             Refresher::new(gateway.clone()).refresh_all().await;
-            // Under a tool policy, the export shows what an anonymous caller may call.
-            let view = gateway.tool_view(&mcp_gateway::identity::Caller::anonymous(None));
+            // Under a tool policy, the export shows what an anonymous caller may call (through
+            // the endpoint, when one is named).
+            let caller = mcp_gateway::identity::Caller::anonymous(None).at_endpoint(endpoint);
+            let view = gateway.tool_view(&caller);
             let body = server::catalogue::export_catalogue(&gateway, view.as_deref(), format, options, hide);
             gateway.close_connections().await;
             body

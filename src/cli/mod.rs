@@ -50,8 +50,11 @@ pub fn run() -> anyhow::Result<()> {
             }
             Command::Registry { config, table, action } => registry::run(config, table, action).await,
             Command::Tools {
-                action: ToolsAction::Export { format, strict, hide_unavailable, url, token_file, config },
-            } => export::run(&format, strict, hide_unavailable, url, token_file, config).await,
+                action: ToolsAction::Export { format, strict, hide_unavailable, url, token_file, config, endpoint },
+            } => {
+                let source = export::Source { url, token_file, config, endpoint };
+                export::run(&format, strict, hide_unavailable, source).await
+            }
             Command::Healthcheck { .. } => unreachable!("handled before the runtime starts"),
             Command::CheckConfig { config, json } => check_config::run(config, json),
         }

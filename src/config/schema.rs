@@ -56,6 +56,11 @@ pub struct Config {
     pub prompts: BTreeMap<String, super::surface_control::PromptControl>,
     /// Catalogue control of resources (`[resources]`: hide, descriptions).
     pub resources: super::surface_control::ResourceControl,
+    /// Endpoints per audience (`[endpoints.NAME]`, served at `/mcp/NAME`).
+    pub endpoints: BTreeMap<String, super::endpoints::EndpointConfig>,
+    /// Whether the plain `/mcp` (the whole catalogue) is served; `false` leaves only the
+    /// endpoints (`/mcp` is then 404).
+    pub serve_plain_mcp: bool,
     /// Redis URL (e.g. `redis://127.0.0.1:6379`) for state shared across gateway instances.
     #[serde(deserialize_with = "lenient::opt_string")]
     pub redis_url: Option<String>,
@@ -206,6 +211,8 @@ impl Default for Config {
             tools: BTreeMap::new(),
             prompts: BTreeMap::new(),
             resources: super::surface_control::ResourceControl::default(),
+            endpoints: BTreeMap::new(),
+            serve_plain_mcp: true,
             redis_url: None,
             redis_ca_file: None,
             redis_cluster: false,

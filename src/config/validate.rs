@@ -105,6 +105,7 @@ impl Config {
         self.catalogue.validate()?;
         self.validate_catalogue_control()?;
         surface_control::validate(&self.prompts, &self.resources)?;
+        super::endpoints::validate(&self.endpoints, &self.servers, self.serve_plain_mcp)?;
         self.inbound.validate()?;
         self.auth.validate(self.listen)?;
         self.admin.validate()?;

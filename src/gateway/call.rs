@@ -187,6 +187,21 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(self.refuse(ctx, started, None, bad_input("params.name must be a string")));
         };
+        // An endpoint's own name for a tool (`[endpoints.NAME.tools.TOOL] rename`) stands for
+        // the catalogue's; the name it renamed away is unknown there.
+        let name = match &ctx.caller.endpoint {
+            Some(endpoint) => self.endpoints.catalogue_name(endpoint, name),
+            None => Some(name),
+        };
+        let Some(name) = name else {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+            let err = GatewayError::new(
+                Category::UnknownTool,
+                format!("no server offers a tool named {:?}", truncated(name)),
+            )
+            .with_tool(truncated(name));
+            return Err(self.refuse(ctx, started, None, err));
+        };
         // A name from a model API export (`GET /tools?format=…`) that was mapped to fit the
         // API's rule stands for a catalogue tool; the audit line keeps the name asked for.
         let (resolved, alias) = match self.registry.resolve(name).await {
@@ -220,7 +235,11 @@ impl Gateway {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 unanswered.armed = false;
-                let err = refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone());
+                // An unknown tool (outside the caller's endpoint) names no server.
+                let err = match refusal.error.category {
+                    Category::UnknownTool => refusal.error.with_tool(tool.name.clone()),
+                    _ => refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone()),
+                };
                 let decided = Decided { decision: refusal.decision, requested: alias, ran: None };
                 let outcome = err.category.as_str();
                 self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
@@ -801,6 +820,7 @@ impl Gateway {
                 tool: named,
                 requested_tool: requested.clone(),
                 server: ran.map(|t| t.server.clone()),
+                endpoint: ctx.caller.endpoint.clone(),
                 decision: decided.decision,
                 outcome,
                 args_sha256: args_hash.clone(),

@@ -1,7 +1,9 @@
 //! The door: the one authorize-and-prepare step that every path ending in a server running a
 //! tool passes — a direct call, a batch item, the `call_tool` meta-tool, an export alias, a
 //! fallback's alternative tool, a held answer's retry, a task's creation. For the tool that
-//! will really run it decides, in this order: the tool policy (identity is already on the
+//! will really run it decides, in this order: the caller's endpoint (a tool outside its
+//! selection is `unknown_tool` there, as for a name no server offers: an endpoint reveals
+//! nothing of the others' tools), the tool policy (identity is already on the
 //! caller), catalogue control (fixed arguments refused when sent, then set; the operator's
 //! defaults), the tool's input schema (with its own defaults), and the quotas.
 //!
@@ -79,6 +81,16 @@ impl Gateway {
         tool: Arc<ToolRecord>,
         arguments: Option<Value>,
     ) -> Result<Admitted, Box<Refusal>> {
+        if let Some(endpoint) = &caller.endpoint
+            && !self.endpoints.selects(endpoint, &tool)
+        {
+            tracing::debug!(request_id, tool = %tool.name, endpoint = %endpoint, "tool outside the endpoint's selection: unknown there");
+            let error = GatewayError::new(
+                Category::UnknownTool,
+                format!("no server offers a tool named {:?}", tool.name.as_ref()),
+            );
+            return Err(Box::new(Refusal { error, decision: Decision::no_policy(), args_hash: None }));
+        }
         let decision = self.decide(caller, request_id, &tool)?;
         let arguments = match checked_arguments(&tool, arguments) {
             Ok(arguments) => arguments,

@@ -9,6 +9,7 @@ pub mod cancel;
 pub mod capabilities;
 mod door;
 pub mod drift;
+pub mod endpoints;
 pub mod federation;
 mod forwarded_meta;
 pub mod list_changes;
@@ -226,6 +227,8 @@ pub struct Gateway {
     recent_calls: crate::telemetry::recent_calls::RecentCalls,
     /// The console's live figures: snapshots of the call metrics over the last minute.
     overview: crate::telemetry::overview::Overview,
+    /// Endpoints per audience (`[endpoints.NAME]`).
+    endpoints: endpoints::Endpoints,
 }
 
 impl Gateway {
@@ -309,6 +312,7 @@ impl Gateway {
             )),
             recent_calls: crate::telemetry::recent_calls::RecentCalls::new(config.admin.recent_calls),
             overview: crate::telemetry::overview::Overview::new(crate::telemetry::metrics::LATENCY_BUCKETS),
+            endpoints: endpoints::Endpoints::new(&config.endpoints),
             metrics,
             config,
         });
@@ -625,9 +629,23 @@ impl Gateway {
         self.registry.catalog()
     }
 
-    /// The tools `caller` may see, when a policy is in force (`None`: all of them).
+    /// The tools `caller` may see, under a policy or through an endpoint (`None`: all of
+    /// them, as the catalogue shows them).
     pub fn tool_view(&self, caller: &crate::identity::Caller) -> Option<Arc<crate::policy::ToolView>> {
-        self.policy.as_ref().map(|policy| policy.view(caller, &self.catalog().snapshot()))
+        if self.policy.is_none() && caller.endpoint.is_none() {
+            return None;
+        }
+        let snapshot = self.catalog().snapshot();
+        let base = self.policy.as_ref().map(|policy| policy.view(caller, &snapshot));
+        match &caller.endpoint {
+            Some(endpoint) => Some(self.endpoints.view(endpoint, &snapshot, base)),
+            None => base,
+        }
+    }
+
+    /// The endpoints per audience (`[endpoints.NAME]`).
+    pub fn endpoints(&self) -> &endpoints::Endpoints {
+        &self.endpoints
     }
 
     /// `/readyz` body: ready once the registry has been loaded, with per-server state.

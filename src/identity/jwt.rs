@@ -125,7 +125,16 @@ impl JwtVerifier {
         for plumbing in ["exp", "iat", "nbf", "jti"] {
             claims.remove(plumbing);
         }
-        Caller { subject, claims, scopes, groups, token: Some(Arc::from(token)), expires_at, peer: None }
+        Caller {
+            subject,
+            claims,
+            scopes,
+            groups,
+            token: Some(Arc::from(token)),
+            expires_at,
+            peer: None,
+            endpoint: None,
+        }
     }
 
     fn remember(&self, token: &str, caller: &Arc<Caller>, exp: Option<u64>, now: Instant) {

@@ -42,12 +42,28 @@ pub struct Caller {
     pub expires_at: Option<u64>,
     /// The TCP peer the request came from (`None` when unknown, e.g. in unit tests).
     pub peer: Option<SocketAddr>,
+    /// The endpoint the request came through (`/mcp/NAME`; `None`: the plain `/mcp`). Not
+    /// identity, but part of every decision made for the request: what the caller sees and
+    /// may call (`gateway/endpoints.rs`), what the policy reads (`context.endpoint`), and which
+    /// gateway sessions it may present (`ownership::OpenedBy`).
+    pub endpoint: Option<Arc<str>>,
 }
 
 impl Caller {
     /// A caller with no identity (the default listener).
     pub fn anonymous(peer: Option<SocketAddr>) -> Self {
         Self { peer, ..Self::default() }
+    }
+
+    /// This caller, coming through `endpoint`.
+    pub fn at_endpoint(&self, endpoint: Option<Arc<str>>) -> Self {
+        Self { endpoint, ..self.clone() }
+    }
+
+    /// The endpoint's name, `""` for the plain `/mcp` (what the policy's `context.endpoint`
+    /// holds).
+    pub fn endpoint_name(&self) -> &str {
+        self.endpoint.as_deref().unwrap_or_default()
     }
 
     /// The subject, or `"anonymous"`: what audit lines and policy read.

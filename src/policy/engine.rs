@@ -24,6 +24,8 @@
 //!   `upstreamName`. Both have the parent `Server::"<server>"`. One action each for listing
 //!   and using, as for tools; a policy that names only `Action::"call"` denies them (default
 //!   deny).
+//! - context: `endpoint`, the endpoint the request came through (`[endpoints.NAME]`, served at
+//!   `/mcp/NAME`; `""` for the plain `/mcp`), so one policy can scope each audience.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -132,9 +134,11 @@ impl PolicyEngine {
         else {
             return deny("invalid_entities");
         };
-        let Ok(request) =
-            Request::new(principal.uid.clone(), action.clone(), resource, Context::empty(), None)
-        else {
+        let endpoint = RestrictedExpression::new_string(principal.endpoint.clone());
+        let Ok(context) = Context::from_pairs([("endpoint".to_string(), endpoint)]) else {
+            return deny("invalid_context");
+        };
+        let Ok(request) = Request::new(principal.uid.clone(), action.clone(), resource, context, None) else {
             return deny("invalid_request");
         };
         let response = self.authorizer.is_authorized(&request, &self.set, &entities);
@@ -156,6 +160,8 @@ impl PolicyEngine {
 pub struct Principal {
     uid: EntityUid,
     entities: Vec<Entity>,
+    /// The endpoint the request came through (`context.endpoint`, `""` for the plain `/mcp`).
+    endpoint: String,
 }
 
 impl Principal {
@@ -183,7 +189,7 @@ impl Principal {
         let principal = Entity::new(principal_uid.clone(), attrs, groups.into_iter().collect())
             .unwrap_or_else(|_| Entity::new_no_attrs(principal_uid.clone(), HashSet::new()));
         entities.push(principal);
-        Self { uid: principal_uid, entities }
+        Self { uid: principal_uid, entities, endpoint: caller.endpoint_name().to_string() }
     }
 }
 

@@ -40,11 +40,19 @@ pub struct ToolView {
     pub visible: HashSet<Arc<str>>,
     /// The `tools/list` result of the visible tools (`{"tools":[…]}`), serialised once.
     pub list_result: Bytes,
+    /// Definitions shown instead of the catalogue's, by catalogue name: an endpoint's own
+    /// catalogue control (`[endpoints.NAME.tools.TOOL]`); empty under the policy alone.
+    pub shown: HashMap<Arc<str>, serde_json::Value>,
 }
 
 impl ToolView {
     pub fn shows(&self, tool: &str) -> bool {
         self.visible.contains(tool)
+    }
+
+    /// The definition of `tool` as this view's caller sees it.
+    pub fn definition<'a>(&'a self, tool: &'a ToolRecord) -> &'a serde_json::Value {
+        self.shown.get(&tool.name).unwrap_or(&tool.definition)
     }
 }
 
@@ -160,8 +168,11 @@ impl Policy {
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
             .map(Bytes::from)
             .unwrap_or_else(|_| Bytes::from_static(br#"{"tools":[]}"#));
-        let view =
-            Arc::new(ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list_result });
+        let view = Arc::new(ToolView {
+            visible: tools.iter().map(|t| t.name.clone()).collect(),
+            list_result,
+            shown: HashMap::new(),
+        });
         if self.max_views > 0
             && let Ok(mut views) = self.views.lock()
         {
@@ -197,6 +208,8 @@ fn principal_key(caller: &Caller) -> String {
         }
     }
     key.push('\0');
+    key.push_str(caller.endpoint_name());
+    key.push('\0');
     // Serialised without a copy of the claims (a map of JSON values always serialises).
     key.push_str(&serde_json::to_string(&caller.claims).unwrap_or_default());
     key
@@ -231,7 +244,7 @@ mod tests {
              @id(\"browse\")\npermit (principal, action, resource) when { resource.readOnly };\n",
         )
         .unwrap();
-        let config = PolicyConfig { file: Some(file), reload_secs: 0, ..PolicyConfig::default() };
+        let config = PolicyConfig { file: Some(file.clone()), reload_secs: 0, ..PolicyConfig::default() };
         let policy = Policy::start(&config, crate::telemetry::metrics::Metrics::new().policy_reloads.clone())
             .unwrap()
             .unwrap();
@@ -247,6 +260,20 @@ mod tests {
         let verdict = policy.decide(&caller(&["browse"]), &read_only);
         assert_eq!((verdict.allowed, &*verdict.rule), (true, "browse"));
         assert!(!policy.decide(&caller(&["browse"]), &writable).allowed, "the old record's verdict");
+        // The endpoint is in the request's context, and in the caches' key.
+        std::fs::write(
+            &file,
+            "@id(\"cart\")\npermit (principal, action, resource) when { context.endpoint == \"cart\" };\n",
+        )
+        .unwrap();
+        let config = PolicyConfig { file: Some(file.clone()), reload_secs: 0, ..PolicyConfig::default() };
+        let policy = Policy::start(&config, crate::telemetry::metrics::Metrics::new().policy_reloads.clone())
+            .unwrap()
+            .unwrap();
+        let on_cart = caller(&[]).at_endpoint(Some("cart".into()));
+        assert!(!policy.decide(&caller(&[]), &writable).allowed, "the plain /mcp: context.endpoint is \"\"");
+        assert!(policy.decide(&on_cart, &writable).allowed);
+        assert!(!policy.decide(&caller(&[]), &writable).allowed, "not the cart's cached verdict");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -9,7 +9,8 @@
 //! accepted ones. Like `POST /mcp` it is served to any peer the listener accepts: it shows
 //! nothing `tools/list` does not. With `[auth]` both establish the caller as `POST /mcp`
 //! does (401 without a valid identity), and with `[policy]` both show only the tools that
-//! caller may call.
+//! caller may call. Both take `endpoint=NAME`: the catalogue as `/mcp/NAME` serves it
+//! ([`super::endpoint`]; an unknown name is 404).
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc};
 
@@ -62,7 +63,7 @@ pub fn export_catalogue(
                     }
                     !hidden
                 })
-                .map(|t| t.definition.clone()),
+                .map(|t| view.map_or(&t.definition, |v| v.definition(t)).clone()),
         )
         .collect();
     let mut body = export::export(format, &tools, options);
@@ -99,11 +100,17 @@ pub async fn tools(
         Err(refused) => return refused,
     };
     if let Some(unknown) =
-        query.keys().find(|k| !["format", "strict", "hide_unavailable"].contains(&k.as_str()))
+        query.keys().find(|k| !["format", "strict", "hide_unavailable", "endpoint"].contains(&k.as_str()))
     {
         let shown: String = unknown.chars().take(64).collect();
-        return bad_request(format!("unknown parameter {shown:?} (format, strict, hide_unavailable)"));
+        return bad_request(format!(
+            "unknown parameter {shown:?} (format, strict, hide_unavailable, endpoint)"
+        ));
     }
+    let caller = match super::endpoint::from_query(&gateway, query.get("endpoint")) {
+        Ok(endpoint) => super::endpoint::through(caller, endpoint),
+        Err(refused) => return *refused,
+    };
     let format = match query.get("format") {
         None => Format::Mcp,
         Some(text) => match Format::parse(text) {
@@ -129,15 +136,24 @@ pub async fn tools(
     Json(export_catalogue(&gateway, view.as_deref(), format, Options { strict }, hide)).into_response()
 }
 
-/// `GET /capabilities`.
+/// `GET /capabilities` (`?endpoint=NAME`: as that endpoint's callers see it).
 pub async fn capabilities(
     State(gateway): State<Arc<Gateway>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let caller = match super::caller::establish(&gateway, &headers, peer.map(|p| p.0.0)).await {
         Ok(caller) => caller,
         Err(refused) => return refused,
+    };
+    if let Some(unknown) = query.keys().find(|k| k.as_str() != "endpoint") {
+        let shown: String = unknown.chars().take(64).collect();
+        return bad_request(format!("unknown parameter {shown:?} (endpoint)"));
+    }
+    let caller = match super::endpoint::from_query(&gateway, query.get("endpoint")) {
+        Ok(endpoint) => super::endpoint::through(caller, endpoint),
+        Err(refused) => return *refused,
     };
     let view = gateway.tool_view(&caller);
     Json(capabilities::report(&gateway, view.as_deref())).into_response()

@@ -61,7 +61,7 @@ pub async fn get(State(gateway): State<Arc<Gateway>>, request: axum::extract::Re
         request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0);
     let headers = request.headers();
     let caller = match caller::establish(&gateway, headers, peer).await {
-        Ok(caller) => caller,
+        Ok(caller) => super::endpoint::through(caller, super::endpoint::of(request.extensions())),
         Err(refused) => return refused,
     };
     if let Some(version) = headers.get(mcp::headers::names::PROTOCOL_VERSION) {

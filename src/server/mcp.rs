@@ -61,7 +61,8 @@ pub async fn post_from(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let request_id = request_id(&parts.headers);
-    let response = handle(&gateway, &parts.headers, body, &request_id, peer).await;
+    let endpoint = super::endpoint::of(&parts.extensions);
+    let response = handle(&gateway, &parts.headers, body, &request_id, peer, endpoint).await;
     with_request_id(response, &request_id)
 }
 
@@ -71,10 +72,11 @@ async fn handle(
     body: Body,
     request_id: &str,
     peer: Option<std::net::SocketAddr>,
+    endpoint: Option<Arc<str>>,
 ) -> Response {
     // Who is calling, before any of the body is read: a refused request costs nothing more.
     let caller = match super::caller::establish(gateway, headers, peer).await {
-        Ok(caller) => caller,
+        Ok(caller) => super::endpoint::through(caller, endpoint),
         Err(refused) => return refused,
     };
     let limit = gateway.config().max_body_bytes;
@@ -312,7 +314,7 @@ pub async fn delete(State(gateway): State<Arc<Gateway>>, request: axum::extract:
         request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0);
     let headers = request.headers();
     let caller = match super::caller::establish(&gateway, headers, peer).await {
-        Ok(caller) => caller,
+        Ok(caller) => super::endpoint::through(caller, super::endpoint::of(request.extensions())),
         Err(refused) => return refused,
     };
     match gateway.sessions().lookup(headers, &caller) {

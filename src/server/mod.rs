@@ -1,4 +1,5 @@
-//! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /mcp` (list changes, [`listen`]), `GET /metrics`, `GET /healthz`, `GET /readyz`,
+//! Inbound HTTP: `POST /mcp` (JSON-RPC), `GET /mcp` (list changes, [`listen`]), the same at
+//! `/mcp/NAME` for each endpoint ([`endpoint`]), `GET /metrics`, `GET /healthz`, `GET /readyz`,
 //! `GET /tools` (exports), `GET /capabilities`, `/admin/*` (behind [`admin::guard`]), the
 //! optional metrics-only listener (`metrics_listen`) and the optional admin listener
 //! (`admin.listen`). Every request on the main and admin listeners first passes
@@ -11,6 +12,7 @@ pub mod catalogue;
 pub mod console;
 pub mod dispatch;
 pub mod edge;
+pub mod endpoint;
 pub mod health;
 pub mod listen;
 pub mod listener;
@@ -174,9 +176,13 @@ fn mcp_first(
     loopback_listener: bool,
 ) -> listener::Service {
     let others = routed(routes, peer);
-    Box::new(move |request: axum::extract::Request| -> listener::Answer {
+    Box::new(move |mut request: axum::extract::Request| -> listener::Answer {
         if let Some(refused) = edge::refusal(&gateway, loopback_listener, request.headers()) {
             return Box::pin(std::future::ready(refused));
+        }
+        // `/mcp/NAME` is served as `/mcp` for the endpoint NAME (recorded on the request).
+        if let Err(refused) = endpoint::route(&gateway, &mut request) {
+            return Box::pin(std::future::ready(*refused));
         }
         if request.method() == axum::http::Method::POST && request.uri().path() == "/mcp" {
             let gateway = gateway.clone();

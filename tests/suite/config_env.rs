@@ -123,6 +123,27 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
             r#"{"manga://catalog/top" = "The best sellers"}"#,
             json!({"manga://catalog/top": "The best sellers"}),
         ),
+        (s("serve_plain_mcp"), "false", json!(false)),
+        (s("endpoints.shop.select.servers"), r#"["cat7"]"#, json!(["cat7"])),
+        (s("endpoints.shop.select.tools"), r#"["get_*"]"#, json!(["get_*"])),
+        (s("endpoints.shop.select.exclude_tools"), r#"["get_secret"]"#, json!(["get_secret"])),
+        (s("endpoints.shop.select.read_only"), "true", json!(true)),
+        (s("endpoints.shop.select.destructive"), "false", json!(false)),
+        (s("endpoints.shop.select.idempotent"), "true", json!(true)),
+        (s("endpoints.shop.select.open_world"), "false", json!(false)),
+        (s("endpoints.shop.select.resources"), r#"["manga://catalog/"]"#, json!(["manga://catalog/"])),
+        (
+            s("endpoints.shop.select.exclude_resources"),
+            r#"["manga://catalog/x/"]"#,
+            json!(["manga://catalog/x/"]),
+        ),
+        (s("endpoints.shop.select.prompts"), r#"["greet*"]"#, json!(["greet*"])),
+        (s("endpoints.shop.select.exclude_prompts"), r#"["greet_admin"]"#, json!(["greet_admin"])),
+        (s("endpoints.shop.tools.lookup.rename"), "find_it", json!("find_it")),
+        (s("endpoints.shop.tools.lookup.description"), "Finds it", json!("Finds it")),
+        (s("endpoints.shop.tools.lookup.hide"), "false", json!(false)),
+        (s("endpoints.shop.prompts.greeting.description"), "Says hi", json!("Says hi")),
+        (s("endpoints.shop.prompts.greeting.hide"), "false", json!(false)),
         (s("tools.NAME_T.description"), "Look an order up", json!("Look an order up")),
         (s("tools.NAME_T.hide"), "true", json!(true)),
         (s("tools.NAME_T.annotations"), "{readOnlyHint = true}", json!({"readOnlyHint": true})),
@@ -272,6 +293,9 @@ fn documented_keys(defaults: &Value) -> Vec<String> {
                 .replace("servers.NAME", &format!("servers.{SERVER}"))
                 .replace("tools.NAME", &format!("tools.{TOOL}"))
                 .replace("prompts.NAME", "prompts.greeting")
+                .replace("endpoints.NAME", "endpoints.shop")
+                .replace(".tools.TOOL", &format!(".tools.{TOOL}"))
+                .replace(".prompts.PROMPT", ".prompts.greeting")
                 .replace("stdio_commands.NAME", &format!("stdio_commands.{COMMAND}"));
             if let Some((prefix, rest)) = full.split_once('{') {
                 let inner = rest.trim_end_matches('}');

@@ -17,6 +17,7 @@ mod conformance_client;
 mod conformance_server;
 mod console;
 mod console_browser;
+mod endpoints;
 mod era_probe;
 mod exposure;
 mod federation;

@@ -307,8 +307,13 @@ impl Gateway {
                 page_of(visible.map(|r| &r.definition), &params, "resourceTemplates")
             }
             "prompts/list" => {
-                let visible = index.prompts.iter().filter(|p| self.may_get(&call.caller, p).is_ok());
-                page_of(visible.map(|p| &p.definition), &params, "prompts")
+                let visible: Vec<std::borrow::Cow<'_, Value>> = index
+                    .prompts
+                    .iter()
+                    .filter(|p| self.may_get(&call.caller, p).is_ok())
+                    .map(|p| self.prompt_as_shown(&call.caller, p))
+                    .collect();
+                page_of(visible.iter().map(|p| p.as_ref()), &params, "prompts")
             }
             "resources/read" => self.read_resource(&index, params, call).await,
             "prompts/get" => self.get_prompt(&index, params, call).await,
@@ -494,6 +499,22 @@ impl Gateway {
 
     /// The policy's decision on a resource or prompt; a denial with its decision.
     pub(super) fn decide_item(&self, caller: &Caller, item: SurfaceItem<'_>) -> Result<(), Box<Denied>> {
+        // Outside the caller's endpoint: unknown there, as for what no server offers.
+        if !self.endpoint_selects(caller, item) {
+            let error = match item {
+                SurfaceItem::Resource { uri, template: false, .. } => {
+                    not_found(uri, index::Unroutable::Unknown)
+                }
+                SurfaceItem::Resource { .. } => {
+                    bad_input("params.ref names no resource template a server offers")
+                }
+                SurfaceItem::Prompt { name, .. } => {
+                    let shown: String = name.chars().take(64).collect();
+                    bad_input(&format!("no server offers a prompt named {shown:?}"))
+                }
+            };
+            return Err(Box::new(Denied { error, decision: Decision::no_policy() }));
+        }
         let Some(policy) = &self.policy else { return Ok(()) };
         let verdict = policy.decide_item(caller, item);
         let server = match item {
@@ -532,7 +553,7 @@ impl Gateway {
         }
         let mut prompts = state.build_hasher();
         for p in index.prompts.iter().filter(|p| self.may_get(caller, p).is_ok()) {
-            (p.name.as_ref(), p.definition.to_string()).hash(&mut prompts);
+            (p.name.as_ref(), self.prompt_as_shown(caller, p).to_string()).hash(&mut prompts);
         }
         (resources.finish(), prompts.finish())
     }
@@ -544,7 +565,33 @@ impl Gateway {
             mime_type: resource.mime_type.as_deref(),
             template,
         };
-        self.policy.as_ref().is_none_or(|policy| policy.decide_item(caller, item).allowed)
+        self.endpoint_selects(caller, item)
+            && self.policy.as_ref().is_none_or(|policy| policy.decide_item(caller, item).allowed)
+    }
+
+    /// Whether the caller's endpoint (if any) serves the resource or prompt.
+    fn endpoint_selects(&self, caller: &Caller, item: SurfaceItem<'_>) -> bool {
+        let Some(endpoint) = caller.endpoint.as_deref() else { return true };
+        match item {
+            SurfaceItem::Resource { uri, server, .. } => {
+                self.endpoints.selects_resource(endpoint, uri, server)
+            }
+            SurfaceItem::Prompt { name, server, .. } => self.endpoints.selects_prompt(endpoint, name, server),
+        }
+    }
+
+    /// A prompt's definition as the caller's endpoint shows it (its own description, if any).
+    fn prompt_as_shown<'a>(&self, caller: &Caller, prompt: &'a index::Prompt) -> std::borrow::Cow<'a, Value> {
+        let description =
+            caller.endpoint.as_deref().and_then(|e| self.endpoints.prompt_description(e, &prompt.name));
+        match (description, prompt.definition.as_object()) {
+            (Some(description), Some(object)) => {
+                let mut object = object.clone();
+                object.insert("description".into(), Value::String(description.to_string()));
+                std::borrow::Cow::Owned(Value::Object(object))
+            }
+            _ => std::borrow::Cow::Borrowed(&prompt.definition),
+        }
     }
 
     fn may_get(&self, caller: &Caller, prompt: &index::Prompt) -> Result<(), Box<Denied>> {
@@ -615,6 +662,7 @@ impl Gateway {
                 tool: Some(item.into()),
                 requested_tool: None,
                 server: server.map(Arc::from),
+                endpoint: call.caller.endpoint.clone(),
                 decision: denied.unwrap_or_else(Decision::no_policy),
                 outcome: if outcome == "success" {
                     "success"
