@@ -109,6 +109,7 @@ impl Config {
         self.auth.validate(self.listen)?;
         self.admin.validate()?;
         self.tasks.validate()?;
+        super::hooks::validate(&self.hooks, &self.servers)?;
         Ok(())
     }
 }

@@ -107,7 +107,12 @@ impl Drop for Unanswered<'_> {
             let hash = Some(std::mem::take(&mut self.args_hash)).filter(|hash| !hash.is_empty());
             let tool = Some(&self.tool);
             let outcome = if self.ctx.cancelled.load(Ordering::Relaxed) { CANCELLED } else { DISCONNECTED };
-            let decided = Decided { decision: self.decision.clone(), requested: None, ran: None };
+            let decided = Decided {
+                decision: self.decision.clone(),
+                requested: None,
+                ran: None,
+                guardrails: Vec::new(),
+            };
             self.gateway.record(self.ctx, self.started, tool, outcome, 0, hash, decided);
         }
     }
@@ -120,6 +125,8 @@ struct Decided {
     decision: Decision,
     requested: Option<Arc<str>>,
     ran: Option<Arc<ToolRecord>>,
+    /// The guardrail hooks' decisions, before and after the call.
+    guardrails: Vec<crate::guardrail::Mark>,
 }
 
 /// The outcome label of a call whose caller disconnected before the answer.
@@ -216,23 +223,31 @@ impl Gateway {
             decision: Decision::no_policy(),
             armed: true,
         };
-        let admitted = match self.admit(&ctx.caller, &ctx.request_id, tool.clone(), raw_arguments).await {
-            Ok(admitted) => admitted,
-            Err(refusal) => {
-                unanswered.armed = false;
-                let err = refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone());
-                let decided = Decided { decision: refusal.decision, requested: alias, ran: None };
-                let outcome = err.category.as_str();
-                self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
-                return Err(err);
-            }
-        };
+        let deadline = caller_deadline(ctx.deadline, params.get("_meta"));
+        let admitted =
+            match self.admit(&ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, deadline).await {
+                Ok(admitted) => admitted,
+                Err(refusal) => {
+                    unanswered.armed = false;
+                    let err = refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone());
+                    let decided = Decided {
+                        decision: refusal.decision,
+                        requested: alias,
+                        ran: None,
+                        guardrails: refusal.guardrails,
+                    };
+                    let outcome = err.category.as_str();
+                    self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
+                    return Err(err);
+                }
+            };
         unanswered.args_hash = admitted.args_hash().to_owned();
         unanswered.decision = admitted.decision().clone();
         // Tasks: a 2025-11-25 `task` parameter goes to the server as the caller sent it (checked);
         // a modern caller declaring the tasks extension lets the gateway ask for a task where
         // the tool can only run as one. Such a call holds a slot of the task table.
-        let task = match self.task_parameter(&tool, &params) {
+        let task = match self.task_parameter(&tool, &params).and_then(|task| self.unguarded_task(&tool, task))
+        {
             Ok(task) => task,
             Err(err) => {
                 unanswered.armed = false;
@@ -257,7 +272,6 @@ impl Gateway {
         };
         let meta = params.get("_meta");
         let round = mrtr::Round::of(&params);
-        let deadline = caller_deadline(ctx.deadline, meta);
         let key = result_key(&tool.name, admitted.args_hash(), meta, ctx.caller.subject.as_deref());
 
         // A call that may relay requests to its caller is its own: never served from the
@@ -304,10 +318,29 @@ impl Gateway {
             ran = fallback.alternative.clone();
             result = Ok(fallback.result);
         }
+        // After-hooks on the answer the caller gets (a cache hit, a shared or a fallback result
+        // too), before the size budget; a task's creation and a question to the caller pass.
+        let mut guardrails = admitted.guardrails().to_vec();
+        if task.is_none()
+            && self.has_hooks()
+            && let Ok(raw) = result
+        {
+            result = if mrtr::is_complete(&raw) {
+                let arguments = admitted.arguments();
+                self.guard_result(&ctx.caller, &tool, arguments, raw, deadline, &mut guardrails).await
+            } else {
+                Ok(raw)
+            };
+            if let Err(err) = &result
+                && err.category == Category::Guardrail
+            {
+                ending.outcome = Category::Guardrail.as_str();
+            }
+        }
         let result = result.map(|raw| self.fit_budget(&tool, raw));
         unanswered.armed = false;
         let args_hash = std::mem::take(&mut unanswered.args_hash);
-        let decided = Decided { decision: admitted.decision().clone(), requested: alias, ran };
+        let decided = Decided { decision: admitted.decision().clone(), requested: alias, ran, guardrails };
         self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(args_hash), decided);
         result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
     }
@@ -334,6 +367,23 @@ impl Gateway {
             return Ok(Some(json!({})));
         }
         Ok(None)
+    }
+
+    /// A task-augmented call to a tool whose results pass an after-hook is refused: the task's
+    /// result is read later (`tasks/result`) straight from the server, where no hook runs, so
+    /// the only way to keep it guarded is not to start the task (the caller may call the tool
+    /// without `task`).
+    fn unguarded_task(&self, tool: &ToolRecord, task: Option<Value>) -> Result<Option<Value>, GatewayError> {
+        if task.is_some() && self.has_hooks() && self.guards_results_of(tool) {
+            return Err(GatewayError::new(
+                Category::Guardrail,
+                format!(
+                    "the results of {} pass a guardrail, which a task's result would bypass: call it without a task",
+                    tool.name
+                ),
+            ));
+        }
+        Ok(task)
     }
 
     /// Whether `server`'s credentials are the caller's own (token exchange, pass-through).
@@ -690,7 +740,8 @@ impl Gateway {
             return None;
         }
         let alternative = self.registry.resolve(alternative_name).await?;
-        let admitted = match self.admit(&ctx.caller, &ctx.request_id, alternative, arguments?).await {
+        let admitted = match self.admit(&ctx.caller, &ctx.request_id, alternative, arguments?, deadline).await
+        {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 tracing::info!(
@@ -747,7 +798,7 @@ impl Gateway {
             Some(t) => err.with_tool(t.name.clone()).with_server(t.server.clone()),
             None => err,
         };
-        let decided = Decided { decision, requested: err.tool.clone(), ran: None };
+        let decided = Decided { decision, requested: err.tool.clone(), ran: None, guardrails: Vec::new() };
         self.record(ctx, started, tool, err.category.as_str(), 0, None, decided);
         err
     }
@@ -805,6 +856,7 @@ impl Gateway {
                 outcome,
                 args_sha256: args_hash.clone(),
                 latency_us,
+                guardrails: decided.guardrails,
             };
             let audit = audit.clone();
             crate::telemetry::after_answer::defer(move || {

@@ -11,6 +11,7 @@ mod door;
 pub mod drift;
 pub mod federation;
 mod forwarded_meta;
+mod guard;
 pub mod list_changes;
 pub mod refresh;
 mod search;
@@ -223,6 +224,8 @@ pub struct Gateway {
     recent_calls: crate::telemetry::recent_calls::RecentCalls,
     /// The console's live figures: snapshots of the call metrics over the last minute.
     overview: crate::telemetry::overview::Overview,
+    /// Guardrail hooks on calls (`[[hooks]]`; empty: calls pay nothing for them).
+    hooks: crate::guardrail::Hooks,
 }
 
 impl Gateway {
@@ -305,6 +308,7 @@ impl Gateway {
             )),
             recent_calls: crate::telemetry::recent_calls::RecentCalls::new(config.admin.recent_calls),
             overview: crate::telemetry::overview::Overview::new(crate::telemetry::metrics::LATENCY_BUCKETS),
+            hooks: crate::guardrail::Hooks::new(&config.hooks)?,
             metrics,
             config,
         });
