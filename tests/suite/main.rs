@@ -22,6 +22,7 @@ mod exposure;
 mod federation;
 mod golden;
 mod grafana_dashboard;
+mod hooks;
 mod hostile_upstream;
 mod http_upstream;
 mod identity_policy;

@@ -21,6 +21,9 @@ invocation, as it does in a real Lambda):
                    bedrockAgentCoreToolName, returns plain JSON for `order_status` (an
                    object), `store_motd` (a string), `store_notice` (content blocks without
                    `type`), `store_refuse` (isError), raises for anything else
+  direct-hooks     stdio_server_adapter(params, event, context) around
+                   tests/peers/servers/hook_server.py (guardrail hooks as MCP tools, for
+                   tests/suite/hooks.rs); with HOOK_RECORD set, the hooks' inputs go there
 
 Control endpoints:
   GET  /_invocations  {"invocations": [{function, qualifier, event, client_context, seen,
@@ -52,6 +55,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 STORE = StdioServerParameters(
     command=sys.executable,
     args=[os.path.join(HERE, "lambda_store_server.py")],
+    env={"PYTHONUNBUFFERED": "1", "PATH": os.environ.get("PATH", "")},
+)
+
+HOOKS = StdioServerParameters(
+    command=sys.executable,
+    args=[os.path.join(HERE, "hook_server.py"), "--stdio"]
+    + (["--record", os.environ["HOOK_RECORD"]] if os.environ.get("HOOK_RECORD") else []),
     env={"PYTHONUNBUFFERED": "1", "PATH": os.environ.get("PATH", "")},
 )
 
@@ -110,6 +120,12 @@ def direct_store(event, context, seen):
     return stdio_server_adapter(STORE, event, context)
 
 
+def direct_hooks(event, context, seen):
+    if isinstance(event, dict):
+        seen.update(method=event.get("method"), name=(event.get("params") or {}).get("name"))
+    return stdio_server_adapter(HOOKS, event, context)
+
+
 def agentcore_plain(event, context, seen):
     full = context.client_context.custom.get("bedrockAgentCoreToolName", "")
     tool = full.split("___", 1)[1] if "___" in full else full
@@ -129,6 +145,7 @@ FUNCTIONS = {
     "agentcore-store": agentcore_store,
     "direct-store": direct_store,
     "agentcore-plain": agentcore_plain,
+    "direct-hooks": direct_hooks,
 }
 
 
