@@ -164,9 +164,13 @@ impl Gateway {
         if hooks.peek().is_none() {
             return Ok(raw);
         }
-        let mut result: Value = match serde_json::from_str(raw.get()) {
-            Ok(value) => value,
-            Err(_) => return Ok(raw),
+        // A result the gateway cannot read (nested past serde_json's depth limit) is not let
+        // through unguarded.
+        let Ok(mut result) = serde_json::from_str::<Value>(raw.get()) else {
+            return Err(GatewayError::new(
+                Category::Guardrail,
+                "the result cannot be read for the guardrails that apply to it",
+            ));
         };
         let mut changed = false;
         for hook in hooks {
