@@ -246,8 +246,7 @@ impl Gateway {
         // Tasks: a 2025-11-25 `task` parameter goes to the server as the caller sent it (checked);
         // a modern caller declaring the tasks extension lets the gateway ask for a task where
         // the tool can only run as one. Such a call holds a slot of the task table.
-        let task = match self.task_parameter(&tool, &params).and_then(|task| self.unguarded_task(&tool, task))
-        {
+        let task = match self.task_parameter(&tool, &params) {
             Ok(task) => task,
             Err(err) => {
                 unanswered.armed = false;
@@ -298,7 +297,13 @@ impl Gateway {
                 Ok(upstream) => {
                     let owner = ctx.owner.clone();
                     let dedicated = ctx.notifications.relay.as_ref().map(|r| r.caller.clone());
-                    self.record_task(slot, raw.clone(), upstream, owner, dedicated, task_form(meta))
+                    let guard = (self.has_hooks() && self.guards_results_of(&tool)).then(|| {
+                        super::tasks::TaskGuard {
+                            tool: tool.clone(),
+                            arguments: admitted.arguments().clone(),
+                        }
+                    });
+                    self.record_task(slot, raw.clone(), upstream, owner, dedicated, task_form(meta), guard)
                 }
                 Err(err) => Err(err),
             };
@@ -367,23 +372,6 @@ impl Gateway {
             return Ok(Some(json!({})));
         }
         Ok(None)
-    }
-
-    /// A task-augmented call to a tool whose results pass an after-hook is refused: the task's
-    /// result is read later (`tasks/result`) straight from the server, where no hook runs, so
-    /// the only way to keep it guarded is not to start the task (the caller may call the tool
-    /// without `task`).
-    fn unguarded_task(&self, tool: &ToolRecord, task: Option<Value>) -> Result<Option<Value>, GatewayError> {
-        if task.is_some() && self.has_hooks() && self.guards_results_of(tool) {
-            return Err(GatewayError::new(
-                Category::Guardrail,
-                format!(
-                    "the results of {} pass a guardrail, which a task's result would bypass: call it without a task",
-                    tool.name
-                ),
-            ));
-        }
-        Ok(task)
     }
 
     /// Whether `server`'s credentials are the caller's own (token exchange, pass-through).

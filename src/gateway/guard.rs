@@ -149,8 +149,8 @@ impl Gateway {
     }
 
     /// The after-hooks of `tool`, in order, on the result `raw` of a call made with
-    /// `arguments`. A replacement result is checked as an upstream's result is; a result
-    /// changed by a hook is serialised again (the size budget is applied after this).
+    /// `arguments`; a result a hook changed is serialised again (the size budget is applied
+    /// after this).
     pub(super) async fn guard_result(
         &self,
         caller: &Caller,
@@ -160,20 +160,54 @@ impl Gateway {
         deadline: Option<Instant>,
         marks: &mut Vec<Mark>,
     ) -> Result<Box<RawValue>, GatewayError> {
-        let mut hooks = self.hooks.matching(HookPhase::After, &tool.name, &tool.server).peekable();
-        if hooks.peek().is_none() {
+        if !self.hooks.guards_results_of(&tool.name, &tool.server) {
             return Ok(raw);
         }
         // A result the gateway cannot read (nested past serde_json's depth limit) is not let
         // through unguarded.
-        let Ok(mut result) = serde_json::from_str::<Value>(raw.get()) else {
+        let Ok(result) = serde_json::from_str::<Value>(raw.get()) else {
             return Err(GatewayError::new(
                 Category::Guardrail,
                 "the result cannot be read for the guardrails that apply to it",
             ));
         };
+        match self.guard_value(caller, tool, arguments, result, deadline, marks).await? {
+            (_, false) => Ok(raw),
+            (result, true) => serde_json::value::to_raw_value(&result).map_err(|e| {
+                GatewayError::new(Category::Internal, format!("serialising a guarded result: {e}"))
+            }),
+        }
+    }
+
+    /// A task's result (`tasks/result`) through the after-hooks of the call that created the
+    /// task, for the caller reading it (none guard it: as it is).
+    pub(super) async fn guard_task_result(
+        &self,
+        guard: Option<&super::tasks::TaskGuard>,
+        call: &super::tasks::TaskCall,
+        result: Value,
+    ) -> Result<Value, GatewayError> {
+        let Some(guard) = guard else { return Ok(result) };
+        let mut marks = Vec::new();
+        let (tool, arguments) = (&guard.tool, &guard.arguments);
+        let (result, _) =
+            self.guard_value(&call.caller, tool, arguments, result, call.deadline, &mut marks).await?;
+        Ok(result)
+    }
+
+    /// The after-hooks on a result; whether one changed it. A replacement result is checked
+    /// as an upstream's result is.
+    async fn guard_value(
+        &self,
+        caller: &Caller,
+        tool: &ToolRecord,
+        arguments: &Value,
+        mut result: Value,
+        deadline: Option<Instant>,
+        marks: &mut Vec<Mark>,
+    ) -> Result<(Value, bool), GatewayError> {
         let mut changed = false;
-        for hook in hooks {
+        for hook in self.hooks.matching(HookPhase::After, &tool.name, &tool.server) {
             let ran = match &hook.kind {
                 HookKind::Builtin { rule: BuiltinRule::Redact, detectors } => {
                     if detectors.redact_result(&mut result) {
@@ -217,11 +251,7 @@ impl Gateway {
                 return Err(error);
             }
         }
-        if !changed {
-            return Ok(raw);
-        }
-        serde_json::value::to_raw_value(&result)
-            .map_err(|e| GatewayError::new(Category::Internal, format!("serialising a guarded result: {e}")))
+        Ok((result, changed))
     }
 
     /// The decision label of a hook's run (its failure mode applied), counted and logged, and

@@ -427,19 +427,34 @@ timeout_ms = 60000
 }
 
 #[test]
-fn a_task_on_a_tool_whose_results_are_guarded_is_refused_and_hooks_are_validated() {
-    let demo = Demo::http();
+fn a_tasks_result_passes_the_after_hooks_of_the_call_that_created_it() {
+    let port = free_port();
+    let _everything = everything_server(port);
     let config = format!(
-        "{}[[hooks]]\nname = \"pii\"\nphase = \"after\"\nmatch_tools = [\"*\"]\nbuiltin = \"redact\"\ndetect = [\"email\"]\n",
-        http_server("store", &demo.url())
+        "{}[[hooks]]\nname = \"reports\"\nphase = \"after\"\nmatch_tools = [\"simulate-research-query\"]\nbuiltin = \"redact\"\npatterns = [\"Research Report\"]\n",
+        http_server("research", &format!("http://127.0.0.1:{port}/mcp"))
     );
     let gw = Gateway::start(&config, &[]);
-    let before = upstream_calls(&demo);
-    let (_, answer) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "manga_search", "arguments": {"query": "frieren"}, "task": {"ttl": 60000}}}));
-    expect_error(&answer, GUARDRAIL, "guardrail");
-    assert_eq!(upstream_calls(&demo), before, "{answer}");
+    let (_, created) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "simulate-research-query", "arguments": {"topic": "tokyo"}, "task": {"ttl": 60000}}}));
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("no task: {created}"));
+    assert_eq!(
+        decisions(&gw, "reports", "simulate-research-query", "replace"),
+        0.0,
+        "the task's creation is no result"
+    );
+    // tasks/result waits for the task, then answers its result through the hook.
+    let (_, result) =
+        gw.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": id}}));
+    let text = result_text(&result);
+    assert!(text.contains("[redacted]: tokyo") && !text.contains("Research Report"), "{result}");
+    assert_eq!(result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id, "{result}");
+    assert_eq!(decisions(&gw, "reports", "simulate-research-query", "replace"), 1.0);
+}
 
+#[test]
+fn hooks_that_break_the_rules_are_refused_at_start() {
+    let demo = Demo::http();
     let refused = |hooks: &str, expected: &str| {
         let file = TempFile::with("hooks.toml", format!("{}{hooks}", http_server("store", &demo.url())));
         let output = check_config(&["--config", file.arg()], &[]);
