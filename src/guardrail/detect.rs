@@ -30,7 +30,14 @@ pub struct Detectors {
 }
 
 impl Detectors {
-    pub fn new(kinds: Vec<Detector>, patterns: Vec<Regex>) -> Self {
+    /// Cards go first: their digits would also read as a telephone number.
+    pub fn new(mut kinds: Vec<Detector>, patterns: Vec<Regex>) -> Self {
+        kinds.sort_by_key(|kind| match kind {
+            Detector::Card => 0,
+            Detector::Email => 1,
+            Detector::Phone => 2,
+        });
+        kinds.dedup();
         Self { kinds, patterns }
     }
 
@@ -41,17 +48,10 @@ impl Detectors {
     }
 
     /// `text` with every finding replaced by `[redacted:KIND]` (`[redacted]` for operator
-    /// patterns), or `None` when nothing was found. Cards go first: their digits would also
-    /// read as a telephone number.
+    /// patterns), or `None` when nothing was found.
     pub fn redact(&self, text: &str) -> Option<String> {
         let mut current: Option<String> = None;
-        let mut ordered = self.kinds.clone();
-        ordered.sort_by_key(|kind| match kind {
-            Detector::Card => 0,
-            Detector::Email => 1,
-            Detector::Phone => 2,
-        });
-        for kind in ordered {
+        for &kind in &self.kinds {
             let source = current.as_deref().unwrap_or(text);
             if let Some(changed) = redact_kind(kind, source) {
                 current = Some(changed);
