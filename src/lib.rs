@@ -20,6 +20,7 @@ pub mod demo;
 pub mod error;
 pub mod export;
 pub mod gateway;
+pub mod guardrail;
 pub mod identity;
 pub mod ownership;
 pub mod policy;

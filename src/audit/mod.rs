@@ -79,6 +79,9 @@ pub struct AuditEntry {
     pub outcome: &'static str,
     pub args_sha256: Option<String>,
     pub latency_us: u64,
+    /// The guardrail hooks' decisions on the call, in the order they ran (written only when
+    /// a hook ran; never what a rule matched).
+    pub guardrails: Vec<crate::guardrail::Mark>,
 }
 
 /// The audit sink of a gateway.
@@ -182,6 +185,15 @@ fn format_body(entry: &AuditEntry) -> Vec<u8> {
     field("args_sha256", entry.args_sha256.as_deref());
     line.extend_from_slice(b",\"latency_us\":");
     line.extend_from_slice(entry.latency_us.to_string().as_bytes());
+    if !entry.guardrails.is_empty() {
+        line.extend_from_slice(b",\"guardrails\":");
+        let marks: Vec<serde_json::Value> = entry
+            .guardrails
+            .iter()
+            .map(|m| serde_json::json!({"hook": m.hook.as_ref(), "phase": m.phase.as_str(), "decision": m.decision}))
+            .collect();
+        let _ = serde_json::to_writer(&mut line, &marks);
+    }
     line
 }
 
@@ -232,6 +244,7 @@ mod tests {
             outcome,
             args_sha256: Some("00ff".into()),
             latency_us: 42,
+            guardrails: Vec::new(),
         }
     }
 

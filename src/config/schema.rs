@@ -107,6 +107,8 @@ pub struct Config {
     pub admin: AdminSettings,
     /// MCP tasks relayed through the gateway: the routing table's bounds (`[tasks]`).
     pub tasks: super::TasksConfig,
+    /// Guardrail hooks on `tools/call` (`[[hooks]]`, see `docs/hooks.md`), in the order they run.
+    pub hooks: Vec<super::HookConfig>,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -231,6 +233,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             admin: AdminSettings::default(),
             tasks: super::TasksConfig::default(),
+            hooks: Vec::new(),
         }
     }
 }

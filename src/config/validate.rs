@@ -110,6 +110,7 @@ impl Config {
         self.auth.validate(self.listen)?;
         self.admin.validate()?;
         self.tasks.validate()?;
+        super::hooks::validate(&self.hooks, &self.servers)?;
         Ok(())
     }
 }

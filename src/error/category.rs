@@ -67,6 +67,10 @@ pub enum Category {
     /// No server serves this resource URI (none lists it, no template or configured prefix
     /// covers it, or two servers claim it): `resources/read` and `resources/subscribe`.
     ResourceNotFound,
+    /// A guardrail hook (`[[hooks]]`) refused the call: it denied the arguments or the result,
+    /// or it failed (or did not answer in time) with `failure = "closed"`. `error.data` names
+    /// the hook and the phase, and carries the hook's reason when it gave one.
+    Guardrail,
 }
 
 impl Category {
@@ -99,6 +103,7 @@ impl Category {
         Category::Unauthenticated,
         Category::Internal,
         Category::ResourceNotFound,
+        Category::Guardrail,
     ];
 
     /// The JSON-RPC `error.code`.
@@ -128,6 +133,7 @@ impl Category {
             Category::Unauthenticated => -32009,
             Category::UpstreamNotAllowed => -32010,
             Category::CredentialsUnavailable => -32011,
+            Category::Guardrail => -32012,
             // Outside the reserved range; the code LSP gives a cancelled request.
             Category::Cancelled => -32800,
             // Replaced by the upstream's own code when there is one.
@@ -174,6 +180,7 @@ impl Category {
             Category::Forbidden => "forbidden",
             Category::Unauthenticated => "unauthenticated",
             Category::Internal => "internal",
+            Category::Guardrail => "guardrail",
         }
     }
 
@@ -221,6 +228,7 @@ impl Category {
             Category::Forbidden => "Forbidden",
             Category::Unauthenticated => "Unauthenticated",
             Category::Internal => "Internal error",
+            Category::Guardrail => "Refused by a guardrail",
         }
     }
 }
@@ -262,11 +270,12 @@ mod every_category {
                 Category::Unauthenticated => 24,
                 Category::Internal => 25,
                 Category::ResourceNotFound => 26,
+                Category::Guardrail => 27,
             }
         };
         for (i, c) in Category::ALL.iter().enumerate() {
             assert_eq!(position(*c), i, "{c:?}");
         }
-        assert_eq!(Category::ALL.len(), 27);
+        assert_eq!(Category::ALL.len(), 28);
     }
 }

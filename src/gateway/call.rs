@@ -107,7 +107,12 @@ impl Drop for Unanswered<'_> {
             let hash = Some(std::mem::take(&mut self.args_hash)).filter(|hash| !hash.is_empty());
             let tool = Some(&self.tool);
             let outcome = if self.ctx.cancelled.load(Ordering::Relaxed) { CANCELLED } else { DISCONNECTED };
-            let decided = Decided { decision: self.decision.clone(), requested: None, ran: None };
+            let decided = Decided {
+                decision: self.decision.clone(),
+                requested: None,
+                ran: None,
+                guardrails: Vec::new(),
+            };
             self.gateway.record(self.ctx, self.started, tool, outcome, 0, hash, decided);
         }
     }
@@ -120,6 +125,8 @@ struct Decided {
     decision: Decision,
     requested: Option<Arc<str>>,
     ran: Option<Arc<ToolRecord>>,
+    /// The guardrail hooks' decisions, before and after the call.
+    guardrails: Vec<crate::guardrail::Mark>,
 }
 
 /// The outcome label of a call whose caller disconnected before the answer.
@@ -231,21 +238,28 @@ impl Gateway {
             decision: Decision::no_policy(),
             armed: true,
         };
-        let admitted = match self.admit(&ctx.caller, &ctx.request_id, tool.clone(), raw_arguments).await {
-            Ok(admitted) => admitted,
-            Err(refusal) => {
-                unanswered.armed = false;
-                // An unknown tool (outside the caller's endpoint) names no server.
-                let err = match refusal.error.category {
-                    Category::UnknownTool => refusal.error.with_tool(tool.name.clone()),
-                    _ => refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone()),
-                };
-                let decided = Decided { decision: refusal.decision, requested: alias, ran: None };
-                let outcome = err.category.as_str();
-                self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
-                return Err(err);
-            }
-        };
+        let deadline = caller_deadline(ctx.deadline, params.get("_meta"));
+        let admitted =
+            match self.admit(&ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, deadline).await {
+                Ok(admitted) => admitted,
+                Err(refusal) => {
+                    unanswered.armed = false;
+                    // An unknown tool (outside the caller's endpoint) names no server.
+                    let err = match refusal.error.category {
+                        Category::UnknownTool => refusal.error.with_tool(tool.name.clone()),
+                        _ => refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone()),
+                    };
+                    let decided = Decided {
+                        decision: refusal.decision,
+                        requested: alias,
+                        ran: None,
+                        guardrails: refusal.guardrails,
+                    };
+                    let outcome = err.category.as_str();
+                    self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
+                    return Err(err);
+                }
+            };
         unanswered.args_hash = admitted.args_hash().to_owned();
         unanswered.decision = admitted.decision().clone();
         // Tasks: a 2025-11-25 `task` parameter goes to the server as the caller sent it (checked);
@@ -276,7 +290,6 @@ impl Gateway {
         };
         let meta = params.get("_meta");
         let round = mrtr::Round::of(&params);
-        let deadline = caller_deadline(ctx.deadline, meta);
         let key = result_key(&tool.name, admitted.args_hash(), meta, ctx.caller.subject.as_deref());
 
         // A call that may relay requests to its caller is its own: never served from the
@@ -303,7 +316,13 @@ impl Gateway {
                 Ok(upstream) => {
                     let owner = ctx.owner.clone();
                     let dedicated = ctx.notifications.relay.as_ref().map(|r| r.caller.clone());
-                    self.record_task(slot, raw.clone(), upstream, owner, dedicated, task_form(meta))
+                    let guard = (self.has_hooks() && self.guards_results_of(&tool)).then(|| {
+                        super::tasks::TaskGuard {
+                            tool: tool.clone(),
+                            arguments: admitted.arguments().clone(),
+                        }
+                    });
+                    self.record_task(slot, raw.clone(), upstream, owner, dedicated, task_form(meta), guard)
                 }
                 Err(err) => Err(err),
             };
@@ -323,10 +342,29 @@ impl Gateway {
             ran = fallback.alternative.clone();
             result = Ok(fallback.result);
         }
+        // After-hooks on the answer the caller gets (a cache hit, a shared or a fallback result
+        // too), before the size budget; a task's creation and a question to the caller pass.
+        let mut guardrails = admitted.guardrails().to_vec();
+        if task.is_none()
+            && self.has_hooks()
+            && let Ok(raw) = result
+        {
+            result = if mrtr::is_complete(&raw) {
+                let arguments = admitted.arguments();
+                self.guard_result(&ctx.caller, &tool, arguments, raw, deadline, &mut guardrails).await
+            } else {
+                Ok(raw)
+            };
+            if let Err(err) = &result
+                && err.category == Category::Guardrail
+            {
+                ending.outcome = Category::Guardrail.as_str();
+            }
+        }
         let result = result.map(|raw| self.fit_budget(&tool, raw));
         unanswered.armed = false;
         let args_hash = std::mem::take(&mut unanswered.args_hash);
-        let decided = Decided { decision: admitted.decision().clone(), requested: alias, ran };
+        let decided = Decided { decision: admitted.decision().clone(), requested: alias, ran, guardrails };
         self.record(ctx, started, Some(&tool), ending.outcome, ending.attempts, Some(args_hash), decided);
         result.map_err(|e| e.with_tool(tool.name.clone()).with_server(tool.server.clone()))
     }
@@ -709,7 +747,8 @@ impl Gateway {
             return None;
         }
         let alternative = self.registry.resolve(alternative_name).await?;
-        let admitted = match self.admit(&ctx.caller, &ctx.request_id, alternative, arguments?).await {
+        let admitted = match self.admit(&ctx.caller, &ctx.request_id, alternative, arguments?, deadline).await
+        {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 tracing::info!(
@@ -766,7 +805,7 @@ impl Gateway {
             Some(t) => err.with_tool(t.name.clone()).with_server(t.server.clone()),
             None => err,
         };
-        let decided = Decided { decision, requested: err.tool.clone(), ran: None };
+        let decided = Decided { decision, requested: err.tool.clone(), ran: None, guardrails: Vec::new() };
         self.record(ctx, started, tool, err.category.as_str(), 0, None, decided);
         err
     }
@@ -825,6 +864,7 @@ impl Gateway {
                 outcome,
                 args_sha256: args_hash.clone(),
                 latency_us,
+                guardrails: decided.guardrails,
             };
             let audit = audit.clone();
             crate::telemetry::after_answer::defer(move || {

@@ -5,7 +5,9 @@
 //! selection is `unknown_tool` there, as for a name no server offers: an endpoint reveals
 //! nothing of the others' tools), the tool policy (identity is already on the
 //! caller), catalogue control (fixed arguments refused when sent, then set; the operator's
-//! defaults), the tool's input schema (with its own defaults), and the quotas.
+//! defaults), the tool's input schema (with its own defaults), the quotas, and the guardrail
+//! hooks that run before a call (`gateway/guard.rs`), whose replaced arguments pass catalogue
+//! control and the schema again.
 //!
 //! What passes is an [`Admitted`] call, and an `Admitted` is the only thing the call path's
 //! forward accepts. Its fields are private to this module, so a new path cannot reach a server
@@ -32,6 +34,8 @@ pub(super) struct Admitted {
     arguments: Value,
     args_hash: String,
     decision: Decision,
+    /// The before-hooks' decisions (for the audit line).
+    guardrails: Vec<crate::guardrail::Mark>,
     _permit: Option<QuotaPermit>,
 }
 
@@ -53,12 +57,17 @@ impl Admitted {
         &self.decision
     }
 
+    pub(super) fn guardrails(&self) -> &[crate::guardrail::Mark] {
+        &self.guardrails
+    }
+
     /// An admitted call for the call path's unit tests, which exercise what happens after
     /// the door.
     #[cfg(test)]
     pub(super) fn for_tests(tool: ToolRecord, arguments: Value) -> Self {
         let args_hash = canonical_hash(&arguments);
-        Self { tool: Arc::new(tool), arguments, args_hash, decision: Decision::no_policy(), _permit: None }
+        let decision = Decision::no_policy();
+        Self { tool: Arc::new(tool), arguments, args_hash, decision, guardrails: Vec::new(), _permit: None }
     }
 }
 
@@ -68,6 +77,8 @@ pub(super) struct Refusal {
     pub decision: Decision,
     /// The arguments' hash, when the refusal came after they were checked (quotas).
     pub args_hash: Option<String>,
+    /// The before-hooks' decisions, when a hook refused the call.
+    pub guardrails: Vec<crate::guardrail::Mark>,
 }
 
 impl Gateway {
@@ -80,6 +91,7 @@ impl Gateway {
         request_id: &str,
         tool: Arc<ToolRecord>,
         arguments: Option<Value>,
+        deadline: Option<std::time::Instant>,
     ) -> Result<Admitted, Box<Refusal>> {
         if let Some(endpoint) = &caller.endpoint
             && !self.endpoints.selects(endpoint, &tool)
@@ -89,14 +101,20 @@ impl Gateway {
                 Category::UnknownTool,
                 format!("no server offers a tool named {:?}", tool.name.as_ref()),
             );
-            return Err(Box::new(Refusal { error, decision: Decision::no_policy(), args_hash: None }));
+            return Err(Box::new(Refusal {
+                error,
+                decision: Decision::no_policy(),
+                args_hash: None,
+                guardrails: Vec::new(),
+            }));
         }
         let decision = self.decide(caller, request_id, &tool)?;
         let arguments = match checked_arguments(&tool, arguments) {
             Ok(arguments) => arguments,
-            Err(error) => return Err(Box::new(Refusal { error, decision, args_hash: None })),
+            Err(error) => {
+                return Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new() }));
+            }
         };
-        let args_hash = canonical_hash(&arguments);
         let permit = match &self.quotas {
             Some(quotas) => match quotas.check(caller.subject_or_anonymous(), &tool.name, &tool.server).await
             {
@@ -104,12 +122,15 @@ impl Gateway {
                 Err(denial) => {
                     let error = denial.to_error();
                     let decision = Decision::denied_by_quota(&denial.quota);
-                    return Err(Box::new(Refusal { error, decision, args_hash: Some(args_hash) }));
+                    let args_hash = Some(canonical_hash(&arguments));
+                    return Err(Box::new(Refusal { error, decision, args_hash, guardrails: Vec::new() }));
                 }
             },
             None => None,
         };
-        Ok(Admitted { tool, arguments, args_hash, decision, _permit: permit })
+        let (arguments, guardrails) = self.guard_before(caller, &tool, arguments, deadline).await?;
+        let args_hash = canonical_hash(&arguments);
+        Ok(Admitted { tool, arguments, args_hash, decision, guardrails, _permit: permit })
     }
 
     /// The tool policy's one decision on `tool` for `caller`, counted; a denial is refused.
@@ -133,7 +154,7 @@ impl Gateway {
             format!("the tool policy does not allow this caller to call {}", tool.name),
         )
         .with_extra("rule", Value::String(decision.rule.to_string()));
-        Err(Box::new(Refusal { error, decision, args_hash: None }))
+        Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new() }))
     }
 }
 
@@ -141,7 +162,7 @@ impl Gateway {
 /// tool's schema. A caller sending a fixed argument is refused: the schema it was shown has
 /// no such argument, and silently replacing its value would answer another question than the
 /// one it asked.
-fn checked_arguments(tool: &ToolRecord, arguments: Option<Value>) -> Result<Value, GatewayError> {
+pub(super) fn checked_arguments(tool: &ToolRecord, arguments: Option<Value>) -> Result<Value, GatewayError> {
     let mut arguments = match arguments {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(object @ Value::Object(_)) => object,

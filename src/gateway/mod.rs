@@ -12,6 +12,7 @@ pub mod drift;
 pub mod endpoints;
 pub mod federation;
 mod forwarded_meta;
+mod guard;
 pub mod list_changes;
 pub mod refresh;
 mod search;
@@ -229,6 +230,8 @@ pub struct Gateway {
     overview: crate::telemetry::overview::Overview,
     /// Endpoints per audience (`[endpoints.NAME]`).
     endpoints: endpoints::Endpoints,
+    /// Guardrail hooks on calls (`[[hooks]]`; empty: calls pay nothing for them).
+    hooks: crate::guardrail::Hooks,
 }
 
 impl Gateway {
@@ -313,6 +316,7 @@ impl Gateway {
             recent_calls: crate::telemetry::recent_calls::RecentCalls::new(config.admin.recent_calls),
             overview: crate::telemetry::overview::Overview::new(crate::telemetry::metrics::LATENCY_BUCKETS),
             endpoints: endpoints::Endpoints::new(&config.endpoints),
+            hooks: crate::guardrail::Hooks::new(&config.hooks)?,
             metrics,
             config,
         });

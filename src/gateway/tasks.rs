@@ -57,7 +57,16 @@ pub struct TaskEntry {
     pub dedicated: Option<Arc<CallerSession>>,
     /// The server speaks the extension's form (a modern server).
     pub form: Form,
+    /// The tool and arguments of the call that created the task, when after-hooks guard its
+    /// results: `tasks/result` (and a terminal `tasks/get` that inlines it) passes them.
+    pub guard: Option<TaskGuard>,
     expires: Instant,
+}
+
+/// What the after-hooks of a task's result need of the call that created it.
+pub struct TaskGuard {
+    pub tool: Arc<crate::registry::ToolRecord>,
+    pub arguments: Value,
 }
 
 #[derive(Default)]
@@ -94,6 +103,7 @@ impl Reservation<'_> {
         created: &Created,
         owner: Owner,
         dedicated: Option<Arc<CallerSession>>,
+        guard: Option<TaskGuard>,
     ) -> String {
         let id = mint_id("task");
         let ttl = created.ttl_ms.map_or(self.tasks.max_ttl, Duration::from_millis).min(self.tasks.max_ttl);
@@ -103,6 +113,7 @@ impl Reservation<'_> {
             owner,
             dedicated,
             form: created.form,
+            guard,
             expires: crate::clock::after(ttl),
         };
         if let Ok(mut table) = self.tasks.table.lock() {
@@ -244,7 +255,14 @@ impl Gateway {
                     // gives it from `tasks/result` (which no longer blocks once it has ended).
                     let outcome = match tasks::status(&Value::Object(task.clone())) {
                         Some("completed" | "failed") => {
-                            Some(self.send(&entry, "tasks/result", &params, &call, true).await?)
+                            match self.send(&entry, "tasks/result", &params, &call, true).await? {
+                                Ok(result) => Some(
+                                    self.guard_task_result(entry.guard.as_ref(), &call, result)
+                                        .await
+                                        .map_err(|e| e.to_error_object()),
+                                ),
+                                Err(error) => Some(Err(error)),
+                            }
                         }
                         _ => None,
                     };
@@ -270,7 +288,9 @@ impl Gateway {
             }
             "tasks/result" => {
                 let result = self.send(&entry, "tasks/result", &params, &call, true).await?;
-                let result = tasks::with_related_task(result.map_err(|e| upstream_error(e, &entry))?, id);
+                let result = result.map_err(|e| upstream_error(e, &entry))?;
+                let result = self.guard_task_result(entry.guard.as_ref(), &call, result).await?;
+                let result = tasks::with_related_task(result, id);
                 if call.modern {
                     return Ok(with_result_type(result));
                 }
@@ -453,6 +473,7 @@ impl Gateway {
     /// After a task-augmented `tools/call` answered: records the task it created (filling
     /// `slot`) and rewrites the answer for the caller. A result that created no task is passed
     /// on as it is.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn record_task(
         &self,
         slot: Reservation<'_>,
@@ -461,6 +482,7 @@ impl Gateway {
         owner: Owner,
         dedicated: Option<Arc<CallerSession>>,
         caller_form: Form,
+        guard: Option<TaskGuard>,
     ) -> Result<Box<serde_json::value::RawValue>, GatewayError> {
         let Ok(value) = serde_json::from_str::<Value>(raw.get()) else { return Ok(raw) };
         let created = match tasks::created(&value) {
@@ -473,7 +495,7 @@ impl Gateway {
             }
         };
         let server = upstream.name.clone();
-        let id = slot.fill(upstream, &created, owner, dedicated);
+        let id = slot.fill(upstream, &created, owner, dedicated, guard);
         // The id is a bearer of access for anonymous callers: logged as a tag, like session ids.
         tracing::info!(server = %server, task = %crate::redact::session_tag(&id), "task created");
         let answer = tasks::create_result(&created, &id, caller_form)

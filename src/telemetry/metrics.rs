@@ -192,6 +192,10 @@ pub struct Metrics {
     /// `mcp_gateway_policy_decisions_total{rule,server,outcome}`: `tools/call` decisions by
     /// the deciding policy's `@id` (`default_deny` when none matched) and `allow`/`deny`
     pub policy_decisions: IntCounterVec,
+    /// `mcp_gateway_guardrail_decisions_total{hook,tool,decision}`: guardrail hooks' decisions
+    /// (`allow`, `deny`, `replace`, `timeout_open`, `timeout_closed`, `error_open`,
+    /// `error_closed`); `hook` is a configured hook's name, `tool` the bounded tool label
+    pub guardrail_decisions: IntCounterVec,
     /// `mcp_gateway_policy_reloads_total{outcome}`: `loaded`, `invalid`, `unreadable`
     pub policy_reloads: IntCounterVec,
     /// `mcp_gateway_background_restarts_total{loop}`: background loops restarted after a
@@ -671,6 +675,12 @@ impl Metrics {
                 "mcp_gateway_policy_decisions_total",
                 "tools/call policy decisions by deciding rule, server and outcome",
                 &["rule", "server", "outcome"],
+            ),
+            guardrail_decisions: counters(
+                &r,
+                "mcp_gateway_guardrail_decisions_total",
+                "guardrail hooks' decisions on tools/call, by hook, tool and decision",
+                &["hook", "tool", "decision"],
             ),
             background_restarts: {
                 let metric = counters(

@@ -185,6 +185,15 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
                 "subjects": [], "rate": 5, "window_secs": 60, "burst": null, "max_concurrent": 0
             }]),
         ),
+        (
+            s("hooks"),
+            r#"[{name = "pii", phase = "after", match_tools = ["manga_*"], builtin = "redact", detect = ["email", "card"], patterns = ["ORD-[0-9]{8}"]}]"#,
+            json!([{
+                "name": "pii", "phase": "after", "match_tools": ["manga_*"], "match_servers": [],
+                "builtin": "redact", "detect": ["email", "card"], "patterns": ["ORD-[0-9]{8}"],
+                "server": null, "tool": null, "timeout_ms": 1000, "failure": "closed"
+            }]),
+        ),
         (s("quotas.redis_timeout_ms"), "75", json!(75)),
         (s("quotas.redis_retry_ms"), "1500", json!(1500)),
         (s("quotas.lease_ms"), "90000", json!(90000)),

@@ -24,6 +24,7 @@ mod federation;
 mod federation_sources;
 mod golden;
 mod grafana_dashboard;
+mod hooks;
 mod hostile_upstream;
 mod http_upstream;
 mod identity_policy;

@@ -671,6 +671,7 @@ impl Gateway {
                 },
                 args_sha256: None,
                 latency_us,
+                guardrails: Vec::new(),
             };
             let audit = audit.clone();
             crate::telemetry::after_answer::defer(move || {

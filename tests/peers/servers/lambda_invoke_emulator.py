@@ -23,6 +23,9 @@ invocation, as it does in a real Lambda):
                    bedrockAgentCoreToolName, returns plain JSON for `order_status` (an
                    object), `store_motd` (a string), `store_notice` (content blocks without
                    `type`), `store_refuse` (isError), raises for anything else
+  direct-hooks     stdio_server_adapter(params, event, context) around
+                   tests/peers/servers/hook_server.py (guardrail hooks as MCP tools, for
+                   tests/suite/hooks.rs); with HOOK_RECORD set, the hooks' inputs go there
 
 Control endpoints:
   GET  /_invocations  {"invocations": [{function, qualifier, event, client_context, seen,
@@ -54,6 +57,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 STORE = StdioServerParameters(
     command=sys.executable,
     args=[os.path.join(HERE, "lambda_store_server.py")],
+    env={"PYTHONUNBUFFERED": "1", "PATH": os.environ.get("PATH", "")},
+)
+
+HOOKS = StdioServerParameters(
+    command=sys.executable,
+    args=[os.path.join(HERE, "hook_server.py"), "--stdio"]
+    + (["--record", os.environ["HOOK_RECORD"]] if os.environ.get("HOOK_RECORD") else []),
     env={"PYTHONUNBUFFERED": "1", "PATH": os.environ.get("PATH", "")},
 )
 
@@ -120,6 +130,12 @@ def direct_undeclared(event, context, seen):
     return direct_store(event, context, seen)
 
 
+def direct_hooks(event, context, seen):
+    if isinstance(event, dict):
+        seen.update(method=event.get("method"), name=(event.get("params") or {}).get("name"))
+    return stdio_server_adapter(HOOKS, event, context)
+
+
 def agentcore_plain(event, context, seen):
     full = context.client_context.custom.get("bedrockAgentCoreToolName", "")
     tool = full.split("___", 1)[1] if "___" in full else full
@@ -140,6 +156,7 @@ FUNCTIONS = {
     "direct-store": direct_store,
     "direct-undeclared": direct_undeclared,
     "agentcore-plain": agentcore_plain,
+    "direct-hooks": direct_hooks,
 }
 
 
