@@ -62,6 +62,18 @@ impl Store {
         all.into_iter().filter(|r| r["path"] != "/openapi.json").collect()
     }
 
+    /// How many times the document was fetched.
+    fn document_fetches(&self) -> usize {
+        let all: Vec<Value> = self
+            .client
+            .get(format!("http://127.0.0.1:{}/_received", self.port))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        all.iter().filter(|r| r["path"] == "/openapi.json").count()
+    }
+
     /// How many requests reached `path`.
     fn hits(&self, path: &str) -> usize {
         self.received().iter().filter(|r| r["path"] == path).count()
@@ -167,6 +179,26 @@ fn the_fastapi_document_maps_to_tools_with_schemas_and_annotations() {
         (json!("store"), json!("openapi"))
     );
     assert!(get_entry["definition_hash"].is_string(), "{get_entry}");
+
+    // A document given by URL is fetched again on every refresh.
+    let fetched = store.document_fetches();
+    let refresh = gateway.admin_post("/admin/registry/refresh").send().unwrap();
+    assert!(refresh.status().is_success(), "{}", refresh.status());
+    wait_for("the refresh to fetch the document again", || store.document_fetches() > fetched);
+
+    // check-config fetches and maps it too, and names the operation it would skip.
+    let spec = store.spec();
+    let env = [
+        ("MCP_GATEWAY_SERVERS__STORE__TRANSPORT", "openapi"),
+        ("MCP_GATEWAY_SERVERS__STORE__SPEC", spec.as_str()),
+    ];
+    let checked = check_config(&["--json"], &env);
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: servers.store: OpenAPI operation POST /covers/{product_id} (uploadCover) skipped: request body of type multipart/form-data"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -386,6 +418,16 @@ fn file_documents_resolve_relative_refs_and_bad_ones_are_refused_with_a_pointer(
     let listed = tools(&gateway);
     assert_eq!(listed.len(), 1, "{listed:#?}");
     assert_eq!(listed[0]["outputSchema"]["properties"]["currency"]["type"], json!(["string", "null"]));
+    // A changed file is read again on the next refresh: its new operation becomes a tool.
+    let grown = FILE_DOC.replace(
+        "  /upload:",
+        "  /stock/{sku}:\n    delete:\n      parameters: [{name: sku, in: path, required: true, schema: {type: string}}]\n      responses: {\"204\": {description: gone}}\n  /upload:",
+    );
+    std::fs::write(dir.path("store.yaml"), grown).unwrap();
+    gateway.admin_post("/admin/registry/refresh").send().unwrap();
+    wait_for("the changed document's new tool", || {
+        gateway.tool_names().contains(&"delete_stock_sku".to_string())
+    });
     drop(gateway);
 
     // Bad: parse errors name the line; structural ones the JSON pointer; check-config and
