@@ -17,6 +17,8 @@
 #     tests/peers/.venv-otel (the trace receiver of tests/suite/otel_tracing.rs), likewise.
 #   * awslabs run-mcp-servers-with-aws-lambda pinned in tests/peers/requirements-lambda.txt, in
 #     tests/peers/.venv-lambda (the Lambda Invoke API emulator of tests/suite/agentcore_lambda.rs), likewise.
+#   * FastAPI, uvicorn, python-multipart and botocore pinned in tests/peers/requirements-openapi.txt, in
+#     tests/peers/.venv-openapi (the REST service of tests/suite/openapi.rs), likewise.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
 # working directory.
 set -euo pipefail
@@ -188,6 +190,24 @@ else
   "$lvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-lambda.txt"
   "$lvenv/bin/python" -W ignore -c "$lambda_import" || die "run-mcp-servers-with-aws-lambda in $lvenv does not import"
   cp "$peers/requirements-lambda.txt" "$lstamp"
+fi
+
+# --- the REST service of the OpenAPI tests (separate venv + pip) ---------------------------
+# FastAPI, uvicorn, python-multipart and botocore pinned in tests/peers/requirements-openapi.txt:
+# tests/peers/openapi/store_api.py (tests/suite/openapi.rs) and the openapi-peers comparison.
+apvenv="$peers/.venv-openapi"
+apstamp="$apvenv/.installed-requirements"
+openapi_import='import fastapi, uvicorn, multipart, botocore.auth'
+if [ -x "$apvenv/bin/python" ] && cmp -s "$peers/requirements-openapi.txt" "$apstamp" \
+   && "$apvenv/bin/python" -c "$openapi_import" 2>/dev/null; then
+  step "OpenAPI test service deps present ($apvenv: $(sed -n 's/^fastapi==//p' "$peers/requirements-openapi.txt"))"
+else
+  step "installing the OpenAPI test service deps into $apvenv (pip install -r $peers/requirements-openapi.txt)"
+  rm -f "$apstamp"
+  [ -x "$apvenv/bin/python" ] || python3 -m venv "$apvenv"
+  "$apvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-openapi.txt"
+  "$apvenv/bin/python" -c "$openapi_import" || die "FastAPI in $apvenv does not import"
+  cp "$peers/requirements-openapi.txt" "$apstamp"
 fi
 
 step "test dependencies ready"

@@ -22,6 +22,7 @@ pub mod export;
 pub mod gateway;
 pub mod guardrail;
 pub mod identity;
+pub mod openapi;
 pub mod ownership;
 pub mod policy;
 pub mod protocol;

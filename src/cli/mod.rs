@@ -56,7 +56,7 @@ pub fn run() -> anyhow::Result<()> {
                 export::run(&format, strict, hide_unavailable, source).await
             }
             Command::Healthcheck { .. } => unreachable!("handled before the runtime starts"),
-            Command::CheckConfig { config, json } => check_config::run(config, json),
+            Command::CheckConfig { config, json } => check_config::run(config, json).await,
         }
     })
 }

@@ -35,6 +35,7 @@ mod lambda;
 mod list_changes;
 mod mrtr;
 mod one_door;
+mod openapi;
 mod ops_metric_series;
 mod ops_probe_metrics;
 mod ops_readiness;
