@@ -142,10 +142,11 @@ impl Category {
     }
 
     /// The JSON-RPC `error.code` answered to a caller that speaks the modern revision
-    /// (2026-07-28): it names unknown tools -32602 and never sends -32002.
+    /// (2026-07-28): it names unknown tools -32602 and, since SEP-2164, unknown resources
+    /// -32602 too; it never sends -32002.
     pub fn modern_code(self) -> i64 {
         match self {
-            Category::UnknownTool => -32602,
+            Category::UnknownTool | Category::ResourceNotFound => -32602,
             other => other.code(),
         }
     }

@@ -145,7 +145,11 @@ mod tests {
         let unknown = GatewayError::new(Category::UnknownTool, "no such tool");
         assert_eq!(unknown.to_error_object().code, -32002);
         assert_eq!(unknown.to_error_object_for(true).code, -32602);
-        for category in Category::ALL.iter().filter(|c| **c != Category::UnknownTool) {
+        let no_resource = GatewayError::new(Category::ResourceNotFound, "no such resource");
+        assert_eq!(no_resource.to_error_object().code, -32002);
+        assert_eq!(no_resource.to_error_object_for(true).code, -32602, "SEP-2164");
+        let renamed = [Category::UnknownTool, Category::ResourceNotFound];
+        for category in Category::ALL.iter().filter(|c| !renamed.contains(c)) {
             let err = GatewayError::new(*category, "x");
             assert_eq!(err.to_error_object_for(true), err.to_error_object(), "{category:?}");
         }

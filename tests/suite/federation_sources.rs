@@ -132,6 +132,10 @@ fn a_registry_built_servers_resources_and_prompts_through_the_gateway() {
     );
     let gw = Gateway::start(&config, REGISTRY_LOOPBACK);
     let docs = "demo://resource/static/document/features.md";
+    // The registry tool goes to the server, whose stack the call builds; the next scan reads
+    // its lists (the federation never connects to a server no caller has used).
+    let echoed = gw.call("echo", json!({"message": "from the registry"}));
+    assert!(result_text(&echoed).contains("from the registry"), "{echoed}");
     wait_for("the registry-built server's resources", || {
         rpc(&gw, "resources/list", json!({}))["result"]["resources"]
             .as_array()
@@ -159,9 +163,6 @@ fn a_registry_built_servers_resources_and_prompts_through_the_gateway() {
         1.0,
         "{metrics}"
     );
-    // The registry tool itself still goes to the same server.
-    let echoed = gw.call("echo", json!({"message": "from the registry"}));
-    assert!(result_text(&echoed).contains("from the registry"), "{echoed}");
 }
 
 #[test]
@@ -227,7 +228,7 @@ fn a_pinned_prompt_that_changes_upstream_is_withheld_until_approved() {
 }
 
 #[test]
-fn a_registry_built_stdio_server_is_read_once_connected_and_leaves_with_its_entry() {
+fn a_registry_built_stdio_server_is_read_once_a_call_started_it_and_leaves_with_its_entry() {
     let stores = Stores::start(true, false);
     // The entry may only pick a command the configuration allows.
     let server = json!({"name": "every", "transport": "stdio", "command": "everything"});
@@ -246,7 +247,9 @@ fn a_registry_built_stdio_server_is_read_once_connected_and_leaves_with_its_entr
             .as_array()
             .is_some_and(|r| r.iter().any(|r| r["uri"] == docs))
     };
-    // Never called: the scan started it, and read it once its handshake was done.
+    // The first call starts it; the scan after reads it, its handshake done.
+    let echoed = gw.call("echo", json!({"message": "start"}));
+    assert!(result_text(&echoed).contains("start"), "{echoed}");
     wait_for("the registry-built stdio server's resources", || listed(&gw));
     assert_eq!(gw.connection_state("every"), "ready");
     let read = result(&gw, "resources/read", json!({"uri": docs}));

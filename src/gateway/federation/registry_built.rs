@@ -8,8 +8,11 @@
 //!   entries looked up since the last scan, at most [`MAX_REGISTRY_SURFACES`] of them (in name
 //!   order; the rest are logged and not federated). An entry naming a configured server is
 //!   that server: it is federated by its own configuration (`discover`), never twice.
-//! - **The same trust as a call**: the stack is the one a call would use, built only through
-//!   `registry.upstream_urls` and `stdio_commands`; a refused origin is not asked anything.
+//! - **Once a call has built it**: the stack read is the one the server's first call built
+//!   (through `registry.upstream_urls` and `stdio_commands`); the federation never connects
+//!   to, starts or trips the breaker of a server no caller has used (a registry may name
+//!   hundreds), so a registry-built server's resources and prompts appear from the scan after
+//!   its first call.
 //! - **What it offers** is learned as for any server of its transport: a streamable-HTTP
 //!   server's handshake (a server never asked yet is asked one `tools/list` page first, which
 //!   carries it), a Lambda function's `initialize`. A persistent connection (stdio,
@@ -55,12 +58,9 @@ impl Gateway {
             );
         }
         let reads = by_name.into_values().take(MAX_REGISTRY_SURFACES).map(|origin| async move {
-            let upstream = match self.registry_upstream(&origin).await {
-                Ok(upstream) => upstream,
-                Err(error) => {
-                    tracing::debug!(server = %origin.name, category = error.category.as_str(), "registry-built server not federated");
-                    return;
-                }
+            let Some(upstream) = self.registry_upstream(&origin) else {
+                tracing::debug!(server = %origin.name, "registry-built server not federated until a call has built it");
+                return;
             };
             if !ready(&upstream).await {
                 return;
@@ -76,25 +76,18 @@ impl Gateway {
         futures_util::stream::iter(reads).buffer_unordered(CONCURRENT_READS).collect::<Vec<()>>().await;
     }
 
-    /// The stack of a registry origin: the one built for it already, or built now (through the
-    /// same checks as for a call); a refused origin stays refused.
-    async fn registry_upstream(
-        &self,
-        origin: &Arc<ServerRef>,
-    ) -> Result<Arc<Upstream>, crate::error::GatewayError> {
+    /// The stack a call built for a registry origin (through the same checks as for a call), if
+    /// one has.
+    fn registry_upstream(&self, origin: &Arc<ServerRef>) -> Option<Arc<Upstream>> {
         let cached = self.dynamic_upstreams.read().ok().and_then(|m| m.get(&origin.name).cloned());
         if let Some((built_from, upstream)) = cached
             && built_from == *origin
         {
-            return Ok(upstream);
+            return Some(upstream);
         }
-        let refused = self.refused_origins.read().ok().and_then(|m| m.get(&origin.name).cloned());
-        if let Some((refused_from, refusal)) = refused
-            && refused_from == *origin
-        {
-            return Err(refusal);
-        }
-        Box::pin(self.build_registry_upstream(origin, "(resources and prompts)")).await
+        // Not built yet: no call has needed this server, and the federation does not connect
+        // to it (or start it) on its own.
+        None
     }
 
     /// The stack of a federated server: configured, or registry-built.
