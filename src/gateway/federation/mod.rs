@@ -20,6 +20,7 @@
 
 mod answers;
 pub mod index;
+pub mod report;
 pub mod uri_template;
 
 use std::{
