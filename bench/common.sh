@@ -45,7 +45,8 @@ build_gateway_and_forwarder() {
   echo "==> building the forwarder (dist profile)"
   cargo build --profile dist --locked --quiet --example forwarder
   FWD=$target/dist/examples/forwarder
-  BIN=$(DIST_NO_PGO=${BENCH_NO_PGO:-} bash scripts/build-dist.sh --quiet)
+  # BENCH_BIN: a gateway binary built already (as scripts/build-dist.sh builds it).
+  BIN=${BENCH_BIN:-$(DIST_NO_PGO=${BENCH_NO_PGO:-} bash scripts/build-dist.sh --quiet)}
 }
 
 # The rows' configurations, printed as TOML (one definition for overhead.sh, instructions.sh

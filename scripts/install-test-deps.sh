@@ -5,8 +5,8 @@
 #   * Debian's chromium (apt), only when /usr/bin/chromium is missing: the browser the console's
 #     tests (tests/suite/console.rs) drive through playwright-core (never a browser download);
 #   * the Node test peers pinned in tests/peers/package-lock.json (the official TypeScript
-#     "everything" MCP server, DynamoDB Local), via `npm ci`, only when node_modules does not
-#     match the lock;
+#     "everything" MCP server, the MCP Inspector, DynamoDB Local), via `npm ci`, only when
+#     node_modules does not match the lock;
 #   * the Python MCP SDK 2.x pinned in tests/peers/requirements.txt, in tests/peers/.venv,
 #     only when the venv is missing or requirements.txt changed since it was installed;
 #   * the Python MCP SDK 1.x (its WebSocket server transport, gone in 2.x) pinned in
@@ -82,15 +82,18 @@ step "java present ($(java -version 2>&1 | head -n 1))"
 
 # --- Node peers (npm ci) -------------------------------------------------------------------
 # node_modules is up to date when npm's own record of what it installed
-# (node_modules/.package-lock.json) lists exactly the packages and versions of the lock.
+# (node_modules/.package-lock.json) lists exactly the packages and versions of the lock, but
+# for optional packages npm left out (the other platforms' native builds, e.g. the MCP
+# Inspector's keyring and rolldown bindings).
 node_peers_current() {
   [ -f "$peers/node_modules/.package-lock.json" ] \
     && [ -f "$peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
+    && [ -f "$peers/node_modules/@modelcontextprotocol/inspector/package.json" ] \
     && (cd "$peers" && node -e '
       const want = require("./package-lock.json").packages || {};
       const have = require("./node_modules/.package-lock.json").packages || {};
-      const keys = Object.keys(want).filter((k) => k !== "");
-      const ok = keys.length === Object.keys(have).length &&
+      const keys = Object.keys(want).filter((k) => k !== "" && (have[k] || !want[k].optional));
+      const ok = Object.keys(have).every((k) => want[k]) &&
         keys.every((k) => have[k] && have[k].version === want[k].version);
       process.exit(ok ? 0 : 1);' 2>/dev/null)
 }

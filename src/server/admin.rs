@@ -1,9 +1,9 @@
 //! Operator endpoints: `GET /admin/breakers`, `POST /admin/breakers/{server}/open|close`,
 //! `GET /admin/connections`, `GET /admin/registry`, `POST /admin/registry/refresh`,
-//! `GET /admin/registry/drift`, `GET /admin/registry/collisions`, `GET /admin/registry/pins`,
-//! `POST /admin/registry/approve`, and for the console (`docs/console.md`): `GET /admin/overview`,
-//! `GET /admin/calls`, `POST /admin/playground` ([`super::playground`]) and the console's page,
-//! script and style ([`super::console`]).
+//! `GET /admin/registry/drift`, `GET /admin/registry/collisions`, `GET /admin/registry/surface`,
+//! `GET /admin/registry/pins`, `POST /admin/registry/approve`, and for the console
+//! (`docs/console.md`): `GET /admin/overview`, `GET /admin/calls`, `POST /admin/playground`
+//! ([`super::playground`]) and the console's page, script and style ([`super::console`]).
 //!
 //! Who may call them is decided in one place, [`guard`], a middleware on every admin route
 //! (the handlers below check nothing). A loopback peer is not enough (a browser page or a
@@ -160,6 +160,7 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/registry/refresh", post(registry_refresh))
         .route("/admin/registry/drift", get(registry_drift))
         .route("/admin/registry/collisions", get(registry_collisions))
+        .route("/admin/registry/surface", get(registry_surface))
         .route("/admin/registry/pins", get(registry_pins))
         .route("/admin/registry/approve", post(registry_approve))
         .route("/admin/overview", get(overview))
@@ -332,6 +333,12 @@ pub async fn registry_drift(
 pub async fn registry_collisions(State(gateway): State<Arc<Gateway>>) -> Response {
     let snapshot = gateway.catalog().snapshot();
     Json(json!({"collisions": snapshot.collisions()})).into_response()
+}
+
+/// `GET /admin/registry/surface`: the federated resources, templates and prompts per server,
+/// and what two servers both claim (`gateway::federation::report`).
+pub async fn registry_surface(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(crate::gateway::federation::report::report(&gateway.federation().index())).into_response()
 }
 
 /// `GET /admin/registry/pins`: definition pinning's state and the changes waiting for approval.

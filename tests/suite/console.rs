@@ -224,7 +224,7 @@ fn the_console_assets_carry_the_csp_and_need_no_token_while_its_data_does() {
         assert!(header("content-type").starts_with(content_type), "{path}: {}", header("content-type"));
         assert!(response.headers().get("set-cookie").is_none(), "{path}");
     }
-    for path in ["/admin/overview", "/admin/calls", "/admin/breakers"] {
+    for path in ["/admin/overview", "/admin/calls", "/admin/breakers", "/admin/registry/surface"] {
         let response = gw.client.get(gw.url(path)).send().unwrap();
         assert_eq!(response.status(), 401, "{path} without the token");
         let wrong = gw.client.get(gw.url(path)).bearer_auth("not-the-admin-token-at-all").send().unwrap();

@@ -2,7 +2,9 @@
 //! driven by `tests/peers/clients/console_browser.mjs` (playwright-core, axe-core) against the
 //! real gateway with a demo server, a server on a dead port (a breaker and a last error to
 //! show), definition pinning with a changed definition waiting for approval, and a Cedar
-//! policy. The driver reports what the browser saw; this test judges it and checks the
+//! policy, and two instances of the conformance fixture server (`a` and `b`: resources, templates
+//! and prompts, each claimed by both; `a` owns the `test://static-` prefix) for the Catalogue
+//! page's resources and prompts. The driver reports what the browser saw; this test judges it and checks the
 //! gateway's own view (the admin API) after each action. Screenshots of every page go to
 //! `target/console-screenshots/`; with `UPDATE_SCREENSHOT=1` the Servers page also to
 //! `docs/console.png` (the README's picture).
@@ -21,7 +23,7 @@ fn drive(gateway: &Gateway, shots: &Path, docs_shot: &Path) -> Value {
         .arg(peers_dir().join("clients/console_browser.mjs"))
         .args(["--url", &gateway.url(""), "--token", ADMIN_TOKEN])
         .args(["--server", "shop", "--dead", "dead", "--pinned-server", "words", "--pinned-tool", "lookup"])
-        .args(["--tool", "manga_search"])
+        .args(["--tool", "manga_search", "--surface-server", "b"])
         .arg("--shots")
         .arg(shots)
         .arg("--docs-shot")
@@ -65,6 +67,13 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
          @id(\"cart\")\npermit (principal, action, resource) when { resource.name == \"add_to_cart\" };\n",
     );
     let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let (a_port, b_port) = (free_port(), free_port());
+    let _fixtures = (conformance_fixtures(a_port, &[]), conformance_fixtures(b_port, &[]));
+    let fixtures = format!(
+        "{}resource_prefixes = [\"test://static-\"]\n{}",
+        http_server("a", &format!("http://127.0.0.1:{a_port}/mcp")),
+        http_server("b", &format!("http://127.0.0.1:{b_port}/mcp")),
+    );
     let config = format!(
         "refresh_interval_secs = 3600\n[catalogue]\npin_tool_definitions = true\npin_file = {pin_file:?}\n\
          [policy]\nfile = {policy:?}\n{demo}{dead}discover = false\n[[servers.dead.tools]]\nname = \"ping_dead\"\n\
@@ -72,7 +81,7 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
          [servers.words]\ntransport = \"http\"\nurl = \"http://{words}/rugpull\"\n\
          [tools.manga_recommendations]\nrename = \"recommend_manga\"\n\
          [tools.price_lookup]\nfixed_arguments = {{ include_history = false }}\n\
-         [tools.checkout]\nhide = true\n",
+         [tools.checkout]\nhide = true\n{fixtures}",
         policy = policy.arg(),
         demo = http_server("shop", &demo.url()),
         dead = http_server("dead", &dead),
@@ -152,6 +161,39 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     assert!(catalogue_row("manga_search").contains("readOnly"), "annotations shown: {catalogue}");
     assert!(catalogue["hidden"].as_str().is_some_and(|h| h.contains("checkout")), "{catalogue}");
     assert!(!items(&catalogue["rows"]).iter().any(|r| r.as_str().is_some_and(|r| r.starts_with("checkout"))));
+    // Resources and prompts next to tools: counts per server (the report's own), what both
+    // fixture servers claim, and the items.
+    let surface = &catalogue["surface"];
+    let (_, report_of_surface) = admin_get_json(&gateway, "/admin/registry/surface");
+    for server in ["a", "b"] {
+        let counts = items(&report_of_surface["servers"]).iter().find(|s| s["server"] == server).cloned();
+        let counts = counts.unwrap_or_else(|| panic!("{server} not in the report: {report_of_surface}"));
+        let shown = format!(
+            "{server} {} {} {}",
+            counts["resources"], counts["resource_templates"], counts["prompts"]
+        );
+        assert!(
+            items(&surface["servers"]).iter().any(|r| r.as_str().is_some_and(|r| r.starts_with(&shown))),
+            "{shown}: {surface}"
+        );
+    }
+    assert!(report_of_surface["totals"]["prompts"].as_u64().is_some_and(|n| n > 0), "{report_of_surface}");
+    let claimed = |text: &str| {
+        items(&surface["collisions"])
+            .iter()
+            .any(|r| r.as_str().is_some_and(|r| r.contains(text) && r.contains("a, b")))
+    };
+    assert!(claimed("test://watched-resource"), "a URI both list: {surface}");
+    assert!(claimed("test_prompt_with_image"), "a prompt both offer: {surface}");
+    let listed = |list: &str, text: &str| {
+        items(&surface[list]).iter().any(|r| r.as_str().is_some_and(|r| r.contains(text)))
+    };
+    assert!(listed("prompts", "b__test_prompt_with_image"), "{surface}");
+    assert!(listed("resources", "test://static-text"), "served by the prefix's owner: {surface}");
+    assert!(!listed("resources", "test://watched-resource"), "a claimed URI is not served: {surface}");
+    assert!(listed("resources", "test://static-binary"), "{surface}");
+    assert!(claimed("test://template/{id}/data"), "a template both list: {surface}");
+    assert!(!listed("templates", "test://template/"), "a claimed template is not served: {surface}");
     let found = items(&catalogue["search"]["rows"]);
     assert!(
         !found.is_empty() && found.iter().all(|r| r.as_str().is_some_and(|r| r.contains("manga_search"))),

@@ -31,6 +31,7 @@ mod identity_policy;
 mod inbound;
 mod inbound_bounds;
 mod inbound_cancel;
+mod inspector_cli;
 mod lambda;
 mod list_changes;
 mod mrtr;

@@ -29,6 +29,7 @@ mod answers;
 pub mod index;
 mod lists;
 mod registry_built;
+pub mod report;
 pub mod uri_template;
 
 use std::{
@@ -279,6 +280,12 @@ impl Gateway {
                 let scope = if self.policy.is_some() { "private" } else { "public" };
                 object.insert("ttlMs".into(), json!(self.refresh_interval().as_millis() as u64));
                 object.insert("cacheScope".into(), json!(scope));
+            } else if method == "resources/read" {
+                // A read is a cacheable result too (2026-07-28 `ReadResourceResult extends
+                // CacheableResult`: both fields required). Its freshness is the server's to
+                // know, not the gateway's: not to be reused, and only by this caller.
+                object.insert("ttlMs".into(), json!(0));
+                object.insert("cacheScope".into(), json!("private"));
             }
         }
         Ok(result)

@@ -3,7 +3,7 @@
 //
 //   node console_browser.mjs --url http://127.0.0.1:PORT --token TOKEN --server demo
 //        --dead dead --pinned-server words --pinned-tool lookup --tool manga_search
-//        --shots DIR [--docs-shot FILE]
+//        --shots DIR [--docs-shot FILE] [--surface-server NAME]
 //
 // It prints one JSON object on stdout: what every page showed (rows, texts), what the browser
 // saw (console errors, page errors, failed requests, HTTP errors), axe-core's serious and
@@ -126,6 +126,10 @@ async function main() {
       // Each page shows its data before it is judged.
       if (name === "servers") await page.waitForSelector('#servers-table tr[data-server="' + opts.dead + '"]', WAIT);
       if (name === "catalogue") await page.waitForSelector('#catalogue-table tr[data-tool="' + opts.tool + '"]', WAIT);
+      // The federated resources and prompts, when the test named a server that offers them.
+      if (name === "catalogue" && opts["surface-server"]) {
+        await page.waitForSelector('#surface-table tr[data-server="' + opts["surface-server"] + '"]', WAIT);
+      }
       if (name === "approvals") await page.waitForSelector("#pending-list article.pending", WAIT);
       if (name === "calls") await page.waitForSelector("#calls-table tbody tr td", WAIT);
       if (name === "playground") await page.waitForSelector("#playground-fields .field", WAIT);
@@ -149,6 +153,14 @@ async function main() {
         info.collisions = await page.innerText("#collisions");
         await page.waitForFunction(() => !document.getElementById("drift").innerText.includes("Comparing"), null, WAIT);
         info.drift = await page.innerText("#drift");
+        info.surface = {
+          summary: await page.innerText("#surface-summary"),
+          servers: await rowTexts(page, "#surface-table tbody tr"),
+          collisions: await rowTexts(page, "#surface-collisions tbody tr"),
+          prompts: await rowTexts(page, "#surface-prompts tbody tr"),
+          resources: await rowTexts(page, "#surface-resources tbody tr"),
+          templates: await rowTexts(page, "#surface-templates tbody tr"),
+        };
       }
       if (name === "approvals") {
         info.pending = await page.$$eval("#pending-list article.pending", (items) =>

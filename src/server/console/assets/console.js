@@ -417,9 +417,74 @@
     return tools;
   }
 
+  // The federated resources, templates and prompts (`/admin/registry/surface`): counts per
+  // server, what two servers both claim, and the items (the first `max_items` of each kind).
+  function renderSurface(surface) {
+    const totals = surface.totals || {};
+    const servers = surface.servers || [];
+    const max = surface.max_items;
+    const cut = ["resources", "resource_templates", "prompts"].some((k) => (totals[k] || 0) > (surface[k] || []).length);
+    $("surface-summary").textContent =
+      (totals.resources || 0) + " resources, " + (totals.resource_templates || 0) + " resource templates and " + (totals.prompts || 0) +
+      " prompts from " + servers.length + (servers.length === 1 ? " server" : " servers") +
+      (cut ? "; the tables below list the first " + max + " of each kind." : ".");
+    replaceRows(
+      $("surface-table").querySelector("tbody"),
+      servers.map((s) =>
+        el("tr", { "data-server": s.server }, el("th", { scope: "row" }, text(s.server)), el("td", {}, String(s.resources)),
+          el("td", {}, String(s.resource_templates)), el("td", {}, String(s.prompts)), el("td", {}, s.completions ? badge("yes", "ok") : "no")),
+      ),
+      5,
+      "No server offers resources or prompts.",
+    );
+    const claimed = surface.collisions || [];
+    if (!claimed.length) {
+      $("surface-collisions").replaceChildren(el("p", { class: "empty", text: "No resource, template or prompt claimed by two servers." }));
+    } else {
+      const servedAs = (c) =>
+        c.kind === "prompt" ? c.servers.map((s) => s + "__" + c.name).join(", ") : "by neither (unless a prefix in the configuration names the owner)";
+      const rows = claimed.map((c) =>
+        el("tr", { "data-kind": c.kind }, el("th", { scope: "row" }, text(c.name)), el("td", {}, text(c.kind)), el("td", {}, (c.servers || []).join(", ")), el("td", {}, servedAs(c))),
+      );
+      $("surface-collisions").replaceChildren(
+        el("div", { class: "scroll" }, el("table", { id: "surface-collisions-table" }, el("caption", { text: "Claimed by more than one server" }),
+          el("thead", {}, el("tr", {}, ["URI, template or prompt", "Kind", "Claimed by", "Served"].map((h) => el("th", { scope: "col", text: h })))),
+          el("tbody", {}, rows))),
+      );
+    }
+    replaceRows(
+      $("surface-prompts").querySelector("tbody"),
+      (surface.prompts || []).map((p) =>
+        el("tr", { "data-server": p.server }, el("th", { scope: "row" }, text(p.name)), el("td", {}, text(p.server)),
+          el("td", {}, p.upstream_name === p.name ? "—" : text(p.upstream_name)), el("td", {}, String(p.arguments))),
+      ),
+      4,
+      "No prompts.",
+    );
+    replaceRows(
+      $("surface-resources").querySelector("tbody"),
+      (surface.resources || []).map((r) =>
+        el("tr", { "data-server": r.server }, el("th", { scope: "row" }, el("code", {}, text(r.uri))), el("td", {}, text(r.name)),
+          el("td", {}, text(r.server)), el("td", {}, text(r.mime_type))),
+      ),
+      4,
+      "No resources.",
+    );
+    replaceRows(
+      $("surface-templates").querySelector("tbody"),
+      (surface.resource_templates || []).map((t) =>
+        el("tr", { "data-server": t.server }, el("th", { scope: "row" }, el("code", {}, text(t.uri_template))), el("td", {}, text(t.server)),
+          el("td", {}, text(t.mime_type))),
+      ),
+      3,
+      "No resource templates.",
+    );
+  }
+
   async function loadCatalogue() {
-    const [, collisions] = await Promise.all([loadTools(), apiJson("/admin/registry/collisions")]);
+    const [, collisions, surface] = await Promise.all([loadTools(), apiJson("/admin/registry/collisions"), apiJson("/admin/registry/surface")]);
     renderCatalogue();
+    renderSurface(surface);
     const list = collisions.collisions || [];
     if (!list.length) {
       $("collisions").replaceChildren(el("p", { class: "empty", text: "No collisions." }));

@@ -1,0 +1,102 @@
+//! The operators' view of the federated surface (`GET /admin/registry/surface`, the console's
+//! Catalogue page): per server, how many resources, resource templates and prompts it serves
+//! through the one endpoint, what two servers both claim (a URI or template served by neither
+//! unless a prefix names the owner, a prompt name served as `server__name`), and the served
+//! items themselves, at most [`MAX_ITEMS`] of each kind (a 10,000-resource server must not
+//! make the page's every poll megabytes). Names, URIs (query values redacted, as in the logs)
+//! and MIME types only: never a definition's description or a resource's contents.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::index::Index;
+
+/// Most items of each kind (resources, templates, prompts) the report lists.
+pub const MAX_ITEMS: usize = 500;
+
+/// What one server serves of each kind.
+#[derive(Default)]
+struct Counts {
+    resources: usize,
+    templates: usize,
+    prompts: usize,
+}
+
+/// The report of `index` (see the module's doc).
+pub fn report(index: &Index) -> Value {
+    let mut servers: BTreeMap<&str, Counts> = BTreeMap::new();
+    for resource in &index.resources {
+        servers.entry(&resource.server).or_default().resources += 1;
+    }
+    for (template, _) in &index.templates {
+        servers.entry(&template.server).or_default().templates += 1;
+    }
+    for prompt in &index.prompts {
+        servers.entry(&prompt.server).or_default().prompts += 1;
+    }
+    for server in &index.completing {
+        servers.entry(server).or_default();
+    }
+    let per_server: Vec<Value> = servers
+        .iter()
+        .map(|(server, counts)| {
+            json!({
+                "server": server,
+                "resources": counts.resources,
+                "resource_templates": counts.templates,
+                "prompts": counts.prompts,
+                "completions": index.completing.iter().any(|s| s.as_ref() == *server),
+            })
+        })
+        .collect();
+    let resources: Vec<Value> = index
+        .resources
+        .iter()
+        .take(MAX_ITEMS)
+        .map(|r| {
+            json!({
+                "uri": crate::redact::url(&r.uri),
+                "name": r.definition.get("name").and_then(Value::as_str),
+                "server": r.server.as_ref(),
+                "mime_type": r.mime_type.as_deref(),
+            })
+        })
+        .collect();
+    let templates: Vec<Value> = index
+        .templates
+        .iter()
+        .take(MAX_ITEMS)
+        .map(|(t, _)| json!({"uri_template": t.uri.as_ref(), "server": t.server.as_ref(), "mime_type": t.mime_type.as_deref()}))
+        .collect();
+    let prompts: Vec<Value> = index
+        .prompts
+        .iter()
+        .take(MAX_ITEMS)
+        .map(|p| {
+            let arguments = p.definition.get("arguments").and_then(Value::as_array).map_or(0, Vec::len);
+            json!({"name": p.name.as_ref(), "server": p.server.as_ref(), "upstream_name": p.upstream_name.as_ref(), "arguments": arguments})
+        })
+        .collect();
+    let collisions: Vec<Value> = index
+        .collisions
+        .iter()
+        .map(|c| {
+            let name = if c.kind == "prompt" { c.name.clone() } else { crate::redact::url(&c.name) };
+            json!({"kind": c.kind, "name": name, "servers": c.servers.iter().map(|s| s.as_ref()).collect::<Vec<_>>()})
+        })
+        .collect();
+    json!({
+        "servers": per_server,
+        "totals": {
+            "resources": index.resources.len(),
+            "resource_templates": index.templates.len(),
+            "prompts": index.prompts.len(),
+        },
+        "max_items": MAX_ITEMS,
+        "resources": resources,
+        "resource_templates": templates,
+        "prompts": prompts,
+        "collisions": collisions,
+    })
+}
