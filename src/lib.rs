@@ -21,6 +21,7 @@ pub mod error;
 pub mod export;
 pub mod gateway;
 pub mod identity;
+pub mod openapi;
 pub mod ownership;
 pub mod policy;
 pub mod protocol;

@@ -10,6 +10,19 @@ use mcp_gateway::{config::Config, redact};
 pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let mut config = Config::load(config.as_deref(), std::env::vars())?;
     mcp_gateway::registry::url_policy::validate(&config.registry.upstream_urls)?;
+    // OpenAPI documents read at load: every operation that will not be served, and why.
+    for (name, server) in &config.servers {
+        for skipped in server.openapi_document.iter().flat_map(|m| m.skipped.iter()) {
+            let id = skipped.operation_id.as_deref().map(|id| format!(" ({id})")).unwrap_or_default();
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "warning: servers.{name}: OpenAPI operation {} {}{id} skipped: {}",
+                skipped.method,
+                skipped.path,
+                skipped.reason
+            );
+        }
+    }
     // Header values are usually credentials: never print them.
     for server in config.servers.values_mut() {
         server.headers.values_mut().for_each(|v| *v = "<redacted>".into());

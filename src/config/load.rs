@@ -26,6 +26,7 @@ impl Config {
         let mut config: Config =
             toml::Value::Table(table.clone()).try_into().context("invalid configuration")?;
         super::lambda_targets::prepare(&mut config, &table)?;
+        super::openapi_target::prepare(&mut config)?;
         config.validate()?;
         Ok(config)
     }

@@ -25,6 +25,7 @@ mod lambda_targets;
 mod lenient;
 mod load;
 mod metrics;
+mod openapi_target;
 mod quotas;
 mod registry_trust;
 mod resilience;
@@ -44,6 +45,9 @@ pub use env::{CLI_ENV, ENV_PREFIX};
 pub use inbound::InboundLimits;
 pub use lambda_targets::{LambdaEvent, TARGET_SEPARATOR, check_definition, load_tools_file};
 pub use metrics::{MainListenerMetrics, MetricsSettings};
+pub use openapi_target::{
+    DEFAULT_MAX_OPERATIONS, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SPEC_BYTES, SchemeCredential,
+};
 pub use quotas::{QuotaRule, QuotaScope, QuotasConfig};
 pub use registry_trust::{RemoteMissBudget, UpstreamUrlSettings};
 pub use resilience::{BreakerSettings, RetrySettings};

@@ -7,7 +7,9 @@ use std::{collections::BTreeMap, time::Duration};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{BreakerSettings, LambdaEvent, RetrySettings, StdioCommand, UpstreamAuthConfig, lenient};
+use super::{
+    BreakerSettings, LambdaEvent, RetrySettings, SchemeCredential, StdioCommand, UpstreamAuthConfig, lenient,
+};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -105,15 +107,19 @@ pub enum TransportKind {
     Sse,
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
     Stdio,
+    /// A REST service described by an OpenAPI document: each operation is a tool
+    /// ([`crate::openapi`]).
+    Openapi,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 5] = [
+    pub const ALL: [TransportKind; 6] = [
         TransportKind::Http,
         TransportKind::Lambda,
         TransportKind::Websocket,
         TransportKind::Sse,
         TransportKind::Stdio,
+        TransportKind::Openapi,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -123,6 +129,7 @@ impl TransportKind {
             TransportKind::Websocket => "websocket",
             TransportKind::Sse => "sse",
             TransportKind::Stdio => "stdio",
+            TransportKind::Openapi => "openapi",
         }
     }
 
@@ -241,6 +248,35 @@ pub struct ServerConfig {
     /// credentials, token exchange, SigV4 or pass-through (`[servers.NAME.auth]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<UpstreamAuthConfig>,
+    /// `transport = "openapi"`: the OpenAPI document (a file path or an http(s) URL).
+    #[serde(default, deserialize_with = "lenient::opt_string", skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
+    /// `transport = "openapi"`: where its operations are called (default: the document's
+    /// first `servers` entry, its variables at their defaults).
+    #[serde(default, deserialize_with = "lenient::opt_string", skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// `transport = "openapi"`: the operations served (`operation:ID`, `tag:NAME`,
+    /// `path:GLOB` or `path:METHOD GLOB`; empty: every operation) …
+    #[serde(default, deserialize_with = "lenient::strings", skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// … minus these (same selectors).
+    #[serde(default, deserialize_with = "lenient::strings", skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// `transport = "openapi"`: the credentials of the document's `securitySchemes`, by
+    /// scheme name (values from the environment or a file; never logged or printed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub security: BTreeMap<String, SchemeCredential>,
+    /// `transport = "openapi"`: the bounds of the document (bytes, operations, schema depth;
+    /// [`crate::openapi::Limits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_spec_bytes: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_operations: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_schema_depth: Option<usize>,
+    /// The document of a file `spec`, read and mapped at load (`check-config` reports it).
+    #[serde(skip)]
+    pub openapi_document: Option<std::sync::Arc<crate::openapi::Mapped>>,
 }
 
 fn yes() -> bool {
@@ -289,6 +325,15 @@ impl ServerConfig {
             tools_file: None,
             file_tools: Vec::new(),
             auth: None,
+            spec: None,
+            base_url: None,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            security: BTreeMap::new(),
+            max_spec_bytes: None,
+            max_operations: None,
+            max_schema_depth: None,
+            openapi_document: None,
         }
     }
 

@@ -50,11 +50,12 @@ impl Config {
                 bail!("server {name}: with discover = false it needs static `tools` (or `tools_file`)");
             }
             super::lambda_targets::validate(name, server, self)?;
+            super::openapi_target::validate(name, server)?;
             if let Some(auth) = &server.auth {
                 auth.validate(name)?;
-                if server.transport != TransportKind::Http {
+                if !matches!(server.transport, TransportKind::Http | TransportKind::Openapi) {
                     bail!(
-                        "server {name}: `auth` applies to transport \"http\" only (Lambda uses the gateway's IAM role; persistent connections are shared by every caller)"
+                        "server {name}: `auth` applies to transports \"http\" and \"openapi\" only (Lambda uses the gateway's IAM role; persistent connections are shared by every caller)"
                     );
                 }
             }

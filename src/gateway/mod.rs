@@ -523,6 +523,12 @@ impl Gateway {
         let transport = TransportKind::parse(&origin.transport).ok_or_else(|| {
             misconfigured(format!("transport {:?} of server {} is not served", origin.transport, origin.name))
         })?;
+        if transport == TransportKind::Openapi {
+            return Err(misconfigured(format!(
+                "server {} is an OpenAPI target, which only configuration declares (a registry entry cannot carry its document)",
+                origin.name
+            )));
+        }
         if transport.needs_url() {
             self.check_registry_url(origin, tool).await?;
         }

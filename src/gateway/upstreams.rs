@@ -26,6 +26,7 @@ use crate::{
         http::{HttpSettings, HttpTransport},
         lambda::{self, LambdaTransport},
         legacy_sse::{LegacySseConnector, LegacySseSettings},
+        openapi::{OpenApiSettings, OpenApiTransport},
         stdio::{StdioConnector, StdioSettings},
         websocket::{WebSocketConnector, WebSocketSettings},
     },
@@ -46,6 +47,9 @@ pub struct Upstream {
     pub config: ServerConfig,
     /// The transport behind the attempt timeout only: the breaker's health probes.
     pub probe: UpstreamService,
+    /// An OpenAPI target's transport: its mapped document (skipped operations for
+    /// `/admin/registry`).
+    pub openapi: Option<OpenApiTransport>,
 }
 
 impl Upstream {
@@ -65,6 +69,8 @@ impl Upstream {
                 _ => mcp::DISCOVER,
             },
             TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio => "ping",
+            // Not probed (see `breaker_settings`); named for completeness.
+            TransportKind::Openapi => "ping",
         });
         let prober = Arc::new(Prober {
             breaker: Arc::downgrade(&self.breaker),
@@ -117,31 +123,11 @@ pub fn build(
         },
     ));
     let mut connection = None;
+    let mut openapi = None;
     let (service, http, probe) = match server.transport {
         TransportKind::Http => {
             let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
-            let credentials = match &server.auth {
-                None => None,
-                Some(auth) => Some(
-                    Credentials::new(
-                        name,
-                        auth,
-                        config,
-                        server.connect_timeout(&config.defaults),
-                        CredentialMetrics {
-                            fetches: metrics.upstream_token_fetches.clone(),
-                            retries: metrics.upstream_auth_retries.clone(),
-                        },
-                    )
-                    .with_context(|| format!("server {name}: auth"))?,
-                ),
-            };
-            if let Some(auth) = &server.auth
-                && auth.is_oauth()
-            {
-                // A secret that cannot be read is a configuration error: say so at start.
-                auth.client_secret().with_context(|| format!("server {name}: auth"))?;
-            }
+            let credentials = credentials(name, server, config, metrics)?;
             let transport = HttpTransport::new(HttpSettings {
                 url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
                 connect_timeout: server.connect_timeout(&config.defaults),
@@ -152,6 +138,13 @@ pub fn build(
             .map_err(|e| anyhow!("server {name}: {e}"))?;
             let probe = probe_stack(server, config, transport.clone());
             (call_stack(name, server, config, metrics, &breaker, transport.clone()), Some(transport), probe)
+        }
+        TransportKind::Openapi => {
+            let transport =
+                openapi_transport(name, server, config, credentials(name, server, config, metrics)?)?;
+            openapi = Some(transport.clone());
+            let probe = probe_stack(server, config, transport.clone());
+            (call_stack(name, server, config, metrics, &breaker, transport), None, probe)
         }
         TransportKind::Lambda => {
             let client = lambda_client.cloned().ok_or_else(|| anyhow!("lambda client missing"))?;
@@ -201,7 +194,75 @@ pub fn build(
         // Its declared tools: inline `tools`, then those of `tools_file`.
         config: server.with_file_tools(),
         probe,
+        openapi,
     })
+}
+
+/// The credentials of `[servers.NAME.auth]`, if any; an OAuth secret that cannot be read is a
+/// configuration error, said at start.
+fn credentials(
+    name: &str,
+    server: &ServerConfig,
+    config: &Config,
+    metrics: &Metrics,
+) -> anyhow::Result<Option<Credentials>> {
+    let Some(auth) = &server.auth else { return Ok(None) };
+    let credentials = Credentials::new(
+        name,
+        auth,
+        config,
+        server.connect_timeout(&config.defaults),
+        CredentialMetrics {
+            fetches: metrics.upstream_token_fetches.clone(),
+            retries: metrics.upstream_auth_retries.clone(),
+        },
+    )
+    .with_context(|| format!("server {name}: auth"))?;
+    if auth.is_oauth() {
+        auth.client_secret().with_context(|| format!("server {name}: auth"))?;
+    }
+    Ok(Some(credentials))
+}
+
+/// An OpenAPI target's transport: its document (mapped at load for a file), the secrets of
+/// its security schemes read now (one that cannot be read refuses the start).
+fn openapi_transport(
+    name: &str,
+    server: &ServerConfig,
+    config: &Config,
+    credentials: Option<Credentials>,
+) -> anyhow::Result<OpenApiTransport> {
+    let spec = server.spec.clone().ok_or_else(|| anyhow!("server {name}: missing spec"))?;
+    let loaded = server.openapi_document.clone();
+    if let Some(mapped) = &loaded
+        && server.base_url.is_none()
+        && mapped.server_url.is_none()
+    {
+        bail!(
+            "server {name}: the document {} has no absolute `servers` URL; set servers.{name}.base_url",
+            mapped.source
+        );
+    }
+    let mut secrets = std::collections::BTreeMap::new();
+    for (scheme, credential) in &server.security {
+        let secret = credential.secret().with_context(|| format!("servers.{name}.security.{scheme}"))?;
+        secrets.insert(scheme.clone(), (credential.username.clone(), secret));
+    }
+    OpenApiTransport::new(OpenApiSettings {
+        server: name.into(),
+        spec,
+        loaded,
+        base_url: server.base_url.clone(),
+        selection: server.openapi_selection().with_context(|| format!("server {name}"))?,
+        limits: server.openapi_limits(),
+        max_definition_bytes: server.tool_list_bounds(&config.defaults).max_definition_bytes,
+        connect_timeout: server.connect_timeout(&config.defaults),
+        headers: static_headers(name, server)?,
+        max_response_bytes: server.max_response_bytes(&config.defaults),
+        credentials,
+        secrets,
+    })
+    .map_err(|e| anyhow!("server {name}: {e}"))
 }
 
 /// The server's breaker settings. An AgentCore Lambda target has no request that runs no
@@ -209,7 +270,9 @@ pub fn build(
 /// callers' calls are the probes, as with `probe_interval_ms = 0`.
 fn breaker_settings(server: &ServerConfig, config: &Config) -> crate::config::BreakerSettings {
     let mut settings = server.breaker(&config.defaults).clone();
-    if server.is_agentcore() {
+    // An OpenAPI target answers `ping` and `tools/list` itself: a probe would prove nothing
+    // about the REST service, so callers' calls are the probes there too.
+    if server.is_agentcore() || server.transport == TransportKind::Openapi {
         settings.probe_interval_ms = 0;
     }
     settings
@@ -248,7 +311,7 @@ fn connector(name: &str, server: &ServerConfig, config: &Config) -> anyhow::Resu
             };
             Box::new(LegacySseConnector::new(settings).map_err(|e| anyhow!("server {name}: {e}"))?)
         }
-        kind @ (TransportKind::Http | TransportKind::Lambda) => {
+        kind @ (TransportKind::Http | TransportKind::Lambda | TransportKind::Openapi) => {
             bail!("server {name}: transport {:?} is not a persistent transport", kind.as_str())
         }
     })

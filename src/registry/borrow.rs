@@ -44,6 +44,8 @@ fn same_address(origin: &ServerRef, configured: &ServerConfig) -> bool {
         }
         // A registry entry names one of `stdio_commands`, never the configured program.
         TransportKind::Stdio => false,
+        // An OpenAPI target is configuration only: registry entries cannot carry a document.
+        TransportKind::Openapi => false,
         TransportKind::Http | TransportKind::Websocket | TransportKind::Sse => {
             origin.url.is_some() && origin.url == configured.url
         }

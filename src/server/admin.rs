@@ -218,8 +218,9 @@ pub async fn breaker_action(
 /// `GET /admin/registry`: every tool, where it comes from, its hashes and health, its
 /// definition as callers see it (description, input schema, annotations) and what catalogue
 /// control changed (`control`: the names of fixed and default arguments, never their values);
-/// the tools catalogue control hides (`hidden`); and the servers whose latest list was refused
-/// for going over a bound (`refusals`).
+/// the tools catalogue control hides (`hidden`); the servers whose latest list was refused
+/// for going over a bound (`refusals`); and per OpenAPI server, its document's operations and
+/// those skipped with the reason (`openapi`).
 pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let registry = gateway.registry_entries();
     let tools: Vec<Value> = gateway
@@ -266,7 +267,22 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let refusals = gateway.catalog().refusals().list();
     let hidden: Vec<&str> =
         gateway.config().tools.iter().filter(|(_, t)| t.hide).map(|(name, _)| name.as_str()).collect();
-    Json(json!({"tools": tools, "tiers": tiers, "refused": refused, "refusals": refusals, "hidden": hidden}))
+    // OpenAPI servers: what their document maps to, and the operations skipped with why.
+    let openapi: serde_json::Map<String, Value> = gateway
+        .all_upstreams()
+        .iter()
+        .filter_map(|u| {
+            let mapped = u.openapi.as_ref()?.mapped()?;
+            let report = json!({
+                "source": mapped.source,
+                "operations": mapped.total_operations,
+                "tools": mapped.tools.len(),
+                "skipped": mapped.skipped,
+            });
+            Some((u.name.to_string(), report))
+        })
+        .collect();
+    Json(json!({"tools": tools, "tiers": tiers, "refused": refused, "refusals": refusals, "hidden": hidden, "openapi": openapi}))
         .into_response()
 }
 

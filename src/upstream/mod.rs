@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod http;
 pub mod lambda;
 pub mod legacy_sse;
+pub mod openapi;
 pub mod outbound;
 pub mod stdio;
 pub mod tls;

@@ -241,6 +241,22 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("registry.remote_misses.per_sec"), "7", json!(7)),
         (s("registry.remote_misses.burst"), "9", json!(9)),
         (
+            s("servers.NAME_S.spec"),
+            "tests/peers/openapi/store_openapi.json",
+            json!("tests/peers/openapi/store_openapi.json"),
+        ),
+        (s("servers.NAME_S.base_url"), "http://store:8000", json!("http://store:8000")),
+        (s("servers.NAME_S.include"), r#"["tag:catalogue"]"#, json!(["tag:catalogue"])),
+        (s("servers.NAME_S.exclude"), r#"["path:DELETE /**"]"#, json!(["path:DELETE /**"])),
+        (
+            s("servers.NAME_S.security"),
+            r#"{ApiKeyAuth = {env = "CAT7_KEY"}}"#,
+            json!({"ApiKeyAuth": {"env": "CAT7_KEY"}}),
+        ),
+        (s("servers.NAME_S.max_spec_bytes"), "1048576", json!(1048576)),
+        (s("servers.NAME_S.max_operations"), "500", json!(500)),
+        (s("servers.NAME_S.max_schema_depth"), "12", json!(12)),
+        (
             s("servers.NAME_S.auth"),
             r#"{kind = "client_credentials", token_url = "https://auth.example/token", client_id = "7", client_secret_env = "CAT7_SECRET", scopes = ["catalog:read"], refresh_before_secs = 120}"#,
             json!({"kind": "client_credentials", "client_id": "7", "client_secret_env": "CAT7_SECRET", "scopes": ["catalog:read"], "refresh_before_secs": 120}),

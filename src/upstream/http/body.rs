@@ -25,7 +25,7 @@ pub(super) fn is_event_stream(response: &Response) -> bool {
 /// Reads a whole body of at most `limit` bytes: refused up front by `Content-Length`, else at
 /// the chunk that crosses the limit (dropping the response then closes the connection).
 /// A body that arrives in one piece (most JSON answers) is kept as it came, not copied.
-pub(super) async fn read_body(mut response: Response, limit: usize) -> Result<bytes::Bytes, UpstreamError> {
+pub(crate) async fn read_body(mut response: Response, limit: usize) -> Result<bytes::Bytes, UpstreamError> {
     let declared = response.content_length().unwrap_or(0);
     if declared > limit as u64 {
         return Err(UpstreamError::ResponseTooLarge { limit });

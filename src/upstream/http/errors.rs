@@ -25,7 +25,7 @@ pub(super) fn status_error(status: StatusCode, headers: &HeaderMap) -> UpstreamE
     }
 }
 
-pub(super) fn request_error(error: ClientError) -> UpstreamError {
+pub(crate) fn request_error(error: ClientError) -> UpstreamError {
     // A connect error — refused, TLS refused, or the connect timeout — provably never sent
     // the request.
     if error.is_connect() {

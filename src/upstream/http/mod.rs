@@ -27,9 +27,9 @@
 //! a timeout.
 
 mod answer;
-mod body;
+pub(crate) mod body;
 pub mod client;
-mod errors;
+pub(crate) mod errors;
 mod exchange;
 mod held;
 mod probe;

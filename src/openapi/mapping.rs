@@ -1,0 +1,542 @@
+//! One operation, one tool: its name, description, input schema (parameters and body joined),
+//! output schema and annotations, and what a call needs to build the request ([`Operation`]).
+//! The rules are docs/openapi.md's "Mapping"; an operation they cannot serve is [`Skipped`]
+//! with the reason, and the rest of the document serves.
+
+use std::collections::{BTreeMap, HashSet};
+
+use http::Method;
+use serde_json::{Map, Value, json};
+
+use super::{
+    document::{Documents, Location, token},
+    schema::{Inliner, is_plain_object},
+};
+
+/// Where a parameter goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamIn {
+    Path,
+    Query,
+    Header,
+    Cookie,
+}
+
+impl ParamIn {
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "path" => ParamIn::Path,
+            "query" => ParamIn::Query,
+            "header" => ParamIn::Header,
+            "cookie" => ParamIn::Cookie,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamIn::Path => "path",
+            ParamIn::Query => "query",
+            ParamIn::Header => "header",
+            ParamIn::Cookie => "cookie",
+        }
+    }
+}
+
+/// A parameter's serialisation (OpenAPI `style`), or `Content` for a parameter described by a
+/// media type (its value sent as JSON text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Simple,
+    Label,
+    Matrix,
+    Form,
+    SpaceDelimited,
+    PipeDelimited,
+    DeepObject,
+    Content,
+}
+
+impl Style {
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "simple" => Style::Simple,
+            "label" => Style::Label,
+            "matrix" => Style::Matrix,
+            "form" => Style::Form,
+            "spaceDelimited" => Style::SpaceDelimited,
+            "pipeDelimited" => Style::PipeDelimited,
+            "deepObject" => Style::DeepObject,
+            _ => return None,
+        })
+    }
+}
+
+/// One parameter of an operation and the tool argument that carries it.
+#[derive(Debug, Clone)]
+pub struct Param {
+    /// The argument's name in the tool's input schema.
+    pub property: String,
+    /// The parameter's name on the wire.
+    pub name: String,
+    pub location: ParamIn,
+    pub style: Style,
+    pub explode: bool,
+    pub required: bool,
+}
+
+/// How a request body is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyMedia {
+    /// JSON, with this content type.
+    Json(String),
+    /// `application/x-www-form-urlencoded`.
+    Form,
+}
+
+/// Where the body's value comes from in the arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyShape {
+    /// The body object's properties are top-level arguments (these names).
+    Spread(Vec<String>),
+    /// The whole body is one argument (this name).
+    Whole(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Body {
+    pub media: BodyMedia,
+    pub shape: BodyShape,
+    pub required: bool,
+}
+
+/// What a call of one tool needs to build its request.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub tool: String,
+    pub method: Method,
+    /// The path template (`/products/{id}`).
+    pub path: String,
+    pub operation_id: Option<String>,
+    pub params: Vec<Param>,
+    pub body: Option<Body>,
+    /// Security requirement alternatives (scheme names), in the document's order; empty: none.
+    pub security: Vec<Vec<String>>,
+    /// Whether a JSON success body is wrapped as `{"result": …}` in `structuredContent` (its
+    /// schema is not an object).
+    pub wrap_result: bool,
+}
+
+/// An operation that was not turned into a tool, and why.
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+pub struct Skipped {
+    pub method: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
+    pub reason: String,
+}
+
+pub const METHODS: [(&str, Method); 8] = [
+    ("get", Method::GET),
+    ("put", Method::PUT),
+    ("post", Method::POST),
+    ("delete", Method::DELETE),
+    ("options", Method::OPTIONS),
+    ("head", Method::HEAD),
+    ("patch", Method::PATCH),
+    ("trace", Method::TRACE),
+];
+
+/// Headers a parameter may not set (OpenAPI ignores these `in: header` parameters).
+const IGNORED_HEADERS: [&str; 3] = ["accept", "content-type", "authorization"];
+
+/// A tool name from an `operationId`: characters outside `[A-Za-z0-9_-]` become `_`, at most 64.
+pub fn name_from_id(id: &str) -> String {
+    let name: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    truncate(name)
+}
+
+/// The name of an operation without `operationId`: `{method}_{path}` with every run of other
+/// characters than ASCII letters and digits as one `_` (`GET /products/{id}` → `get_products_id`).
+pub fn name_from_route(method: &str, path: &str) -> String {
+    let mut name = method.to_ascii_lowercase();
+    let mut gap = true;
+    for c in path.chars() {
+        if c.is_ascii_alphanumeric() {
+            if gap {
+                name.push('_');
+            }
+            name.push(c);
+            gap = false;
+        } else {
+            gap = true;
+        }
+    }
+    truncate(name)
+}
+
+fn truncate(mut name: String) -> String {
+    if name.is_empty() {
+        name.push('_');
+    }
+    name.truncate(64);
+    name
+}
+
+/// Makes `name` unique among `taken`: `name`, else `name_2`, `name_3`, … (within 64 chars).
+pub fn unique(name: String, taken: &mut HashSet<String>) -> String {
+    if taken.insert(name.clone()) {
+        return name;
+    }
+    for n in 2.. {
+        let suffix = format!("_{n}");
+        let mut base = name.clone();
+        base.truncate(64 - suffix.len());
+        let candidate = format!("{base}{suffix}");
+        if taken.insert(candidate.clone()) {
+            return candidate;
+        }
+    }
+    unreachable!("an unused name exists")
+}
+
+/// The inputs of mapping one operation.
+pub struct Route<'a> {
+    pub method: &'a str,
+    pub verb: Method,
+    pub path: &'a str,
+    pub path_item: &'a Value,
+    pub operation: &'a Value,
+    /// Where the path item was found (its refs are relative to it).
+    pub from: &'a Location,
+    pub root_security: Option<&'a Value>,
+}
+
+/// Maps one operation to its tool definition and call plan, or says why it cannot.
+pub fn map_operation(
+    inliner: &mut Inliner<'_>,
+    route: &Route<'_>,
+    tool: String,
+) -> Result<(Value, Operation), String> {
+    let op = route.operation;
+    let from = route.from;
+    // Parameters: the path item's, replaced by the operation's of the same name and place.
+    let mut declared: Vec<(Location, Value)> = Vec::new();
+    for list in [route.path_item.get("parameters"), op.get("parameters")] {
+        let Some(list) = list else { continue };
+        let Some(list) = list.as_array() else { return Err("parameters must be an array".into()) };
+        for item in list {
+            let (at, param) = inliner.docs().deref(from, item)?;
+            let key = |p: &Value| (p.get("name").cloned(), p.get("in").cloned());
+            declared.retain(|(_, old)| key(old) != key(&param));
+            declared.push((at, param));
+        }
+    }
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut params = Vec::new();
+    // Path parameters first, so they keep their names when a query or header one shares it.
+    declared
+        .sort_by_key(|(_, p)| p.get("in").and_then(Value::as_str).and_then(ParamIn::parse).map(|l| l as u8));
+    for (at, param) in &declared {
+        let name = param.get("name").and_then(Value::as_str).ok_or("a parameter without a name")?;
+        let place = param.get("in").and_then(Value::as_str).unwrap_or("");
+        let location =
+            ParamIn::parse(place).ok_or_else(|| format!("parameter {name:?}: unknown location {place:?}"))?;
+        if location == ParamIn::Header && IGNORED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            continue;
+        }
+        let (style, schema) = match (param.get("schema"), param.get("content").and_then(Value::as_object)) {
+            (Some(schema), _) => {
+                let style = match param.get("style").and_then(Value::as_str) {
+                    Some(text) => Style::parse(text)
+                        .ok_or_else(|| format!("parameter {name:?}: unknown style {text:?}"))?,
+                    None => match location {
+                        ParamIn::Path | ParamIn::Header => Style::Simple,
+                        ParamIn::Query | ParamIn::Cookie => Style::Form,
+                    },
+                };
+                (style, inliner.inline(at, schema)?)
+            }
+            (None, Some(content)) => {
+                let schema =
+                    content.values().next().and_then(|m| m.get("schema")).cloned().unwrap_or(json!({}));
+                (Style::Content, inliner.inline(at, &schema)?)
+            }
+            (None, None) => (Style::Simple, json!({"type": "string"})),
+        };
+        let explode = param.get("explode").and_then(Value::as_bool).unwrap_or(style == Style::Form);
+        let required_here =
+            location == ParamIn::Path || param.get("required").and_then(Value::as_bool) == Some(true);
+        let property = if properties.contains_key(name) {
+            format!("{}_{name}", location.as_str())
+        } else {
+            name.to_string()
+        };
+        if properties.contains_key(&property) {
+            return Err(format!("parameter {name:?} in {place}: its argument name {property:?} is taken"));
+        }
+        let mut schema = match schema {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        if let Some(description) = param.get("description").and_then(Value::as_str) {
+            schema.entry("description").or_insert_with(|| json!(description));
+        }
+        if param.get("deprecated") == Some(&Value::Bool(true)) {
+            schema.insert("deprecated".into(), json!(true));
+        }
+        properties.insert(property.clone(), Value::Object(schema));
+        if required_here {
+            required.push(property.clone());
+        }
+        params.push(Param {
+            property,
+            name: name.to_string(),
+            location,
+            style,
+            explode,
+            required: required_here,
+        });
+    }
+    for var in template_variables(route.path) {
+        if !params.iter().any(|p| p.location == ParamIn::Path && p.name == var) {
+            return Err(format!("path parameter {{{var}}} is not described"));
+        }
+    }
+    let body = match op.get("requestBody") {
+        None => None,
+        Some(body) => Some(map_body(inliner, from, body, &mut properties, &mut required)?),
+    };
+    let mut input = json!({"type": "object", "properties": properties});
+    if !required.is_empty() {
+        input["required"] = json!(required);
+    }
+    let (output, wrap_result) = output_schema(inliner, from, op);
+    let summary = op.get("summary").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
+    let details = op.get("description").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
+    let description = match (summary, details) {
+        (Some(s), Some(d)) if s != d => format!("{s}\n\n{d}"),
+        (Some(s), _) => s.to_string(),
+        (None, Some(d)) => d.to_string(),
+        (None, None) => format!("{} {}", route.verb, route.path),
+    };
+    let mut definition = json!({
+        "name": tool,
+        "description": description,
+        "inputSchema": input,
+        "annotations": annotations(&route.verb, summary),
+    });
+    if let Some(output) = output {
+        definition["outputSchema"] = output;
+    }
+    let security = match op.get("security").or(route.root_security) {
+        Some(Value::Array(alternatives)) => alternatives
+            .iter()
+            .map(|alt| alt.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let operation = Operation {
+        tool,
+        method: route.verb.clone(),
+        path: route.path.to_string(),
+        operation_id: op.get("operationId").and_then(Value::as_str).map(str::to_string),
+        params,
+        body,
+        security,
+        wrap_result,
+    };
+    Ok((definition, operation))
+}
+
+/// The request body: its media type and where its value sits among the arguments.
+fn map_body(
+    inliner: &mut Inliner<'_>,
+    from: &Location,
+    body: &Value,
+    properties: &mut Map<String, Value>,
+    required: &mut Vec<String>,
+) -> Result<Body, String> {
+    let (at, body) = inliner.docs().deref(from, body)?;
+    let content = body.get("content").and_then(Value::as_object).ok_or("requestBody without content")?;
+    let json_type = content.keys().find(|t| is_json(t)).cloned();
+    let (media, media_object) = match json_type {
+        Some(t) => (BodyMedia::Json(t.clone()), &content[&t]),
+        None => match content.get("application/x-www-form-urlencoded") {
+            Some(form) => (BodyMedia::Form, form),
+            None => {
+                let types: Vec<&str> = content.keys().map(String::as_str).collect();
+                return Err(format!(
+                    "request body of type {} is not served (JSON and application/x-www-form-urlencoded are)",
+                    types.join(", ")
+                ));
+            }
+        },
+    };
+    let body_required = body.get("required").and_then(Value::as_bool) == Some(true);
+    let schema = match media_object.get("schema") {
+        Some(schema) => inliner.inline(&at, schema)?,
+        None => json!({}),
+    };
+    let names: Vec<String> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    let free_form = schema.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false));
+    let spread = is_plain_object(&schema)
+        && !free_form
+        && !names.is_empty()
+        && names.iter().all(|n| !properties.contains_key(n));
+    let shape = if spread {
+        let inner_required: Vec<String> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        for name in &names {
+            properties.insert(name.clone(), schema["properties"][name].clone());
+            if body_required && inner_required.contains(name) {
+                required.push(name.clone());
+            }
+        }
+        BodyShape::Spread(names)
+    } else {
+        let property = ["body", "request_body", "_body"]
+            .into_iter()
+            .find(|n| !properties.contains_key(*n))
+            .ok_or("the body's argument names are all taken")?
+            .to_string();
+        let mut schema = schema;
+        if let Some(description) = body.get("description").and_then(Value::as_str)
+            && let Value::Object(map) = &mut schema
+        {
+            map.entry("description").or_insert_with(|| json!(description));
+        }
+        properties.insert(property.clone(), schema);
+        if body_required {
+            required.push(property.clone());
+        }
+        BodyShape::Whole(property)
+    };
+    Ok(Body { media, shape, required: body_required })
+}
+
+pub fn is_json(media_type: &str) -> bool {
+    let essence = media_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json")
+}
+
+/// The JSON schema of the first success response (200, 201, … then `2XX`), as an object
+/// schema: an object as it is, anything else as `{"result": …}`. `None` when no success
+/// response has a JSON body or its schema cannot be inlined (the tool has no `outputSchema`).
+fn output_schema(inliner: &mut Inliner<'_>, from: &Location, op: &Value) -> (Option<Value>, bool) {
+    let Some(responses) = op.get("responses").and_then(Value::as_object) else { return (None, true) };
+    let mut codes: Vec<&String> = responses.keys().filter(|c| c.starts_with('2')).collect();
+    codes.sort();
+    for code in codes {
+        let Ok((at, response)) = inliner.docs().deref(from, &responses[code]) else { continue };
+        let Some(content) = response.get("content").and_then(Value::as_object) else { return (None, true) };
+        let Some(schema) = content.iter().find(|(t, _)| is_json(t)).and_then(|(_, m)| m.get("schema")) else {
+            return (None, true);
+        };
+        let Ok(schema) = inliner.inline(&at, schema) else { return (None, true) };
+        if is_plain_object(&schema) {
+            return (Some(schema), false);
+        }
+        let wrapped = json!({"type": "object", "properties": {"result": schema}, "required": ["result"]});
+        return (Some(wrapped), true);
+    }
+    (None, true)
+}
+
+/// The hints a method gives: GET/HEAD/OPTIONS/TRACE read-only; PUT and DELETE idempotent;
+/// DELETE destructive, PUT not; POST and PATCH neither read-only nor idempotent (and, as MCP
+/// assumes of a tool that is not read-only, possibly destructive). Every REST service is
+/// outside the gateway: open-world.
+fn annotations(method: &Method, title: Option<&str>) -> Value {
+    let mut hints = match *method {
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE => {
+            json!({"readOnlyHint": true, "idempotentHint": true, "destructiveHint": false})
+        }
+        Method::PUT => json!({"readOnlyHint": false, "idempotentHint": true, "destructiveHint": false}),
+        Method::DELETE => json!({"readOnlyHint": false, "idempotentHint": true, "destructiveHint": true}),
+        _ => json!({"readOnlyHint": false, "idempotentHint": false}),
+    };
+    hints["openWorldHint"] = json!(true);
+    if let Some(title) = title {
+        hints["title"] = json!(title);
+    }
+    hints
+}
+
+/// The `{name}`s of a path template.
+pub fn template_variables(path: &str) -> Vec<&str> {
+    let mut vars = Vec::new();
+    let mut rest = path;
+    while let Some(start) = rest.find('{') {
+        let Some(len) = rest[start..].find('}') else { break };
+        vars.push(&rest[start + 1..start + len]);
+        rest = &rest[start + len + 1..];
+    }
+    vars
+}
+
+/// Every operation of the document: (path, method name, method, JSON pointer).
+pub fn operations(paths: &Map<String, Value>) -> Vec<(String, &'static str, Method, String)> {
+    let mut found = Vec::new();
+    for (path, item) in paths {
+        let Some(item) = item.as_object() else { continue };
+        for (name, method) in &METHODS {
+            if item.contains_key(*name) {
+                found.push((path.clone(), *name, method.clone(), format!("/paths/{}/{name}", token(path))));
+            }
+        }
+    }
+    found
+}
+
+/// Counts an operation's tags for the report (`tags` as strings).
+pub fn tags(op: &Value) -> Vec<String> {
+    op.get("tags")
+        .and_then(Value::as_array)
+        .map(|t| t.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The security schemes of the document (`components.securitySchemes`), refs followed.
+pub fn security_schemes(docs: &mut Documents) -> BTreeMap<String, Value> {
+    let root = docs.root_value();
+    let from = docs.root().clone();
+    let mut schemes = BTreeMap::new();
+    for (name, scheme) in
+        root.pointer("/components/securitySchemes").and_then(Value::as_object).into_iter().flatten()
+    {
+        if let Ok((_, scheme)) = docs.deref(&from, scheme) {
+            schemes.insert(name.clone(), scheme);
+        }
+    }
+    schemes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_ids_and_routes() {
+        assert_eq!(name_from_id("getProduct"), "getProduct");
+        assert_eq!(name_from_id("products.get by id"), "products_get_by_id");
+        assert_eq!(name_from_route("GET", "/products/{id}/reviews"), "get_products_id_reviews");
+        assert_eq!(name_from_route("delete", "/"), "delete");
+        assert_eq!(name_from_id(&"x".repeat(100)).len(), 64);
+        let mut taken = HashSet::new();
+        assert_eq!(unique("a".into(), &mut taken), "a");
+        assert_eq!(unique("a".into(), &mut taken), "a_2");
+        assert_eq!(unique("a".into(), &mut taken), "a_3");
+        assert_eq!(template_variables("/a/{x}/b/{y}"), vec!["x", "y"]);
+    }
+}

@@ -1,0 +1,228 @@
+//! OpenAPI targets (`transport = "openapi"`): a REST service described by an OpenAPI 3.0 or
+//! 3.1 document (JSON or YAML) served as tools, one per selected operation, with everything
+//! the gateway does for MCP servers — the tools enter the catalogue through the same
+//! `tools/list` path as a discovering server's ([`crate::upstream::openapi`] answers it), so
+//! catalogue control, pinning, search, exports and policy apply unchanged.
+//!
+//! This module reads and maps documents; the transport builds calls from the result
+//! ([`Mapped`]). By job:
+//! - [`document`]: text to JSON (line and column on a parse error), whole-document checks,
+//!   `$ref` resolution across the document and the files beside it;
+//! - [`schema`]: schemas made self-contained (refs inlined, bounded);
+//! - [`select`]: `include` / `exclude`;
+//! - [`mapping`]: one operation → one tool and its call plan, or a reason to skip it;
+//! - [`request`]: a call's HTTP request from its arguments;
+//! - [`reply`]: the HTTP answer as a tool result or an upstream error.
+
+pub mod document;
+pub mod mapping;
+pub mod reply;
+pub mod request;
+pub mod schema;
+pub mod select;
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    path::Path,
+    sync::Arc,
+};
+
+use serde_json::Value;
+
+use self::{
+    document::Documents,
+    mapping::{Route, map_operation, name_from_id, name_from_route, unique},
+    schema::Inliner,
+};
+pub use self::{
+    document::{DocError, Location},
+    mapping::{Operation, Skipped},
+    select::Selection,
+};
+
+/// The bounds of one document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_spec_bytes: usize,
+    pub max_operations: usize,
+    pub max_schema_depth: usize,
+}
+
+/// A document mapped: the tools, their call plans, what was skipped and why.
+#[derive(Debug)]
+pub struct Mapped {
+    /// Where the document came from (shown in reports).
+    pub source: String,
+    /// Tool definitions, in the document's order.
+    pub tools: Vec<Value>,
+    /// Call plans by tool name.
+    pub operations: HashMap<String, Arc<Operation>>,
+    pub skipped: Vec<Skipped>,
+    /// The document's first server URL (variables at their defaults), if it has one.
+    pub server_url: Option<String>,
+    /// `components.securitySchemes`, refs followed.
+    pub schemes: BTreeMap<String, Value>,
+    /// How many operations the document holds (before selection).
+    pub total_operations: usize,
+}
+
+/// Whether `spec` names an http(s) URL (else it is a file path).
+pub fn is_url(spec: &str) -> bool {
+    let lower = spec.trim().to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// Reads, checks and maps a document file.
+pub fn load_file(
+    path: &Path,
+    selection: &Selection,
+    limits: Limits,
+    max_definition_bytes: usize,
+) -> Result<Mapped, DocError> {
+    let shown = path.display().to_string();
+    let size = std::fs::metadata(path).map_err(|e| DocError::new(&shown, "the file", e.to_string()))?.len();
+    if usize::try_from(size).unwrap_or(usize::MAX) > limits.max_spec_bytes {
+        return Err(DocError::new(
+            &shown,
+            "the file",
+            format!("{size} bytes exceed max_spec_bytes ({})", limits.max_spec_bytes),
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| DocError::new(&shown, "the file", e.to_string()))?;
+    map_text(&text, Location::File(path.to_path_buf()), selection, limits, max_definition_bytes)
+}
+
+/// Checks and maps a document's text, read from `location`.
+pub fn map_text(
+    text: &str,
+    location: Location,
+    selection: &Selection,
+    limits: Limits,
+    max_definition_bytes: usize,
+) -> Result<Mapped, DocError> {
+    let source = location.shown();
+    let root = document::parse(text, &source)?;
+    document::check_root(&root, &source)?;
+    let mut docs = Documents::new(location.clone(), root, text.len(), limits.max_spec_bytes);
+    let root = docs.root_value();
+    let empty = serde_json::Map::new();
+    let paths = root.get("paths").and_then(Value::as_object).unwrap_or(&empty);
+    let all = mapping::operations(paths);
+    if all.len() > limits.max_operations {
+        return Err(DocError::new(
+            &source,
+            "/paths",
+            format!("{} operations exceed max_operations ({})", all.len(), limits.max_operations),
+        ));
+    }
+    let schemes = mapping::security_schemes(&mut docs);
+    let server_url = server_url(&root, &location);
+    let root_security = root.get("security").cloned();
+    let mut mapped = Mapped {
+        source: source.clone(),
+        tools: Vec::new(),
+        operations: HashMap::new(),
+        skipped: Vec::new(),
+        server_url,
+        schemes,
+        total_operations: all.len(),
+    };
+    let mut taken = HashSet::new();
+    let mut inliner = Inliner::new(&mut docs, limits.max_schema_depth);
+    for (path, method_name, verb, pointer) in all {
+        let item = &paths[&path];
+        let (item_at, item) = match inliner.docs().deref(&location, item) {
+            Ok(found) => found,
+            Err(reason) => {
+                mapped.skipped.push(Skipped { method: verb.to_string(), path, operation_id: None, reason });
+                continue;
+            }
+        };
+        let op = item.get(method_name).cloned().unwrap_or(Value::Null);
+        let operation_id = op.get("operationId").and_then(Value::as_str).map(str::to_string);
+        let tags = mapping::tags(&op);
+        let candidate = select::Candidate {
+            operation_id: operation_id.as_deref(),
+            tags: &tags,
+            method: &verb,
+            path: &path,
+        };
+        if !selection.selects(&candidate) {
+            continue;
+        }
+        let skip = |reason: String| Skipped {
+            method: verb.to_string(),
+            path: path.clone(),
+            operation_id: operation_id.clone(),
+            reason: format!("{reason} (at {pointer})"),
+        };
+        if !op.is_object() {
+            mapped.skipped.push(skip("the operation is not an object".into()));
+            continue;
+        }
+        let base = match &operation_id {
+            Some(id) => name_from_id(id),
+            None => name_from_route(method_name, &path),
+        };
+        let route = Route {
+            method: method_name,
+            verb: verb.clone(),
+            path: &path,
+            path_item: &item,
+            operation: &op,
+            from: &item_at,
+            root_security: root_security.as_ref(),
+        };
+        let name = unique(base, &mut taken);
+        match map_operation(&mut inliner, &route, name.clone()) {
+            Ok((definition, operation)) => {
+                let size = serde_json::to_vec(&definition).map(|v| v.len()).unwrap_or(usize::MAX);
+                if size > max_definition_bytes {
+                    taken.remove(&name);
+                    mapped.skipped.push(skip(format!(
+                        "its tool definition of {size} bytes exceeds max_tool_definition_bytes ({max_definition_bytes})"
+                    )));
+                    continue;
+                }
+                mapped.tools.push(definition);
+                mapped.operations.insert(name, Arc::new(operation));
+            }
+            Err(reason) => {
+                taken.remove(&name);
+                mapped.skipped.push(skip(reason));
+            }
+        }
+    }
+    Ok(mapped)
+}
+
+/// The first `servers` entry's URL with its variables at their defaults; a relative URL is
+/// resolved against the document's own URL (a file document has none: `None`). No `servers`
+/// means `/` (OpenAPI's default): the root of a fetched document's host.
+fn server_url(root: &Value, location: &Location) -> Option<String> {
+    let first = root.get("servers").and_then(Value::as_array).and_then(|s| s.first());
+    let Some(server) = first else {
+        return match location {
+            Location::Url(base) => reqwest::Url::parse(base).ok()?.join("/").ok().map(String::from),
+            Location::File(_) => None,
+        };
+    };
+    let mut url = server.get("url")?.as_str()?.to_string();
+    if let Some(variables) = server.get("variables").and_then(Value::as_object) {
+        for (name, variable) in variables {
+            if let Some(default) = variable.get("default").and_then(Value::as_str) {
+                url = url.replace(&format!("{{{name}}}"), default);
+            }
+        }
+    }
+    if is_url(&url) {
+        return Some(url);
+    }
+    match location {
+        Location::Url(base) => reqwest::Url::parse(base).ok()?.join(&url).ok().map(String::from),
+        Location::File(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

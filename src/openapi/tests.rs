@@ -1,0 +1,135 @@
+//! Mapping a whole document: names, schemas, annotations, selection and skipped operations.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn limits() -> Limits {
+    Limits { max_spec_bytes: 1 << 20, max_operations: 100, max_schema_depth: 32 }
+}
+
+fn map(doc: Value, selection: &Selection) -> Mapped {
+    map_text(
+        &doc.to_string(),
+        Location::Url("http://store.test/openapi.json".into()),
+        selection,
+        limits(),
+        64 * 1024,
+    )
+    .expect("mapped")
+}
+
+fn store() -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "store", "version": "1"},
+        "servers": [{"url": "/api/{version}", "variables": {"version": {"default": "v1"}}}],
+        "paths": {
+            "/products/{id}": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}],
+                "get": {
+                    "operationId": "getProduct", "summary": "One product", "description": "By id.", "tags": ["catalogue"],
+                    "parameters": [{"name": "id", "in": "query", "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Product"}}}}}
+                },
+                "put": {
+                    "operationId": "putProduct", "tags": ["catalogue"],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Product"}}}},
+                    "responses": {"200": {"description": "ok"}}
+                },
+                "delete": {"responses": {"204": {"description": "gone"}}}
+            },
+            "/products": {
+                "get": {"operationId": "listProducts", "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Product"}}}}}}},
+                "post": {
+                    "operationId": "createProduct",
+                    "requestBody": {"content": {"application/json": {"schema": {"type": "array", "items": {"type": "string"}}}}},
+                    "responses": {"201": {"description": "made"}}
+                }
+            },
+            "/upload": {"post": {"operationId": "upload", "requestBody": {"content": {"multipart/form-data": {"schema": {"type": "object"}}}}, "responses": {"200": {"description": "ok"}}}}
+        },
+        "components": {"schemas": {"Product": {"type": "object", "required": ["title"], "properties": {
+            "title": {"type": "string"}, "price": {"type": "number"}, "related": {"type": "array", "items": {"$ref": "#/components/schemas/Product"}}
+        }}}}
+    })
+}
+
+fn tool<'a>(mapped: &'a Mapped, name: &str) -> &'a Value {
+    mapped
+        .tools
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no tool {name}: {:?}", mapped.tools))
+}
+
+#[test]
+fn operations_become_tools() {
+    let mapped = map(store(), &Selection::default());
+    assert_eq!(mapped.server_url.as_deref(), Some("http://store.test/api/v1"));
+    let names: Vec<&str> = mapped.tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["getProduct", "putProduct", "delete_products_id", "listProducts", "createProduct"],
+        "document order"
+    );
+    let get = tool(&mapped, "getProduct");
+    assert_eq!(get["description"], "One product\n\nBy id.");
+    assert_eq!(
+        get["inputSchema"]["properties"]["id"]["type"], "integer",
+        "the path parameter keeps its name"
+    );
+    assert_eq!(get["inputSchema"]["properties"]["query_id"]["type"], "string", "the query one is renamed");
+    assert_eq!(get["inputSchema"]["required"], json!(["id"]));
+    assert_eq!(get["outputSchema"]["properties"]["title"]["type"], "string");
+    assert_eq!(get["annotations"]["readOnlyHint"], true);
+    let put = tool(&mapped, "putProduct");
+    assert_eq!(put["inputSchema"]["required"], json!(["id", "title"]), "body properties spread");
+    assert_eq!(put["annotations"]["idempotentHint"], true);
+    assert_eq!(put["annotations"]["destructiveHint"], false);
+    let delete = tool(&mapped, "delete_products_id");
+    assert_eq!(delete["annotations"]["destructiveHint"], true);
+    let create = tool(&mapped, "createProduct");
+    assert_eq!(create["inputSchema"]["properties"]["body"]["type"], "array", "a non-object body is `body`");
+    assert_eq!(create["annotations"]["idempotentHint"], false);
+    assert!(create["annotations"].get("destructiveHint").is_none());
+    let list = tool(&mapped, "listProducts");
+    assert_eq!(list["outputSchema"]["properties"]["result"]["type"], "array");
+    assert!(mapped.operations["listProducts"].wrap_result);
+    assert_eq!(mapped.skipped.len(), 1);
+    assert_eq!(mapped.skipped[0].operation_id.as_deref(), Some("upload"));
+    assert!(mapped.skipped[0].reason.contains("multipart/form-data"), "{:?}", mapped.skipped);
+    assert!(mapped.skipped[0].reason.contains("/paths/~1upload/post"), "{:?}", mapped.skipped);
+}
+
+#[test]
+fn selection_and_bounds() {
+    let selection = Selection::parse(&["tag:catalogue".into()], &["operation:putProduct".into()]).unwrap();
+    let mapped = map(store(), &selection);
+    let names: Vec<&str> = mapped.tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["getProduct"]);
+    assert!(mapped.skipped.is_empty(), "an operation not selected is not reported");
+    let few = Limits { max_operations: 3, ..limits() };
+    let err =
+        map_text(&store().to_string(), Location::Url("http://x/d".into()), &Selection::default(), few, 65536)
+            .unwrap_err();
+    assert_eq!(err.at, "/paths");
+    assert!(err.reason.contains("max_operations (3)"), "{err}");
+    let mut broken = store();
+    broken["paths"]["/products"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] =
+        json!({"$ref": "#/components/schemas/Missing"});
+    broken["paths"]["/products/{id}"]["put"]["requestBody"]["content"]["application/json"]["schema"] =
+        json!({"$ref": "#/components/schemas/Missing"});
+    let mapped = map(broken, &Selection::default());
+    let skipped: Vec<&str> = mapped.skipped.iter().filter_map(|s| s.operation_id.as_deref()).collect();
+    assert_eq!(
+        skipped,
+        ["putProduct", "upload"],
+        "a bad request schema skips; a bad output schema only drops it"
+    );
+    assert!(
+        mapped.skipped[0].reason.contains("nothing at /components/schemas/Missing"),
+        "{:?}",
+        mapped.skipped
+    );
+}
