@@ -69,7 +69,11 @@ def gateway_name(method, path, op):
 
 
 def fastmcp_side(document, work):
-    out = os.path.join(work, "fastmcp-" + os.path.basename(document))
+    # FASTMCP_RESULTS=DIR keeps FastMCP's results there and reuses them (Graph takes minutes).
+    cache = os.environ.get("FASTMCP_RESULTS")
+    out = os.path.join(cache or work, "fastmcp-" + os.path.basename(document))
+    if cache and os.path.exists(out):
+        return json.load(open(out))
     started = time.monotonic()
     subprocess.run([FASTMCP_PY, os.path.join(ROOT, "bench/openapi_fastmcp_side.py"), document, out], check=True)
     result = json.load(open(out))
