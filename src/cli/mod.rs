@@ -53,7 +53,7 @@ pub fn run() -> anyhow::Result<()> {
                 action: ToolsAction::Export { format, strict, hide_unavailable, url, token_file, config },
             } => export::run(&format, strict, hide_unavailable, url, token_file, config).await,
             Command::Healthcheck { .. } => unreachable!("handled before the runtime starts"),
-            Command::CheckConfig { config, json } => check_config::run(config, json),
+            Command::CheckConfig { config, json } => check_config::run(config, json).await,
         }
     })
 }

@@ -431,26 +431,38 @@ pub fn is_json(media_type: &str) -> bool {
 }
 
 /// The JSON schema of the first success response (200, 201, … then `2XX`), as an object
-/// schema: an object as it is, anything else as `{"result": …}`. `None` when no success
-/// response has a JSON body or its schema cannot be inlined (the tool has no `outputSchema`).
+/// schema: an object as it is, anything else as `{"result": …}` (then `true`: results are
+/// wrapped so). `None` when no success response has a JSON body, its schema says nothing
+/// (`{}`, as FastAPI writes for an untyped answer) or cannot be inlined: the tool has no
+/// `outputSchema`, and an object answer is its structured content as it is.
 fn output_schema(inliner: &mut Inliner<'_>, from: &Location, op: &Value) -> (Option<Value>, bool) {
-    let Some(responses) = op.get("responses").and_then(Value::as_object) else { return (None, true) };
+    let Some(responses) = op.get("responses").and_then(Value::as_object) else { return (None, false) };
     let mut codes: Vec<&String> = responses.keys().filter(|c| c.starts_with('2')).collect();
     codes.sort();
-    for code in codes {
-        let Ok((at, response)) = inliner.docs().deref(from, &responses[code]) else { continue };
-        let Some(content) = response.get("content").and_then(Value::as_object) else { return (None, true) };
-        let Some(schema) = content.iter().find(|(t, _)| is_json(t)).and_then(|(_, m)| m.get("schema")) else {
-            return (None, true);
-        };
-        let Ok(schema) = inliner.inline(&at, schema) else { return (None, true) };
-        if is_plain_object(&schema) {
-            return (Some(schema), false);
-        }
-        let wrapped = json!({"type": "object", "properties": {"result": schema}, "required": ["result"]});
-        return (Some(wrapped), true);
+    let Some(code) = codes.first() else { return (None, false) };
+    let Ok((at, response)) = inliner.docs().deref(from, &responses[code.as_str()]) else {
+        return (None, false);
+    };
+    let Some(content) = response.get("content").and_then(Value::as_object) else { return (None, false) };
+    let Some(schema) = content.iter().find(|(t, _)| is_json(t)).and_then(|(_, m)| m.get("schema")) else {
+        return (None, false);
+    };
+    let Ok(schema) = inliner.inline(&at, schema) else { return (None, false) };
+    if says_nothing(&schema) {
+        return (None, false);
     }
-    (None, true)
+    if is_plain_object(&schema) {
+        return (Some(schema), false);
+    }
+    let wrapped = json!({"type": "object", "properties": {"result": schema}, "required": ["result"]});
+    (Some(wrapped), true)
+}
+
+/// A schema with no constraint (only annotations): any value.
+fn says_nothing(schema: &Value) -> bool {
+    schema.as_object().is_some_and(|m| {
+        m.keys().all(|k| ["title", "description", "$comment", "example", "examples"].contains(&k.as_str()))
+    })
 }
 
 /// The hints a method gives: GET/HEAD/OPTIONS/TRACE read-only; PUT and DELETE idempotent;

@@ -12,9 +12,11 @@
 //! - [`select`]: `include` / `exclude`;
 //! - [`mapping`]: one operation → one tool and its call plan, or a reason to skip it;
 //! - [`request`]: a call's HTTP request from its arguments;
-//! - [`reply`]: the HTTP answer as a tool result or an upstream error.
+//! - [`reply`]: the HTTP answer as a tool result or an upstream error;
+//! - [`fetch`]: a URL document fetched once, for `check-config`.
 
 pub mod document;
+pub mod fetch;
 pub mod mapping;
 pub mod reply;
 pub mod request;

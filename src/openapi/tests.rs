@@ -37,7 +37,7 @@ fn store() -> Value {
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Product"}}}},
                     "responses": {"200": {"description": "ok"}}
                 },
-                "delete": {"responses": {"204": {"description": "gone"}}}
+                "delete": {"responses": {"204": {"description": "gone"}, "200": {"description": "untyped", "content": {"application/json": {"schema": {"title": "Anything"}}}}}}
             },
             "/products": {
                 "get": {"operationId": "listProducts", "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Product"}}}}}}},
@@ -89,6 +89,8 @@ fn operations_become_tools() {
     assert_eq!(put["annotations"]["destructiveHint"], false);
     let delete = tool(&mapped, "delete_products_id");
     assert_eq!(delete["annotations"]["destructiveHint"], true);
+    assert!(delete.get("outputSchema").is_none(), "a schema that says nothing gives none");
+    assert!(!mapped.operations["delete_products_id"].wrap_result, "objects answered as they are");
     let create = tool(&mapped, "createProduct");
     assert_eq!(create["inputSchema"]["properties"]["body"]["type"], "array", "a non-object body is `body`");
     assert_eq!(create["annotations"]["idempotentHint"], false);

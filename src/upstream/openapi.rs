@@ -460,3 +460,50 @@ fn scheme_value(
         _ => Ok(SchemeValue::Header(header::AUTHORIZATION, sensitive(format!("Bearer {secret}"))?)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header_of(value: SchemeValue) -> (String, String) {
+        match value {
+            SchemeValue::Header(name, value) => {
+                assert!(value.is_sensitive(), "secrets are sensitive header values");
+                (name.to_string(), value.to_str().unwrap().to_string())
+            }
+            _ => panic!("not a header"),
+        }
+    }
+
+    #[test]
+    fn schemes_put_their_secret_where_the_document_says() {
+        let secret = (None, "s3cret".to_string());
+        let header = json!({"type": "apiKey", "in": "header", "name": "X-API-Key"});
+        assert_eq!(
+            header_of(scheme_value("k", &header, &secret).unwrap()),
+            ("x-api-key".into(), "s3cret".into())
+        );
+        let query = json!({"type": "apiKey", "in": "query", "name": "api_key"});
+        assert!(
+            matches!(scheme_value("k", &query, &secret).unwrap(), SchemeValue::Query(n, v) if n == "api_key" && v == "s3cret")
+        );
+        let cookie = json!({"type": "apiKey", "in": "cookie", "name": "session id"});
+        assert!(
+            matches!(scheme_value("k", &cookie, &secret).unwrap(), SchemeValue::Cookie(n, v) if n == "session%20id" && v == "s3cret")
+        );
+        let basic = json!({"type": "http", "scheme": "Basic"});
+        let user = (Some("gateway".to_string()), "pw".to_string());
+        assert_eq!(header_of(scheme_value("b", &basic, &user).unwrap()).1, "Basic Z2F0ZXdheTpwdw==");
+        let bearer = json!({"type": "http", "scheme": "bearer"});
+        assert_eq!(header_of(scheme_value("t", &bearer, &secret).unwrap()).1, "Bearer s3cret");
+        assert!(is_token_scheme(&bearer) && is_token_scheme(&json!({"type": "oauth2"})));
+        assert!(!is_token_scheme(&basic) && !is_token_scheme(&header));
+        let nowhere = json!({"type": "apiKey", "in": "body", "name": "k"});
+        assert!(matches!(scheme_value("k", &nowhere, &secret), Err(UpstreamError::Credentials { .. })));
+        let broken = (None, "line\nbreak".to_string());
+        let Err(UpstreamError::Credentials { detail, .. }) = scheme_value("t", &bearer, &broken) else {
+            panic!()
+        };
+        assert!(!detail.contains("line"), "the error never shows the secret: {detail}");
+    }
+}

@@ -32,6 +32,7 @@ mod lambda;
 mod list_changes;
 mod mrtr;
 mod one_door;
+mod openapi;
 mod openapi_peers;
 mod openapi_scale;
 mod ops_metric_series;

@@ -1,0 +1,462 @@
+//! OpenAPI targets (`transport = "openapi"`, docs/openapi.md) against a real REST service: the
+//! store's catalogue as a FastAPI application (`tests/peers/openapi/store_api.py`), mapped
+//! from the document FastAPI generates for it. The service records every request as it
+//! arrived (`GET /_received`), so the tests assert what the service saw — paths, queries,
+//! headers, bodies, how many attempts — not what the gateway says it sent. SigV4 is checked
+//! by botocore inside the service, over the request as received.
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+/// The key the service expects in `X-API-Key` (never to appear in the gateway's output).
+const API_KEY: &str = "store-key-3f9a1c7e5b2d";
+
+/// The Python of `tests/peers/.venv-openapi` (scripts/install-test-deps.sh).
+fn openapi_python() -> PathBuf {
+    require(
+        &peers_dir().join(".venv-openapi/bin/python"),
+        "tests/peers/.venv-openapi (scripts/install-test-deps.sh)",
+    )
+}
+
+/// The FastAPI store service on a free port.
+struct Store {
+    _proc: Proc,
+    port: u16,
+    client: reqwest::blocking::Client,
+}
+
+impl Store {
+    fn start() -> Self {
+        let port = free_port();
+        let mut command = Command::new(openapi_python());
+        command
+            .arg(peers_dir().join("openapi/store_api.py"))
+            .arg(port.to_string())
+            .env("PYTHONUNBUFFERED", "1")
+            .env("STORE_API_KEY", API_KEY)
+            // The gateway's SigV4 credentials (the harness's static test ones).
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test");
+        let mut proc = Proc::spawn("store-api", command);
+        proc.wait_line("READY", Duration::from_secs(60));
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        Self { _proc: proc, port, client }
+    }
+
+    fn spec(&self) -> String {
+        format!("http://127.0.0.1:{}/openapi.json", self.port)
+    }
+
+    /// Every request the service received (but `/openapi.json` fetches), in order.
+    fn received(&self) -> Vec<Value> {
+        let all: Vec<Value> = self
+            .client
+            .get(format!("http://127.0.0.1:{}/_received", self.port))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        all.into_iter().filter(|r| r["path"] != "/openapi.json").collect()
+    }
+
+    /// How many times the document was fetched.
+    fn document_fetches(&self) -> usize {
+        let all: Vec<Value> = self
+            .client
+            .get(format!("http://127.0.0.1:{}/_received", self.port))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        all.iter().filter(|r| r["path"] == "/openapi.json").count()
+    }
+
+    /// How many requests reached `path`.
+    fn hits(&self, path: &str) -> usize {
+        self.received().iter().filter(|r| r["path"] == path).count()
+    }
+}
+
+fn tools(gateway: &Gateway) -> Vec<Value> {
+    let (_, body) = gateway.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    body["result"]["tools"].as_array().cloned().unwrap_or_else(|| panic!("no tools: {body}"))
+}
+
+fn tool<'a>(tools: &'a [Value], name: &str) -> &'a Value {
+    tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no tool {name} in {tools:#?}"))
+}
+
+fn store_config(store: &Store) -> String {
+    format!(
+        "[servers.store]\ntransport = \"openapi\"\nspec = \"{}\"\nexclude = [\"operation:statusCode\", \"operation:signedLookup\"]\n\
+         [servers.store.security.APIKeyHeader]\nenv = \"STORE_API_KEY\"\n",
+        store.spec()
+    )
+}
+
+#[test]
+fn the_fastapi_document_maps_to_tools_with_schemas_and_annotations() {
+    let store = Store::start();
+    let gateway = Gateway::start(&store_config(&store), &[("STORE_API_KEY", API_KEY)]);
+    let listed = tools(&gateway);
+    let mut names: Vec<&str> = listed.iter().filter_map(|t| t["name"].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "cancel_order_orders__order_id__delete",
+            "createOrder",
+            "echo",
+            "echoBody",
+            "echoForm",
+            "getProduct",
+            "searchProducts",
+            "setStock",
+        ],
+        "every selected operation but the multipart upload"
+    );
+
+    let get = tool(&listed, "getProduct");
+    assert_eq!(get["description"], "One product\n\nA volume by its catalogue id.");
+    assert_eq!(get["inputSchema"]["required"], json!(["product_id"]));
+    assert_eq!(get["inputSchema"]["properties"]["product_id"]["type"], "string");
+    assert_eq!(get["outputSchema"]["properties"]["price_jpy"]["type"], "integer", "the $ref'd Product");
+    assert_eq!(get["annotations"]["readOnlyHint"], true);
+    let search = tool(&listed, "searchProducts");
+    assert_eq!(search["outputSchema"]["properties"]["result"]["type"], "array", "an array answer is wrapped");
+    assert_eq!(
+        search["outputSchema"]["properties"]["result"]["items"]["properties"]["title"]["type"],
+        "string"
+    );
+    let order = tool(&listed, "createOrder");
+    assert_eq!(order["inputSchema"]["required"], json!(["product_id", "quantity"]), "the body spread");
+    assert_eq!(order["inputSchema"]["properties"]["quantity"]["minimum"], 1.0, "as pydantic wrote it");
+    assert_eq!(order["annotations"]["idempotentHint"], false);
+    assert_eq!(order["annotations"]["readOnlyHint"], false);
+    let stock = tool(&listed, "setStock");
+    assert_eq!(
+        (stock["annotations"]["idempotentHint"].clone(), stock["annotations"]["destructiveHint"].clone()),
+        (json!(true), json!(false))
+    );
+    let cancel = tool(&listed, "cancel_order_orders__order_id__delete");
+    assert_eq!(cancel["annotations"]["destructiveHint"], true);
+    let echo_body = tool(&listed, "echoBody");
+    assert_eq!(
+        echo_body["inputSchema"]["properties"]["body"]["properties"]["product_id"]["type"], "string",
+        "a body property named like a path parameter keeps the body whole, under `body`"
+    );
+    assert_eq!(echo_body["inputSchema"]["required"], json!(["product_id", "body"]));
+    let form = tool(&listed, "echoForm");
+    assert_eq!(form["inputSchema"]["required"], json!(["title", "quantity"]), "a form body spread too");
+
+    // The skipped operation is reported, with its reason and pointer.
+    let (status, registry) = admin_get_json(&gateway, "/admin/registry");
+    assert_eq!(status, 200);
+    let report = &registry["openapi"]["store"];
+    assert_eq!(report["tools"], 8, "{report}");
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{report}");
+    assert_eq!(skipped[0]["operation_id"], "uploadCover");
+    assert_eq!(skipped[0]["method"], "POST");
+    let reason = skipped[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("multipart/form-data") && reason.contains("/paths/~1covers~1{product_id}/post"),
+        "{reason}"
+    );
+    assert!(
+        gateway.proc.output().contains("OpenAPI operation skipped"),
+        "a log line per skipped operation:\n{}",
+        gateway.proc.output()
+    );
+    // Catalogue tools like any other: the registry lists them with their server and hashes.
+    let listed_in_registry = registry["tools"].as_array().unwrap();
+    let get_entry = listed_in_registry.iter().find(|t| t["name"] == "getProduct").unwrap();
+    assert_eq!(
+        (get_entry["server"].clone(), get_entry["transport"].clone()),
+        (json!("store"), json!("openapi"))
+    );
+    assert!(get_entry["definition_hash"].is_string(), "{get_entry}");
+
+    // A document given by URL is fetched again on every refresh.
+    let fetched = store.document_fetches();
+    let refresh = gateway.admin_post("/admin/registry/refresh").send().unwrap();
+    assert!(refresh.status().is_success(), "{}", refresh.status());
+    wait_for("the refresh to fetch the document again", || store.document_fetches() > fetched);
+
+    // check-config fetches and maps it too, and names the operation it would skip.
+    let spec = store.spec();
+    let env = [
+        ("MCP_GATEWAY_SERVERS__STORE__TRANSPORT", "openapi"),
+        ("MCP_GATEWAY_SERVERS__STORE__SPEC", spec.as_str()),
+    ];
+    let checked = check_config(&["--json"], &env);
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: servers.store: OpenAPI operation POST /covers/{product_id} (uploadCover) skipped: request body of type multipart/form-data"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn calls_encode_path_query_header_cookie_and_bodies_as_the_document_says() {
+    let store = Store::start();
+    let gateway = Gateway::start(&store_config(&store), &[("STORE_API_KEY", API_KEY)]);
+
+    let echoed = gateway.call(
+        "echo",
+        json!({
+            "segment": "a/b c?#é",
+            "tag": ["x", "y z"],
+            "ids": [1, 2],
+            "words": ["a", "b"],
+            "codes": ["p", "q"],
+            "filter": {"genre": "shonen", "max_price": 500},
+            "x-note": "hi",
+            "session": "s1"
+        }),
+    );
+    let seen = structured(&echoed);
+    assert_eq!(seen["segment"], "a/b c?#é", "{echoed}");
+    assert_eq!(seen["raw_path"], "/echo/a%2Fb%20c%3F%23%C3%A9", "a path value cannot add segments");
+    assert_eq!(
+        seen["query"],
+        "tag=x&tag=y%20z&ids=1,2&words=a%20b&codes=p|q&filter%5Bgenre%5D=shonen&filter%5Bmax_price%5D=500",
+        "form exploded, form not exploded, spaceDelimited, pipeDelimited, deepObject"
+    );
+    assert_eq!(seen["tag"], json!(["x", "y z"]));
+    assert_eq!((seen["x_note"].clone(), seen["session"].clone()), (json!("hi"), json!("s1")));
+
+    let body =
+        gateway.call("echoBody", json!({"product_id": "P1", "body": {"product_id": "B1", "note": "n"}}));
+    assert_eq!(
+        structured(&body),
+        &json!({"path_product_id": "P1", "body": {"product_id": "B1", "note": "n"}})
+    );
+
+    let form = gateway.call("echoForm", json!({"title": "鬼滅 & co=1", "quantity": 2}));
+    assert_eq!(structured(&form), &json!({"title": "鬼滅 & co=1", "quantity": 2}), "{form}");
+    let sent = store.received().into_iter().find(|r| r["path"] == "/echo-form").unwrap();
+    assert_eq!(sent["headers"]["content-type"], "application/x-www-form-urlencoded");
+    assert_eq!(sent["body"], "title=%E9%AC%BC%E6%BB%85%20%26%20co%3D1&quantity=2");
+
+    // A JSON body, the API key from the environment, and a result as structured content.
+    let order = gateway.call("createOrder", json!({"product_id": "MNG-00000001", "quantity": 2}));
+    assert_eq!(structured(&order)["total_jpy"], 1056, "{order}");
+    let sent = store.received().into_iter().find(|r| r["path"] == "/orders").unwrap();
+    assert_eq!(sent["headers"]["x-api-key"], API_KEY, "the service received the key");
+    assert_eq!(
+        serde_json::from_str::<Value>(sent["body"].as_str().unwrap()).unwrap(),
+        json!({"product_id": "MNG-00000001", "quantity": 2})
+    );
+    assert!(
+        !gateway.proc.output().contains(API_KEY),
+        "the API key is never logged:\n{}",
+        gateway.proc.output()
+    );
+
+    // A missing required argument is refused before anything is sent.
+    let before = store.received().len();
+    let refused = gateway.call("getProduct", json!({}));
+    assert!(refused.get("error").is_some() || refused["result"]["isError"] == true, "{refused}");
+    assert_eq!(store.received().len(), before, "nothing sent for invalid arguments");
+}
+
+#[test]
+fn statuses_map_to_tool_errors_auth_rate_limits_and_breaker_failures() {
+    let store = Store::start();
+    let config = format!(
+        "[servers.flaky]\ntransport = \"openapi\"\nspec = \"{}\"\ninclude = [\"operation:statusCode\", \"operation:createOrder\"]\n\
+         [servers.flaky.retry]\nmax_retries_safe = 0\nmax_retries_unsafe = 0\n\
+         [servers.flaky.breaker]\nconsecutive_failures = 2\nmin_calls = 1000\nopen_base_ms = 600000\nopen_max_ms = 600000\n",
+        store.spec()
+    );
+    // No security configured: createOrder requires APIKeyHeader, so it is never sent.
+    let gateway = Gateway::start(&config, &[]);
+
+    // 4xx: a tool result the model can read, with the status and the body's excerpt; the
+    // breaker counts it as an answer.
+    for _ in 0..3 {
+        let missing = gateway.call("statusCode", json!({"code": 404}));
+        assert_eq!(missing["result"]["isError"], true, "{missing}");
+        assert_eq!(result_text(&missing), r#"HTTP 404 Not Found: {"detail":"status 404"}"#);
+    }
+    let unprocessable = gateway.call("statusCode", json!({"code": 422}));
+    assert!(result_text(&unprocessable).starts_with("HTTP 422"), "{unprocessable}");
+    assert_eq!(gateway.breaker("flaky")["consecutive_failures"], 0);
+
+    expect_error(&gateway.call("statusCode", json!({"code": 401})), -32007, "upstream_auth");
+    expect_error(&gateway.call("statusCode", json!({"code": 403})), -32007, "upstream_auth");
+    let limited = gateway.call("statusCode", json!({"code": 429, "retry_after": 1}));
+    expect_error(&limited, -32003, "rate_limited");
+    expect_error(&gateway.call("statusCode", json!({"code": 503, "retry_after": 1})), -32003, "rate_limited");
+    assert_eq!(store.hits("/status/429"), 1, "retries off: one attempt");
+    assert_eq!(gateway.breaker("flaky")["state"], "closed");
+
+    let needs_key = gateway.call("createOrder", json!({"product_id": "MNG-00000001", "quantity": 1}));
+    expect_error(&needs_key, -32011, "credentials_unavailable");
+    assert_eq!(store.hits("/orders"), 0, "an operation whose security is not configured is never sent");
+
+    // 5xx: counted against the breaker, which opens after two; the third call is not sent.
+    expect_error(&gateway.call("statusCode", json!({"code": 500})), -32000, "upstream_error");
+    expect_error(&gateway.call("statusCode", json!({"code": 502})), -32000, "upstream_error");
+    assert_eq!(gateway.breaker("flaky")["state"], "open");
+    expect_error(&gateway.call("statusCode", json!({"code": 500})), -32004, "circuit_open");
+    assert_eq!(
+        (store.hits("/status/500"), store.hits("/status/502")),
+        (1, 1),
+        "the open breaker sent nothing"
+    );
+}
+
+#[test]
+fn sigv4_signatures_verify_with_botocore_over_the_request_received() {
+    let store = Store::start();
+    let config = format!(
+        "[servers.aws]\ntransport = \"openapi\"\nspec = \"{}\"\ninclude = [\"operation:signedLookup\"]\n\
+         [servers.aws.auth]\nkind = \"sigv4\"\nservice = \"execute-api\"\nregion = \"eu-west-1\"\n",
+        store.spec()
+    );
+    let gateway = Gateway::start(&config, &[]);
+    let answer = gateway.call("signedLookup", json!({"item": "vol 1", "body": {"q": "鬼滅"}}));
+    let checked = structured(&answer);
+    assert_eq!(checked["verified"], true, "botocore recomputed the same signature: {answer}");
+    assert_eq!(
+        (checked["service"].clone(), checked["region"].clone()),
+        (json!("execute-api"), json!("eu-west-1"))
+    );
+    assert_eq!(checked["payload"], json!({"q": "鬼滅"}));
+    let signed: Vec<&str> =
+        checked["signed_headers"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(signed.contains(&"host") && signed.contains(&"x-amz-date"), "{signed:?}");
+
+    // The check is not vacuous: a wrong signature does not verify.
+    let forged: Value = store
+        .client
+        .post(format!("http://127.0.0.1:{}/signed/x", store.port))
+        .header("x-amz-date", "20260101T000000Z")
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=test/20260101/eu-west-1/execute-api/aws4_request, SignedHeaders=host;x-amz-date, Signature=00",
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(forged["verified"], false, "{forged}");
+}
+
+/// A document for the file tests: one mappable operation whose schema lives in a file beside
+/// it (a relative `$ref`), one that cannot be mapped.
+const FILE_DOC: &str = r#"openapi: 3.0.3
+info: {title: files, version: "1"}
+servers: [{url: "http://127.0.0.1:9/api"}]
+paths:
+  /prices/{sku}:
+    get:
+      operationId: getPrice
+      parameters:
+        - {name: sku, in: path, required: true, schema: {type: string}}
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema: {$ref: "common.yaml#/components/schemas/Price"}
+  /upload:
+    post:
+      operationId: upload
+      requestBody:
+        content:
+          application/octet-stream: {schema: {type: string, format: binary}}
+      responses:
+        "200": {description: ok}
+"#;
+
+const COMMON_DOC: &str = r#"components:
+  schemas:
+    Price:
+      type: object
+      properties:
+        amount: {type: number}
+        currency: {type: string, nullable: true}
+"#;
+
+#[test]
+fn file_documents_resolve_relative_refs_and_bad_ones_are_refused_with_a_pointer() {
+    let dir = Scratch::new("openapi-docs");
+    std::fs::write(dir.path("store.yaml"), FILE_DOC).unwrap();
+    std::fs::write(dir.path("common.yaml"), COMMON_DOC).unwrap();
+    let env = |spec: &str| {
+        vec![
+            ("MCP_GATEWAY_SERVERS__PRICES__TRANSPORT".to_string(), "openapi".to_string()),
+            ("MCP_GATEWAY_SERVERS__PRICES__SPEC".to_string(), spec.to_string()),
+        ]
+    };
+    let run = |spec: &str| {
+        let env = env(spec);
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        check_config(&["--json"], &pairs)
+    };
+
+    // Good: loads; the unmappable operation is a warning naming it and why.
+    let good = run(&dir.path("store.yaml"));
+    let stderr = String::from_utf8_lossy(&good.stderr);
+    assert!(good.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: servers.prices: OpenAPI operation POST /upload (upload) skipped: request body of type application/octet-stream"),
+        "{stderr}"
+    );
+
+    // The served tools carry the schema from the other file (nullable turned into JSON Schema).
+    let config =
+        format!("[servers.prices]\ntransport = \"openapi\"\nspec = \"{}\"\n", dir.path("store.yaml"));
+    let gateway = Gateway::start(&config, &[]);
+    let listed = tools(&gateway);
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0]["outputSchema"]["properties"]["currency"]["type"], json!(["string", "null"]));
+    // A changed file is read again on the next refresh: its new operation becomes a tool.
+    let grown = FILE_DOC.replace(
+        "  /upload:",
+        "  /stock/{sku}:\n    delete:\n      parameters: [{name: sku, in: path, required: true, schema: {type: string}}]\n      responses: {\"204\": {description: gone}}\n  /upload:",
+    );
+    std::fs::write(dir.path("store.yaml"), grown).unwrap();
+    gateway.admin_post("/admin/registry/refresh").send().unwrap();
+    wait_for("the changed document's new tool", || {
+        gateway.tool_names().contains(&"delete_stock_sku".to_string())
+    });
+    drop(gateway);
+
+    // Bad: parse errors name the line; structural ones the JSON pointer; check-config and
+    // serve refuse alike.
+    std::fs::write(dir.path("broken.yaml"), "openapi: 3.1.0\npaths:\n  /a: [\n").unwrap();
+    let broken = run(&dir.path("broken.yaml"));
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert!(!broken.status.success());
+    assert!(stderr.contains(&dir.path("broken.yaml")) && stderr.contains("at line "), "{stderr}");
+    std::fs::write(dir.path("paths.json"), r#"{"openapi": "3.0.3", "paths": ["/a"]}"#).unwrap();
+    let structural = run(&dir.path("paths.json"));
+    let stderr = String::from_utf8_lossy(&structural.stderr);
+    assert!(!structural.status.success());
+    assert!(
+        stderr.contains(&format!("{}: at /paths: must be an object", dir.path("paths.json"))),
+        "{stderr}"
+    );
+    std::fs::write(dir.path("swagger.json"), r#"{"swagger": "2.0", "paths": {}}"#).unwrap();
+    let swagger = run(&dir.path("swagger.json"));
+    assert!(String::from_utf8_lossy(&swagger.stderr).contains("at /swagger: Swagger 2.0 is not served"));
+
+    let serve = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env(&dir.path("paths.json")))
+        .output()
+        .expect("the gateway runs");
+    assert!(!serve.status.success(), "a bad document refuses the start");
+    let said = String::from_utf8_lossy(&serve.stderr);
+    assert!(said.contains(&format!("{}: at /paths: must be an object", dir.path("paths.json"))), "{said}");
+}
