@@ -3,8 +3,10 @@
 //! `--errors`, validates every request the gateway builds against the document (path,
 //! query style, headers, security, body) and answers a violation with a 4xx and its reasons, so
 //! a request built wrong fails the test. The public Swagger Petstore document
-//! (`@readme/oas-examples`) is served by Prism as a validating mock. What each call must show:
-//! Prism's verdict "passed" for exactly that request, and the answer the service gave.
+//! (`@readme/oas-examples`) is served by Prism as a validating mock; the FastAPI store service
+//! (`tests/peers/openapi/store_api.py`) is called through Prism as a validating proxy, with the
+//! document FastAPI generates. What each call must show: Prism's verdict "passed" for exactly
+//! that request, and the answer the service gave.
 
 use std::{
     path::{Path, PathBuf},
@@ -53,6 +55,11 @@ impl Prism {
     /// `prism mock DOCUMENT --errors`: answers from the document's examples, after validation.
     pub(crate) fn mock(document: &Path) -> Self {
         Self::start("mock", &[document.to_str().expect("a UTF-8 path")])
+    }
+
+    /// `prism proxy DOCUMENT UPSTREAM --errors`: validates, then forwards to `upstream`.
+    pub(crate) fn proxy(document: &str, upstream: &str) -> Self {
+        Self::start("proxy", &[document, upstream])
     }
 
     fn start(mode: &str, args: &[&str]) -> Self {
@@ -235,4 +242,96 @@ fn petstore_operations_built_by_the_gateway_pass_prism_validation() {
     assert!(!log.contains("special-key-ペット") && !log.contains(SECRET), "a secret in the log:\n{log}");
     // Every token request the gateway made succeeded (one, reused).
     assert_eq!(oauth.client_credentials(), 1);
+}
+
+/// The FastAPI store service (`tests/peers/openapi/store_api.py`, in `.venv-openapi`) on a
+/// free port: it records every request as it arrived (`GET /_received`).
+fn store_service() -> (Proc, u16) {
+    let port = free_port();
+    let python = require(
+        &peers_dir().join(".venv-openapi/bin/python"),
+        "the FastAPI store service's virtualenv (tests/peers/.venv-openapi)",
+    );
+    let mut command = Command::new(python);
+    command
+        .arg(peers_dir().join("openapi/store_api.py"))
+        .arg(port.to_string())
+        .env("STORE_API_KEY", "store-key-0123");
+    (Proc::spawn_until("store_api.py", command, "READY"), port)
+}
+
+/// The calls the store service received, in order (not the gateway's reads of its document).
+fn received(port: u16) -> Vec<Value> {
+    let all: Vec<Value> =
+        reqwest::blocking::get(format!("http://127.0.0.1:{port}/_received")).unwrap().json().unwrap();
+    all.into_iter().filter(|r| r["path"] != "/openapi.json").collect()
+}
+
+#[test]
+fn the_fastapi_store_through_prism_validating_proxy_with_the_document_fastapi_generates() {
+    let (_store, store_port) = store_service();
+    let document = format!("http://127.0.0.1:{store_port}/openapi.json");
+    let prism = Prism::proxy(&document, &format!("http://127.0.0.1:{store_port}"));
+    let config = format!(
+        r#"
+[servers.store]
+transport = "openapi"
+spec = "{document}"
+base_url = "{}"
+[servers.store.security.APIKeyHeader]
+env = "STORE_API_KEY"
+"#,
+        prism.url()
+    );
+    let gateway = Gateway::start(&config, &[("STORE_API_KEY", "store-key-0123")]);
+    let names = gateway.tool_names();
+    // uploadCover takes multipart/form-data: skipped and reported, the rest are tools.
+    assert!(!names.contains(&"uploadCover".to_string()), "{names:?}");
+    let (_, registry) = admin_get_json(&gateway, "/admin/registry");
+    let skipped = registry["openapi"]["store"]["skipped"].as_array().expect("the skip report").clone();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["operation_id"], "uploadCover", "{skipped:?}");
+
+    let mut sent = 0;
+    let mut call = |tool: &str, arguments: Value| {
+        let answer = call_validated(&gateway, &prism, tool, arguments);
+        sent += 1;
+        // Prism passed it on: the service saw exactly this many requests.
+        wait_for("the store to record the request", || received(store_port).len() >= sent);
+        assert_eq!(received(store_port).len(), sent, "{tool}: {answer}");
+        answer
+    };
+
+    // Query: a string and an array (FastAPI's `form`, exploded: genre=a&genre=b).
+    let found = call("searchProducts", json!({"q": "piece", "genre": ["shonen", "seinen"], "limit": 5}));
+    assert_eq!(structured(&found)["result"][0]["id"], "MNG-00000001", "{found}");
+    let product = call("getProduct", json!({"product_id": "MNG-00000015"}));
+    assert_eq!(structured(&product)["title"], "Vinland Saga", "{product}");
+    // PUT with a JSON body spread as arguments beside the path parameter.
+    let stocked = call("setStock", json!({"product_id": "MNG-00000004", "tokyo": 3, "osaka": 0}));
+    assert_eq!(structured(&stocked)["stock"]["tokyo"], 3, "{stocked}");
+    // The document's APIKeyHeader scheme (X-API-Key) from the environment; a 201.
+    let order = call("createOrder", json!({"product_id": "MNG-00000001", "quantity": 2, "note": "gift"}));
+    assert_eq!(structured(&order)["total_jpy"], 1056, "{order}");
+    let last = received(store_port).pop().unwrap();
+    assert_eq!(last["headers"]["x-api-key"], "store-key-0123", "{last}");
+    // A path parameter and a body property share a name: the body is one `body` argument.
+    let echoed =
+        call("echoBody", json!({"product_id": "MNG-00000001", "body": {"product_id": "other", "note": "n"}}));
+    assert_eq!(structured(&echoed)["path_product_id"], "MNG-00000001", "{echoed}");
+    assert_eq!(structured(&echoed)["body"]["product_id"], "other", "{echoed}");
+    // A form body.
+    let form = call("echoForm", json!({"title": "ワンピース & co", "quantity": 3}));
+    assert_eq!(structured(&form)["title"], "ワンピース & co", "{form}");
+    // Query styles beyond the default, a header and a cookie parameter.
+    let styled = call(
+        "echo",
+        json!({"segment": "a b/ä", "ids": [1, 2], "words": ["x", "y"], "codes": ["p", "q"],
+               "filter": {"genre": "shonen"}, "tag": ["t1", "t2"], "x-note": "hello", "session": "s1"}),
+    );
+    assert_eq!(structured(&styled)["segment"], "a b/ä", "{styled}");
+    assert_eq!(structured(&styled)["tag"], json!(["t1", "t2"]), "{styled}");
+    // FastAPI's generated operationId for an operation that names none.
+    let cancelled = call("cancel_order_orders__order_id__delete", json!({"order_id": "ORD-1"}));
+    assert!(!is_error(&cancelled), "{cancelled}");
 }
