@@ -18,6 +18,8 @@ pub const DEFAULT_MAX_SPEC_BYTES: usize = 32 * 1024 * 1024;
 pub const DEFAULT_MAX_OPERATIONS: usize = 20_000;
 /// Deepest nesting of a schema once its `$ref`s are inlined.
 pub const DEFAULT_MAX_SCHEMA_DEPTH: usize = 32;
+/// The most `max_schema_depth` may be set to.
+const MAX_SCHEMA_DEPTH_CAP: usize = 256;
 
 /// Where one security scheme's secret comes from (`[servers.NAME.security.SCHEME]`): an API
 /// key, a bearer token, or a basic password, from `env` or `file` (never from the
@@ -123,6 +125,10 @@ pub(super) fn validate(name: &str, server: &ServerConfig) -> anyhow::Result<()> 
         if value == 0 {
             bail!("servers.{name}.{key} must be at least 1");
         }
+    }
+    // Inlining recurses once per level: a bound far above any real schema, well within a stack.
+    if limits.max_schema_depth > MAX_SCHEMA_DEPTH_CAP {
+        bail!("servers.{name}.max_schema_depth must be at most {MAX_SCHEMA_DEPTH_CAP}");
     }
     for (scheme, credential) in &server.security {
         if credential.env.is_some() == credential.file.is_some() {

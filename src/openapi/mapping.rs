@@ -148,8 +148,20 @@ pub const METHODS: [(&str, Method); 8] = [
     ("trace", Method::TRACE),
 ];
 
-/// Headers a parameter may not set (OpenAPI ignores these `in: header` parameters).
-const IGNORED_HEADERS: [&str; 3] = ["accept", "content-type", "authorization"];
+/// Headers a parameter may not set: those OpenAPI says to ignore (`Accept`, `Content-Type`,
+/// `Authorization`), and those that would let an argument re-route or re-frame the request
+/// (`Host`, framing and connection headers) or replace the credentials' cookie.
+const IGNORED_HEADERS: [&str; 9] = [
+    "accept",
+    "content-type",
+    "authorization",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+];
 
 /// A tool name from an `operationId`: characters outside `[A-Za-z0-9_-]` become `_`, at most 64.
 pub fn name_from_id(id: &str) -> String {

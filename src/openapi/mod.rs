@@ -133,16 +133,29 @@ pub fn map_text(
     let mut inliner = Inliner::new(&mut docs, limits.max_schema_depth);
     for (path, method_name, verb, pointer) in all {
         let item = &paths[&path];
-        let (item_at, item) = match inliner.docs().deref(&location, item) {
-            Ok(found) => found,
-            Err(reason) => {
-                mapped.skipped.push(Skipped { method: verb.to_string(), path, operation_id: None, reason });
-                continue;
-            }
+        // A path item is borrowed as it is; only one given by `$ref` is resolved (a copy).
+        let resolved;
+        let (item_at, item) = match item.get("$ref") {
+            None => (location.clone(), item),
+            Some(_) => match inliner.docs().deref(&location, item) {
+                Ok((at, value)) => {
+                    resolved = value;
+                    (at, &resolved)
+                }
+                Err(reason) => {
+                    mapped.skipped.push(Skipped {
+                        method: verb.to_string(),
+                        path,
+                        operation_id: None,
+                        reason,
+                    });
+                    continue;
+                }
+            },
         };
-        let op = item.get(method_name).cloned().unwrap_or(Value::Null);
+        let op = item.get(method_name).unwrap_or(&Value::Null);
         let operation_id = op.get("operationId").and_then(Value::as_str).map(str::to_string);
-        let tags = mapping::tags(&op);
+        let tags = mapping::tags(op);
         let candidate = select::Candidate {
             operation_id: operation_id.as_deref(),
             tags: &tags,
@@ -170,8 +183,8 @@ pub fn map_text(
             method: method_name,
             verb: verb.clone(),
             path: &path,
-            path_item: &item,
-            operation: &op,
+            path_item: item,
+            operation: op,
             from: &item_at,
             root_security: root_security.as_ref(),
         };

@@ -102,9 +102,11 @@ impl<'a> Inliner<'a> {
         if self.stack.contains(&found.key) {
             return Ok(json!({"$comment": format!("recursive reference to {reference}, not expanded")}));
         }
-        let target = found.value.pointer(&found.pointer).cloned().unwrap_or(Value::Null);
+        // Walked where it is in its document (held by this Arc), not copied first.
+        let document = found.value.clone();
+        let target = document.pointer(&found.pointer).unwrap_or(&Value::Null);
         self.stack.push(found.key);
-        let inlined = self.walk(&found.doc, &target, depth + 1);
+        let inlined = self.walk(&found.doc, target, depth + 1);
         self.stack.pop();
         let mut inlined = inlined?;
         // OpenAPI 3.1 allows keywords beside a `$ref` (a description, say): they win.

@@ -71,6 +71,8 @@ struct Inner {
     current: RwLock<Option<Arc<Mapped>>>,
     /// The file's length and modification time when it was last read.
     stamp: std::sync::Mutex<Option<(u64, Option<SystemTime>)>>,
+    /// A hash of the URL document's text last mapped: the same text is not mapped again.
+    fetched: std::sync::Mutex<Option<u64>>,
 }
 
 impl OpenApiTransport {
@@ -85,7 +87,14 @@ impl OpenApiTransport {
             report(&settings.server, mapped, None);
         }
         let current = RwLock::new(settings.loaded.clone());
-        Ok(Self { inner: Arc::new(Inner { settings, client, current, stamp: std::sync::Mutex::new(stamp) }) })
+        let inner = Inner {
+            settings,
+            client,
+            current,
+            stamp: std::sync::Mutex::new(stamp),
+            fetched: std::sync::Mutex::new(None),
+        };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// The document as last mapped (`None` before a URL document was first fetched).
@@ -154,8 +163,21 @@ impl Inner {
     async fn reload(&self) -> Result<Arc<Mapped>, UpstreamError> {
         let settings = &self.settings;
         let previous = self.current.read().ok().and_then(|c| c.clone());
+        let mut fetched_hash = None;
         let text_and_location = if openapi::is_url(&settings.spec) {
-            Some((self.fetch().await?, Location::Url(settings.spec.clone())))
+            let text = self.fetch().await?;
+            let hash = {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                text.hash(&mut hasher);
+                hasher.finish()
+            };
+            let same = self.fetched.lock().is_ok_and(|last| *last == Some(hash));
+            if same && let Some(previous) = &previous {
+                return Ok(previous.clone());
+            }
+            fetched_hash = Some(hash);
+            Some((text, Location::Url(settings.spec.clone())))
         } else {
             let stamp = file_stamp(&settings.spec);
             let unchanged = self.stamp.lock().is_ok_and(|s| s.is_some() && *s == stamp);
@@ -186,6 +208,11 @@ impl Inner {
             && let Ok(mut stamp) = self.stamp.lock()
         {
             *stamp = file_stamp(&settings.spec);
+        }
+        if let Some(hash) = fetched_hash
+            && let Ok(mut last) = self.fetched.lock()
+        {
+            *last = Some(hash);
         }
         if let Ok(mut current) = self.current.write() {
             *current = Some(mapped.clone());

@@ -313,6 +313,30 @@ fn statuses_map_to_tool_errors_auth_rate_limits_and_breaker_failures() {
 }
 
 #[test]
+fn catalogue_control_renames_fixes_arguments_and_hides_openapi_tools() {
+    let store = Store::start();
+    let config = format!(
+        "{}[tools.getProduct]\nrename = \"product_lookup\"\n[tools.searchProducts]\nfixed_arguments = {{limit = 1}}\n\
+         [tools.cancel_order_orders__order_id__delete]\nhide = true\n",
+        store_config(&store)
+    );
+    let gateway = Gateway::start(&config, &[("STORE_API_KEY", API_KEY)]);
+    let names = gateway.tool_names();
+    assert!(
+        names.contains(&"product_lookup".to_string()) && !names.contains(&"getProduct".to_string()),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.starts_with("cancel_order")), "hidden: {names:?}");
+    let product = gateway.call("product_lookup", json!({"product_id": "MNG-00000004"}));
+    assert_eq!(structured(&product)["title"], "Demon Slayer", "{product}");
+    assert_eq!(store.hits("/products/MNG-00000004"), 1);
+    let found = gateway.call("searchProducts", json!({"q": "a"}));
+    assert_eq!(structured(&found)["result"].as_array().map(Vec::len), Some(1), "{found}");
+    let sent = store.received().into_iter().find(|r| r["path"] == "/products").unwrap();
+    assert_eq!(sent["query"], "q=a&limit=1", "the fixed argument reached the service");
+}
+
+#[test]
 fn sigv4_signatures_verify_with_botocore_over_the_request_received() {
     let store = Store::start();
     let config = format!(
