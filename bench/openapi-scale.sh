@@ -17,6 +17,7 @@ RUNS="${1:-3}"
 source bench/common.sh
 
 DOCS=tests/peers/openapi-docs
+ADMIN=openapi-scale-admin-token-0123456789
 PETSTORE=tests/peers/node_modules/@readme/oas-examples/3.0/json/petstore.json
 for f in "$DOCS/msgraph-v1.0.json" "$DOCS/github-rest.json" "$PETSTORE"; do
   [ -f "$f" ] || bash scripts/install-test-deps.sh
@@ -50,7 +51,7 @@ measure() { # document include
   config "$1" "$2" > "$WORK/scale.toml"
   local port; port=$(free_port)
   local t0; t0=$(date +%s%N)
-  "$BIN" serve --config "$WORK/scale.toml" --listen "127.0.0.1:$port" > "$WORK/scale.log" 2>&1 & local pid=$!
+  MCP_GATEWAY_ADMIN__TOKEN=$ADMIN "$BIN" serve --config "$WORK/scale.toml" --listen "127.0.0.1:$port" > "$WORK/scale.log" 2>&1 & local pid=$!
   until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ]; do
     kill -0 "$pid" 2>/dev/null || { echo "gateway exited before ready:" >&2; cat "$WORK/scale.log" >&2; exit 1; }
     sleep 0.01
@@ -76,7 +77,8 @@ print(n)
 PY
 )
   local skipped
-  skipped=$(grep -c '"operation skipped"\|operation skipped' "$WORK/scale.log" || true)
+  skipped=$(curl -s -H "authorization: Bearer $ADMIN" "http://127.0.0.1:$port/admin/registry" \
+    | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["openapi"]["api"]["skipped"]))')
   kill "$pid"; wait "$pid" 2>/dev/null || true
   echo "$(( (t1 - t0) / 1000000 )) $peak $rss $tools $skipped"
 }
@@ -91,11 +93,12 @@ for case in "${CASES[@]}"; do
   done
 done
 
-printf '%s\n' "${ROWS[@]}" | python3 - "$RUNS" "$BIN" <<'PY' | tee -a bench/results.md
+printf '%s\n' "${ROWS[@]}" > "$WORK/rows"
+python3 - "$RUNS" "$BIN" "$WORK/rows" <<'PY' | tee -a bench/results.md
 import statistics, subprocess, sys
-runs, binary = int(sys.argv[1]), sys.argv[2]
+runs, binary, rows_file = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 rows = {}
-for line in sys.stdin.read().splitlines():
+for line in open(rows_file).read().splitlines():
     name, figures = line.split("|")
     rows.setdefault(name, []).append([int(x) for x in figures.split()])
 load = " ".join(open("/proc/loadavg").read().split()[:3])
@@ -104,7 +107,7 @@ print(f"\n## OpenAPI targets at scale (bench/openapi-scale.sh)\n")
 print(f"Measured {date} UTC, {runs} starts per row (median, min–max), load average {load} at the end; binary `{binary}`. "
       "Time to ready: from the process's start to `/readyz` 200 (document read and parsed, every selected operation mapped, the tools in the catalogue). "
       "Peak RSS: VmHWM at that moment; RSS: VmRSS then. Nothing is called.\n")
-print("| document, selection | tools listed | operations skipped (log) | time to ready (ms) | peak RSS (MiB) | RSS when ready (MiB) |")
+print("| document, selection | tools listed | operations skipped (GET /admin/registry) | time to ready (ms) | peak RSS (MiB) | RSS when ready (MiB) |")
 print("|---|---:|---:|---:|---:|---:|")
 for name, values in rows.items():
     col = lambda i: [v[i] for v in values]
