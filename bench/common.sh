@@ -85,3 +85,18 @@ rules.append('@id("buy")\npermit (principal, action == Action::"call", resource)
 open(sys.argv[1], "w").write("\n".join(rules))
 CEDAR
 }
+
+# The REST upstream of the openapi rows (examples/rest_upstream.rs: the demo tool's price as
+# `GET /prices/{manga_id}`), built like the forwarder: the `dist` profile, no optimisation profile.
+build_rest_upstream() {
+  local target=${CARGO_TARGET_DIR:-target}
+  echo "==> building the REST upstream (dist profile)"
+  cargo build --profile dist --locked --quiet --example rest_upstream
+  RESTUP=$target/dist/examples/rest_upstream
+}
+# openapi_toml REST_PORT: the default configuration over that REST upstream, its one operation
+# (`price_lookup`) a tool through `transport = "openapi"` (examples/rest_upstream.openapi.json).
+openapi_toml() {
+  printf '[servers.store]\ntransport = "openapi"\nspec = "%s"\nbase_url = "http://127.0.0.1:%s"\n' \
+    "$(realpath examples/rest_upstream.openapi.json)" "$1"
+}

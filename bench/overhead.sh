@@ -20,6 +20,10 @@
 # and the same for a `resources/read` of one resource (a different one each request) of a
 # 10,000-resource upstream (examples/resource_server.rs, a trivial Rust server listing 100 a
 # page): read-direct, read-forwarder, read-json-forwarder and read-gateway (defaults),
+#   rest-direct the same price as a REST endpoint (examples/rest_upstream.rs: GET /prices/{id},
+#               the demo tool's JSON), called straight,
+#   openapi     that REST endpoint as a tool: a tools/call of `price_lookup` through mcp-gateway
+#               with `transport = "openapi"` over the endpoint's document (default configuration),
 # with oha at a fixed 1,000 calls/s (latency correction, 8 connections) and at maximum rate
 # (16 connections), all targets interleaved, for ROUNDS rounds. Then `tools/list` latency at
 # 10,006 tools, the gateway's RSS idle and at 256 connections, and the stripped binary size;
@@ -60,13 +64,14 @@ if [ "${BENCH_SKIP_PROXY:-0}" != 1 ] && [ ! -x "$PROXY" ]; then
 fi
 [ -n "$ONLY" ] || command -v redis-server > /dev/null || { echo "redis-server is needed for the full-feature row" >&2; exit 1; }
 build_gateway_and_forwarder
+build_rest_upstream
 echo "==> building the resource upstream (dist profile)"
 cargo build --profile dist --locked --quiet --example resource_server
 RESSRV=${CARGO_TARGET_DIR:-target}/dist/examples/resource_server
 
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 
-RES=$(free_port); FWR=$(free_port); FWJR=$(free_port); GWRS=$(free_port)
+GWO=$(free_port); REST=$(free_port); RES=$(free_port); FWR=$(free_port); FWJR=$(free_port); GWRS=$(free_port)
 GWI=$(free_port); UP=$(free_port); UP10K=$(free_port); FW=$(free_port); FWJ=$(free_port); GW=$(free_port); GWF=$(free_port); GWK=$(free_port); PX=$(free_port); RP=$(free_port); GWT=$(free_port); OTLP=$(free_port)
 "$BIN" demo-server --listen "127.0.0.1:$UP" > "$WORK/upstream.log" 2>&1 & UP_PID=$!; PIDS+=($!)
 if [ -z "$ONLY" ]; then
@@ -84,6 +89,11 @@ printf '[servers.res]\ntransport = "http"\nurl = "http://127.0.0.1:%s/mcp"\n' "$
 "$BIN" serve --config "$WORK/resources.toml" --listen "127.0.0.1:$GWRS" > /dev/null 2>&1 & GWRS_PID=$!; PIDS+=($GWRS_PID)
 "$FWD" "127.0.0.1:$FW" "http://127.0.0.1:$UP/mcp" > "$WORK/forwarder.log" 2>&1 & FW_PID=$!; PIDS+=($!)
 "$FWD" "127.0.0.1:$FWJ" "http://127.0.0.1:$UP/mcp" --read-json > "$WORK/json-forwarder.log" 2>&1 & FWJ_PID=$!; PIDS+=($!)
+# The REST upstream of the openapi rows, and a gateway whose one server is its document.
+"$RESTUP" "127.0.0.1:$REST" > "$WORK/rest.log" 2>&1 & REST_PID=$!; PIDS+=($!)
+wait_http "http://127.0.0.1:$REST/openapi.json"
+openapi_toml "$REST" > "$WORK/openapi.toml"
+"$BIN" serve --config "$WORK/openapi.toml" --listen "127.0.0.1:$GWO" > /dev/null 2>&1 & GWO_PID=$!; PIDS+=($!)
 
 demo_toml "$UP" > "$WORK/default.toml"
 demo_toml "$UP10K" > "$WORK/tools10k.toml"
@@ -104,8 +114,8 @@ if [ -z "$ONLY" ]; then
   start_identity
   identity_toml "$UP" "$RP" > "$WORK/identity.toml"
   "$BIN" serve --config "$WORK/identity.toml" --listen "127.0.0.1:$GWI" > "$WORK/identity.log" 2>&1 & GWI_PID=$!; PIDS+=($!)
-  TARGETS+=(full tools10k traced identity)
-  GW_PORTS+=("$GWF" "$GWK" "$GWT" "$GWI")
+  TARGETS+=(full tools10k traced identity rest-direct openapi)
+  GW_PORTS+=("$GWF" "$GWK" "$GWT" "$GWI" "$GWO")
 fi
 READ_TARGETS=(read-direct read-forwarder read-json-forwarder read-gateway)
 TARGETS+=("${READ_TARGETS[@]}")
@@ -155,17 +165,21 @@ with open(sys.argv[1], "w") as f:
 head -n 1 "$WORK/reads.lines" > "$WORK/reads.json"
 url_of() { case $1 in direct) echo "http://127.0.0.1:$UP/mcp";; forwarder) echo "http://127.0.0.1:$FW/mcp";; json-forwarder) echo "http://127.0.0.1:$FWJ/mcp";; gateway) echo "http://127.0.0.1:$GW/mcp";;
   full) echo "http://127.0.0.1:$GWF/mcp";; tools10k) echo "http://127.0.0.1:$GWK/mcp";; traced) echo "http://127.0.0.1:$GWT/mcp";; identity) echo "http://127.0.0.1:$GWI/mcp";; mcp-proxy) echo "http://127.0.0.1:$PX/";;
-  read-direct) echo "http://127.0.0.1:$RES/mcp";; read-forwarder) echo "http://127.0.0.1:$FWR/mcp";; read-json-forwarder) echo "http://127.0.0.1:$FWJR/mcp";; read-gateway) echo "http://127.0.0.1:$GWRS/mcp";; esac; }
+  read-direct) echo "http://127.0.0.1:$RES/mcp";; read-forwarder) echo "http://127.0.0.1:$FWR/mcp";; read-json-forwarder) echo "http://127.0.0.1:$FWJR/mcp";; read-gateway) echo "http://127.0.0.1:$GWRS/mcp";;
+  rest-direct) echo "http://127.0.0.1:$REST/prices/MNG-00000001";; openapi) echo "http://127.0.0.1:$GWO/mcp";; esac; }
 # The processes a target's calls run through: the path itself (none for direct) and its upstream.
 pid_of() { case $1 in direct) echo "";; forwarder) echo "$FW_PID";; json-forwarder) echo "$FWJ_PID";; gateway) echo "$GW_PID";; full) echo "$GWF_PID";;
   tools10k) echo "$GWK_PID";; traced) echo "$GWT_PID";; identity) echo "$GWI_PID";; mcp-proxy) echo "$PX_PID";;
-  read-direct) echo "";; read-forwarder) echo "$FWR_PID";; read-json-forwarder) echo "$FWJR_PID";; read-gateway) echo "$GWRS_PID";; esac; }
-upstream_pid_of() { case $1 in tools10k) echo "$UP10K_PID";; read-*) echo "$RES_PID";; *) echo "$UP_PID";; esac; }
+  read-direct) echo "";; read-forwarder) echo "$FWR_PID";; read-json-forwarder) echo "$FWJR_PID";; read-gateway) echo "$GWRS_PID";;
+  rest-direct) echo "";; openapi) echo "$GWO_PID";; esac; }
+upstream_pid_of() { case $1 in tools10k) echo "$UP10K_PID";; read-*) echo "$RES_PID";; rest-direct|openapi) echo "$REST_PID";; *) echo "$UP_PID";; esac; }
 lines_of() { case $1 in mcp-proxy) echo proxied;; read-*) echo reads;; *) echo plain;; esac; }
 check() { # every target must really answer the tool call
   local auth=(); [ "$1" = identity ] && auth=(-H "Authorization: Bearer $TOKEN")
-  local out; out=$(curl -s -X POST "$(url_of "$1")" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
-    ${SID:+-H "mcp-session-id: $SID"} "${auth[@]}" -H 'mcp-protocol-version: 2025-06-18' --data @"$WORK/$(lines_of "$1").json")
+  local out
+  if [ "$1" = rest-direct ]; then out=$(curl -s "$(url_of "$1")?nonce=0"); else
+  out=$(curl -s -X POST "$(url_of "$1")" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    ${SID:+-H "mcp-session-id: $SID"} "${auth[@]}" -H 'mcp-protocol-version: 2025-06-18' --data @"$WORK/$(lines_of "$1").json"); fi
   local want='"retail_price":528'; case $1 in read-*) want='"uri":"bench://item/00000"';; esac
   echo "$out" | grep -qF "$want" || { echo "target $1 does not answer the call: $out" >&2; exit 1; }
 }
@@ -184,8 +198,9 @@ export_ticks() {
   echo "$total"
 }
 run() { # target mode(fixed|max) round
-  local args=(--no-tui -z "${DURATION}s" -m POST -T application/json -A 'application/json, text/event-stream'
-              -H 'MCP-Protocol-Version: 2025-06-18' -Z "$WORK/$(lines_of "$1").lines" --output-format json -o "$WORK/$1-$2-$3.json")
+  local args=(--no-tui -z "${DURATION}s" --output-format json -o "$WORK/$1-$2-$3.json")
+  if [ "$1" = rest-direct ]; then args+=(-m GET -A application/json); else
+    args+=(-m POST -T application/json -A 'application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-06-18' -Z "$WORK/$(lines_of "$1").lines"); fi
   if [ "$2" = fixed ]; then args+=(-c 8 -q 1000 --latency-correction); else args+=(-c 16); fi
   [ "$1" = mcp-proxy ] && args+=(-H "Mcp-Session-Id: $SID")
   [ "$1" = identity ] && args+=(-H "Authorization: Bearer $TOKEN")
@@ -319,7 +334,7 @@ print("| path | path's process | upstream | oha | OTLP receiver | total | path's
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for n in names:
     c = {k: med(n, "max", k) for k in ("cpu_path", "cpu_up", "cpu_oha", "cpu_recv")}
-    vs = lambda base: "—" if n in ("direct", base) else f"{c['cpu_path'] - med(base, 'max', 'cpu_path'):+.1f}"
+    vs = lambda base: "—" if n in ("direct", "rest-direct", base) else f"{c['cpu_path'] - med(base, 'max', 'cpu_path'):+.1f}"
     recv = f"{c['cpu_recv']:.1f}" if n in ("traced", "full") else "—"
     print(f"| {n} | {c['cpu_path']:.1f} | {c['cpu_up']:.1f} | {c['cpu_oha']:.1f} | {recv} | {sum(c.values()):.1f} | {vs('forwarder')} | {vs('json-forwarder')} |")
 for n in ("traced", "full"):
@@ -332,12 +347,25 @@ print("\nAt 1,000 calls/s the cores are mostly idle, so each call finds its path
 print("| path | path's process @1k/s | vs json-forwarder's | added p50 vs json-forwarder (median) |")
 print("|---|---:|---:|---:|")
 for n in names:
-    if n == "direct":
+    if n in ("direct", "rest-direct"):
         continue
     c = med(n, "fixed", "cpu_path")
     added = "—" if n == JF else f"{statistics.median(runs[(n, 'fixed', r)]['p50'] - runs[(JF, 'fixed', r)]['p50'] for r in range(1, rounds + 1)):+.0f}"
     vs = "—" if n == JF else f"{c - med(JF, 'fixed', 'cpu_path'):+.1f}"
     print(f"| {n} | {c:.1f} | {vs} | {added} |")
+if "openapi" in names and "rest-direct" in names:
+    def added(n, base): return statistics.median(runs[(n, "fixed", r)]["p50"] - runs[(base, "fixed", r)]["p50"] for r in range(1, rounds + 1))
+    print("\n`openapi` rows: the upstream is a REST endpoint (examples/rest_upstream.rs, `GET /prices/{manga_id}`, the demo tool's JSON), "
+          "called straight (`rest-direct`) and as a tool through the gateway (`openapi`: a `tools/call` of `price_lookup`, mapped from the endpoint's "
+          "OpenAPI document, answered as `structuredContent` plus its text). Medians over rounds:\n")
+    print("| | p50 @1k/s (µs) | added p50 vs rest-direct | added p50 vs json-forwarder | max rate (calls/s) | vs rest-direct | vs gateway (MCP upstream) | gateway's CPU per call at max rate (µs) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    RD = "rest-direct"
+    for n in (RD, "openapi", GWR):
+        over_rest = "—" if n == RD else f"{added(n, RD):+.0f}"
+        cpu = "—" if n == RD else f"{med(n, 'max', 'cpu_path'):.1f}"
+        print(f"| {n} | {med(n, 'fixed', 'p50'):.0f} | {over_rest} | {added(n, JF):+.0f} | {med(n, 'max', 'rps'):.0f} | "
+              f"{ratio(n, RD):.2f}× | {ratio(n, GWR):.2f}× | {cpu} |")
 d = json.load(open(f"{work}/list10k.json")); lst = {"p50": d["latencyPercentiles"]["p50"] * 1e6, "p99": d["latencyPercentiles"]["p99"] * 1e6}
 print(f"\n`tools/list` at 10,006 tools ({int(list_bytes) / 1e6:.1f} MB body, 50 lists/s over 4 connections): p50 {lst['p50'] / 1000:.2f} ms, p99 {lst['p99'] / 1000:.2f} ms.")
 print(f"\nGateway resident memory (default configuration): {idle / 1024:.1f} MiB idle, {loaded / 1024:.1f} MiB at 256 concurrent connections.")

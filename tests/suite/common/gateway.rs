@@ -93,6 +93,29 @@ impl Gateway {
         Self { proc, addr, client, _config: config_file }
     }
 
+    /// Starts `mcp-gateway serve` (with the admin token) whose configuration takes long to
+    /// load (a large OpenAPI document is mapped before the gateway listens): waits up to
+    /// `load_within` for it to listen, then until it is ready. The limit only stops a broken
+    /// run from hanging.
+    pub fn start_slow_loading(config: &str, load_within: Duration) -> Self {
+        let config_file = TempFile::with("gateway.toml", config);
+        let mut command = Command::new(bin());
+        command
+            .args(["serve", "--config", config_file.arg(), "--listen", "127.0.0.1:0"])
+            .envs(AWS_TEST_ENV)
+            .env("MCP_GATEWAY_ADMIN__TOKEN", ADMIN_TOKEN);
+        let mut proc = Proc::spawn("mcp-gateway", command);
+        let line = proc.wait_line("\"listen\"", load_within);
+        let addr = serde_json::from_str::<Value>(&line)
+            .ok()
+            .and_then(|v| v["listen"].as_str().and_then(|l| l.parse().ok()))
+            .unwrap_or_else(|| panic!("no address in the start-up line {line}"));
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+        let gateway = Self { proc, addr, client, _config: config_file };
+        gateway.wait_ready();
+        gateway
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
