@@ -484,3 +484,36 @@ fn file_documents_resolve_relative_refs_and_bad_ones_are_refused_with_a_pointer(
     let said = String::from_utf8_lossy(&serve.stderr);
     assert!(said.contains(&format!("{}: at /paths: must be an object", dir.path("paths.json"))), "{said}");
 }
+
+#[test]
+fn openapi_tools_are_exported_searched_and_called_through_call_tool_like_any_other() {
+    let store = Store::start();
+    let config = format!("{}[catalogue.search]\nenabled = true\nmax_results = 5\n", store_config(&store));
+    let gateway = Gateway::start(&config, &[("STORE_API_KEY", API_KEY)]);
+    // Search mode: the model sees the two meta-tools, and finds the operation by its summary.
+    let found = gateway.call("search_tools", json!({"query": "search the catalogue", "max_results": 5}));
+    let tools = found["result"]["structuredContent"]["tools"].as_array().cloned().unwrap_or_default();
+    let search = tools.iter().find(|t| t["name"] == "searchProducts").unwrap_or_else(|| panic!("{found}"));
+    assert!(search["inputSchema"]["properties"]["q"].is_object(), "{search}");
+    assert_eq!(search["annotations"]["readOnlyHint"], true, "GET is read-only: {search}");
+    // call_tool reaches the service through the same door, and the service sees the request.
+    let via =
+        gateway.call("call_tool", json!({"name": "getProduct", "arguments": {"product_id": "MNG-00000004"}}));
+    assert_eq!(structured(&via)["title"], "Demon Slayer", "{via}");
+    assert_eq!(store.hits("/products/MNG-00000004"), 1);
+    // The exports follow what callers see: the meta-tools in search mode.
+    let (status, exported) = get_json(&gateway, "/tools?format=openai");
+    assert_eq!(status, 200, "{exported}");
+    let text = exported.to_string();
+    assert!(text.contains("search_tools") && text.contains("call_tool"), "{text}");
+
+    // Without search mode, every mapped operation is exported in a model API's shape.
+    let plain = Gateway::start(&store_config(&store), &[("STORE_API_KEY", API_KEY)]);
+    let (status, exported) = get_json(&plain, "/tools?format=anthropic");
+    assert_eq!(status, 200, "{exported}");
+    let product = exported["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == "getProduct"))
+        .unwrap_or_else(|| panic!("{exported}"));
+    assert!(product["input_schema"]["properties"]["product_id"].is_object(), "{product}");
+}
