@@ -49,6 +49,7 @@ mod quotas_audit;
 mod redis_tls_cluster;
 mod registry;
 mod registry_pressure;
+mod reload;
 mod resilience;
 mod sampling_relay;
 mod shared_breakers;

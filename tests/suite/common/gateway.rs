@@ -230,6 +230,26 @@ impl Gateway {
     pub fn connection_state(&self, server: &str) -> String {
         self.connections()[server]["state"].as_str().unwrap_or("absent").to_string()
     }
+
+    /// The configuration file the gateway was started with (`--config`).
+    pub fn config_path(&self) -> &std::path::Path {
+        self._config.path()
+    }
+
+    /// Replaces the configuration file with `config` atomically: written to a file beside it,
+    /// then renamed over it, so a reader (a reload, the `--watch` poll) sees the old file or
+    /// the new one, never half of one.
+    pub fn rewrite_config(&self, config: &str) {
+        let path = self.config_path();
+        let next = path.with_extension("toml.next");
+        std::fs::write(&next, config).unwrap_or_else(|e| panic!("cannot write {}: {e}", next.display()));
+        std::fs::rename(&next, path).unwrap_or_else(|e| panic!("cannot rename over {}: {e}", path.display()));
+    }
+
+    /// Sends the gateway SIGHUP (re-read the configuration).
+    pub fn sighup(&self) {
+        self.proc.signal("HUP");
+    }
 }
 
 /// `GET path` with the admin token: status and JSON body.

@@ -162,6 +162,15 @@ pub fn conformance_fixtures(port: u16, options: &[&str]) -> Proc {
     ready_peer("conformance-fixtures", command)
 }
 
+/// `tests/peers/servers/gated_server.py` on `port` (Python SDK 2.x as a session-era-only
+/// server: `initialize`, `Mcp-Session-Id`, `DELETE`): its `hold` tool blocks until `release`
+/// exists; every request it receives and every call is appended to `events` as a JSON line.
+pub fn gated_server(port: u16, events: &str, release: &str) -> Proc {
+    let mut command = Command::new(python());
+    command.arg(peers_dir().join("servers/gated_server.py")).arg(port.to_string()).args([events, release]);
+    ready_peer("gated-server", command)
+}
+
 // --- scripted/ ------------------------------------------------------------------------------
 
 /// `tests/peers/scripted/hostile_server.py` (Python stdlib only) with `args` (`[]`: the HTTP

@@ -1,0 +1,630 @@
+//! Configuration reload (issue 40, point 3), black-box: the built gateway re-reads its file on
+//! SIGHUP, on `POST /admin/config/reload` and, with `--watch`, when the file changes. Real
+//! peers: the gated Python SDK server (`tests/peers/servers/gated_server.py`, session era, a
+//! `hold` tool that blocks until the test releases it, every request it receives recorded in
+//! order), the stdio peer (`scripted/stdio_peer.py`, its pid in its events file), the demo
+//! store server, and a port nobody listens on. Each test waits for what a step causes (the
+//! reload counter, the server's own record, the process table) and asserts what happened —
+//! which process saw what, in which order — never how long anything took.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::{
+    Demo, Gateway, TempFile, admin_get_json, expect_error, free_port, gated_server, http_server, metric,
+    peers_dir, post_in_background, result_text, wait_for,
+};
+
+// --- The reload's own surface: counter, report, log --------------------------------------------
+
+fn reloads(gw: &Gateway, trigger: &str, outcome: &str) -> f64 {
+    let (trigger, outcome) = (format!("trigger=\"{trigger}\""), format!("outcome=\"{outcome}\""));
+    metric(&gw.metrics(), "mcp_gateway_config_reloads_total", &[&trigger, &outcome])
+}
+
+fn gauge(gw: &Gateway, name: &str) -> f64 {
+    metric(&gw.metrics(), name, &[])
+}
+
+/// `GET /admin/config/reload`: the generation and the last report.
+fn reload_state(gw: &Gateway) -> Value {
+    let (status, state) = admin_get_json(gw, "/admin/config/reload");
+    assert_eq!(status, 200, "{state}");
+    state
+}
+
+/// Sends SIGHUP and waits until the reload it causes is counted with `outcome` and reported;
+/// returns the report.
+fn reload_by_signal(gw: &Gateway, outcome: &str) -> Value {
+    let counted = reloads(gw, "signal", outcome);
+    let previous = reload_state(gw)["last"].clone();
+    gw.sighup();
+    wait_for(&format!("a reload by signal counted {outcome}"), || {
+        reloads(gw, "signal", outcome) == counted + 1.0
+    });
+    let mut report = Value::Null;
+    wait_for("its report", || {
+        report = reload_state(gw)["last"].clone();
+        report != previous && report["trigger"] == "signal" && report["outcome"] == outcome
+    });
+    report
+}
+
+/// `POST /admin/config/reload`: status and report.
+fn reload_by_admin(gw: &Gateway) -> (u16, Value) {
+    let response = gw.admin_post("/admin/config/reload").send().expect("gateway answers");
+    let status = response.status().as_u16();
+    (status, response.json().expect("a JSON report"))
+}
+
+/// The names in a report's `servers.<kind>`, sorted.
+fn servers(report: &Value, kind: &str) -> Vec<String> {
+    let mut names: Vec<String> = report["servers"][kind]
+        .as_array()
+        .unwrap_or_else(|| panic!("no servers.{kind} in {report}"))
+        .iter()
+        .map(|n| n.as_str().unwrap_or_default().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn lists(report: &Value, key: &str, item: &str) -> bool {
+    report[key].as_array().is_some_and(|items| items.iter().any(|i| i == item))
+}
+
+/// The gateway's JSON log lines whose message starts with `message`.
+fn log_lines(gw: &Gateway, message: &str) -> Vec<Value> {
+    gw.proc
+        .output()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["message"].as_str().is_some_and(|m| m.starts_with(message)))
+        .collect()
+}
+
+const REFUSED: &str = "configuration reload refused; the running configuration stays";
+
+fn call_body(tool: &str, arguments: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+        .to_string()
+}
+
+fn listed(gw: &Gateway, tool: &str) -> bool {
+    gw.tool_names().iter().any(|n| n == tool)
+}
+
+fn expect_unknown(answer: &Value) {
+    expect_error(answer, -32002, "unknown_tool");
+}
+
+// --- The gated server -------------------------------------------------------------------------
+
+/// The gated server and what it recorded.
+struct Gated {
+    _proc: crate::common::Proc,
+    port: u16,
+    events: TempFile,
+    release: TempFile,
+}
+
+impl Gated {
+    fn start() -> Self {
+        let (port, events, release) =
+            (free_port(), TempFile::new("gated.events"), TempFile::new("gated.release"));
+        let proc = gated_server(port, events.arg(), release.arg());
+        Self { _proc: proc, port, events, release }
+    }
+
+    /// Its `[servers.gated]` table, with `extra` lines.
+    fn table(&self, extra: &str) -> String {
+        format!("{}{extra}\n", http_server("gated", &format!("http://127.0.0.1:{}/mcp", self.port)))
+    }
+
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.events.path())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("gated event is not JSON ({e}): {l}")))
+            .collect()
+    }
+
+    fn position(&self, what: impl Fn(&Value) -> bool) -> Option<usize> {
+        self.events().iter().position(what)
+    }
+
+    fn started(&self, tag: &str) -> bool {
+        self.position(|e| e["event"] == "hold_started" && e["tag"] == tag).is_some()
+    }
+
+    /// Lets every `hold` call answer.
+    fn release(&self) {
+        std::fs::write(self.release.path(), b"go").unwrap();
+    }
+
+    /// The session the `tools/call` of `tool` (the first one) came with.
+    fn call_session(&self, tool: &str) -> String {
+        let events = self.events();
+        let call = events
+            .iter()
+            .find(|e| e["rpc"] == "tools/call" && e["tool"] == tool)
+            .unwrap_or_else(|| panic!("the server never saw a call of {tool}: {events:?}"));
+        call["session"].as_str().unwrap_or_else(|| panic!("a call without a session: {call}")).to_string()
+    }
+
+    fn initializes(&self) -> usize {
+        self.events().iter().filter(|e| e["rpc"] == "initialize").count()
+    }
+
+    fn deletes(&self) -> Vec<(usize, String)> {
+        self.events()
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e["http"] == "DELETE")
+            .map(|(i, e)| (i, e["session"].as_str().unwrap_or_default().to_string()))
+            .collect()
+    }
+}
+
+/// A call held at the gated server long enough for any test step: per-server timeout and
+/// deadline of a minute (the test releases it long before).
+const LONG: &str = "timeout_ms = 60000\ndeadline_ms = 60000";
+
+/// The in-flight call's answer, once released: the tool's own result.
+fn expect_released(call: std::thread::JoinHandle<(u16, String, String)>, tag: &str) {
+    let (status, _, body) = call.join().expect("the background call");
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert!(answer.get("error").is_none(), "the call in flight failed: {answer}");
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(result_text(&answer), format!("released {tag}"), "{answer}");
+}
+
+// --- 1. Calls in flight across a reload --------------------------------------------------------
+
+#[test]
+fn a_call_in_flight_on_a_removed_server_answers_its_result_and_then_the_session_ends() {
+    let demo = Demo::http();
+    let gated = Gated::start();
+    let store = http_server("store", &demo.url());
+    let gw = Gateway::start(&format!("{store}{}", gated.table(LONG)), &[]);
+    wait_for("the gated server's tools", || listed(&gw, "hold"));
+
+    let call = post_in_background(&gw, call_body("hold", json!({"tag": "inflight"})), &[]);
+    wait_for("the held call at the server", || gated.started("inflight"));
+    let held_session = gated.call_session("hold");
+
+    gw.rewrite_config(&store);
+    let report = reload_by_signal(&gw, "applied");
+    assert_eq!(servers(&report, "removed"), ["gated"], "{report}");
+    assert_eq!(servers(&report, "kept"), ["store"], "{report}");
+    assert_eq!(servers(&report, "added"), Vec::<String>::new(), "{report}");
+    assert_eq!(report["generation"], 2, "{report}");
+    assert_eq!(gauge(&gw, "mcp_gateway_config_generation"), 2.0);
+
+    // Its tools left the catalogue: unknown, and a new call never reaches it.
+    let names = gw.tool_names();
+    assert!(!names.iter().any(|n| n == "hold" || n == "quick"), "{names:?}");
+    assert!(names.iter().any(|n| n == "manga_search"), "the kept server still serves: {names:?}");
+    expect_unknown(&gw.call("quick", json!({"tag": "after"})));
+    assert!(gated.position(|e| e["tool"] == "quick").is_none(), "{:?}", gated.events());
+    assert!(gw.call("price_lookup", json!({"manga_id": "MNG-00000001"})).get("result").is_some());
+
+    // The call in flight finishes on the stack it started with; only then is its session ended.
+    gated.release();
+    expect_released(call, "inflight");
+    wait_for("the removed server's session ended (DELETE)", || !gated.deletes().is_empty());
+    let released = gated.position(|e| e["event"] == "hold_released").unwrap();
+    let deletes = gated.deletes();
+    assert_eq!(deletes.len(), 1, "{:?}", gated.events());
+    assert_eq!(deletes[0].1, held_session, "the DELETE ends the session the call ran on");
+    assert!(
+        deletes[0].0 > released,
+        "the session ended before the call in flight answered: {:?}",
+        gated.events()
+    );
+}
+
+#[test]
+fn a_call_in_flight_on_a_rebuilt_server_keeps_its_session_and_settings_and_later_calls_get_new_ones() {
+    let gated = Gated::start();
+    let gw = Gateway::start(&gated.table(LONG), &[]);
+    wait_for("the gated server's tools", || listed(&gw, "hold"));
+
+    let call = post_in_background(&gw, call_body("hold", json!({"tag": "inflight"})), &[]);
+    wait_for("the held call at the server", || gated.started("inflight"));
+    let held_session = gated.call_session("hold");
+    let before_reload = gated.events().len();
+    let initializes_before = gated.initializes();
+
+    // The server's timeout drops to one second: a new stack, the old one kept for the call.
+    gw.rewrite_config(&gated.table("timeout_ms = 1000\ndeadline_ms = 60000"));
+    let report = reload_by_signal(&gw, "applied");
+    assert_eq!(servers(&report, "rebuilt"), ["gated"], "{report}");
+    assert_eq!(servers(&report, "kept"), Vec::<String>::new(), "{report}");
+
+    // A call after the reload: a new session, opened by a new `initialize` after the reload.
+    let answer = gw.call("quick", json!({"tag": "after"}));
+    assert_eq!(result_text(&answer), "quick after", "{answer}");
+    let quick_session = gated.call_session("quick");
+    assert_ne!(quick_session, held_session, "a call after the reload used the old stack's session");
+    let events = gated.events();
+    let issued_at =
+        events.iter().position(|e| e["event"] == "session_issued" && e["session"] == quick_session.as_str());
+    assert!(
+        issued_at.is_some_and(|i| i >= before_reload),
+        "the new session was not opened after the reload: {events:?}"
+    );
+    assert!(gated.initializes() > initializes_before);
+    assert!(
+        events[..before_reload]
+            .iter()
+            .any(|e| e["event"] == "session_issued" && e["session"] == held_session.as_str()),
+        "{events:?}"
+    );
+
+    // A call after the reload runs on the new settings: held past its one-second timeout.
+    let short = gw.call("hold", json!({"tag": "short"}));
+    expect_error(&short, -32001, "timeout");
+    assert_eq!(gated.call_session("hold"), held_session, "the first hold call is the one in flight");
+
+    // The call in flight, started on the old settings (a minute), outlived the new timeout and
+    // answers the tool's result; the old session ends only after it.
+    gated.release();
+    expect_released(call, "inflight");
+    let hold_calls: Vec<Value> =
+        gated.events().into_iter().filter(|e| e["rpc"] == "tools/call" && e["tool"] == "hold").collect();
+    assert_eq!(hold_calls.len(), 2, "the call in flight was never replayed: {hold_calls:?}");
+    assert_eq!(hold_calls[1]["session"], quick_session.as_str(), "{hold_calls:?}");
+    wait_for("the old stack's session ended (DELETE)", || {
+        gated.deletes().iter().any(|(_, s)| *s == held_session)
+    });
+    let released = gated.position(|e| e["event"] == "hold_released" && e["tag"] == "inflight").unwrap();
+    let (deleted, _) = gated.deletes().into_iter().find(|(_, s)| *s == held_session).unwrap();
+    assert!(deleted > released, "the old session ended before its call answered: {:?}", gated.events());
+    assert!(!gated.deletes().iter().any(|(_, s)| *s == quick_session), "the new session was ended");
+}
+
+// --- 2. A server added and one removed ---------------------------------------------------------
+
+/// Pids a stdio peer wrote to its events file (`spawn <pid>`).
+fn spawned_pids(events: &Path) -> Vec<u32> {
+    std::fs::read_to_string(events)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("spawn ")?.parse().ok())
+        .collect()
+}
+
+/// Whether `pid` still runs (a zombie waiting to be reaped has exited).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+#[test]
+fn one_reload_adds_a_server_whose_tools_serve_and_removes_a_stdio_server_whose_process_exits() {
+    let demo = Demo::http();
+    let gated = Gated::start();
+    let stdio_events = TempFile::new("reload-stdio.events");
+    let script = peers_dir().join("scripted/stdio_peer.py");
+    let local = format!(
+        "[servers.local]\ntransport = \"stdio\"\ncommand = \"python3\"\nargs = {}\n",
+        json!([script.display().to_string(), stdio_events.arg()])
+    );
+    let store = http_server("store", &demo.url());
+    let gw = Gateway::start(&format!("{store}{local}"), &[]);
+    wait_for("the stdio server's tools", || listed(&gw, "ok"));
+    let answer = gw.call("ok", json!({}));
+    let pid = answer["result"]["structuredContent"]["pid"].as_u64().expect("the peer's pid") as u32;
+    assert_eq!(spawned_pids(stdio_events.path()), [pid]);
+    assert!(running(pid));
+    assert!(!listed(&gw, "quick"));
+
+    gw.rewrite_config(&format!("{store}{}", gated.table("")));
+    let report = reload_by_signal(&gw, "applied");
+    assert_eq!(servers(&report, "added"), ["gated"], "{report}");
+    assert_eq!(servers(&report, "removed"), ["local"], "{report}");
+    assert_eq!(servers(&report, "kept"), ["store"], "{report}");
+
+    // The added server's tools are listed (the refresh after the reload) and callable.
+    wait_for("the added server's tools listed", || listed(&gw, "quick") && listed(&gw, "hold"));
+    let answer = gw.call("quick", json!({"tag": "added"}));
+    assert_eq!(result_text(&answer), "quick added", "{answer}");
+    assert!(
+        gated.position(|e| e["rpc"] == "tools/call" && e["tool"] == "quick").is_some(),
+        "{:?}",
+        gated.events()
+    );
+
+    // The removed server's tools are unknown and its process exits; no new one is started.
+    expect_unknown(&gw.call("ok", json!({})));
+    wait_for("the removed stdio server's process to exit", || !running(pid));
+    assert_eq!(spawned_pids(stdio_events.path()), [pid], "the removed server was started again");
+    assert!(gw.tool_names().iter().any(|n| n == "manga_search"));
+}
+
+// --- 3. Servers whose settings did not change keep their stacks ---------------------------------
+
+#[test]
+fn unchanged_servers_keep_breaker_and_session_and_a_changed_one_gets_a_new_breaker() {
+    let gated = Gated::start();
+    let gone = |breaker: &str| {
+        format!(
+            "{}discover = false\nbreaker = {{ {breaker}, probe_interval_ms = 0, open_base_ms = 600000, open_max_ms = 600000 }}\n\
+             [[servers.gone.tools]]\nname = \"gone_tool\"\ninputSchema = {{ type = \"object\" }}\n",
+            http_server("gone", &format!("http://127.0.0.1:{}/mcp", free_port()))
+        )
+    };
+    let tripping = gone("consecutive_failures = 1");
+    let base = format!("{}{tripping}", gated.table(""));
+    let gw = Gateway::start(&base, &[]);
+    wait_for("the gated server's tools", || listed(&gw, "quick"));
+    assert_eq!(result_text(&gw.call("quick", json!({"tag": "one"}))), "quick one");
+    let session = gated.call_session("quick");
+    let initializes = gated.initializes();
+
+    // One refused connection trips `gone`'s breaker.
+    let failed = gw.call("gone_tool", json!({}));
+    assert!(failed.get("error").is_some(), "{failed}");
+    wait_for("gone's breaker open", || gw.breaker("gone")["state"] == "open");
+
+    // A change elsewhere (an endpoint): both servers keep their stacks.
+    gw.rewrite_config(&format!("{base}[endpoints.ops.select]\nservers = [\"gated\"]\n"));
+    let report = reload_by_signal(&gw, "applied");
+    assert_eq!(servers(&report, "kept"), ["gated", "gone"], "{report}");
+    assert_eq!(servers(&report, "rebuilt"), Vec::<String>::new(), "{report}");
+    assert!(lists(&report, "changed", "endpoints"), "{report}");
+    assert_eq!(gw.breaker("gone")["state"], "open", "the kept breaker was reset");
+    assert_eq!(result_text(&gw.call("quick", json!({"tag": "two"}))), "quick two");
+    assert_eq!(gated.initializes(), initializes, "a kept server saw a new initialize: {:?}", gated.events());
+    let sessions: Vec<Value> =
+        gated.events().into_iter().filter(|e| e["tool"] == "quick").map(|e| e["session"].clone()).collect();
+    assert_eq!(sessions, [json!(session), json!(session)], "the kept server's calls share one session");
+    assert!(gated.deletes().is_empty(), "{:?}", gated.events());
+
+    // A change to `gone`'s own table: it is rebuilt with a new (closed) breaker; `gated` kept.
+    let changed = format!(
+        "{}{}[endpoints.ops.select]\nservers = [\"gated\"]\n",
+        gated.table(""),
+        gone("consecutive_failures = 5")
+    );
+    gw.rewrite_config(&changed);
+    let report = reload_by_signal(&gw, "applied");
+    assert_eq!(servers(&report, "rebuilt"), ["gone"], "{report}");
+    assert_eq!(servers(&report, "kept"), ["gated"], "{report}");
+    assert_eq!(gw.breaker("gone")["state"], "closed", "{}", gw.breaker("gone"));
+    assert_eq!(result_text(&gw.call("quick", json!({"tag": "three"}))), "quick three");
+    assert_eq!(gated.initializes(), initializes, "{:?}", gated.events());
+    assert!(gated.deletes().is_empty(), "{:?}", gated.events());
+}
+
+// --- 4. A file that does not load or validate ----------------------------------------------------
+
+#[test]
+fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves() {
+    let demo = Demo::http();
+    let store = http_server("store", &demo.url());
+    let gw = Gateway::start(&store, &[]);
+    wait_for("the store's tools", || listed(&gw, "manga_search"));
+    assert_eq!(reload_state(&gw), json!({"generation": 1, "last": null}));
+    assert_eq!(gauge(&gw, "mcp_gateway_config_generation"), 1.0);
+
+    let still_serves = |gw: &Gateway| {
+        assert!(listed(gw, "manga_search"));
+        let answer = gw.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
+        assert!(answer.get("result").is_some() && answer["result"]["isError"] != true, "{answer}");
+    };
+
+    // Not TOML: SIGHUP is refused, counted and logged with the parser's line.
+    gw.rewrite_config(&format!("{store}this is = [not toml\n"));
+    let report = reload_by_signal(&gw, "invalid");
+    assert_eq!(report["generation"], 1, "{report}");
+    let reason = report["error"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("line"), "the reason names the line: {report}");
+    let logged = log_lines(&gw, REFUSED);
+    assert_eq!(logged.len(), 1, "{}", gw.proc.output());
+    assert!(logged[0]["error"].as_str().is_some_and(|e| e.contains("line")), "{}", logged[0]);
+    still_serves(&gw);
+
+    // The same file through the admin route: 422 and the reason.
+    let (status, report) = reload_by_admin(&gw);
+    assert_eq!(status, 422, "{report}");
+    assert_eq!(
+        (report["outcome"].as_str(), report["trigger"].as_str()),
+        (Some("invalid"), Some("admin")),
+        "{report}"
+    );
+    assert!(report["error"].as_str().is_some_and(|e| e.contains("line")), "{report}");
+
+    // Valid TOML that does not validate: a hook naming a server that does not exist.
+    let bad_hook = format!(
+        "{store}[[hooks]]\nname = \"ghost\"\nphase = \"before\"\nmatch_tools = [\"*\"]\nserver = \"nowhere\"\ntool = \"t\"\n"
+    );
+    gw.rewrite_config(&bad_hook);
+    let report = reload_by_signal(&gw, "invalid");
+    assert!(report["error"].as_str().is_some_and(|e| e.contains("nowhere")), "{report}");
+    let logged = log_lines(&gw, REFUSED);
+    assert_eq!(logged.len(), 2, "{}", gw.proc.output());
+    assert!(logged[1]["error"].as_str().is_some_and(|e| e.contains("nowhere")), "{}", logged[1]);
+    still_serves(&gw);
+
+    // An unknown key.
+    gw.rewrite_config(&format!("not_a_setting = 1\n{store}"));
+    let (status, report) = reload_by_admin(&gw);
+    assert_eq!(status, 422, "{report}");
+    assert!(report["error"].as_str().is_some_and(|e| e.contains("not_a_setting")), "{report}");
+    still_serves(&gw);
+    assert_eq!(reloads(&gw, "signal", "invalid"), 2.0);
+    assert_eq!(reloads(&gw, "admin", "invalid"), 2.0);
+    assert_eq!(gauge(&gw, "mcp_gateway_config_generation"), 1.0, "nothing was applied");
+    assert!(log_lines(&gw, "configuration reloaded").is_empty(), "{}", gw.proc.output());
+
+    // The fixed file applies.
+    gw.rewrite_config(&format!("{store}[tools.price_lookup]\nrename = \"price\"\n"));
+    let (status, report) = reload_by_admin(&gw);
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(
+        (report["outcome"].as_str(), report["trigger"].as_str()),
+        (Some("applied"), Some("admin")),
+        "{report}"
+    );
+    assert_eq!(report["generation"], 2, "{report}");
+    assert!(lists(&report, "changed", "tools"), "{report}");
+    assert!(report.get("error").is_none_or(Value::is_null), "{report}");
+    assert!(listed(&gw, "price") && !listed(&gw, "price_lookup"));
+    assert_eq!(reload_state(&gw)["last"], report);
+    assert_eq!(reloads(&gw, "admin", "applied"), 1.0);
+    let logged = log_lines(&gw, "configuration reloaded");
+    assert_eq!(logged.len(), 1, "{}", gw.proc.output());
+    assert_eq!(
+        (logged[0]["generation"].as_u64(), logged[0]["trigger"].as_str()),
+        (Some(2), Some("admin")),
+        "{}",
+        logged[0]
+    );
+
+    // The same file once more: nothing to apply.
+    let (status, report) = reload_by_admin(&gw);
+    assert_eq!((status, report["outcome"].as_str()), (200, Some("unchanged")), "{report}");
+    assert_eq!(gauge(&gw, "mcp_gateway_config_generation"), 2.0);
+}
+
+// --- 5. --watch ---------------------------------------------------------------------------------
+
+fn watched_file_applies(args: &[&str], env: &[(&str, &str)]) {
+    let demo = Demo::http();
+    let store = http_server("store", &demo.url());
+    let gw = Gateway::start_with_args(&store, env, args);
+    wait_for("the store's tools", || listed(&gw, "checkout"));
+
+    gw.rewrite_config(&format!("{store}[tools.checkout]\nhide = true\n"));
+    wait_for("a reload by the watch", || reloads(&gw, "watch", "applied") == 1.0);
+    let state = reload_state(&gw);
+    assert_eq!(state["last"]["trigger"], "watch", "{state}");
+    assert_eq!(state["last"]["generation"], 2, "{state}");
+    assert!(lists(&state["last"], "changed", "tools"), "{state}");
+    assert!(!listed(&gw, "checkout"));
+    expect_unknown(&gw.call("checkout", json!({"shipping_address_id": "a-1", "payment_method_id": "p-1"})));
+    assert_eq!(reloads(&gw, "signal", "applied") + reloads(&gw, "admin", "applied"), 0.0);
+}
+
+#[test]
+fn with_watch_a_changed_file_applies_without_a_signal() {
+    watched_file_applies(&["--watch"], &[]);
+}
+
+#[test]
+fn watch_from_the_environment_applies_a_changed_file_too() {
+    watched_file_applies(&[], &[("MCP_GATEWAY_WATCH", "true")]);
+}
+
+// --- 6. Settings apply at once ------------------------------------------------------------------
+
+#[test]
+fn an_endpoint_a_refuse_hook_a_rename_and_a_quota_apply_by_one_reload() {
+    let demo = Demo::http();
+    let store = http_server("store", &demo.url());
+    let gw = Gateway::start(&store, &[]);
+    wait_for("the store's tools", || listed(&gw, "manga_search"));
+    let card = json!({"shipping_address_id": "a-1", "payment_method_id": "4111-1111-1111-1111"});
+    let endpoint_list = |gw: &Gateway| {
+        gw.client
+            .post(gw.url("/mcp/shop"))
+            .header("content-type", "application/json")
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
+            .send()
+            .expect("gateway answers")
+    };
+    let price = json!({"manga_id": "MNG-00000001"});
+
+    // Before: no endpoint, no hook, no rename, no quota.
+    assert_eq!(endpoint_list(&gw).status().as_u16(), 404);
+    let answer = gw.call("checkout", card.clone());
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert!(listed(&gw, "manga_search") && !listed(&gw, "find_manga"));
+    for _ in 0..2 {
+        assert!(gw.call("price_lookup", price.clone()).get("result").is_some());
+    }
+
+    gw.rewrite_config(&format!(
+        "{store}[endpoints.shop.select]\nservers = [\"store\"]\ntools = [\"price_lookup\", \"inventory_check\"]\n\
+         [[hooks]]\nname = \"no-cards\"\nphase = \"before\"\nmatch_tools = [\"*\"]\nbuiltin = \"refuse\"\ndetect = [\"card\"]\n\
+         [tools.manga_search]\nrename = \"find_manga\"\n\
+         [[quotas.rules]]\nname = \"one-price\"\nmatch_tool = \"price_lookup\"\nrate = 1\nwindow_secs = 3600\n"
+    ));
+    let report = reload_by_signal(&gw, "applied");
+    for section in ["endpoints", "hooks", "tools", "quotas"] {
+        assert!(lists(&report, "changed", section), "{section} not in changed: {report}");
+    }
+    assert_eq!(servers(&report, "kept"), ["store"], "{report}");
+    assert_eq!(report["restart_required"], json!([]), "{report}");
+
+    // The endpoint serves its selection.
+    let response = endpoint_list(&gw);
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().unwrap();
+    let mut names: Vec<&str> =
+        body["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["inventory_check", "price_lookup"], "{body}");
+
+    // The refuse hook: the card never reaches the server.
+    let calls_before = demo.stats()["calls"].as_u64().unwrap();
+    let refused = gw.call("checkout", card);
+    let data = expect_error(&refused, -32012, "guardrail");
+    assert_eq!(data["guardrail"]["hook"], "no-cards", "{refused}");
+    assert_eq!(demo.stats()["calls"].as_u64().unwrap(), calls_before);
+
+    // The rename.
+    assert!(listed(&gw, "find_manga") && !listed(&gw, "manga_search"));
+    assert!(gw.call("find_manga", json!({"query": "naruto"})).get("result").is_some());
+    expect_unknown(&gw.call("manga_search", json!({"query": "naruto"})));
+
+    // The quota: one call an hour from now on (the two before it do not count).
+    assert!(gw.call("price_lookup", price.clone()).get("result").is_some());
+    let limited = gw.call("price_lookup", price);
+    let data = expect_error(&limited, -32003, "rate_limited");
+    assert_eq!(data["quota"]["name"], "one-price", "{limited}");
+}
+
+// --- 7. Keys that take effect only after a restart -----------------------------------------------
+
+#[test]
+fn restart_only_keys_are_reported_and_kept_while_the_rest_applies() {
+    let demo = Demo::http();
+    let store = http_server("store", &demo.url());
+    let gw = Gateway::start(&store, &[]);
+    wait_for("the store's tools", || listed(&gw, "checkout"));
+    assert_eq!(gauge(&gw, "mcp_gateway_config_restart_required"), 0.0);
+
+    gw.rewrite_config(&format!(
+        "log_level = \"debug\"\n{store}[inbound]\nmax_batch_items = 8\n[tools.checkout]\nhide = true\n"
+    ));
+    let report = reload_by_signal(&gw, "applied");
+    assert!(lists(&report, "restart_required", "log_level"), "{report}");
+    assert!(lists(&report, "restart_required", "inbound"), "{report}");
+    assert!(lists(&report, "changed", "tools"), "{report}");
+    assert!(!lists(&report, "changed", "log_level") && !lists(&report, "changed", "inbound"), "{report}");
+    assert!(gauge(&gw, "mcp_gateway_config_restart_required") >= 2.0, "{}", gw.metrics());
+    let logged = log_lines(&gw, "configuration keys changed that take effect only after a restart");
+    assert_eq!(logged.len(), 1, "{}", gw.proc.output());
+    let keys = logged[0]["keys"].to_string();
+    assert!(keys.contains("log_level") && keys.contains("inbound"), "{}", logged[0]);
+
+    // The reloadable part applied; the restart-only ones kept their running values: a batch of
+    // nine items is still within the running limit (64), and no debug line appears.
+    assert!(!listed(&gw, "checkout"));
+    let batch: Vec<Value> =
+        (0..9).map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/list"})).collect();
+    let (status, answer) = gw.rpc(&Value::Array(batch));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer.as_array().map(Vec::len), Some(9), "{answer}");
+    assert!(
+        !gw.proc.output().lines().any(|l| l.contains("\"level\":\"DEBUG\"")),
+        "log_level applied without a restart"
+    );
+}
