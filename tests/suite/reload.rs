@@ -84,6 +84,18 @@ fn log_lines(gw: &Gateway, message: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Waits until `count` log lines carry `message` (the log reaches stdout after the reload is
+/// counted), checks there are no more, and returns them.
+fn logged(gw: &Gateway, message: &str, count: usize) -> Vec<Value> {
+    wait_for(&format!("{count} log lines {message:?}"), || log_lines(gw, message).len() >= count);
+    let lines = log_lines(gw, message);
+    assert_eq!(lines.len(), count, "{}", gw.proc.output());
+    lines
+}
+
+/// A credential in a broken configuration line, which no log line may repeat.
+const SECRET: &str = "reload-secret-0042";
+
 const REFUSED: &str = "configuration reload refused; the running configuration stays";
 
 fn call_body(tool: &str, arguments: Value) -> String {
@@ -419,15 +431,16 @@ fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves
         assert!(answer.get("result").is_some() && answer["result"]["isError"] != true, "{answer}");
     };
 
-    // Not TOML: SIGHUP is refused, counted and logged with the parser's line.
-    gw.rewrite_config(&format!("{store}this is = [not toml\n"));
+    // Not TOML (a string left open, on a line that carries a credential): SIGHUP is refused,
+    // counted and logged with the parser's line, never with the line's contents.
+    gw.rewrite_config(&format!("{store}headers = {{ authorization = \"Bearer {SECRET} }}\n"));
     let report = reload_by_signal(&gw, "invalid");
     assert_eq!(report["generation"], 1, "{report}");
     let reason = report["error"].as_str().unwrap_or_default().to_string();
     assert!(reason.contains("line"), "the reason names the line: {report}");
-    let logged = log_lines(&gw, REFUSED);
-    assert_eq!(logged.len(), 1, "{}", gw.proc.output());
-    assert!(logged[0]["error"].as_str().is_some_and(|e| e.contains("line")), "{}", logged[0]);
+    let refused = logged(&gw, REFUSED, 1);
+    assert!(refused[0]["error"].as_str().is_some_and(|e| e.contains("line")), "{}", refused[0]);
+    assert!(!gw.proc.output().contains(SECRET), "the log echoes the file's contents:\n{}", gw.proc.output());
     still_serves(&gw);
 
     // The same file through the admin route: 422 and the reason.
@@ -439,6 +452,7 @@ fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves
         "{report}"
     );
     assert!(report["error"].as_str().is_some_and(|e| e.contains("line")), "{report}");
+    logged(&gw, REFUSED, 2);
 
     // Valid TOML that does not validate: a hook naming a server that does not exist.
     let bad_hook = format!(
@@ -447,9 +461,8 @@ fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves
     gw.rewrite_config(&bad_hook);
     let report = reload_by_signal(&gw, "invalid");
     assert!(report["error"].as_str().is_some_and(|e| e.contains("nowhere")), "{report}");
-    let logged = log_lines(&gw, REFUSED);
-    assert_eq!(logged.len(), 2, "{}", gw.proc.output());
-    assert!(logged[1]["error"].as_str().is_some_and(|e| e.contains("nowhere")), "{}", logged[1]);
+    let refused = logged(&gw, REFUSED, 3);
+    assert!(refused[2]["error"].as_str().is_some_and(|e| e.contains("nowhere")), "{}", refused[2]);
     still_serves(&gw);
 
     // An unknown key.
@@ -457,6 +470,8 @@ fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves
     let (status, report) = reload_by_admin(&gw);
     assert_eq!(status, 422, "{report}");
     assert!(report["error"].as_str().is_some_and(|e| e.contains("not_a_setting")), "{report}");
+    let refused = logged(&gw, REFUSED, 4);
+    assert!(refused[3]["error"].as_str().is_some_and(|e| e.contains("not_a_setting")), "{}", refused[3]);
     still_serves(&gw);
     assert_eq!(reloads(&gw, "signal", "invalid"), 2.0);
     assert_eq!(reloads(&gw, "admin", "invalid"), 2.0);
@@ -478,19 +493,19 @@ fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves
     assert!(listed(&gw, "price") && !listed(&gw, "price_lookup"));
     assert_eq!(reload_state(&gw)["last"], report);
     assert_eq!(reloads(&gw, "admin", "applied"), 1.0);
-    let logged = log_lines(&gw, "configuration reloaded");
-    assert_eq!(logged.len(), 1, "{}", gw.proc.output());
+    let reloaded = logged(&gw, "configuration reloaded", 1);
     assert_eq!(
-        (logged[0]["generation"].as_u64(), logged[0]["trigger"].as_str()),
+        (reloaded[0]["generation"].as_u64(), reloaded[0]["trigger"].as_str()),
         (Some(2), Some("admin")),
         "{}",
-        logged[0]
+        reloaded[0]
     );
 
     // The same file once more: nothing to apply.
     let (status, report) = reload_by_admin(&gw);
     assert_eq!((status, report["outcome"].as_str()), (200, Some("unchanged")), "{report}");
     assert_eq!(gauge(&gw, "mcp_gateway_config_generation"), 2.0);
+    assert!(!gw.proc.output().contains(SECRET), "{}", gw.proc.output());
 }
 
 // --- 5. --watch ---------------------------------------------------------------------------------
@@ -610,10 +625,9 @@ fn restart_only_keys_are_reported_and_kept_while_the_rest_applies() {
     assert!(lists(&report, "changed", "tools"), "{report}");
     assert!(!lists(&report, "changed", "log_level") && !lists(&report, "changed", "inbound"), "{report}");
     assert!(gauge(&gw, "mcp_gateway_config_restart_required") >= 2.0, "{}", gw.metrics());
-    let logged = log_lines(&gw, "configuration keys changed that take effect only after a restart");
-    assert_eq!(logged.len(), 1, "{}", gw.proc.output());
-    let keys = logged[0]["keys"].to_string();
-    assert!(keys.contains("log_level") && keys.contains("inbound"), "{}", logged[0]);
+    let restart = logged(&gw, "configuration keys changed that take effect only after a restart", 1);
+    let keys = restart[0]["keys"].to_string();
+    assert!(keys.contains("log_level") && keys.contains("inbound"), "{}", restart[0]);
 
     // The reloadable part applied; the restart-only ones kept their running values: a batch of
     // nine items is still within the running limit (64), and no debug line appears.
