@@ -134,9 +134,11 @@ impl Gated {
         format!("{}{extra}\n", http_server("gated", &format!("http://127.0.0.1:{}/mcp", self.port)))
     }
 
+    /// Every event recorded so far, in order (a line still being written is left for later).
     fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.events.path())
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(self.events.path()).unwrap_or_default();
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        complete
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("gated event is not JSON ({e}): {l}")))
             .collect()
@@ -364,11 +366,12 @@ fn one_reload_adds_a_server_whose_tools_serve_and_removes_a_stdio_server_whose_p
 #[test]
 fn unchanged_servers_keep_breaker_and_session_and_a_changed_one_gets_a_new_breaker() {
     let gated = Gated::start();
+    let closed = format!("http://127.0.0.1:{}/mcp", free_port());
     let gone = |breaker: &str| {
         format!(
             "{}discover = false\nbreaker = {{ {breaker}, probe_interval_ms = 0, open_base_ms = 600000, open_max_ms = 600000 }}\n\
              [[servers.gone.tools]]\nname = \"gone_tool\"\ninputSchema = {{ type = \"object\" }}\n",
-            http_server("gone", &format!("http://127.0.0.1:{}/mcp", free_port()))
+            http_server("gone", &closed)
         )
     };
     let tripping = gone("consecutive_failures = 1");
@@ -490,6 +493,10 @@ fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves
     assert_eq!(report["generation"], 2, "{report}");
     assert!(lists(&report, "changed", "tools"), "{report}");
     assert!(report.get("error").is_none_or(Value::is_null), "{report}");
+    // The admin token from the environment and `--listen` from the command line are applied
+    // as at start: nothing the file leaves out reads as a change needing a restart.
+    assert_eq!(report["restart_required"], json!([]), "{report}");
+    assert_eq!(gauge(&gw, "mcp_gateway_config_restart_required"), 0.0);
     assert!(listed(&gw, "price") && !listed(&gw, "price_lookup"));
     assert_eq!(reload_state(&gw)["last"], report);
     assert_eq!(reloads(&gw, "admin", "applied"), 1.0);
@@ -522,6 +529,7 @@ fn watched_file_applies(args: &[&str], env: &[(&str, &str)]) {
     assert_eq!(state["last"]["trigger"], "watch", "{state}");
     assert_eq!(state["last"]["generation"], 2, "{state}");
     assert!(lists(&state["last"], "changed", "tools"), "{state}");
+    assert_eq!(state["last"]["restart_required"], json!([]), "{state}");
     assert!(!listed(&gw, "checkout"));
     expect_unknown(&gw.call("checkout", json!({"shipping_address_id": "a-1", "payment_method_id": "p-1"})));
     assert_eq!(reloads(&gw, "signal", "applied") + reloads(&gw, "admin", "applied"), 0.0);
