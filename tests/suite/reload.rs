@@ -476,8 +476,18 @@ fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves
     let refused = logged(&gw, REFUSED, 4);
     assert!(refused[3]["error"].as_str().is_some_and(|e| e.contains("not_a_setting")), "{}", refused[3]);
     still_serves(&gw);
+
+    // A policy file that cannot be read.
+    let missing = std::env::temp_dir().join(format!("mcp-gateway-test-{}-no-such.cedar", std::process::id()));
+    gw.rewrite_config(&format!("{store}[policy]\nfile = {:?}\n", missing.display().to_string()));
+    let (status, report) = reload_by_admin(&gw);
+    assert_eq!(status, 422, "{report}");
+    assert!(report["error"].as_str().is_some_and(|e| e.contains("no-such.cedar")), "{report}");
+    logged(&gw, REFUSED, 5);
+    still_serves(&gw);
+
     assert_eq!(reloads(&gw, "signal", "invalid"), 2.0);
-    assert_eq!(reloads(&gw, "admin", "invalid"), 2.0);
+    assert_eq!(reloads(&gw, "admin", "invalid"), 3.0);
     assert_eq!(gauge(&gw, "mcp_gateway_config_generation"), 1.0, "nothing was applied");
     assert!(log_lines(&gw, "configuration reloaded").is_empty(), "{}", gw.proc.output());
 
@@ -563,8 +573,10 @@ fn an_endpoint_a_refuse_hook_a_rename_and_a_quota_apply_by_one_reload() {
             .expect("gateway answers")
     };
     let price = json!({"manga_id": "MNG-00000001"});
+    let policy = TempFile::with("reload-policy.cedar", NO_CART_POLICY);
 
-    // Before: no endpoint, no hook, no rename, no quota.
+    // Before: no endpoint, no hook, no rename, no quota, no policy.
+    assert!(listed(&gw, "add_to_cart"));
     assert_eq!(endpoint_list(&gw).status().as_u16(), 404);
     let answer = gw.call("checkout", card.clone());
     assert!(answer.get("error").is_none(), "{answer}");
@@ -577,10 +589,12 @@ fn an_endpoint_a_refuse_hook_a_rename_and_a_quota_apply_by_one_reload() {
         "{store}[endpoints.shop.select]\nservers = [\"store\"]\ntools = [\"price_lookup\", \"inventory_check\"]\n\
          [[hooks]]\nname = \"no-cards\"\nphase = \"before\"\nmatch_tools = [\"*\"]\nbuiltin = \"refuse\"\ndetect = [\"card\"]\n\
          [tools.manga_search]\nrename = \"find_manga\"\n\
-         [[quotas.rules]]\nname = \"one-price\"\nmatch_tool = \"price_lookup\"\nrate = 1\nwindow_secs = 3600\n"
+         [[quotas.rules]]\nname = \"one-price\"\nmatch_tool = \"price_lookup\"\nrate = 1\nwindow_secs = 3600\n\
+         [policy]\nfile = {:?}\n",
+        policy.arg()
     ));
     let report = reload_by_signal(&gw, "applied");
-    for section in ["endpoints", "hooks", "tools", "quotas"] {
+    for section in ["endpoints", "hooks", "tools", "quotas", "policy"] {
         assert!(lists(&report, "changed", section), "{section} not in changed: {report}");
     }
     assert_eq!(servers(&report, "kept"), ["store"], "{report}");
@@ -612,7 +626,21 @@ fn an_endpoint_a_refuse_hook_a_rename_and_a_quota_apply_by_one_reload() {
     let limited = gw.call("price_lookup", price);
     let data = expect_error(&limited, -32003, "rate_limited");
     assert_eq!(data["quota"]["name"], "one-price", "{limited}");
+
+    // The policy: the cart is neither listed nor callable.
+    assert!(!listed(&gw, "add_to_cart"));
+    let denied = gw.call("add_to_cart", json!({"manga_id": "MNG-00000001", "quantity": 1}));
+    expect_error(&denied, -32008, "forbidden");
 }
+
+/// Everyone may call everything but the cart.
+const NO_CART_POLICY: &str = r#"
+@id("everyone")
+permit(principal, action == Action::"call", resource);
+
+@id("no-cart")
+forbid(principal, action == Action::"call", resource) when { resource.name == "add_to_cart" };
+"#;
 
 // --- 7. Keys that take effect only after a restart -----------------------------------------------
 
