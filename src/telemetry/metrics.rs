@@ -198,6 +198,15 @@ pub struct Metrics {
     pub guardrail_decisions: IntCounterVec,
     /// `mcp_gateway_policy_reloads_total{outcome}`: `loaded`, `invalid`, `unreadable`
     pub policy_reloads: IntCounterVec,
+    /// `mcp_gateway_config_reloads_total{trigger,outcome}`: configuration reloads by what asked
+    /// (`signal`, `watch`, `admin`) and how they ended (`applied`, `unchanged`, `invalid`)
+    pub config_reloads: IntCounterVec,
+    /// `mcp_gateway_config_generation`: the configuration generation in force (1 at start,
+    /// one more per applied reload)
+    pub config_generation: IntGauge,
+    /// `mcp_gateway_config_restart_required`: keys the configuration file changed that keep
+    /// their running values until a restart (0: the file is wholly in force)
+    pub config_restart_required: IntGauge,
     /// `mcp_gateway_background_restarts_total{loop}`: background loops restarted after a
     /// panic ([`crate::supervise`]; one series per loop, synced at each scrape)
     pub background_restarts: IntCounterVec,
@@ -699,6 +708,30 @@ impl Metrics {
                 "mcp_gateway_policy_reloads_total",
                 "policy file reloads by outcome",
                 &["outcome"],
+            ),
+            config_reloads: {
+                let metric = counters(
+                    &r,
+                    "mcp_gateway_config_reloads_total",
+                    "configuration reloads by trigger and outcome",
+                    &["trigger", "outcome"],
+                );
+                for trigger in ["signal", "watch", "admin"] {
+                    for outcome in ["applied", "unchanged", "invalid"] {
+                        metric.with_label_values(&[trigger, outcome]);
+                    }
+                }
+                metric
+            },
+            config_generation: gauge(
+                &r,
+                "mcp_gateway_config_generation",
+                "the configuration generation in force (1 at start, one more per applied reload)",
+            ),
+            config_restart_required: gauge(
+                &r,
+                "mcp_gateway_config_restart_required",
+                "changed configuration keys that keep their running values until a restart",
             ),
             registry_upstreams_refused: counters(
                 &r,
