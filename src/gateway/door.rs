@@ -9,6 +9,10 @@
 //! hooks that run before a call (`gateway/guard.rs`), whose replaced arguments pass catalogue
 //! control and the schema again.
 //!
+//! The door decides under the settings the call took when it came in ([`super::settings`]),
+//! and the `Admitted` call carries them on: the forward, the after-hooks, a fallback's own
+//! door all read the same generation, whatever a reload changes meanwhile.
+//!
 //! What passes is an [`Admitted`] call, and an `Admitted` is the only thing the call path's
 //! forward accepts. Its fields are private to this module, so a new path cannot reach a server
 //! without coming through here: the type system, not a reviewer, keeps the door shut.

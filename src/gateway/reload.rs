@@ -372,3 +372,42 @@ fn same_server(running: &Config, new: &Config, name: &str) -> bool {
     };
     same(a, b) && same(&running.defaults, &new.defaults) && loaded(a) == loaded(b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ServerConfig, TransportKind};
+
+    fn with_server(server: ServerConfig) -> Config {
+        let mut config = Config::default();
+        config.servers.insert("catalog".into(), server);
+        config
+    }
+
+    fn http() -> ServerConfig {
+        ServerConfig::new(TransportKind::Http, Some("http://127.0.0.1:9/mcp".into()), None, None)
+    }
+
+    #[test]
+    fn a_server_is_kept_only_when_nothing_it_is_built_from_changed() {
+        let running = with_server(http());
+        assert!(same_server(&running, &with_server(http()), "catalog"), "identical: kept");
+
+        let mut timeout = http();
+        timeout.timeout_ms = Some(2_000);
+        assert!(!same_server(&running, &with_server(timeout), "catalog"), "its own timeout: rebuilt");
+
+        let mut defaults = with_server(http());
+        defaults.defaults.timeout_ms += 1;
+        assert!(!same_server(&running, &defaults, "catalog"), "the defaults it falls back on: rebuilt");
+
+        let mut file_tools = http();
+        file_tools.file_tools = vec![json!({"name": "lookup", "inputSchema": {"type": "object"}})];
+        assert!(
+            !same_server(&running, &with_server(file_tools), "catalog"),
+            "its tools file's contents: rebuilt"
+        );
+
+        assert!(!same_server(&running, &Config::default(), "catalog"), "removed: not the same");
+    }
+}
