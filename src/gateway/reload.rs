@@ -342,9 +342,12 @@ impl Gateway {
     /// the settings that held it are gone (every call that took them has ended), or at the
     /// latest after the server's deadline (no call on it outlives that). Then its loops end,
     /// its persistent connection stops (a stdio child is stopped) and its session is closed.
-    fn retire(&self, stack: Arc<Upstream>, old: Weak<Settings>, running: &Config) {
+    /// A removed server's gauges are removed then too, unless a later reload configured the
+    /// name again.
+    fn retire(self: &Arc<Self>, stack: Arc<Upstream>, old: Weak<Settings>, running: &Config) {
         let bound = stack.config.deadline(&running.defaults) + Duration::from_secs(1);
         let stop_grace = Duration::from_millis(running.defaults.stdio_stop_grace_ms) + Duration::from_secs(2);
+        let gateway = Arc::downgrade(self);
         tokio::spawn(async move {
             let until = Instant::now() + bound;
             while old.strong_count() > 0 && Instant::now() < until {
@@ -358,6 +361,12 @@ impl Gateway {
                 http.close().await;
             }
             tracing::info!(server = %stack.name, transport = stack.transport.as_str(), "server stack retired after a reload");
+            if let Some(gateway) = gateway.upgrade()
+                && gateway.configured_upstream(&stack.name).is_none()
+            {
+                let states = crate::upstream::connection::ConnectionState::ALL.map(|s| s.as_str());
+                gateway.metrics.forget_server(&stack.name, &states);
+            }
         });
     }
 }

@@ -878,6 +878,24 @@ impl Metrics {
     /// Creates the zero series of every `(tool, server)` and `(server, transport)` not seen
     /// before (cheap when nothing is new: one set lookup each). Tools not admitted as label
     /// values get theirs under [`OTHER_TOOL`].
+    /// Removes the gauge series of a server a reload removed: a gauge left at its last value
+    /// would go on saying, say, that a breaker is open, for a server that is gone (and keep
+    /// its alert firing). Its counters stay: they only ever stop growing.
+    pub fn forget_server(&self, server: &str, connection_states: &[&str]) {
+        let _ = self.breaker_state.remove_label_values(&[server]);
+        let _ = self.upstream_change_streams.remove_label_values(&[server]);
+        let _ = self.resource_subscriptions.remove_label_values(&[server]);
+        for era in ["session", "2026-07-28"] {
+            let _ = self.upstream_era.remove_label_values(&[server, era]);
+        }
+        for state in connection_states {
+            let _ = self.upstream_connection_state.remove_label_values(&[server, state]);
+        }
+        if let Ok(mut seen) = self.initialised.lock() {
+            seen.remove(&format!("\0{server}"));
+        }
+    }
+
     pub fn ensure_series<'a>(
         &self,
         tools: impl IntoIterator<Item = (&'a str, &'a str)>,
