@@ -78,6 +78,8 @@ impl Outcome {
 pub struct Report {
     pub outcome: Outcome,
     pub trigger: Trigger,
+    /// When it ran.
+    pub at: std::time::SystemTime,
     /// The generation in force after it.
     pub generation: u64,
     /// Why it was refused (`Invalid` only).
@@ -97,6 +99,7 @@ impl Report {
         Self {
             outcome: Outcome::Invalid,
             trigger,
+            at: std::time::SystemTime::now(),
             generation,
             error: Some(error),
             added: Vec::new(),
@@ -112,6 +115,7 @@ impl Report {
         json!({
             "outcome": self.outcome.as_str(),
             "trigger": self.trigger.as_str(),
+            "at": crate::registry::entry::rfc3339(self.at),
             "generation": self.generation,
             "error": self.error,
             "servers": {
@@ -225,6 +229,7 @@ impl Gateway {
         let mut report = Report {
             outcome: Outcome::Unchanged,
             trigger,
+            at: std::time::SystemTime::now(),
             generation: current.generation(),
             error: None,
             added: Vec::new(),
