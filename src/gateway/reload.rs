@@ -225,7 +225,14 @@ impl Gateway {
         let running = current.config.clone();
         let (new, restart_required) = keep_restart_only(&running, new);
         crate::registry::url_policy::validate(&new.registry.upstream_urls)?;
-        let changed = changed_sections(&running, &new);
+        let mut changed = changed_sections(&running, &new);
+        // A tools file or an OpenAPI document is read at load, not written in the file: one
+        // whose contents changed is a change of its server.
+        let contents_changed = new.servers.keys().any(|name| !same_server(&running, &new, name));
+        if contents_changed && !changed.iter().any(|section| section == "servers") {
+            changed.push("servers".into());
+            changed.sort();
+        }
         let mut report = Report {
             outcome: Outcome::Unchanged,
             trigger,
@@ -247,6 +254,21 @@ impl Gateway {
             }
             return Ok(report);
         }
+        // What cannot start anything first; the server stacks last (a stdio server's child
+        // starts with its stack: not for a file refused on a hook or a policy).
+        let hooks = crate::guardrail::Hooks::new(&new.hooks)?;
+        let quotas = match same(&running.quotas, &new.quotas) {
+            true => current.quotas.clone(),
+            false => crate::quota::Quotas::new(
+                &new.quotas,
+                crate::redis_link::RedisLink::from_config(&new)?,
+                &self.metrics,
+            ),
+        };
+        let policy = match same(&running.policy, &new.policy) {
+            true => current.policy.clone(),
+            false => crate::policy::Policy::start(&new.policy, self.metrics.policy_reloads.clone())?,
+        };
         let lambda = match new.servers.values().any(|s| s.transport == crate::config::TransportKind::Lambda) {
             true => Some(self.lambda_client.get_or_init(|| upstreams::lambda_client(&new)).await.clone()),
             false => None,
@@ -269,19 +291,6 @@ impl Gateway {
         }
         report.removed =
             current.upstreams.keys().filter(|name| !new.servers.contains_key(*name)).cloned().collect();
-        let hooks = crate::guardrail::Hooks::new(&new.hooks)?;
-        let quotas = match same(&running.quotas, &new.quotas) {
-            true => current.quotas.clone(),
-            false => crate::quota::Quotas::new(
-                &new.quotas,
-                crate::redis_link::RedisLink::from_config(&new)?,
-                &self.metrics,
-            ),
-        };
-        let policy = match same(&running.policy, &new.policy) {
-            true => current.policy.clone(),
-            false => crate::policy::Policy::start(&new.policy, self.metrics.policy_reloads.clone())?,
-        };
 
         // Nothing below fails: the new generation goes in whole.
         let generation = current.generation() + 1;
