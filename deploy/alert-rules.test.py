@@ -5,7 +5,7 @@ import yaml, sys
 ALL = ["McpToolErrorRatioHigh","McpUnresolvedToolCallsHigh","McpInboundRejectedHigh","McpToolLatencyP99High","McpBreakerNotClosed",
 "McpFallbackRatioHigh","McpLoadShedding","McpUpstreamRateLimited","McpRegistryRefreshFailing",
 "McpRegistryTierErrors","McpSharedStateRedisErrors","McpToolDefinitionPending","McpToolNameRefused","McpToolListRefused",
-"McpBackgroundLoopRestarted","McpGatewayNoTools","McpGatewayScrapeDown","McpGatewayMetricsAbsent"]
+"McpBackgroundLoopRestarted","McpConfigReloadRefused","McpGatewayNoTools","McpGatewayScrapeDown","McpGatewayMetricsAbsent"]
 ANN = {
  "McpToolErrorRatioHigh": "more than 5% of the tool calls to {s} fail (any error category, circuit_open included)",
  "McpUnresolvedToolCallsHigh": "more than 5% of tool calls name no known tool (the model and the registry disagree)",
@@ -22,6 +22,7 @@ ANN = {
  "McpToolNameRefused": "a server offered another server's tool name and was refused",
  "McpToolListRefused": "the tool list of {s} was refused for going over a bound ({b})",
  "McpBackgroundLoopRestarted": "the gateway's {l} loop panicked and was restarted",
+ "McpConfigReloadRefused": "a configuration reload was refused ({g}); the previous configuration stays in force",
  "McpGatewayNoTools": "a gateway has had no tools to offer for 5 minutes",
  "McpGatewayScrapeDown": "a collector cannot scrape its gateway's metrics listener",
  "McpGatewayMetricsAbsent": "no mcp-gateway scrape target reports metrics",
@@ -31,7 +32,7 @@ SEV = {"McpToolErrorRatioHigh":"page","McpInboundRejectedHigh":"page","McpBreake
 def alert(name, **labels):
     l = {"severity": SEV.get(name, "warn"), **labels}
     return {"exp_labels": l, "exp_annotations": {"summary": ANN[name].format(
-        s=labels.get("server",""), t=labels.get("tier",""), b=labels.get("bound",""), l=labels.get("loop",""))}}
+        s=labels.get("server",""), t=labels.get("tier",""), b=labels.get("bound",""), l=labels.get("loop",""), g=labels.get("trigger",""))}}
 
 TOOLS = {"catalog": "manga_search", "checkout": "checkout_cart"}
 def calls(server, outcome, values, tool=None):
@@ -93,6 +94,11 @@ def gateway_wide(exclude=()):
     if "restarts" not in exclude:
         out += [s("mcp_gateway_background_restarts_total", ZERO, instance="127.0.0.1:9464", loop=l)
                 for l in ("refresher", "prober", "policy_reload")]
+    if "reloads" not in exclude:
+        # an applied reload now and then is normal operation
+        out += [s("mcp_gateway_config_reloads_total", "0x30 1x30", instance="127.0.0.1:9464", trigger="signal", outcome="applied")]
+        out += [s("mcp_gateway_config_reloads_total", ZERO, instance="127.0.0.1:9464", trigger=t, outcome="invalid")
+                for t in ("signal", "watch", "admin")]
     # one unknown tool now and then (a model's typo): under every threshold
     out.append(calls("", "unknown_tool", "0+0.1x60", tool="<unresolved>"))
     return out
@@ -265,6 +271,16 @@ tests.append({"name": "a tool list refused over a bound; a background loop resta
     {"eval_time": "15m", "alertname": "McpBackgroundLoopRestarted", "exp_alerts": []},
     {"eval_time": "22m", "alertname": "McpBackgroundLoopRestarted", "exp_alerts": [alert("McpBackgroundLoopRestarted", instance="127.0.0.1:9464", loop="prober")]},
     {"eval_time": "40m", "alertname": "McpBackgroundLoopRestarted", "exp_alerts": []}]})
+
+# 12b. A refused configuration reload warns while it is recent (10 minutes); applied ones never.
+series = gateway_wide(exclude=("reloads",)) + healthy("catalog")
+series += [s("mcp_gateway_config_reloads_total", "0x10 1 2x49", instance="127.0.0.1:9464", trigger="signal", outcome="applied"),
+           s("mcp_gateway_config_reloads_total", "0x20 1x40", instance="127.0.0.1:9464", trigger="watch", outcome="invalid"),
+           s("mcp_gateway_config_reloads_total", ZERO, instance="127.0.0.1:9464", trigger="signal", outcome="invalid")]
+tests.append({"name": "a configuration reload refused", "interval": "1m", "input_series": series, "alert_rule_test": [
+    {"eval_time": "15m", "alertname": "McpConfigReloadRefused", "exp_alerts": []},
+    {"eval_time": "22m", "alertname": "McpConfigReloadRefused", "exp_alerts": [alert("McpConfigReloadRefused", instance="127.0.0.1:9464", trigger="watch")]},
+    {"eval_time": "40m", "alertname": "McpConfigReloadRefused", "exp_alerts": []}]})
 
 # 13. Scrape target down; one missed scrape does not page.
 series = gateway_wide(exclude=("up",)) + healthy("catalog")

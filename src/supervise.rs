@@ -75,6 +75,8 @@ pub enum Loop {
     /// A server's `notifications/resources/updated` to the subscribed callers, and its
     /// re-subscriptions after a reconnect.
     ResourceUpdates,
+    /// `serve --watch`: the configuration file, reloaded when it changes.
+    ConfigWatch,
 }
 
 impl Loop {
@@ -92,6 +94,7 @@ impl Loop {
         Loop::Drift,
         Loop::SessionSweeper,
         Loop::ResourceUpdates,
+        Loop::ConfigWatch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,6 +112,7 @@ impl Loop {
             Loop::Drift => "drift",
             Loop::SessionSweeper => "session_sweeper",
             Loop::ResourceUpdates => "resource_updates",
+            Loop::ConfigWatch => "config_watch",
         }
     }
 

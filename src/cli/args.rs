@@ -41,6 +41,10 @@ pub enum Command {
         /// Start the store's demo MCP server on a loopback port and register it as `demo`.
         #[arg(long)]
         demo: bool,
+        /// Reload the configuration when the --config file changes (it always reloads on SIGHUP
+        /// and POST /admin/config/reload); see docs/reload.md.
+        #[arg(long, env = "MCP_GATEWAY_WATCH")]
+        watch: bool,
         /// Log format on stdout.
         #[arg(long, value_enum, default_value = "json", env = "MCP_GATEWAY_LOG_FORMAT")]
         log_format: LogFormat,

@@ -76,7 +76,7 @@ pub async fn run(format: &str, strict: bool, hide_unavailable: bool, source: Sou
             let hide = hide_unavailable || config.hide_unavailable_tools;
             let gateway = Gateway::new(config).await?;
             let endpoint = match endpoint {
-                Some(name) => match gateway.endpoints().known(&name) {
+                Some(name) => match gateway.settings().endpoints().known(&name) {
                     Some(endpoint) => Some(endpoint),
                     None => bail!("no endpoint named {name:?} is configured ([endpoints.NAME])"),
                 },

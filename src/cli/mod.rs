@@ -11,6 +11,7 @@ mod demo_server;
 mod export;
 mod healthcheck;
 mod registry;
+mod reload;
 mod serve;
 mod signal;
 
@@ -40,8 +41,9 @@ pub fn run() -> anyhow::Result<()> {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve { config, listen, allow_non_loopback, demo, log_format } => {
-                serve::run(config, listen, allow_non_loopback, demo, log_format).await
+            Command::Serve { config, listen, allow_non_loopback, demo, watch, log_format } => {
+                let flags = serve::Flags { listen, allow_non_loopback, demo, watch, log_format };
+                serve::run(config, flags).await
             }
             Command::DemoServer { listen, lambda_api, delay_ms, sessions, extra_tools } => {
                 demo::tools::set_extra_tools(extra_tools);

@@ -1,7 +1,8 @@
 //! `serve`: the configuration with its flags applied, tracing and logging, the gateway and its
-//! listeners (MCP, metrics, admin), the background loops, and the drain on shutdown.
+//! listeners (MCP, metrics, admin), the background loops, the reload triggers, and the drain
+//! on shutdown.
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::{Context, bail};
 use mcp_gateway::{
@@ -16,13 +17,20 @@ use tokio::net::TcpListener;
 
 use super::{args::LogFormat, signal::shutdown_signal};
 
-pub async fn run(
-    config_path: Option<PathBuf>,
-    listen: Option<SocketAddr>,
-    allow_non_loopback: bool,
-    demo: bool,
-    log_format: LogFormat,
-) -> anyhow::Result<()> {
+/// `serve`'s flags besides the configuration file.
+pub struct Flags {
+    pub listen: Option<SocketAddr>,
+    pub allow_non_loopback: bool,
+    pub demo: bool,
+    pub watch: bool,
+    pub log_format: LogFormat,
+}
+
+pub async fn run(config_path: Option<PathBuf>, flags: Flags) -> anyhow::Result<()> {
+    let Flags { listen, allow_non_loopback, demo, watch, log_format } = flags;
+    if watch && config_path.is_none() {
+        bail!("--watch needs a configuration file to watch (--config or MCP_GATEWAY_CONFIG)");
+    }
     let mut config = Config::load(config_path.as_deref(), std::env::vars())?;
     // Tracing is off unless an OTLP endpoint is configured; a broken set-up is reported and
     // the gateway runs without it (traces are auxiliary, serving calls is not).
@@ -53,16 +61,17 @@ pub async fn run(
         }
         tracing::warn!(listen = %config.listen, "listening on a non-loopback address: anyone who can reach it can call every tool");
     }
-    if demo {
-        if config.servers.contains_key("demo") {
-            bail!("--demo registers a server named \"demo\", but the configuration already has one");
+    let demo_server = match demo {
+        true => {
+            let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), Default::default())
+                .await
+                .context("starting the demo server")?;
+            tracing::info!(url = %format!("http://{addr}/mcp"), "demo MCP server started");
+            Some(demo_server_config(addr))
         }
-        let addr = demo::http::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), Default::default())
-            .await
-            .context("starting the demo server")?;
-        config.servers.insert("demo".into(), demo_server_config(addr));
-        tracing::info!(url = %format!("http://{addr}/mcp"), "demo MCP server started");
-    }
+        false => None,
+    };
+    with_demo_server(&mut config, demo_server.as_ref())?;
     // A newcomer's demo gets the console: with no admin token configured, a one-off token
     // (shown once below). Never weaker than without `--demo`: the admin routes still need it.
     let one_off_token = match demo && config.admin.token.is_none() && config.admin.token_file.is_none() {
@@ -77,12 +86,27 @@ pub async fn run(
 
     let admin = server::admin::AdminAccess::from_settings(&config.admin)?;
     let gateway = Gateway::new(config.clone()).await?;
+    // A reload reads the file and the environment again, with this command line's flags.
+    let source_path = config_path.clone();
+    gateway.set_config_source(Arc::new(move || {
+        let mut config = Config::load(source_path.as_deref(), std::env::vars())?;
+        if let Some(listen) = listen {
+            config.listen = listen;
+        }
+        config.allow_non_loopback |= allow_non_loopback;
+        with_demo_server(&mut config, demo_server.as_ref())?;
+        config.validate()?;
+        Ok(config)
+    }));
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
     let bound = listener.local_addr()?;
     let shutdown = shutdown_signal();
-    let servers: Vec<String> =
-        gateway.configured_upstreams().map(|u| format!("{}({})", u.name, u.transport.as_str())).collect();
+    let servers: Vec<String> = gateway
+        .configured_upstreams()
+        .iter()
+        .map(|u| format!("{}({})", u.name, u.transport.as_str()))
+        .collect();
     // Where the console is: the admin listener's address is known once it is bound (below).
     let console_on_main = config.admin.listen.is_none() && admin.enabled();
     let console = console_on_main.then(|| format!("http://{bound}{}", server::console::PAGE));
@@ -140,6 +164,10 @@ pub async fn run(
                 tracing::error!(error = %e, "admin listener stopped");
             }
         });
+    }
+    super::reload::start(&gateway, config_path.filter(|_| watch));
+    if watch {
+        tracing::info!("watching the configuration file: a change is reloaded without a restart");
     }
     // Supervised: a panic is logged, counted and the loop restarted (`supervise`).
     let refreshed = gateway.clone();
@@ -211,6 +239,16 @@ fn one_off_admin_token() -> anyhow::Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("generating the one-off admin token: {e}"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Registers `--demo`'s server as `demo` (a configuration naming a server so is refused).
+fn with_demo_server(config: &mut Config, demo: Option<&ServerConfig>) -> anyhow::Result<()> {
+    let Some(demo) = demo else { return Ok(()) };
+    if config.servers.contains_key("demo") {
+        bail!("--demo registers a server named \"demo\", but the configuration already has one");
+    }
+    config.servers.insert("demo".into(), demo.clone());
+    Ok(())
 }
 
 fn demo_server_config(addr: SocketAddr) -> ServerConfig {

@@ -12,6 +12,7 @@ pub const ENV_PREFIX: &str = "MCP_GATEWAY_";
 pub const CLI_ENV: &[&str] = &[
     "MCP_GATEWAY_CONFIG",
     "MCP_GATEWAY_LOG_FORMAT",
+    "MCP_GATEWAY_WATCH",
     crate::supervise::PANIC_ONCE_ENV,
     crate::supervise::PANIC_ALWAYS_ENV,
     crate::supervise::RESTART_BASE_ENV,

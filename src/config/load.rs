@@ -17,19 +17,57 @@ impl Config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("reading config file {}", path.display()))?;
-                toml::from_str::<toml::Table>(&text)
-                    .with_context(|| format!("parsing config file {}", path.display()))?
+                toml::from_str::<toml::Table>(&text).map_err(|e| {
+                    anyhow::anyhow!("parsing config file {}: {}", path.display(), syntax_error(&text, &e))
+                })?
             }
             None => toml::Table::new(),
         };
         apply_env_overrides(&mut table, env)?;
         let mut config: Config =
-            toml::Value::Table(table.clone()).try_into().context("invalid configuration")?;
+            toml::Value::Table(table.clone()).try_into().map_err(|e: toml::de::Error| {
+                anyhow::anyhow!("invalid configuration: {}", without_values(&e.to_string()))
+            })?;
         super::lambda_targets::prepare(&mut config, &table)?;
         super::openapi_target::prepare(&mut config)?;
         config.validate()?;
         Ok(config)
     }
+}
+
+/// A TOML syntax error as line, column and reason. Not the parser's own rendering: it quotes
+/// the offending line, which may hold a credential, and the message goes to the log (a
+/// refused reload) and to stderr.
+fn syntax_error(text: &str, error: &toml::de::Error) -> String {
+    let reason = error.message().trim_end();
+    let Some(span) = error.span() else { return reason.to_string() };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}: {reason}")
+}
+
+/// A typed-configuration error with every quoted value left out (`invalid type: string "…",
+/// expected u64`): a value written under the wrong key may be a secret. Keys are quoted with
+/// backticks and stay.
+fn without_values(message: &str) -> String {
+    let mut shown = String::with_capacity(message.len());
+    let mut inside = false;
+    for c in message.chars() {
+        match (c, inside) {
+            ('"', false) => {
+                shown.push_str("\"…");
+                inside = true;
+            }
+            ('"', true) => {
+                shown.push('"');
+                inside = false;
+            }
+            (_, false) => shown.push(c),
+            (_, true) => {}
+        }
+    }
+    shown
 }
 
 #[cfg(test)]
@@ -41,6 +79,22 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn refusals_name_the_place_but_never_echo_a_value() {
+        let path = std::env::temp_dir().join(format!("mcpgw-load-{}.toml", std::process::id()));
+        let unclosed = "[servers.a]\ntransport = \"http\"\nheaders = { authorization = \"Bearer s3cret\" \n";
+        std::fs::write(&path, unclosed).expect("temp file");
+        let error = format!("{:#}", Config::load(Some(&path), env(&[])).expect_err("unclosed table"));
+        assert!(error.contains("line 3, column"), "{error}");
+        assert!(!error.contains("s3cret"), "the line is not quoted: {error}");
+        let misplaced = "refresh_interval_secs = \"Bearer s3cret\"\n";
+        std::fs::write(&path, misplaced).expect("temp file");
+        let error = format!("{:#}", Config::load(Some(&path), env(&[])).expect_err("a string for a number"));
+        let _ = std::fs::remove_file(&path);
+        assert!(error.contains("refresh_interval_secs") && error.contains("invalid type"), "{error}");
+        assert!(!error.contains("s3cret"), "the value is not quoted: {error}");
     }
 
     #[test]

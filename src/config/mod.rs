@@ -31,6 +31,7 @@ mod openapi_target;
 mod quotas;
 mod registry_trust;
 mod resilience;
+pub mod restart_only;
 mod schema;
 mod server;
 pub mod surface_control;

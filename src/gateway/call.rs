@@ -26,7 +26,7 @@ use std::{
 use serde_json::{Map, Value, json, value::RawValue};
 use tower::ServiceExt;
 
-use super::{Gateway, door::Admitted};
+use super::{Gateway, door::Admitted, settings::Settings};
 use crate::{
     audit::{AuditEntry, Decision},
     backchannel::{
@@ -166,6 +166,8 @@ impl Gateway {
         ctx: &CallContext,
     ) -> Result<Box<RawValue>, GatewayError> {
         let started = Instant::now();
+        // The settings in force now are this call's to its end (`settings`).
+        let settings = self.settings();
         let mut params = match params {
             Some(Value::Object(map)) => map,
             _ => {
@@ -197,7 +199,7 @@ impl Gateway {
         // An endpoint's own name for a tool (`[endpoints.NAME.tools.TOOL] rename`) stands for
         // the catalogue's; the name it renamed away is unknown there.
         let name = match &ctx.caller.endpoint {
-            Some(endpoint) => self.endpoints.catalogue_name(endpoint, name),
+            Some(endpoint) => settings.endpoints.catalogue_name(endpoint, name),
             None => Some(name),
         };
         let Some(name) = name else {
@@ -227,7 +229,7 @@ impl Gateway {
         // The caller's arguments as sent are kept (copied) only when an alternative tool may
         // need them: the alternative passes the door on them, under its own rules.
         let raw_arguments = params.remove("arguments");
-        let kept = self.settings_of(&tool).fallback_tool.is_some().then(|| raw_arguments.clone());
+        let kept = settings.settings_of(&tool).fallback_tool.is_some().then(|| raw_arguments.clone());
         // Dropping this future while the quotas are asked still records the call.
         let mut unanswered = Unanswered {
             gateway: self,
@@ -239,27 +241,28 @@ impl Gateway {
             armed: true,
         };
         let deadline = caller_deadline(ctx.deadline, params.get("_meta"));
-        let admitted =
-            match self.admit(&ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, deadline).await {
-                Ok(admitted) => admitted,
-                Err(refusal) => {
-                    unanswered.armed = false;
-                    // An unknown tool (outside the caller's endpoint) names no server.
-                    let err = match refusal.error.category {
-                        Category::UnknownTool => refusal.error.with_tool(tool.name.clone()),
-                        _ => refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone()),
-                    };
-                    let decided = Decided {
-                        decision: refusal.decision,
-                        requested: alias,
-                        ran: None,
-                        guardrails: refusal.guardrails,
-                    };
-                    let outcome = err.category.as_str();
-                    self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
-                    return Err(err);
-                }
-            };
+        let admission =
+            self.admit(&settings, &ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, deadline);
+        let admitted = match admission.await {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                unanswered.armed = false;
+                // An unknown tool (outside the caller's endpoint) names no server.
+                let err = match refusal.error.category {
+                    Category::UnknownTool => refusal.error.with_tool(tool.name.clone()),
+                    _ => refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone()),
+                };
+                let decided = Decided {
+                    decision: refusal.decision,
+                    requested: alias,
+                    ran: None,
+                    guardrails: refusal.guardrails,
+                };
+                let outcome = err.category.as_str();
+                self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
+                return Err(err);
+            }
+        };
         unanswered.args_hash = admitted.args_hash().to_owned();
         unanswered.decision = admitted.decision().clone();
         // Tasks: a 2025-11-25 `task` parameter goes to the server as the caller sent it (checked);
@@ -300,7 +303,7 @@ impl Gateway {
         let (mut result, mut ending) = if tool.read_only
             && task.is_none()
             && ctx.notifications.relay.is_none()
-            && !self.credentials_per_caller(&tool.server)
+            && !settings.credentials_per_caller(&tool.server)
             && !round.is_conversation()
         {
             self.call_read_only(&admitted, &key, meta, deadline, &ctx.notifications, &ctx.caller).await
@@ -312,11 +315,11 @@ impl Gateway {
         // A task the server created: recorded for routing, its id the gateway's own. The call
         // ends here; the task lives on upstream.
         if let (Some(slot), Ok(raw)) = (slot, &result) {
-            result = match self.upstream_for(&tool).await {
+            result = match self.upstream_in(&settings, &tool).await {
                 Ok(upstream) => {
                     let owner = ctx.owner.clone();
                     let dedicated = ctx.notifications.relay.as_ref().map(|r| r.caller.clone());
-                    let guard = (self.has_hooks() && self.guards_results_of(&tool)).then(|| {
+                    let guard = (settings.has_hooks() && settings.guards_results_of(&tool)).then(|| {
                         super::tasks::TaskGuard {
                             tool: tool.clone(),
                             arguments: admitted.arguments().clone(),
@@ -333,8 +336,9 @@ impl Gateway {
         if let Err(err) = &result
             && !relayed
             && task.is_none()
-            && let Some(fallback) =
-                self.fallback(&tool, &key, kept, meta, deadline, err, ending.maybe_delivered, ctx).await
+            && let Some(fallback) = self
+                .fallback(&settings, &tool, &key, kept, meta, deadline, err, ending.maybe_delivered, ctx)
+                .await
         {
             let kind = fallback.kind();
             self.metrics.fallbacks.with_label_values(&[self.metrics.tool_label(&tool.name), kind]).inc();
@@ -346,12 +350,13 @@ impl Gateway {
         // too), before the size budget; a task's creation and a question to the caller pass.
         let mut guardrails = admitted.guardrails().to_vec();
         if task.is_none()
-            && self.has_hooks()
+            && settings.has_hooks()
             && let Ok(raw) = result
         {
             result = if mrtr::is_complete(&raw) {
                 let arguments = admitted.arguments();
-                self.guard_result(&ctx.caller, &tool, arguments, raw, deadline, &mut guardrails).await
+                self.guard_result(&settings, &ctx.caller, &tool, arguments, raw, deadline, &mut guardrails)
+                    .await
             } else {
                 Ok(raw)
             };
@@ -361,7 +366,7 @@ impl Gateway {
                 ending.outcome = Category::Guardrail.as_str();
             }
         }
-        let result = result.map(|raw| self.fit_budget(&tool, raw));
+        let result = result.map(|raw| self.fit_budget(&settings, &tool, raw));
         unanswered.armed = false;
         let args_hash = std::mem::take(&mut unanswered.args_hash);
         let decided = Decided { decision: admitted.decision().clone(), requested: alias, ran, guardrails };
@@ -393,15 +398,6 @@ impl Gateway {
         Ok(None)
     }
 
-    /// Whether `server`'s credentials are the caller's own (token exchange, pass-through).
-    fn credentials_per_caller(&self, server: &str) -> bool {
-        self.config
-            .servers
-            .get(server)
-            .and_then(|s| s.auth.as_ref())
-            .is_some_and(|auth| auth.kind.per_caller())
-    }
-
     /// Read-only tools: a fresh cached result, or the result of an identical call already in
     /// flight, or a new call whose result is kept for later.
     #[allow(clippy::too_many_arguments)]
@@ -415,8 +411,9 @@ impl Gateway {
         caller: &Arc<Caller>,
     ) -> (SharedResult, Ending) {
         let tool = admitted.tool();
+        let settings = admitted.settings();
         let ttl = Duration::from_millis(
-            self.settings_of(tool).cache_ttl_ms.unwrap_or(self.config.defaults.cache_ttl_ms),
+            settings.settings_of(tool).cache_ttl_ms.unwrap_or(settings.config.defaults.cache_ttl_ms),
         );
         if !ttl.is_zero()
             && let Some(hit) = self.results.fresh(key, ttl)
@@ -435,7 +432,7 @@ impl Gateway {
                     let call =
                         Forwarded { admitted, meta, round: mrtr::Round::default(), deadline, task: None };
                     let (result, ending) = self.forward(call, notifications.clone(), caller).await;
-                    self.remember(tool, key, ttl, &result, ending.outcome);
+                    self.remember(settings, tool, key, ttl, &result, ending.outcome);
                     if ran_out_of_own_time(&result, deadline) {
                         // Our caller's deadline is not the waiters': one of them takes over.
                         drop(leader);
@@ -475,9 +472,17 @@ impl Gateway {
 
     /// Keeps a good read-only result when it can be served again (cache or stale fallback).
     /// Results with `isError` are not kept (`outcome` is the call's, already classified).
-    fn remember(&self, tool: &ToolRecord, key: &str, ttl: Duration, result: &SharedResult, outcome: &str) {
+    fn remember(
+        &self,
+        settings: &Settings,
+        tool: &ToolRecord,
+        key: &str,
+        ttl: Duration,
+        result: &SharedResult,
+        outcome: &str,
+    ) {
         let Ok(raw) = result else { return };
-        if (ttl.is_zero() && !self.settings_of(tool).stale_fallback)
+        if (ttl.is_zero() && !settings.settings_of(tool).stale_fallback)
             || outcome != Outcome::Success.label()
             || !mrtr::is_complete(raw)
         {
@@ -511,7 +516,7 @@ impl Gateway {
         let Forwarded { admitted, meta, deadline, task, .. } = call;
         // The caller is asked within the call's time: its own deadline, else the server's (as
         // when a session-era server's request is relayed within that server's call).
-        let asking_until = self.deadline_or_the_servers(tool, deadline).await;
+        let asking_until = self.deadline_or_the_servers(admitted.settings(), tool, deadline).await;
         let (capabilities, client_info) = relay.declared();
         let declared = mrtr::Round::declared(capabilities, client_info);
         let mut round = declared.clone();
@@ -561,13 +566,19 @@ impl Gateway {
 
     /// The caller's deadline, else the tool's server's own (`deadline_ms`) from now: how long a
     /// caller may be waited for when it is asked during a call.
-    async fn deadline_or_the_servers(&self, tool: &ToolRecord, deadline: Option<Instant>) -> Instant {
+    async fn deadline_or_the_servers(
+        &self,
+        settings: &Settings,
+        tool: &ToolRecord,
+        deadline: Option<Instant>,
+    ) -> Instant {
         if let Some(deadline) = deadline {
             return deadline;
         }
-        let limit = match self.upstream_for(tool).await {
-            Ok(upstream) => upstream.config.deadline(&self.config.defaults),
-            Err(_) => Duration::from_millis(self.config.defaults.deadline_ms),
+        let defaults = &settings.config.defaults;
+        let limit = match self.upstream_in(settings, tool).await {
+            Ok(upstream) => upstream.config.deadline(defaults),
+            Err(_) => Duration::from_millis(defaults.deadline_ms),
         };
         Instant::now() + limit
     }
@@ -628,7 +639,7 @@ impl Gateway {
             }
         };
         let answered = Ending { outcome: Outcome::Success.label(), attempts: 1, maybe_delivered: true };
-        let deadline = self.deadline_or_the_servers(tool, call.deadline).await;
+        let deadline = self.deadline_or_the_servers(call.admitted.settings(), tool, call.deadline).await;
         // Dropping `next` (the deadline passed, the caller went away) ends the exchange.
         let step = tokio::time::timeout_at(deadline.into(), next).await;
         let in_error = |err: GatewayError| {
@@ -661,7 +672,8 @@ impl Gateway {
         caller: &Arc<Caller>,
     ) -> (SharedResult, Ending) {
         let tool = call.admitted.tool();
-        let upstream = match self.upstream_for(tool).await {
+        let settings = call.admitted.settings();
+        let upstream = match self.upstream_in(settings, tool).await {
             Ok(upstream) => upstream,
             Err(err) => {
                 let outcome = err.category.as_str();
@@ -669,7 +681,7 @@ impl Gateway {
             }
         };
         // An AgentCore target's event is the bare arguments: no key can reach its function.
-        let honours_keys = upstream.config.retry(&self.config.defaults).honours_idempotency_keys
+        let honours_keys = upstream.config.retry(&settings.config.defaults).honours_idempotency_keys
             && !upstream.config.is_agentcore();
         let mut request = upstream_request(call, honours_keys);
         request.progress = notifications.progress;
@@ -714,6 +726,7 @@ impl Gateway {
     #[allow(clippy::too_many_arguments)]
     async fn fallback(
         &self,
+        settings: &Arc<Settings>,
         tool: &Arc<ToolRecord>,
         key: &str,
         arguments: Option<Option<Value>>,
@@ -726,10 +739,10 @@ impl Gateway {
         if !err.category.retryable() {
             return None;
         }
-        let settings = self.settings_of(tool);
+        let tool_settings = settings.settings_of(tool);
         let reason = err.category.as_str();
-        if settings.stale_fallback && tool.read_only {
-            let max_age = Duration::from_millis(self.config.cache.stale_max_age_ms);
+        if tool_settings.stale_fallback && tool.read_only {
+            let max_age = Duration::from_millis(settings.config.cache.stale_max_age_ms);
             if let Some((stale, age)) = self.results.stale(key, max_age) {
                 return Some(Fallback {
                     result: fallback::mark_stale(&stale, age, reason),
@@ -737,7 +750,7 @@ impl Gateway {
                 });
             }
         }
-        let alternative_name = settings.fallback_tool.as_deref()?;
+        let alternative_name = tool_settings.fallback_tool.as_deref()?;
         if maybe_delivered && !(tool.read_only || tool.idempotent) {
             tracing::info!(
                 tool = %tool.name,
@@ -747,8 +760,8 @@ impl Gateway {
             return None;
         }
         let alternative = self.registry.resolve(alternative_name).await?;
-        let admitted = match self.admit(&ctx.caller, &ctx.request_id, alternative, arguments?, deadline).await
-        {
+        let admission = self.admit(settings, &ctx.caller, &ctx.request_id, alternative, arguments?, deadline);
+        let admitted = match admission.await {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 tracing::info!(
@@ -770,8 +783,9 @@ impl Gateway {
         Some(Fallback { result, alternative: Some(admitted.tool().clone()) })
     }
 
-    fn fit_budget(&self, tool: &ToolRecord, raw: Box<RawValue>) -> Box<RawValue> {
-        let budget = self.settings_of(tool).max_result_bytes.unwrap_or(self.config.defaults.max_result_bytes);
+    fn fit_budget(&self, settings: &Settings, tool: &ToolRecord, raw: Box<RawValue>) -> Box<RawValue> {
+        let budget =
+            settings.settings_of(tool).max_result_bytes.unwrap_or(settings.config.defaults.max_result_bytes);
         match truncate::truncate(&raw, budget) {
             Some(cut) => {
                 self.metrics.truncations.with_label_values(&[self.metrics.tool_label(&tool.name)]).inc();
@@ -1116,7 +1130,7 @@ mod tests {
     }
 
     fn admitted(read_only: bool, arguments: Value) -> Admitted {
-        Admitted::for_tests(tool(read_only), arguments)
+        Admitted::for_tests(tool(read_only), arguments, Settings::for_tests())
     }
 
     #[test]

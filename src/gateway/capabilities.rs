@@ -231,7 +231,7 @@ pub fn summarize(
             "degraded": degraded_tools,
         },
         "servers": servers,
-        "hide_unavailable_tools": gateway.config.hide_unavailable_tools,
+        "hide_unavailable_tools": gateway.settings().config.hide_unavailable_tools,
     });
     Summary { report, unavailable, degraded: !health.is_empty() }
 }
@@ -264,7 +264,7 @@ pub fn degraded_tools_list(
     let Ok(Value::Object(mut result)) = serde_json::from_slice::<Value>(&raw) else {
         return None;
     };
-    if gateway.config.hide_unavailable_tools
+    if gateway.settings().config.hide_unavailable_tools
         && let Some(Value::Array(tools)) = result.get_mut("tools")
     {
         tools.retain(|t| {

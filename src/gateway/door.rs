@@ -9,6 +9,10 @@
 //! hooks that run before a call (`gateway/guard.rs`), whose replaced arguments pass catalogue
 //! control and the schema again.
 //!
+//! The door decides under the settings the call took when it came in ([`super::settings`]),
+//! and the `Admitted` call carries them on: the forward, the after-hooks, a fallback's own
+//! door all read the same generation, whatever a reload changes meanwhile.
+//!
 //! What passes is an [`Admitted`] call, and an `Admitted` is the only thing the call path's
 //! forward accepts. Its fields are private to this module, so a new path cannot reach a server
 //! without coming through here: the type system, not a reviewer, keeps the door shut.
@@ -17,7 +21,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::Gateway;
+use super::{Gateway, settings::Settings};
 use crate::{
     audit::Decision,
     error::{Category, GatewayError},
@@ -36,6 +40,9 @@ pub(super) struct Admitted {
     decision: Decision,
     /// The before-hooks' decisions (for the audit line).
     guardrails: Vec<crate::guardrail::Mark>,
+    /// The settings in force when the call came in: its server stack, hooks and tool settings
+    /// to its end, whatever a reload changes meanwhile.
+    settings: Arc<Settings>,
     _permit: Option<QuotaPermit>,
 }
 
@@ -61,13 +68,18 @@ impl Admitted {
         &self.guardrails
     }
 
+    pub(super) fn settings(&self) -> &Arc<Settings> {
+        &self.settings
+    }
+
     /// An admitted call for the call path's unit tests, which exercise what happens after
     /// the door.
     #[cfg(test)]
-    pub(super) fn for_tests(tool: ToolRecord, arguments: Value) -> Self {
+    pub(super) fn for_tests(tool: ToolRecord, arguments: Value, settings: Arc<Settings>) -> Self {
         let args_hash = canonical_hash(&arguments);
         let decision = Decision::no_policy();
-        Self { tool: Arc::new(tool), arguments, args_hash, decision, guardrails: Vec::new(), _permit: None }
+        let guardrails = Vec::new();
+        Self { tool: Arc::new(tool), arguments, args_hash, decision, guardrails, settings, _permit: None }
     }
 }
 
@@ -87,6 +99,7 @@ impl Gateway {
     /// its schema; the quotas last, so a refused call spends none.
     pub(super) async fn admit(
         &self,
+        settings: &Arc<Settings>,
         caller: &Caller,
         request_id: &str,
         tool: Arc<ToolRecord>,
@@ -94,7 +107,7 @@ impl Gateway {
         deadline: Option<std::time::Instant>,
     ) -> Result<Admitted, Box<Refusal>> {
         if let Some(endpoint) = &caller.endpoint
-            && !self.endpoints.selects(endpoint, &tool)
+            && !settings.endpoints.selects(endpoint, &tool)
         {
             tracing::debug!(request_id, tool = %tool.name, endpoint = %endpoint, "tool outside the endpoint's selection: unknown there");
             let error = GatewayError::new(
@@ -108,14 +121,14 @@ impl Gateway {
                 guardrails: Vec::new(),
             }));
         }
-        let decision = self.decide(caller, request_id, &tool)?;
+        let decision = self.decide(settings, caller, request_id, &tool)?;
         let arguments = match checked_arguments(&tool, arguments) {
             Ok(arguments) => arguments,
             Err(error) => {
                 return Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new() }));
             }
         };
-        let permit = match &self.quotas {
+        let permit = match &settings.quotas {
             Some(quotas) => match quotas.check(caller.subject_or_anonymous(), &tool.name, &tool.server).await
             {
                 Ok(permit) => Some(permit),
@@ -128,19 +141,21 @@ impl Gateway {
             },
             None => None,
         };
-        let (arguments, guardrails) = self.guard_before(caller, &tool, arguments, deadline).await?;
+        let (arguments, guardrails) = self.guard_before(settings, caller, &tool, arguments, deadline).await?;
         let args_hash = canonical_hash(&arguments);
-        Ok(Admitted { tool, arguments, args_hash, decision, guardrails, _permit: permit })
+        let settings = settings.clone();
+        Ok(Admitted { tool, arguments, args_hash, decision, guardrails, settings, _permit: permit })
     }
 
     /// The tool policy's one decision on `tool` for `caller`, counted; a denial is refused.
     fn decide(
         &self,
+        settings: &Settings,
         caller: &Caller,
         request_id: &str,
         tool: &Arc<ToolRecord>,
     ) -> Result<Decision, Box<Refusal>> {
-        let Some(policy) = &self.policy else { return Ok(Decision::no_policy()) };
+        let Some(policy) = &settings.policy else { return Ok(Decision::no_policy()) };
         let verdict = policy.decide(caller, tool);
         let outcome = if verdict.allowed { "allow" } else { "deny" };
         self.metrics.policy_decisions.with_label_values(&[&verdict.rule, &tool.server, outcome]).inc();

@@ -32,7 +32,7 @@ impl Gateway {
                     continue;
                 }
                 Ok(upstream) => {
-                    let bounds = upstream.config.tool_list_bounds(&self.config().defaults);
+                    let bounds = upstream.config.tool_list_bounds(&self.settings().config.defaults);
                     list_tools(&upstream, bounds).await.map_err(|e| e.to_string())
                 }
                 Err(e) => Err(e.to_string()),

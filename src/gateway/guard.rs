@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json, value::RawValue};
 use tower::ServiceExt;
 
-use super::Gateway;
+use super::{Gateway, settings::Settings};
 use crate::{
     config::hooks::{BuiltinRule, FailureMode, HookPhase},
     error::{Category, GatewayError},
@@ -47,12 +47,13 @@ impl Gateway {
     /// at its value stays, one it changes is refused; a refusal names the hook as the rule.
     pub(super) async fn guard_before(
         &self,
+        settings: &Settings,
         caller: &Caller,
         tool: &std::sync::Arc<ToolRecord>,
         arguments: Value,
         deadline: Option<std::time::Instant>,
     ) -> Result<(Value, Vec<Mark>), Box<super::door::Refusal>> {
-        if !self.has_hooks() {
+        if !settings.has_hooks() {
             return Ok((arguments, Vec::new()));
         }
         let recheck = |mut replaced: Value| {
@@ -61,7 +62,7 @@ impl Gateway {
             }
             super::door::checked_arguments(tool, Some(replaced))
         };
-        match self.guard_arguments(caller, tool, arguments, deadline, recheck).await {
+        match self.guard_arguments(settings, caller, tool, arguments, deadline, recheck).await {
             Ok(guarded) => Ok(guarded),
             Err(guarded) => {
                 let args_hash = None;
@@ -79,21 +80,12 @@ impl Gateway {
         }
     }
 
-    /// Whether any hook is configured (a call without hooks pays one branch).
-    pub(super) fn has_hooks(&self) -> bool {
-        !self.hooks.is_empty()
-    }
-
-    /// Whether the results of `tool` pass an after-hook.
-    pub(super) fn guards_results_of(&self, tool: &ToolRecord) -> bool {
-        self.hooks.guards_results_of(&tool.name, &tool.server)
-    }
-
     /// The before-hooks of `tool`, in order, on `arguments` (as the door checked them). A
     /// replacement is checked again by `recheck` (the door's catalogue control and schema);
     /// one that fails it is a failure of the hook. The first refusal ends the run.
     pub(super) async fn guard_arguments(
         &self,
+        settings: &Settings,
         caller: &Caller,
         tool: &ToolRecord,
         mut arguments: Value,
@@ -101,7 +93,7 @@ impl Gateway {
         recheck: impl Fn(Value) -> Result<Value, GatewayError>,
     ) -> Result<(Value, Vec<Mark>), Box<Guarded>> {
         let mut marks = Vec::new();
-        for hook in self.hooks.matching(HookPhase::Before, &tool.name, &tool.server) {
+        for hook in settings.hooks.matching(HookPhase::Before, &tool.name, &tool.server) {
             let ran = match &hook.kind {
                 HookKind::Builtin { rule: BuiltinRule::Refuse, detectors } => {
                     if detectors.finds_in(&arguments) {
@@ -123,7 +115,7 @@ impl Gateway {
                         None,
                         caller,
                     );
-                    self.run_hook_tool(hook, server, hook_tool, input, deadline).await
+                    self.run_hook_tool(settings, hook, server, hook_tool, input, deadline).await
                 }
             };
             let ran = match ran {
@@ -151,8 +143,10 @@ impl Gateway {
     /// The after-hooks of `tool`, in order, on the result `raw` of a call made with
     /// `arguments`; a result a hook changed is serialised again (the size budget is applied
     /// after this).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn guard_result(
         &self,
+        settings: &Settings,
         caller: &Caller,
         tool: &ToolRecord,
         arguments: &Value,
@@ -160,7 +154,7 @@ impl Gateway {
         deadline: Option<Instant>,
         marks: &mut Vec<Mark>,
     ) -> Result<Box<RawValue>, GatewayError> {
-        if !self.hooks.guards_results_of(&tool.name, &tool.server) {
+        if !settings.hooks.guards_results_of(&tool.name, &tool.server) {
             return Ok(raw);
         }
         // A result the gateway cannot read (nested past serde_json's depth limit) is not let
@@ -171,7 +165,7 @@ impl Gateway {
                 "the result cannot be read for the guardrails that apply to it",
             ));
         };
-        match self.guard_value(caller, tool, arguments, result, deadline, marks).await? {
+        match self.guard_value(settings, caller, tool, arguments, result, deadline, marks).await? {
             (_, false) => Ok(raw),
             (result, true) => serde_json::value::to_raw_value(&result).map_err(|e| {
                 GatewayError::new(Category::Internal, format!("serialising a guarded result: {e}"))
@@ -190,15 +184,18 @@ impl Gateway {
         let Some(guard) = guard else { return Ok(result) };
         let mut marks = Vec::new();
         let (tool, arguments) = (&guard.tool, &guard.arguments);
-        let (result, _) =
-            self.guard_value(&call.caller, tool, arguments, result, call.deadline, &mut marks).await?;
+        let (result, _) = self
+            .guard_value(&self.settings(), &call.caller, tool, arguments, result, call.deadline, &mut marks)
+            .await?;
         Ok(result)
     }
 
     /// The after-hooks on a result; whether one changed it. A replacement result is checked
     /// as an upstream's result is.
+    #[allow(clippy::too_many_arguments)]
     async fn guard_value(
         &self,
+        settings: &Settings,
         caller: &Caller,
         tool: &ToolRecord,
         arguments: &Value,
@@ -207,7 +204,7 @@ impl Gateway {
         marks: &mut Vec<Mark>,
     ) -> Result<(Value, bool), GatewayError> {
         let mut changed = false;
-        for hook in self.hooks.matching(HookPhase::After, &tool.name, &tool.server) {
+        for hook in settings.hooks.matching(HookPhase::After, &tool.name, &tool.server) {
             let ran = match &hook.kind {
                 HookKind::Builtin { rule: BuiltinRule::Redact, detectors } => {
                     if detectors.redact_result(&mut result) {
@@ -228,7 +225,7 @@ impl Gateway {
                         Some(&result),
                         caller,
                     );
-                    match self.run_hook_tool(hook, server, hook_tool, input, deadline).await {
+                    match self.run_hook_tool(settings, hook, server, hook_tool, input, deadline).await {
                         Ran::Verdict(Verdict::Replace(replacement)) => {
                             match contract::check_result(&replacement) {
                                 Ok(()) => {
@@ -285,13 +282,14 @@ impl Gateway {
     /// deadline, and reads its verdict.
     async fn run_hook_tool(
         &self,
+        settings: &Settings,
         hook: &Hook,
         server: &str,
         hook_tool: &std::sync::Arc<str>,
         input: Map<String, Value>,
         deadline: Option<Instant>,
     ) -> Ran {
-        let Some(upstream) = self.upstreams.get(server) else {
+        let Some(upstream) = settings.upstreams.get(server) else {
             return Ran::Failed(format!("server {server} is not configured"));
         };
         let own = Instant::now() + hook.timeout;

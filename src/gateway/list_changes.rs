@@ -120,7 +120,7 @@ impl Gateway {
     /// An upstream said its tools changed `count` times: its refresh is asked for (once per
     /// wait, see the module doc). Servers that are not configured and discovering are ignored.
     pub fn upstream_list_changed(&self, server: &Arc<str>, count: u64) {
-        if count == 0 || !self.upstreams.get(server.as_ref()).is_some_and(|u| u.config.discover) {
+        if count == 0 || !self.configured_upstream(server.as_ref()).is_some_and(|u| u.config.discover) {
             return;
         }
         let counter = &self.metrics.upstream_list_changed;
@@ -145,24 +145,9 @@ impl Gateway {
         self.metrics.list_changed_sent.inc();
     }
 
-    /// Starts what moves the generation besides catalogue rebuilds: each persistent or
-    /// streamable-HTTP discovering server's own change signal, and the availability watch.
+    /// Starts the availability watch (once, at start): what moves the generation besides
+    /// catalogue rebuilds and the servers' own change signals ([`Self::watch_list_changes_of`]).
     pub(super) fn watch_list_changes(self: &Arc<Self>) {
-        for upstream in self.upstreams.values().filter(|u| u.config.discover) {
-            let changes = match (&upstream.connection, &upstream.http) {
-                (Some(connection), _) => connection.list_changes(),
-                (None, Some(http)) => http.watch_list_changes(
-                    self.metrics.upstream_change_streams.with_label_values(&[upstream.name.as_ref()]),
-                ),
-                _ => continue,
-            };
-            let gateway = Arc::downgrade(self);
-            let server = upstream.name.clone();
-            // Supervised: a restarted one counts from the signal's current value.
-            crate::supervise::spawn(crate::supervise::Loop::ListChanges, move || {
-                forward(gateway.clone(), server.clone(), changes.clone())
-            });
-        }
         if self.listeners.enabled() {
             let gateway = Arc::downgrade(self);
             crate::supervise::spawn(crate::supervise::Loop::Availability, move || {
@@ -171,10 +156,28 @@ impl Gateway {
         }
     }
 
+    /// Starts a persistent or streamable-HTTP discovering server's own change signal.
+    pub(super) fn watch_list_changes_of(self: &Arc<Self>, upstream: &Arc<super::Upstream>) {
+        let changes = match (&upstream.connection, &upstream.http) {
+            (Some(connection), _) => connection.list_changes(),
+            (None, Some(http)) => http.watch_list_changes(
+                self.metrics.upstream_change_streams.with_label_values(&[upstream.name.as_ref()]),
+            ),
+            _ => return,
+        };
+        let gateway = Arc::downgrade(self);
+        let server = upstream.name.clone();
+        let retirement = upstream.retirement.clone();
+        // Supervised: a restarted one counts from the signal's current value.
+        crate::supervise::spawn(crate::supervise::Loop::ListChanges, move || {
+            retirement.until(forward(gateway.clone(), server.clone(), changes.clone()))
+        });
+    }
+
     /// The unavailable servers whose tools `hide_unavailable_tools` leaves out (empty when
     /// it is off).
     fn hidden_servers(&self) -> BTreeSet<String> {
-        if !self.config.hide_unavailable_tools {
+        if !self.settings().config.hide_unavailable_tools {
             return BTreeSet::new();
         }
         capabilities::server_health(self)
@@ -184,8 +187,12 @@ impl Gateway {
             .collect()
     }
 
+    /// Moves with the policy file's reloads and with the configuration's: a reload that
+    /// brings a new policy starts its file's count again.
     fn policy_generation(&self) -> u64 {
-        self.policy.as_ref().map_or(0, |p| p.store.current().0)
+        let settings = self.settings();
+        let file = settings.policy.as_ref().map_or(0, |p| p.store.current().0);
+        settings.generation().wrapping_shl(32) ^ file
     }
 }
 

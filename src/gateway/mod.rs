@@ -15,7 +15,9 @@ mod forwarded_meta;
 mod guard;
 pub mod list_changes;
 pub mod refresh;
+pub mod reload;
 mod search;
+pub mod settings;
 pub mod subscriptions;
 mod surface;
 pub mod tasks;
@@ -35,7 +37,7 @@ use tokio::sync::Notify;
 
 use crate::{
     backchannel::sessions::{Limits as SessionLimits, Sessions},
-    config::{Config, LambdaEvent, ServerConfig, ToolConfig, TransportKind},
+    config::{Config, LambdaEvent, ServerConfig, TransportKind},
     error::{Category, GatewayError},
     registry::{
         Catalog, Registry, ToolRecord, borrow,
@@ -166,10 +168,12 @@ type BuiltFrom = (Arc<ServerRef>, Arc<Upstream>);
 
 /// Everything a request needs, shared by all of them.
 pub struct Gateway {
-    config: Config,
+    /// The configuration in force and what was built from it (servers, endpoints, hooks,
+    /// quotas, policy): swapped whole by a reload, taken once by each call.
+    settings: arc_swap::ArcSwap<settings::Settings>,
+    /// Reloads: one at a time, the source of the configuration, the last report.
+    reloads: reload::Reloads,
     registry: Registry,
-    /// Configured servers.
-    upstreams: BTreeMap<String, Arc<Upstream>>,
     /// Servers known only from registry entries, built on first use, with the origin they were
     /// built from (a changed origin rebuilds them).
     dynamic_upstreams: RwLock<BTreeMap<String, BuiltFrom>>,
@@ -200,20 +204,14 @@ pub struct Gateway {
     sessions: Arc<Sessions>,
     /// Session-era servers' questions to modern callers, held open for their answer.
     held: Arc<crate::backchannel::held::HeldExchanges>,
-    /// Settings of tools without a `[tools.NAME]` section.
-    default_tool: ToolConfig,
     /// The fleet's breaker state, when shared (registry-built servers join on first use).
     shared_breakers: Option<Arc<SharedBreakers>>,
-    /// Call quotas (`None` without `[[quotas.rules]]`: calls pay nothing for them).
-    quotas: Option<Arc<crate::quota::Quotas>>,
     /// The audit trail (`None` with `audit.sink = "off"`).
     audit: Option<Arc<crate::audit::Audit>>,
     /// Approved tool definitions (`catalogue.pin_tool_definitions`).
     pins: Option<Arc<PinStore>>,
     /// How the listener establishes callers (`[auth]`).
     authenticator: crate::identity::Authenticator,
-    /// Tool policy (`[policy]`); `None`: every caller may list and call every tool.
-    policy: Option<Arc<crate::policy::Policy>>,
     /// Tasks relayed through the gateway: where each one lives and whose it is.
     tasks: tasks::TaskTable,
     /// Upstreams' list changes in, callers' list-change notifications out.
@@ -228,10 +226,6 @@ pub struct Gateway {
     recent_calls: crate::telemetry::recent_calls::RecentCalls,
     /// The console's live figures: snapshots of the call metrics over the last minute.
     overview: crate::telemetry::overview::Overview,
-    /// Endpoints per audience (`[endpoints.NAME]`).
-    endpoints: endpoints::Endpoints,
-    /// Guardrail hooks on calls (`[[hooks]]`; empty: calls pay nothing for them).
-    hooks: crate::guardrail::Hooks,
 }
 
 impl Gateway {
@@ -275,9 +269,20 @@ impl Gateway {
             config.tools.iter().map(|(name, settings)| (name.clone(), settings.overrides())).collect();
         let catalog = Catalog::new(routes).controlled(overrides, &config.catalogue.search);
         let registry = Registry::new(Arc::new(catalog), dynamic);
-        let gateway = Arc::new(Self {
-            registry,
+        let settings = settings::Settings::new(settings::Parts {
             upstreams,
+            endpoints: endpoints::Endpoints::new(&config.endpoints),
+            hooks: crate::guardrail::Hooks::new(&config.hooks)?,
+            quotas,
+            policy,
+            generation: 1,
+            config: Arc::new(config.clone()),
+        });
+        metrics.config_generation.set(1);
+        let gateway = Arc::new(Self {
+            settings: arc_swap::ArcSwap::from_pointee(settings),
+            reloads: reload::Reloads::default(),
+            registry,
             dynamic_upstreams: RwLock::default(),
             refused_origins: RwLock::default(),
             accepted_borrows: RwLock::default(),
@@ -298,13 +303,10 @@ impl Gateway {
             rebuild_now: Notify::new(),
             results: ResultCache::new(config.cache.max_entries),
             in_flight: SingleFlight::default(),
-            default_tool: ToolConfig::default(),
             shared_breakers,
-            quotas,
             audit,
             pins,
             authenticator,
-            policy,
             tasks: tasks::TaskTable::new(&config.tasks),
             list_changes: Default::default(),
             federation: federation::Federation::new(&config),
@@ -315,50 +317,60 @@ impl Gateway {
             )),
             recent_calls: crate::telemetry::recent_calls::RecentCalls::new(config.admin.recent_calls),
             overview: crate::telemetry::overview::Overview::new(crate::telemetry::metrics::LATENCY_BUCKETS),
-            endpoints: endpoints::Endpoints::new(&config.endpoints),
-            hooks: crate::guardrail::Hooks::new(&config.hooks)?,
             metrics,
-            config,
         });
-        gateway.refresh_on_recovery();
         gateway.watch_list_changes();
         gateway.relay_resource_updates();
-        for upstream in gateway.upstreams.values() {
-            upstream.start_health_prober(
-                gateway.shared_breakers.clone(),
-                gateway.metrics.breaker_health_probes.clone(),
-            );
+        for upstream in gateway.settings().upstreams.values() {
+            gateway.start_server_loops(upstream);
         }
         Ok(gateway)
+    }
+
+    /// The configuration in force and what was built from it. A call takes it once and keeps
+    /// it to its end ([`settings`]).
+    pub fn settings(&self) -> Arc<settings::Settings> {
+        self.settings.load_full()
+    }
+
+    /// Starts a configured server's background loops: its breaker's health prober, and for a
+    /// discovering server the watches of its recoveries, its list changes and its resource
+    /// updates. Each ends when the stack is retired by a reload ([`upstreams::Retirement`]).
+    fn start_server_loops(self: &Arc<Self>, upstream: &Arc<Upstream>) {
+        upstream
+            .start_health_prober(self.shared_breakers.clone(), self.metrics.breaker_health_probes.clone());
+        if !upstream.config.discover {
+            return;
+        }
+        self.refresh_on_recovery(upstream);
+        self.watch_list_changes_of(upstream);
+        self.relay_resource_updates_of(upstream);
     }
 
     /// A persistent server that comes back (a restarted child, a reconnected socket) may
     /// serve other tools than before, or was never listed: its recovery refreshes at once
     /// instead of waiting for the refresh interval or the failure backoff.
-    fn refresh_on_recovery(self: &Arc<Self>) {
-        for upstream in self.upstreams.values().filter(|u| u.config.discover) {
-            let Some(connection) = &upstream.connection else { continue };
-            let mut first = Some(connection.recoveries());
-            let gateway = Arc::downgrade(self);
-            let server = upstream.name.clone();
-            // Supervised; a restarted watch subscribes anew (it holds no strong reference).
-            crate::supervise::spawn(crate::supervise::Loop::Recoveries, move || {
-                let first = first.take();
-                let (gateway, server) = (gateway.clone(), server.clone());
-                async move {
-                    let again = || {
-                        let gateway = gateway.upgrade()?;
-                        Some(gateway.upstreams.get(server.as_ref())?.connection.as_ref()?.recoveries())
-                    };
-                    let Some(mut recoveries) = first.or_else(again) else { return };
-                    while recoveries.next().await {
-                        let Some(gateway) = gateway.upgrade() else { break };
-                        tracing::info!(server = %server, "persistent upstream recovered; refreshing its tools");
-                        gateway.refresh_forced.notify_one();
-                    }
+    fn refresh_on_recovery(self: &Arc<Self>, upstream: &Arc<Upstream>) {
+        let Some(connection) = &upstream.connection else { return };
+        let mut first = Some(connection.recoveries());
+        let gateway = Arc::downgrade(self);
+        let server = upstream.name.clone();
+        let retirement = upstream.retirement.clone();
+        let mine = Arc::downgrade(upstream);
+        // Supervised; a restarted watch subscribes anew (it holds no strong reference).
+        crate::supervise::spawn(crate::supervise::Loop::Recoveries, move || {
+            let first = first.take();
+            let (gateway, server, mine) = (gateway.clone(), server.clone(), mine.clone());
+            retirement.until(async move {
+                let again = || Some(mine.upgrade()?.connection.as_ref()?.recoveries());
+                let Some(mut recoveries) = first.or_else(again) else { return };
+                while recoveries.next().await {
+                    let Some(gateway) = gateway.upgrade() else { break };
+                    tracing::info!(server = %server, "persistent upstream recovered; refreshing its tools");
+                    gateway.refresh_forced.notify_one();
                 }
-            });
-        }
+            })
+        });
     }
 
     /// The server stack a tool's calls go through: a configured server, or one built from the
@@ -366,9 +378,18 @@ impl Gateway {
     /// server whose origin (transport, URL, function, qualifier) changed is rebuilt, so an
     /// entry that moves to another endpoint is followed without a restart.
     pub async fn upstream_for(&self, tool: &ToolRecord) -> Result<Arc<Upstream>, GatewayError> {
-        if let Some(upstream) = self.upstreams.get(tool.server.as_ref()) {
+        self.upstream_in(&self.settings(), tool).await
+    }
+
+    /// [`Self::upstream_for`] under the settings a call took at its start.
+    pub(super) async fn upstream_in(
+        &self,
+        settings: &settings::Settings,
+        tool: &ToolRecord,
+    ) -> Result<Arc<Upstream>, GatewayError> {
+        if let Some(upstream) = settings.upstreams.get(tool.server.as_ref()) {
             if let Some(origin) = &tool.origin {
-                self.check_borrow(origin, upstream, &tool.name).await?;
+                self.check_borrow(origin, upstream, &tool.name, settings).await?;
             }
             return Ok(upstream.clone());
         }
@@ -388,7 +409,7 @@ impl Gateway {
         }
         // Boxed: building may load the AWS SDK's configuration, whose future is kilobytes;
         // inline it would size every call's future.
-        Box::pin(self.build_registry_upstream(origin, &tool.name)).await
+        Box::pin(self.build_registry_upstream(origin, &tool.name, settings)).await
     }
 
     /// A registry entry naming a configured server: served through that server's stack only
@@ -400,6 +421,7 @@ impl Gateway {
         origin: &Arc<ServerRef>,
         configured: &Upstream,
         tool: &str,
+        settings: &settings::Settings,
     ) -> Result<(), GatewayError> {
         let accepted = self.accepted_borrows.read().ok().and_then(|m| m.get(&origin.name).cloned());
         if accepted.is_some_and(|accepted| accepted == *origin) {
@@ -431,7 +453,7 @@ impl Gateway {
             }
             return Err(error.with_tool(tool));
         }
-        self.check_registry_url(origin, tool).await?;
+        self.check_registry_url(origin, tool, settings).await?;
         if let Ok(mut accepted) = self.accepted_borrows.write() {
             accepted.insert(origin.name.clone(), origin.clone());
         }
@@ -459,9 +481,14 @@ impl Gateway {
 
     /// `registry.upstream_urls`: a registry URL must be allowed before anything is sent to it.
     /// A refusal is counted, logged (tool, server, redacted URL) and remembered for its origin.
-    async fn check_registry_url(&self, origin: &Arc<ServerRef>, tool: &str) -> Result<(), GatewayError> {
+    async fn check_registry_url(
+        &self,
+        origin: &Arc<ServerRef>,
+        tool: &str,
+        settings: &settings::Settings,
+    ) -> Result<(), GatewayError> {
         let Some(url) = origin.url.as_deref() else { return Ok(()) };
-        let Err(refusal) = url_policy::check(url, &self.config.registry.upstream_urls).await else {
+        let Err(refusal) = url_policy::check(url, &settings.config.registry.upstream_urls).await else {
             return Ok(());
         };
         let shown = crate::redact::url(url);
@@ -531,7 +558,9 @@ impl Gateway {
         &self,
         origin: &Arc<ServerRef>,
         tool: &str,
+        settings: &settings::Settings,
     ) -> Result<Arc<Upstream>, GatewayError> {
+        let config = &settings.config;
         let misconfigured = |detail: String| GatewayError::new(Category::UpstreamMisconfigured, detail);
         let transport = TransportKind::parse(&origin.transport).ok_or_else(|| {
             misconfigured(format!("transport {:?} of server {} is not served", origin.transport, origin.name))
@@ -543,7 +572,7 @@ impl Gateway {
             )));
         }
         if transport.needs_url() {
-            self.check_registry_url(origin, tool).await?;
+            self.check_registry_url(origin, tool, settings).await?;
         }
         let mut server = ServerConfig::new(
             transport,
@@ -554,7 +583,7 @@ impl Gateway {
         if transport == TransportKind::Stdio {
             // A registry entry picks one of the commands configuration allows; it never
             // supplies a program, arguments or environment of its own.
-            let allowed = origin.command.as_deref().and_then(|key| self.config.stdio_commands.get(key));
+            let allowed = origin.command.as_deref().and_then(|key| config.stdio_commands.get(key));
             let Some(allowed) = allowed else {
                 return Err(misconfigured(format!(
                     "stdio server {} names command {:?}, which is not in the gateway's stdio_commands (registry entries may only start commands configuration allows)",
@@ -578,11 +607,11 @@ impl Gateway {
         server.discover = false;
         let lambda = match transport {
             TransportKind::Lambda => {
-                Some(self.lambda_client.get_or_init(|| upstreams::lambda_client(&self.config)).await)
+                Some(self.lambda_client.get_or_init(|| upstreams::lambda_client(config)).await)
             }
             _ => None,
         };
-        let built = upstreams::build(&origin.name, &server, &self.config, &self.metrics, lambda)
+        let built = upstreams::build(&origin.name, &server, config, &self.metrics, lambda)
             .map_err(|e| misconfigured(format!("{e:#}")))?;
         let mut map = self.dynamic_upstreams.write().map_err(|_| unknown_server())?;
         // Another call may have built the same origin meanwhile: keep one stack per origin.
@@ -608,7 +637,7 @@ impl Gateway {
 
     /// Every server stack, configured and registry-built.
     pub fn all_upstreams(&self) -> Vec<Arc<Upstream>> {
-        let mut all: Vec<Arc<Upstream>> = self.upstreams.values().cloned().collect();
+        let mut all: Vec<Arc<Upstream>> = self.settings().upstreams.values().cloned().collect();
         if let Ok(dynamic) = self.dynamic_upstreams.read() {
             all.extend(dynamic.values().map(|(_, upstream)| upstream.clone()));
         }
@@ -625,16 +654,6 @@ impl Gateway {
             .collect()
     }
 
-    /// The `[tools.NAME]` settings of a tool (defaults when it has none).
-    pub fn tool_settings(&self, name: &str) -> &ToolConfig {
-        self.config.tools.get(name).unwrap_or(&self.default_tool)
-    }
-
-    /// The `[tools.NAME]` settings of a catalogue tool: those of its name before a rename.
-    pub fn settings_of(&self, tool: &ToolRecord) -> &ToolConfig {
-        self.tool_settings(tool.settings_name())
-    }
-
     pub fn catalog(&self) -> &Arc<Catalog> {
         self.registry.catalog()
     }
@@ -642,27 +661,24 @@ impl Gateway {
     /// The tools `caller` may see, under a policy or through an endpoint (`None`: all of
     /// them, as the catalogue shows them).
     pub fn tool_view(&self, caller: &crate::identity::Caller) -> Option<Arc<crate::policy::ToolView>> {
-        if self.policy.is_none() && caller.endpoint.is_none() {
+        let settings = self.settings();
+        if settings.policy.is_none() && caller.endpoint.is_none() {
             return None;
         }
         let snapshot = self.catalog().snapshot();
-        let base = self.policy.as_ref().map(|policy| policy.view(caller, &snapshot));
+        let base = settings.policy.as_ref().map(|policy| policy.view(caller, &snapshot));
         match &caller.endpoint {
-            Some(endpoint) => Some(self.endpoints.view(endpoint, &snapshot, base)),
+            Some(endpoint) => Some(settings.endpoints.view(endpoint, &snapshot, base)),
             None => base,
         }
-    }
-
-    /// The endpoints per audience (`[endpoints.NAME]`).
-    pub fn endpoints(&self) -> &endpoints::Endpoints {
-        &self.endpoints
     }
 
     /// `/readyz` body: ready once the registry has been loaded, with per-server state.
     pub fn readiness_report(&self) -> (bool, Value) {
         let ready = self.readiness.is_ready();
         let failing = self.readiness.failing();
-        let servers: BTreeMap<&str, Value> = self
+        let settings = self.settings();
+        let servers: BTreeMap<&str, Value> = settings
             .upstreams
             .values()
             .map(|u| {
@@ -703,7 +719,7 @@ impl Gateway {
 
     /// Time the refresh loop waits between full refreshes.
     pub fn refresh_interval(&self) -> Duration {
-        Duration::from_secs(self.config.refresh_interval_secs.max(1))
+        Duration::from_secs(self.settings().config.refresh_interval_secs.max(1))
     }
 }
 

@@ -195,6 +195,7 @@ pub struct Refresher {
 impl Refresher {
     pub fn new(gateway: Arc<Gateway>) -> Self {
         let known = gateway
+            .settings()
             .upstreams
             .iter()
             .map(|(name, u)| (name.clone(), Arc::new(u.config.tools.clone())))
@@ -217,6 +218,7 @@ impl Refresher {
     pub async fn refresh_all(&mut self) {
         let discovering: Vec<String> = self
             .gateway
+            .settings()
             .upstreams
             .values()
             .filter(|u| u.config.discover)
@@ -230,8 +232,9 @@ impl Refresher {
     async fn refresh(&mut self, names: &[String], scan: bool) {
         let started = Instant::now();
         let gateway = self.gateway.clone();
-        let selected: Vec<&Arc<Upstream>> = names.iter().filter_map(|n| gateway.upstreams.get(n)).collect();
-        let defaults = &gateway.config.defaults;
+        let settings = gateway.settings();
+        let selected: Vec<&Arc<Upstream>> = names.iter().filter_map(|n| settings.upstreams.get(n)).collect();
+        let defaults = &settings.config.defaults;
         let servers = join_all(selected.iter().map(|u| async move {
             let bounds = u.config.tool_list_bounds(defaults);
             // Tools first: the first request learns the server's era and what it declares.
@@ -249,7 +252,7 @@ impl Refresher {
             let result = result.and_then(|listing| {
                 let others: usize =
                     self.known.iter().filter(|(known, _)| **known != name).map(|(_, t)| t.len()).sum();
-                let max_total = gateway.config.catalogue.max_total_tools;
+                let max_total = settings.config.catalogue.max_total_tools;
                 bounds::check_total(others.saturating_add(listing.tools.len()), max_total)
                     .map_err(ListFailure::Refused)?;
                 Ok(listing)
@@ -350,7 +353,7 @@ impl Refresher {
             origins.extend(dynamic.fresh_origins());
         }
         if origins.is_empty()
-            && gateway.federation().servers().iter().all(|s| gateway.upstreams.contains_key(s.as_ref()))
+            && gateway.federation().servers().iter().all(|s| gateway.configured_upstream(s).is_some())
         {
             return;
         }
@@ -383,11 +386,12 @@ impl Refresher {
 
     async fn rebuild(&mut self, started: Instant) {
         let gateway = &self.gateway;
+        let settings = gateway.settings();
         let mut servers: Vec<ServerTools> = self
             .known
             .iter()
             .filter_map(|(name, tools)| {
-                let upstream = gateway.upstreams.get(name)?;
+                let upstream = settings.upstreams.get(name)?;
                 Some(ServerTools {
                     server: name.clone(),
                     transport: upstream.transport,
@@ -445,6 +449,30 @@ impl Refresher {
         );
     }
 
+    /// Follows a configuration reload: a removed server's tools, due times and failures are
+    /// forgotten (its tools leave at the rebuild); a new or rebuilt server starts from its
+    /// configured tools (a discovering one adds its listing at the refresh that follows).
+    fn follow_reload(&mut self) {
+        let settings = self.gateway.settings();
+        let gone: Vec<String> =
+            self.known.keys().filter(|name| !settings.upstreams.contains_key(*name)).cloned().collect();
+        for name in &gone {
+            self.known.remove(name);
+            self.failures.remove(name);
+            self.ttl_hints.remove(name);
+            self.server_due.remove(name);
+            self.list_scheduled.remove(name);
+            self.list_last.remove(name);
+            self.gateway.readiness.set_server_result(name, None);
+        }
+        for (name, upstream) in &settings.upstreams {
+            let statics = Arc::new(upstream.config.tools.clone());
+            if !upstream.config.discover || !self.known.contains_key(name) {
+                self.known.insert(name.clone(), statics);
+            }
+        }
+    }
+
     /// Reloads one tool named by an invalidation and rebuilds.
     async fn reload(&mut self, name: &str) {
         let Some(dynamic) = self.gateway.registry.dynamic.clone() else { return };
@@ -467,7 +495,7 @@ impl Refresher {
     /// a short backoff while it is failing.
     fn server_wait(&self, server: &str) -> Duration {
         let interval = self.gateway.refresh_interval();
-        let floor = Duration::from_millis(self.gateway.config.catalogue.min_refresh_interval_ms);
+        let floor = Duration::from_millis(self.gateway.settings().config.catalogue.min_refresh_interval_ms);
         let hinted =
             self.ttl_hints.get(server).map_or(interval, |ttl| (*ttl).clamp(floor.min(interval), interval));
         let wait = jittered(hinted);
@@ -485,7 +513,8 @@ impl Refresher {
     /// after its last one; a server already scheduled absorbs the notification.
     fn schedule_list_changed(&mut self) {
         let now = tokio::time::Instant::now();
-        let floor = Duration::from_millis(self.gateway.config.catalogue.list_changed_min_interval_ms);
+        let floor =
+            Duration::from_millis(self.gateway.settings().config.catalogue.list_changed_min_interval_ms);
         for server in self.gateway.list_changes.take_pending() {
             let name = server.to_string();
             if self.list_scheduled.contains(&name) {
@@ -539,6 +568,15 @@ impl Refresher {
                 }
                 _ = self.gateway.rebuild_now.notified() => {
                     self.rebuild(Instant::now()).await;
+                    continue;
+                }
+                _ = self.gateway.reloads.applied.notified() => {
+                    // The servers or the catalogue control changed: every list is read again
+                    // and the catalogue rebuilt, whether or not a listing differs.
+                    self.follow_reload();
+                    self.refresh_all().await;
+                    self.rebuild(Instant::now()).await;
+                    last = Instant::now();
                     continue;
                 }
                 _ = self.gateway.refresh_now.notified() => {
@@ -615,9 +653,10 @@ fn jittered(wait: Duration) -> Duration {
 /// The servers' tools as pinning serves them (on tokio's blocking pool: every discovered
 /// definition is hashed). Configured (static) tools are the operator's and are not pinned.
 async fn pinned(gateway: &Gateway, pins: Arc<PinStore>, servers: Vec<ServerTools>) -> Vec<ServerTools> {
+    let settings = gateway.settings();
     let statics: HashMap<String, Vec<Value>> = servers
         .iter()
-        .filter_map(|s| Some((s.server.clone(), gateway.upstreams.get(&s.server)?.config.tools.clone())))
+        .filter_map(|s| Some((s.server.clone(), settings.upstreams.get(&s.server)?.config.tools.clone())))
         .collect();
     let fallback = servers.clone();
     let fallback_statics = statics.clone();

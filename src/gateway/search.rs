@@ -48,7 +48,7 @@ impl Gateway {
                 ));
             }
         };
-        let most = self.config.catalogue.search.max_results;
+        let most = self.settings().config.catalogue.search.max_results;
         let wanted = match arguments.get("max_results") {
             None => most,
             Some(value) => match value.as_u64() {
@@ -71,7 +71,7 @@ impl Gateway {
                 .with_tool(SEARCH_TOOLS));
         };
         let view = self.tool_view(caller);
-        let unavailable = if self.config.hide_unavailable_tools {
+        let unavailable = if self.settings().config.hide_unavailable_tools {
             capabilities::server_health(self)
                 .into_iter()
                 .filter(|(_, h)| h.availability == capabilities::Availability::Unavailable)

@@ -21,9 +21,9 @@ use crate::{
 };
 
 impl Gateway {
-    /// The configuration the gateway was built from.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The configuration in force (the last applied reload's, or the one it started with).
+    pub fn config(&self) -> Arc<Config> {
+        self.settings().config.clone()
     }
 
     /// How the listener establishes callers (`[auth]`).
@@ -103,13 +103,13 @@ impl Gateway {
     }
 
     /// A configured server's stack, by name (not the registry-built ones).
-    pub fn configured_upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.upstreams.get(name)
+    pub fn configured_upstream(&self, name: &str) -> Option<Arc<Upstream>> {
+        self.settings().upstreams.get(name).cloned()
     }
 
     /// The configured servers' stacks, by name.
-    pub fn configured_upstreams(&self) -> impl Iterator<Item = &Arc<Upstream>> {
-        self.upstreams.values()
+    pub fn configured_upstreams(&self) -> Vec<Arc<Upstream>> {
+        self.settings().upstreams.values().cloned().collect()
     }
 
     /// The DynamoDB registry's active tools as of the last refresh.
@@ -158,7 +158,7 @@ impl Gateway {
     /// ended; the dedicated upstream sessions of back-channel callers are closed.
     pub async fn close_connections(&self) {
         let upstreams = self.all_upstreams();
-        let grace = Duration::from_millis(self.config.defaults.stdio_stop_grace_ms)
+        let grace = Duration::from_millis(self.settings().config.defaults.stdio_stop_grace_ms)
             .saturating_add(Duration::from_secs(2));
         let persistent = upstreams.iter().filter_map(|u| u.connection.as_ref()).map(|c| c.shutdown(grace));
         futures_util::future::join_all(persistent).await;

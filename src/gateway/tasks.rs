@@ -441,7 +441,7 @@ impl Gateway {
         }
         request.caller = Some(call.caller.clone());
         if waits {
-            let bound = self.config.tasks.result_timeout();
+            let bound = self.settings().config.tasks.result_timeout();
             let deadline = call.deadline.unwrap_or_else(|| crate::clock::after(bound));
             request.deadline = Some(deadline);
             request.attempt_timeout = Some(deadline.saturating_duration_since(Instant::now()));

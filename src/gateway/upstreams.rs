@@ -50,6 +50,45 @@ pub struct Upstream {
     /// An OpenAPI target's transport: its mapped document (skipped operations for
     /// `/admin/registry`).
     pub openapi: Option<OpenApiTransport>,
+    /// Set when a reload removed or replaced this stack: its background loops end.
+    pub retirement: Retirement,
+}
+
+/// The end of a server stack's background loops (its list-change watch, its resource-update
+/// relay, its recovery watch): a reload that removes or replaces the stack retires it, and
+/// each loop started [`Retirement::until`] it ends then, whatever it was waiting for.
+#[derive(Clone)]
+pub struct Retirement(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Retirement {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+}
+
+impl Retirement {
+    /// Ends the loops (once; later calls change nothing).
+    pub fn retire(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn is_retired(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Runs `work` until it ends or the stack is retired.
+    pub fn until<F>(&self, work: F) -> impl std::future::Future<Output = ()> + Send + 'static + use<F>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let mut retired = self.0.subscribe();
+        async move {
+            tokio::select! {
+                _ = retired.wait_for(|retired| *retired) => {}
+                () = work => {}
+            }
+        }
+    }
 }
 
 impl Upstream {
@@ -81,7 +120,10 @@ impl Upstream {
             probes,
         });
         // Supervised: a restarted prober starts over from the breaker's state.
-        crate::supervise::spawn(crate::supervise::Loop::Prober, move || prober.clone().run());
+        let retirement = self.retirement.clone();
+        crate::supervise::spawn(crate::supervise::Loop::Prober, move || {
+            retirement.until(prober.clone().run())
+        });
     }
 }
 
@@ -195,6 +237,7 @@ pub fn build(
         config: server.with_file_tools(),
         probe,
         openapi,
+        retirement: Retirement::default(),
     })
 }
 

@@ -239,12 +239,9 @@ impl Snapshot {
 pub struct Catalog {
     current: RwLock<Arc<Snapshot>>,
     schemas: SchemaCache,
-    /// Tool name → server that owns the bare name (from configuration).
-    routes: BTreeMap<String, String>,
-    /// Catalogue control from configuration, by catalogue name (`[tools.NAME]`).
-    overrides: BTreeMap<String, ToolOverrides>,
-    /// The search mode's settings (`None`: `tools/list` holds every tool).
-    search: Option<SearchConfig>,
+    /// What configuration decides of the catalogue (a reload replaces it; the next build
+    /// applies it).
+    control: RwLock<Arc<Configured>>,
     logged_conflicts: Mutex<HashSet<String>>,
     /// Servers whose latest list went over a bound and was refused ([`super::bounds`]).
     refusals: Refusals,
@@ -253,14 +250,24 @@ pub struct Catalog {
     test_gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
+/// What configuration decides of the catalogue.
+#[derive(Debug, Default)]
+struct Configured {
+    /// Tool name → server that owns the bare name (`[tools.NAME] server`).
+    routes: BTreeMap<String, String>,
+    /// Catalogue control, by catalogue name (`[tools.NAME]`).
+    overrides: BTreeMap<String, ToolOverrides>,
+    /// The search mode's settings (`None`: `tools/list` holds every tool).
+    search: Option<SearchConfig>,
+}
+
 impl Catalog {
     pub fn new(routes: BTreeMap<String, String>) -> Self {
+        let control = Configured { routes, ..Configured::default() };
         Self {
             current: RwLock::new(Arc::new(Snapshot::empty())),
             schemas: SchemaCache::default(),
-            routes,
-            overrides: BTreeMap::new(),
-            search: None,
+            control: RwLock::new(Arc::new(control)),
             logged_conflicts: Mutex::new(HashSet::new()),
             refusals: Refusals::default(),
             #[cfg(test)]
@@ -270,10 +277,33 @@ impl Catalog {
 
     /// With catalogue control (`overrides` by catalogue name) and the search mode when
     /// `search.enabled`.
-    pub fn controlled(mut self, overrides: BTreeMap<String, ToolOverrides>, search: &SearchConfig) -> Self {
-        self.overrides = overrides.into_iter().filter(|(_, o)| !o.is_empty()).collect();
-        self.search = search.enabled.then(|| search.clone());
+    pub fn controlled(self, overrides: BTreeMap<String, ToolOverrides>, search: &SearchConfig) -> Self {
+        let routes = self.control().routes.clone();
+        self.reconfigure(routes, overrides, search);
         self
+    }
+
+    /// Replaces the routes, the catalogue control and the search mode (a configuration
+    /// reload); the next build applies them.
+    pub fn reconfigure(
+        &self,
+        routes: BTreeMap<String, String>,
+        overrides: BTreeMap<String, ToolOverrides>,
+        search: &SearchConfig,
+    ) {
+        let control = Configured {
+            routes,
+            overrides: overrides.into_iter().filter(|(_, o)| !o.is_empty()).collect(),
+            search: search.enabled.then(|| search.clone()),
+        };
+        match self.control.write() {
+            Ok(mut current) => *current = Arc::new(control),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(control),
+        }
+    }
+
+    fn control(&self) -> Arc<Configured> {
+        self.control.read().map(|c| c.clone()).unwrap_or_else(|p| p.into_inner().clone())
     }
 
     /// The servers whose latest list was refused for going over a bound (their last good list
@@ -284,7 +314,7 @@ impl Catalog {
 
     /// Whether `name` is a meta-tool of the search mode in force.
     pub fn is_meta_tool(&self, name: &str) -> bool {
-        self.search.is_some() && META_TOOLS.contains(&name)
+        META_TOOLS.contains(&name) && self.control.read().is_ok_and(|c| c.search.is_some())
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {
@@ -341,6 +371,7 @@ impl Catalog {
     fn build(&self, servers: &[ServerTools], registry: &[RegistryEntry]) -> Snapshot {
         #[cfg(test)]
         tests::wait_at_gate(self);
+        let control = self.control();
         // tool name → servers offering it, in server order.
         let mut owners: BTreeMap<&str, Vec<(&ServerTools, &Value)>> = BTreeMap::new();
         for server in servers {
@@ -390,7 +421,7 @@ impl Catalog {
             if granted.is_empty() {
                 continue;
             }
-            let routed = self.routes.get(*name);
+            let routed = control.routes.get(*name);
             // Without a route, a server that held the bare name keeps it.
             let holder = match routed {
                 Some(owner) => Some(owner.clone()),
@@ -441,7 +472,7 @@ impl Catalog {
         for entry in registry {
             let overrides = self.entry_overrides(entry);
             let exposed = overrides.rename.as_deref().unwrap_or(&entry.tool_name);
-            if by_name.contains_key(exposed) || (self.search.is_some() && META_TOOLS.contains(&exposed)) {
+            if by_name.contains_key(exposed) || (control.search.is_some() && META_TOOLS.contains(&exposed)) {
                 continue;
             }
             match self.controlled_record_for_entry(entry, &overrides) {
@@ -465,7 +496,7 @@ impl Catalog {
         self.log_collisions(&collisions);
         let mut list: Vec<&Arc<ToolRecord>> = by_name.values().collect();
         list.sort_by(|a, b| a.name.cmp(&b.name));
-        let listing = match &self.search {
+        let listing = match &control.search {
             None => Listing::All,
             Some(search) => {
                 let sorted: Vec<Arc<ToolRecord>> = list.iter().map(|t| (*t).clone()).collect();
@@ -496,10 +527,11 @@ impl Catalog {
         by_name: &mut ByName,
         collisions: &mut Vec<Collision>,
     ) {
+        let control = self.control();
         let mut renamed = Vec::new();
         for candidate in candidates {
-            let overrides = self.overrides.get(&candidate.exposed);
-            let reserved = self.search.is_some() && META_TOOLS.contains(&candidate.exposed.as_str());
+            let overrides = control.overrides.get(&candidate.exposed);
+            let reserved = control.search.is_some() && META_TOOLS.contains(&candidate.exposed.as_str());
             let Some(overrides) = overrides.filter(|o| !o.is_empty()) else {
                 if !reserved {
                     let record =
@@ -545,7 +577,7 @@ impl Catalog {
             }
         }
         for (candidate, controlled) in renamed {
-            let reserved = self.search.is_some() && META_TOOLS.contains(&controlled.name.as_str());
+            let reserved = control.search.is_some() && META_TOOLS.contains(&controlled.name.as_str());
             if reserved || by_name.contains_key(controlled.name.as_str()) {
                 collisions.push(Collision {
                     name: candidate.exposed.clone(),
@@ -564,7 +596,7 @@ impl Catalog {
 
     /// The overrides of a registry entry: its own, under the configuration's for its name.
     fn entry_overrides(&self, entry: &RegistryEntry) -> ToolOverrides {
-        match self.overrides.get(&entry.tool_name) {
+        match self.control().overrides.get(&entry.tool_name) {
             Some(config) => config.over(&entry.overrides),
             None => entry.overrides.clone(),
         }
@@ -574,7 +606,7 @@ impl Catalog {
     /// memory: `None` when the entry is hidden, renamed to another name, its overrides do not
     /// fit it, or the name is a meta-tool's in search mode.
     pub fn served_record_for_entry(&self, entry: &RegistryEntry, name: &str) -> Option<ToolRecord> {
-        if self.search.is_some() && META_TOOLS.contains(&name) {
+        if self.control().search.is_some() && META_TOOLS.contains(&name) {
             return None;
         }
         let record = self.controlled_record_for_entry(entry, &self.entry_overrides(entry)).ok()??;

@@ -131,6 +131,13 @@ impl SharedBreakers {
             breakers.insert(breaker.server.clone(), breaker.clone());
         }
     }
+
+    /// Stops following the breaker of `server` (a reload removed it).
+    pub fn unregister(&self, server: &str) {
+        if let Ok(mut breakers) = self.breakers.lock() {
+            breakers.remove(server);
+        }
+    }
 }
 
 async fn connect(client: &RedisLink) -> Option<RedisConnection> {

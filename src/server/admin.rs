@@ -158,6 +158,7 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/connections", get(connections))
         .route("/admin/registry", get(registry))
         .route("/admin/registry/refresh", post(registry_refresh))
+        .route("/admin/config/reload", get(reload_status).post(reload_now))
         .route("/admin/registry/drift", get(registry_drift))
         .route("/admin/registry/collisions", get(registry_collisions))
         .route("/admin/registry/surface", get(registry_surface))
@@ -266,8 +267,9 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let refused = gateway.refused_registry_origins();
     // Servers whose latest list went over a bound: what is served of them is their last good list.
     let refusals = gateway.catalog().refusals().list();
+    let config = gateway.config();
     let hidden: Vec<&str> =
-        gateway.config().tools.iter().filter(|(_, t)| t.hide).map(|(name, _)| name.as_str()).collect();
+        config.tools.iter().filter(|(_, t)| t.hide).map(|(name, _)| name.as_str()).collect();
     // OpenAPI servers: what their document maps to, and the operations skipped with why.
     let openapi: serde_json::Map<String, Value> = gateway
         .all_upstreams()
@@ -310,6 +312,25 @@ fn control_report(settings: Option<&crate::config::ToolConfig>) -> Value {
 }
 
 /// `POST /admin/registry/refresh`: refresh now (answers at once; the refresh runs behind).
+/// `GET /admin/config/reload`: the configuration generation in force and the last reload's
+/// report (docs/reload.md).
+pub async fn reload_status(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(gateway.reload_status()).into_response()
+}
+
+/// `POST /admin/config/reload`: re-reads the configuration now; 200 with the report when it
+/// was applied (or changed nothing), 422 with the reason when the file was refused (the
+/// running configuration stays).
+pub async fn reload_now(State(gateway): State<Arc<Gateway>>) -> Response {
+    use crate::gateway::reload::{Outcome, Trigger};
+    let report = gateway.reload(Trigger::Admin).await;
+    let status = match report.outcome {
+        Outcome::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+        Outcome::Applied | Outcome::Unchanged => StatusCode::OK,
+    };
+    (status, Json(report.to_json())).into_response()
+}
+
 pub async fn registry_refresh(State(gateway): State<Arc<Gateway>>) -> Response {
     gateway.force_refresh();
     (StatusCode::ACCEPTED, Json(json!({"refresh": "scheduled"}))).into_response()

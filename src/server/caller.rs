@@ -42,7 +42,7 @@ pub async fn establish(
                     (header::CONTENT_TYPE, "application/json".parse().expect("static")),
                     (
                         header::WWW_AUTHENTICATE,
-                        metadata::challenge(headers, gateway.config(), failure.token_given),
+                        metadata::challenge(headers, &gateway.config(), failure.token_given),
                     ),
                 ],
                 serde_json::to_vec(&body).unwrap_or_default(),
@@ -61,5 +61,5 @@ pub async fn protected_resource_metadata(
         return (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"error": "this gateway takes no bearer tokens ([auth] mode is not \"jwt\")"})))
             .into_response();
     }
-    axum::Json(metadata::document(&headers, gateway.config())).into_response()
+    axum::Json(metadata::document(&headers, &gateway.config())).into_response()
 }

@@ -38,7 +38,7 @@ pub fn route(gateway: &Gateway, request: &mut Request) -> Result<(), Box<Respons
         }
         None
     } else if let Some(name) = path.strip_prefix("/mcp/") {
-        match gateway.endpoints().known(name) {
+        match gateway.settings().endpoints().known(name) {
             Some(endpoint) => Some(endpoint),
             None => return Err(unknown(name)),
         }
@@ -80,7 +80,7 @@ pub fn from_query(gateway: &Gateway, name: Option<&String>) -> Result<Option<Arc
         None => Err(not_found(
             "the whole catalogue is not served here (serve_plain_mcp = false): add ?endpoint=NAME of a configured endpoint",
         )),
-        Some(name) => gateway.endpoints().known(name).map(Some).ok_or_else(|| unknown(name)),
+        Some(name) => gateway.settings().endpoints().known(name).map(Some).ok_or_else(|| unknown(name)),
     }
 }
 

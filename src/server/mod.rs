@@ -38,7 +38,7 @@ use crate::gateway::Gateway;
 pub fn router(gateway: Arc<Gateway>, admin: &admin::AdminAccess) -> Router {
     Router::new()
         .route("/mcp", post(mcp::post).get(get_mcp).delete(mcp::delete))
-        .route("/metrics", get(main_listener_metrics(gateway.config(), admin)))
+        .route("/metrics", get(main_listener_metrics(&gateway.config(), admin)))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/tools", get(catalogue::tools))

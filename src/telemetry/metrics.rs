@@ -198,6 +198,15 @@ pub struct Metrics {
     pub guardrail_decisions: IntCounterVec,
     /// `mcp_gateway_policy_reloads_total{outcome}`: `loaded`, `invalid`, `unreadable`
     pub policy_reloads: IntCounterVec,
+    /// `mcp_gateway_config_reloads_total{trigger,outcome}`: configuration reloads by what asked
+    /// (`signal`, `watch`, `admin`) and how they ended (`applied`, `unchanged`, `invalid`)
+    pub config_reloads: IntCounterVec,
+    /// `mcp_gateway_config_generation`: the configuration generation in force (1 at start,
+    /// one more per applied reload)
+    pub config_generation: IntGauge,
+    /// `mcp_gateway_config_restart_required`: keys the configuration file changed that keep
+    /// their running values until a restart (0: the file is wholly in force)
+    pub config_restart_required: IntGauge,
     /// `mcp_gateway_background_restarts_total{loop}`: background loops restarted after a
     /// panic ([`crate::supervise`]; one series per loop, synced at each scrape)
     pub background_restarts: IntCounterVec,
@@ -700,6 +709,30 @@ impl Metrics {
                 "policy file reloads by outcome",
                 &["outcome"],
             ),
+            config_reloads: {
+                let metric = counters(
+                    &r,
+                    "mcp_gateway_config_reloads_total",
+                    "configuration reloads by trigger and outcome",
+                    &["trigger", "outcome"],
+                );
+                for trigger in ["signal", "watch", "admin"] {
+                    for outcome in ["applied", "unchanged", "invalid"] {
+                        metric.with_label_values(&[trigger, outcome]);
+                    }
+                }
+                metric
+            },
+            config_generation: gauge(
+                &r,
+                "mcp_gateway_config_generation",
+                "the configuration generation in force (1 at start, one more per applied reload)",
+            ),
+            config_restart_required: gauge(
+                &r,
+                "mcp_gateway_config_restart_required",
+                "changed configuration keys that keep their running values until a restart",
+            ),
             registry_upstreams_refused: counters(
                 &r,
                 "mcp_gateway_registry_upstreams_refused_total",
@@ -845,6 +878,24 @@ impl Metrics {
     /// Creates the zero series of every `(tool, server)` and `(server, transport)` not seen
     /// before (cheap when nothing is new: one set lookup each). Tools not admitted as label
     /// values get theirs under [`OTHER_TOOL`].
+    /// Removes the gauge series of a server a reload removed: a gauge left at its last value
+    /// would go on saying, say, that a breaker is open, for a server that is gone (and keep
+    /// its alert firing). Its counters stay: they only ever stop growing.
+    pub fn forget_server(&self, server: &str, connection_states: &[&str]) {
+        let _ = self.breaker_state.remove_label_values(&[server]);
+        let _ = self.upstream_change_streams.remove_label_values(&[server]);
+        let _ = self.resource_subscriptions.remove_label_values(&[server]);
+        for era in ["session", "2026-07-28"] {
+            let _ = self.upstream_era.remove_label_values(&[server, era]);
+        }
+        for state in connection_states {
+            let _ = self.upstream_connection_state.remove_label_values(&[server, state]);
+        }
+        if let Ok(mut seen) = self.initialised.lock() {
+            seen.remove(&format!("\0{server}"));
+        }
+    }
+
     pub fn ensure_series<'a>(
         &self,
         tools: impl IntoIterator<Item = (&'a str, &'a str)>,

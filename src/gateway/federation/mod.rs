@@ -79,26 +79,53 @@ struct Learned {
 
 /// Every federated server's surface, and the index built from them.
 pub struct Federation {
-    /// `servers.NAME.resource_prefixes`, per server.
-    prefixes: Vec<(Arc<str>, Vec<String>)>,
-    /// `[prompts.*]` and `[resources]`.
-    control: Control,
+    /// What configuration decides (a reload replaces it and rebuilds the index).
+    shape: RwLock<Arc<Shape>>,
     surfaces: Mutex<BTreeMap<Arc<str>, Learned>>,
     index: RwLock<Arc<Index>>,
 }
 
-impl Federation {
-    /// The federation of the configured servers: their prefixes route from the start.
-    pub fn new(config: &crate::config::Config) -> Self {
-        let prefixes: Vec<(Arc<str>, Vec<String>)> = config
+/// What configuration decides of the federation.
+struct Shape {
+    /// `servers.NAME.resource_prefixes`, per server.
+    prefixes: Vec<(Arc<str>, Vec<String>)>,
+    /// `[prompts.*]` and `[resources]`.
+    control: Control,
+}
+
+impl Shape {
+    fn of(config: &crate::config::Config) -> Self {
+        let prefixes = config
             .servers
             .iter()
             .filter(|(_, server)| !server.resource_prefixes.is_empty())
             .map(|(name, server)| (Arc::from(name.as_str()), server.resource_prefixes.clone()))
             .collect();
         let control = Control { prompts: config.prompts.clone(), resources: config.resources.clone() };
-        let index = RwLock::new(Arc::new(Index::build(&[], &prefixes, &control)));
-        Self { prefixes, control, surfaces: Mutex::default(), index }
+        Self { prefixes, control }
+    }
+}
+
+impl Federation {
+    /// The federation of the configured servers: their prefixes route from the start.
+    pub fn new(config: &crate::config::Config) -> Self {
+        let shape = Shape::of(config);
+        let index = RwLock::new(Arc::new(Index::build(&[], &shape.prefixes, &shape.control)));
+        Self { shape: RwLock::new(Arc::new(shape)), surfaces: Mutex::default(), index }
+    }
+
+    /// Follows a configuration reload: the prefixes and the control of `config`, the surfaces
+    /// of the servers it no longer configures (`configured` says which are) forgotten, and the
+    /// index rebuilt.
+    pub fn reconfigure(&self, config: &crate::config::Config, configured_before: &[String]) {
+        if let Ok(mut shape) = self.shape.write() {
+            *shape = Arc::new(Shape::of(config));
+        }
+        let Ok(mut surfaces) = self.surfaces.lock() else { return };
+        surfaces.retain(|server, _| {
+            config.servers.contains_key(server.as_ref()) || !configured_before.iter().any(|s| **s == **server)
+        });
+        self.rebuild(&surfaces);
     }
 
     /// The index in force.
@@ -156,7 +183,8 @@ impl Federation {
     fn rebuild(&self, surfaces: &BTreeMap<Arc<str>, Learned>) {
         let all: Vec<(Arc<str>, ServerSurface)> =
             surfaces.iter().map(|(s, v)| (s.clone(), v.served.clone())).collect();
-        let built = Index::build(&all, &self.prefixes, &self.control);
+        let shape = self.shape.read().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone());
+        let built = Index::build(&all, &shape.prefixes, &shape.control);
         for collision in &built.collisions {
             tracing::warn!(kind = collision.kind, name = %crate::redact::text(&collision.name), servers = ?collision.servers, "claimed by more than one server: served by none (a prefix in the configuration names the owner)");
         }
@@ -277,7 +305,7 @@ impl Gateway {
             object.insert("resultType".into(), json!("complete"));
             if method.ends_with("/list") {
                 // Fresh until the next refresh; a list filtered by the policy is this caller's.
-                let scope = if self.policy.is_some() { "private" } else { "public" };
+                let scope = if self.settings().policy.is_some() { "private" } else { "public" };
                 object.insert("ttlMs".into(), json!(self.refresh_interval().as_millis() as u64));
                 object.insert("cacheScope".into(), json!(scope));
             } else if method == "resources/read" {
@@ -368,7 +396,7 @@ impl Gateway {
         let result = self
             .forward_surface(&server, "resources/read", params, Some(uri.as_str().into()), call)
             .await
-            .and_then(|result| checked_contents(result, self.config.defaults.max_result_bytes));
+            .and_then(|result| checked_contents(result, self.settings().config.defaults.max_result_bytes));
         self.answered(call, started, "resources/read", &shown, &server, result)
     }
 
@@ -395,7 +423,7 @@ impl Gateway {
         let result = self
             .forward_surface(&prompt.server, "prompts/get", params, Some(prompt.upstream_name.clone()), call)
             .await
-            .and_then(|result| checked_messages(result, self.config.defaults.max_result_bytes));
+            .and_then(|result| checked_messages(result, self.settings().config.defaults.max_result_bytes));
         self.answered(call, started, "prompts/get", &prompt.name, &prompt.server, result)
     }
 
@@ -522,7 +550,8 @@ impl Gateway {
             };
             return Err(Box::new(Denied { error, decision: Decision::no_policy() }));
         }
-        let Some(policy) = &self.policy else { return Ok(()) };
+        let settings = self.settings();
+        let Some(policy) = &settings.policy else { return Ok(()) };
         let verdict = policy.decide_item(caller, item);
         let server = match item {
             SurfaceItem::Resource { server, .. } | SurfaceItem::Prompt { server, .. } => server,
@@ -573,7 +602,7 @@ impl Gateway {
             template,
         };
         self.endpoint_selects(caller, item)
-            && self.policy.as_ref().is_none_or(|policy| policy.decide_item(caller, item).allowed)
+            && self.settings().policy.as_ref().is_none_or(|policy| policy.decide_item(caller, item).allowed)
     }
 
     /// Whether the caller's endpoint (if any) serves the resource or prompt.
@@ -581,16 +610,19 @@ impl Gateway {
         let Some(endpoint) = caller.endpoint.as_deref() else { return true };
         match item {
             SurfaceItem::Resource { uri, server, .. } => {
-                self.endpoints.selects_resource(endpoint, uri, server)
+                self.settings().endpoints.selects_resource(endpoint, uri, server)
             }
-            SurfaceItem::Prompt { name, server, .. } => self.endpoints.selects_prompt(endpoint, name, server),
+            SurfaceItem::Prompt { name, server, .. } => {
+                self.settings().endpoints.selects_prompt(endpoint, name, server)
+            }
         }
     }
 
     /// A prompt's definition as the caller's endpoint shows it (its own description, if any).
     fn prompt_as_shown<'a>(&self, caller: &Caller, prompt: &'a index::Prompt) -> std::borrow::Cow<'a, Value> {
+        let settings = self.settings();
         let description =
-            caller.endpoint.as_deref().and_then(|e| self.endpoints.prompt_description(e, &prompt.name));
+            caller.endpoint.as_deref().and_then(|e| settings.endpoints.prompt_description(e, &prompt.name));
         match (description, prompt.definition.as_object()) {
             (Some(description), Some(object)) => {
                 let mut object = object.clone();

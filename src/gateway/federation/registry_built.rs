@@ -40,13 +40,14 @@ impl Gateway {
     /// Reads the lists of the registry-built servers `origins` name (and forgets those of
     /// servers no origin names any more).
     pub(in crate::gateway) async fn federate_registry_servers(&self, origins: Vec<Arc<ServerRef>>) {
+        let settings = self.settings();
         let mut by_name: BTreeMap<String, Arc<ServerRef>> = BTreeMap::new();
         for origin in origins {
-            if !self.upstreams.contains_key(&origin.name) {
+            if !settings.upstreams.contains_key(&origin.name) {
                 by_name.entry(origin.name.clone()).or_insert(origin);
             }
         }
-        let gone = |server: &str| !self.upstreams.contains_key(server) && !by_name.contains_key(server);
+        let gone = |server: &str| !settings.upstreams.contains_key(server) && !by_name.contains_key(server);
         if self.federation.forget(gone) {
             self.list_changes().bump();
         }
@@ -65,7 +66,7 @@ impl Gateway {
             if !ready(&upstream).await {
                 return;
             }
-            let bounds = upstream.config.tool_list_bounds(&self.config.defaults);
+            let bounds = upstream.config.tool_list_bounds(&self.settings().config.defaults);
             // Subscriptions are kept on configured servers' connections only (docs/protocol.md).
             let read = super::list_surface(&upstream, bounds).await.map(|mut surface| {
                 surface.subscribe = false;
@@ -92,8 +93,8 @@ impl Gateway {
 
     /// The stack of a federated server: configured, or registry-built.
     pub(super) fn surface_upstream(&self, server: &str) -> Option<Arc<Upstream>> {
-        if let Some(upstream) = self.upstreams.get(server) {
-            return Some(upstream.clone());
+        if let Some(upstream) = self.configured_upstream(server) {
+            return Some(upstream);
         }
         let dynamic = self.dynamic_upstreams.read().ok()?;
         dynamic.get(server).map(|(_, upstream)| upstream.clone())

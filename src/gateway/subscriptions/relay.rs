@@ -26,7 +26,7 @@ use super::{Joined, SubscriberKey, Target};
 use crate::{
     backchannel::resource_updates::ResourceUpdated,
     error::{Category, GatewayError},
-    gateway::Gateway,
+    gateway::{Gateway, Upstream},
     identity::Caller,
     protocol::mcp::Era,
     upstream::{UpstreamReply, UpstreamRequest},
@@ -72,7 +72,7 @@ impl Gateway {
     /// Tells the server of `target` to subscribe (or unsubscribe), as its era asks.
     async fn tell_upstream(&self, target: &Target, subscribe: bool) -> Result<(), GatewayError> {
         let (server, uri) = target;
-        let Some(upstream) = self.upstreams.get(server.as_ref()) else {
+        let Some(upstream) = self.configured_upstream(server.as_ref()) else {
             return Err(GatewayError::new(
                 Category::Internal,
                 "the server of this resource is not configured",
@@ -137,36 +137,41 @@ impl Gateway {
                 mime_type: mime_type.as_deref(),
                 template: false,
             };
-            let result = if !self.policy.as_ref().is_none_or(|p| p.decide_item(&caller, item).allowed) {
-                "denied"
-            } else {
-                match sink.map(|sink| sink.try_send(update.clone())) {
-                    None => "no_stream",
-                    Some(Err(_)) => "full",
-                    Some(Ok(())) => "relayed",
-                }
-            };
+            let result =
+                if !self.settings().policy.as_ref().is_none_or(|p| p.decide_item(&caller, item).allowed) {
+                    "denied"
+                } else {
+                    match sink.map(|sink| sink.try_send(update.clone())) {
+                        None => "no_stream",
+                        Some(Err(_)) => "full",
+                        Some(Ok(())) => "relayed",
+                    }
+                };
             table.count(server, result, 1);
         }
     }
 
-    /// Starts, for each discovering server with a persistent connection or a streamable-HTTP
-    /// transport, the loop that relays its updates and subscribes again after reconnects.
+    /// Starts the sweep of subscribers that never had a stream (once, at start).
     pub(in crate::gateway) fn relay_resource_updates(self: &Arc<Self>) {
         let gateway = Arc::downgrade(self);
         crate::supervise::spawn(crate::supervise::Loop::ResourceUpdates, move || {
             sweep_streamless(gateway.clone())
         });
-        for upstream in self.upstreams.values().filter(|u| u.config.discover) {
-            if upstream.connection.is_none() && upstream.http.is_none() {
-                continue;
-            }
-            let gateway = Arc::downgrade(self);
-            let server = upstream.name.clone();
-            crate::supervise::spawn(crate::supervise::Loop::ResourceUpdates, move || {
-                relay_loop(gateway.clone(), server.clone())
-            });
+    }
+
+    /// Starts, for a discovering server with a persistent connection or a streamable-HTTP
+    /// transport, the loop that relays its updates and subscribes again after reconnects.
+    pub(in crate::gateway) fn relay_resource_updates_of(self: &Arc<Self>, upstream: &Arc<Upstream>) {
+        if upstream.connection.is_none() && upstream.http.is_none() {
+            return;
         }
+        let gateway = Arc::downgrade(self);
+        let server = upstream.name.clone();
+        let mine = Arc::downgrade(upstream);
+        let retirement = upstream.retirement.clone();
+        crate::supervise::spawn(crate::supervise::Loop::ResourceUpdates, move || {
+            retirement.until(relay_loop(gateway.clone(), server.clone(), mine.clone()))
+        });
     }
 }
 
@@ -202,10 +207,9 @@ impl Renewals {
 
 /// Holds no strong reference to the gateway or the server between events: the receivers do
 /// not keep the connection open, and end when it is gone.
-async fn relay_loop(gateway: Weak<Gateway>, server: Arc<str>) {
-    let Some((mut updates, mut renewals)) = gateway.upgrade().and_then(|g| {
-        let upstream = g.upstreams.get(server.as_ref())?;
-        match (&upstream.connection, &upstream.http) {
+async fn relay_loop(gateway: Weak<Gateway>, server: Arc<str>, mine: Weak<Upstream>) {
+    let Some((mut updates, mut renewals)) =
+        mine.upgrade().and_then(|upstream| match (&upstream.connection, &upstream.http) {
             (Some(connection), _) => {
                 Some((connection.resource_updates(), Renewals::Connection(connection.recoveries())))
             }
@@ -215,8 +219,8 @@ async fn relay_loop(gateway: Weak<Gateway>, server: Arc<str>) {
                 Some((http.resource_updates(), Renewals::Http(generations)))
             }
             (None, None) => None,
-        }
-    }) else {
+        })
+    else {
         return;
     };
     let mut renewing = true;
