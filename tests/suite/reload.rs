@@ -12,8 +12,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::common::{
-    Demo, Gateway, TempFile, admin_get_json, expect_error, free_port, gated_server, http_server, metric,
-    peers_dir, post_in_background, result_text, wait_for,
+    Demo, Gated, Gateway, TempFile, admin_get_json, expect_error, free_port, http_server, metric, peers_dir,
+    post_in_background, python_server, result_text, wait_for,
 };
 
 // --- The reload's own surface: counter, report, log --------------------------------------------
@@ -111,74 +111,13 @@ fn expect_unknown(answer: &Value) {
     expect_error(answer, -32002, "unknown_tool");
 }
 
-// --- The gated server -------------------------------------------------------------------------
-
-/// The gated server and what it recorded.
-struct Gated {
-    _proc: crate::common::Proc,
-    port: u16,
-    events: TempFile,
-    release: TempFile,
-}
-
-impl Gated {
-    fn start() -> Self {
-        let (port, events, release) =
-            (free_port(), TempFile::new("gated.events"), TempFile::new("gated.release"));
-        let proc = gated_server(port, events.arg(), release.arg());
-        Self { _proc: proc, port, events, release }
-    }
-
-    /// Its `[servers.gated]` table, with `extra` lines.
-    fn table(&self, extra: &str) -> String {
-        format!("{}{extra}\n", http_server("gated", &format!("http://127.0.0.1:{}/mcp", self.port)))
-    }
-
-    /// Every event recorded so far, in order (a line still being written is left for later).
-    fn events(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.events.path()).unwrap_or_default();
-        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-        complete
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("gated event is not JSON ({e}): {l}")))
-            .collect()
-    }
-
-    fn position(&self, what: impl Fn(&Value) -> bool) -> Option<usize> {
-        self.events().iter().position(what)
-    }
-
-    fn started(&self, tag: &str) -> bool {
-        self.position(|e| e["event"] == "hold_started" && e["tag"] == tag).is_some()
-    }
-
-    /// Lets every `hold` call answer.
-    fn release(&self) {
-        std::fs::write(self.release.path(), b"go").unwrap();
-    }
-
-    /// The session the `tools/call` of `tool` (the first one) came with.
-    fn call_session(&self, tool: &str) -> String {
-        let events = self.events();
-        let call = events
-            .iter()
-            .find(|e| e["rpc"] == "tools/call" && e["tool"] == tool)
-            .unwrap_or_else(|| panic!("the server never saw a call of {tool}: {events:?}"));
-        call["session"].as_str().unwrap_or_else(|| panic!("a call without a session: {call}")).to_string()
-    }
-
-    fn initializes(&self) -> usize {
-        self.events().iter().filter(|e| e["rpc"] == "initialize").count()
-    }
-
-    fn deletes(&self) -> Vec<(usize, String)> {
-        self.events()
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e["http"] == "DELETE")
-            .map(|(i, e)| (i, e["session"].as_str().unwrap_or_default().to_string()))
-            .collect()
-    }
+/// Waits until `tool` is (or is no longer) in `tools/list`. The catalogue under a reload's
+/// `[tools.NAME]` control and without a removed server's tools is in force when the catalogue
+/// is rebuilt after the reload; that it is so when the reload answers is
+/// `the_catalogue_is_in_force_when_the_reload_answers`'s concern, so the other tests wait.
+fn wait_listed(gw: &Gateway, tool: &str, listed_now: bool) {
+    let what = format!("{tool} {} tools/list", if listed_now { "in" } else { "out of" });
+    wait_for(&what, || listed(gw, tool) == listed_now);
 }
 
 /// A call held at the gated server long enough for any test step: per-server timeout and
@@ -218,6 +157,7 @@ fn a_call_in_flight_on_a_removed_server_answers_its_result_and_then_the_session_
     assert_eq!(gauge(&gw, "mcp_gateway_config_generation"), 2.0);
 
     // Its tools left the catalogue: unknown, and a new call never reaches it.
+    wait_listed(&gw, "hold", false);
     let names = gw.tool_names();
     assert!(!names.iter().any(|n| n == "hold" || n == "quick"), "{names:?}");
     assert!(names.iter().any(|n| n == "manga_search"), "the kept server still serves: {names:?}");
@@ -507,7 +447,8 @@ fn a_broken_file_is_refused_with_its_reason_and_the_running_configuration_serves
     // as at start: nothing the file leaves out reads as a change needing a restart.
     assert_eq!(report["restart_required"], json!([]), "{report}");
     assert_eq!(gauge(&gw, "mcp_gateway_config_restart_required"), 0.0);
-    assert!(listed(&gw, "price") && !listed(&gw, "price_lookup"));
+    wait_listed(&gw, "price", true);
+    assert!(!listed(&gw, "price_lookup"));
     assert_eq!(reload_state(&gw)["last"], report);
     assert_eq!(reloads(&gw, "admin", "applied"), 1.0);
     let reloaded = logged(&gw, "configuration reloaded", 1);
@@ -540,7 +481,7 @@ fn watched_file_applies(args: &[&str], env: &[(&str, &str)]) {
     assert_eq!(state["last"]["generation"], 2, "{state}");
     assert!(lists(&state["last"], "changed", "tools"), "{state}");
     assert_eq!(state["last"]["restart_required"], json!([]), "{state}");
-    assert!(!listed(&gw, "checkout"));
+    wait_listed(&gw, "checkout", false);
     expect_unknown(&gw.call("checkout", json!({"shipping_address_id": "a-1", "payment_method_id": "p-1"})));
     assert_eq!(reloads(&gw, "signal", "applied") + reloads(&gw, "admin", "applied"), 0.0);
 }
@@ -617,7 +558,8 @@ fn an_endpoint_a_refuse_hook_a_rename_and_a_quota_apply_by_one_reload() {
     assert_eq!(demo.stats()["calls"].as_u64().unwrap(), calls_before);
 
     // The rename.
-    assert!(listed(&gw, "find_manga") && !listed(&gw, "manga_search"));
+    wait_listed(&gw, "find_manga", true);
+    assert!(!listed(&gw, "manga_search"));
     assert!(gw.call("find_manga", json!({"query": "naruto"})).get("result").is_some());
     expect_unknown(&gw.call("manga_search", json!({"query": "naruto"})));
 
@@ -667,7 +609,7 @@ fn restart_only_keys_are_reported_and_kept_while_the_rest_applies() {
 
     // The reloadable part applied; the restart-only ones kept their running values: a batch of
     // nine items is still within the running limit (64), and no debug line appears.
-    assert!(!listed(&gw, "checkout"));
+    wait_listed(&gw, "checkout", false);
     let batch: Vec<Value> =
         (0..9).map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/list"})).collect();
     let (status, answer) = gw.rpc(&Value::Array(batch));
@@ -677,4 +619,49 @@ fn restart_only_keys_are_reported_and_kept_while_the_rest_applies() {
         !gw.proc.output().lines().any(|l| l.contains("\"level\":\"DEBUG\"")),
         "log_level applied without a restart"
     );
+}
+
+// --- The catalogue when the reload answers --------------------------------------------------------
+
+#[test]
+fn the_catalogue_is_in_force_when_the_reload_answers() {
+    // `gated` is slow to list its tools at the refresh after the reload (its list is held
+    // until the end): what the reload decided must not wait for it.
+    let demo = Demo::http();
+    let gated = Gated::start();
+    let extra_port = free_port();
+    let _extra = python_server(extra_port);
+    let store = http_server("store", &demo.url());
+    let gated_table = gated.table(LONG);
+    let extra = http_server("extra", &format!("http://127.0.0.1:{extra_port}/mcp"));
+    let gw = Gateway::start(&format!("{store}{gated_table}{extra}"), &[]);
+    wait_for("every server's tools", || {
+        listed(&gw, "quick") && listed(&gw, "add") && listed(&gw, "checkout")
+    });
+
+    gated.hold_lists();
+    gw.rewrite_config(&format!(
+        "{store}{gated_table}[tools.checkout]\nhide = true\n[tools.price_lookup]\nrename = \"price\"\n"
+    ));
+    let (status, report) = reload_by_admin(&gw);
+    assert_eq!((status, report["outcome"].as_str()), (200, Some("applied")), "{report}");
+    assert_eq!(servers(&report, "removed"), ["extra"], "{report}");
+
+    // Answered "applied": the hidden tool, the old name and the removed server's tools are
+    // gone, and the new name serves — while the refresh waits for the slow server's list.
+    wait_for("the refresh after the reload at the slow server", || {
+        gated.position(|e| e["event"] == "list_held").is_some()
+    });
+    let names = gw.tool_names();
+    for gone in ["checkout", "price_lookup", "add", "shout"] {
+        assert!(!names.iter().any(|n| n == gone), "{gone} still listed after the reload answered: {names:?}");
+    }
+    assert!(names.iter().any(|n| n == "price"), "the new name is not listed: {names:?}");
+    let calls = demo.stats()["calls"].as_u64().unwrap();
+    expect_unknown(&gw.call("checkout", json!({"shipping_address_id": "a-1", "payment_method_id": "p-1"})));
+    assert_eq!(demo.stats()["calls"].as_u64().unwrap(), calls, "a hidden tool reached its server");
+    expect_unknown(&gw.call("add", json!({"a": 1, "b": 2})));
+    let priced = gw.call("price", json!({"manga_id": "MNG-00000001"}));
+    assert!(priced.get("result").is_some(), "{priced}");
+    gated.open_lists();
 }

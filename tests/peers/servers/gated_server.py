@@ -1,6 +1,6 @@
 """A gated MCP server on the official Python MCP SDK 2.x, for tests/suite/reload.rs.
 
-    python gated_server.py PORT EVENTS_FILE RELEASE_FILE
+    python gated_server.py PORT EVENTS_FILE RELEASE_FILE [--list-gate FILE]
 
 Serves streamable HTTP on 127.0.0.1:PORT/mcp as a session-era-only server (as mrtr_server.py's
 `--legacy-only`): `server/discover` and any request sent in the 2026-07-28 era (its
@@ -13,6 +13,9 @@ visible. Tools:
               "released <tag>"
   quick(tag)  answers "quick <tag>" at once
 
+With `--list-gate FILE`, a `tools/list` that arrives while FILE exists is held until FILE is
+removed (a server slow to list its tools, on demand).
+
 Appends one JSON line per event to EVENTS_FILE, in the order they happen, so a test can tell
 what the server saw without a clock:
 
@@ -21,6 +24,7 @@ what the server saw without a clock:
   {"event": "session_issued", "session": ID}        an `initialize` answer's Mcp-Session-Id
   {"event": "hold_started", "tag": TAG}             a `hold` call reached the tool
   {"event": "hold_released", "tag": TAG}            ... and is about to answer
+  {"event": "list_held"}                            a `tools/list` waits for the list gate
 
 Prints `READY <port>` on stdout (flushed) once listening.
 """
@@ -37,6 +41,7 @@ from mcp.server.mcpserver import MCPServer
 
 EVENTS = ""
 RELEASE = ""
+LIST_GATE = None
 
 server = MCPServer("gated-peer")
 
@@ -105,6 +110,10 @@ class Recording:
                         "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": json.dumps(error).encode()})
             return
+        if rpc == "tools/list" and LIST_GATE and os.path.exists(LIST_GATE):
+            record({"event": "list_held"})
+            while os.path.exists(LIST_GATE):
+                await anyio.sleep(0.02)
         replayed = False
 
         async def replay():
@@ -138,13 +147,14 @@ async def serve(port: int) -> None:
 
 
 def main() -> None:
-    global EVENTS, RELEASE
+    global EVENTS, RELEASE, LIST_GATE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("port", type=int)
     parser.add_argument("events")
     parser.add_argument("release")
+    parser.add_argument("--list-gate")
     args = parser.parse_args()
-    EVENTS, RELEASE = args.events, args.release
+    EVENTS, RELEASE, LIST_GATE = args.events, args.release, args.list_gate
     anyio.run(serve, args.port)
 
 

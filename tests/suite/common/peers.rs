@@ -165,9 +165,13 @@ pub fn conformance_fixtures(port: u16, options: &[&str]) -> Proc {
 /// `tests/peers/servers/gated_server.py` on `port` (Python SDK 2.x as a session-era-only
 /// server: `initialize`, `Mcp-Session-Id`, `DELETE`): its `hold` tool blocks until `release`
 /// exists; every request it receives and every call is appended to `events` as a JSON line.
-pub fn gated_server(port: u16, events: &str, release: &str) -> Proc {
+/// With `list_gate`, a `tools/list` arriving while that file exists waits until it is removed.
+pub fn gated_server(port: u16, events: &str, release: &str, list_gate: Option<&str>) -> Proc {
     let mut command = Command::new(python());
     command.arg(peers_dir().join("servers/gated_server.py")).arg(port.to_string()).args([events, release]);
+    if let Some(gate) = list_gate {
+        command.args(["--list-gate", gate]);
+    }
     ready_peer("gated-server", command)
 }
 
