@@ -3,9 +3,10 @@
 //! are the peers of `tests/peers/` (its README says which test uses which). A missing peer is
 //! a test failure naming what to install, never a silent skip. One file per concern:
 //! `process` (child processes, ports, waiting), `files` (temp files unique within the one test
-//! process), `gated` (the gated SDK server of the reload tests), `gateway` (the gateway under test and its subcommands), `demo` (the binary's demo
-//! MCP server), `peers` (tests/peers/ and the npm servers), `stores` (Redis, DynamoDB Local and
-//! the registry table), `tls` (a private CA), `answers` (reading answers, streams and metrics).
+//! process), `gateway` (the gateway under test and its subcommands), `demo` (the binary's demo
+//! MCP server), `peers` (tests/peers/ and the npm servers), `gated` (the gated SDK server of
+//! the reload tests and its record), `stores` (Redis, DynamoDB Local and the registry table),
+//! `tls` (a private CA), `answers` (reading answers, streams and metrics).
 
 mod answers;
 mod demo;
