@@ -192,11 +192,16 @@ fn a_call_in_flight_on_a_rebuilt_server_keeps_its_session_and_settings_and_later
     let before_reload = gated.events().len();
     let initializes_before = gated.initializes();
 
-    // The server's timeout drops to one second: a new stack, the old one kept for the call.
-    gw.rewrite_config(&gated.table("timeout_ms = 1000\ndeadline_ms = 60000"));
+    // The server's timeout drops to one second (a new stack, the old one kept for the call),
+    // and a hook starts redacting what `hold` answers.
+    gw.rewrite_config(&format!(
+        "{}[[hooks]]\nname = \"hide-releases\"\nphase = \"after\"\nmatch_tools = [\"hold\"]\nbuiltin = \"redact\"\npatterns = [\"released [a-z]+\"]\n",
+        gated.table("timeout_ms = 1000\ndeadline_ms = 60000")
+    ));
     let report = reload_by_signal(&gw, "applied");
     assert_eq!(servers(&report, "rebuilt"), ["gated"], "{report}");
     assert_eq!(servers(&report, "kept"), Vec::<String>::new(), "{report}");
+    assert!(lists(&report, "changed", "hooks"), "{report}");
 
     // A call after the reload: a new session, opened by a new `initialize` after the reload.
     let answer = gw.call("quick", json!({"tag": "after"}));
@@ -223,14 +228,17 @@ fn a_call_in_flight_on_a_rebuilt_server_keeps_its_session_and_settings_and_later
     expect_error(&short, -32001, "timeout");
     assert_eq!(gated.call_session("hold"), held_session, "the first hold call is the one in flight");
 
-    // The call in flight, started on the old settings (a minute), outlived the new timeout and
-    // answers the tool's result; the old session ends only after it.
+    // The call in flight, started on the old settings (a minute, no hook), outlived the new
+    // timeout and answers the tool's result unredacted; the old session ends only after it.
     gated.release();
     expect_released(call, "inflight");
     let hold_calls: Vec<Value> =
         gated.events().into_iter().filter(|e| e["rpc"] == "tools/call" && e["tool"] == "hold").collect();
     assert_eq!(hold_calls.len(), 2, "the call in flight was never replayed: {hold_calls:?}");
     assert_eq!(hold_calls[1]["session"], quick_session.as_str(), "{hold_calls:?}");
+    // A call after the reload gets the hook.
+    let late = gw.call("hold", json!({"tag": "late"}));
+    assert_eq!(result_text(&late), "[redacted]", "{late}");
     wait_for("the old stack's session ended (DELETE)", || {
         gated.deletes().iter().any(|(_, s)| *s == held_session)
     });
