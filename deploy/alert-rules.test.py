@@ -18,7 +18,7 @@ ANN = {
  "McpRegistryRefreshFailing": "tools/list of {s} has failed for 10 minutes; its tools are served from the last known list",
  "McpRegistryTierErrors": "more than 10% of registry lookups in {t} fail",
  "McpSharedStateRedisErrors": "Redis (shared breakers, registry invalidations) has been failing for 5 minutes",
- "McpToolDefinitionPending": "a tool definition changed upstream and waits for approval (mcp-gateway registry approve)",
+ "McpToolDefinitionPending": "a tool or prompt definition changed upstream and waits for approval (mcp-gateway registry approve)",
  "McpToolNameRefused": "a server offered another server's tool name and was refused",
  "McpToolListRefused": "the tool list of {s} was refused for going over a bound ({b})",
  "McpBackgroundLoopRestarted": "the gateway's {l} loop panicked and was restarted",
@@ -243,6 +243,7 @@ series = gateway_wide(exclude=("tools",)) + healthy("catalog")
 # holder (the newcomer namespaced) does not.
 series = healthy("catalog") + gateway_wide()
 series += [s("mcp_gateway_tool_definitions_pending", "0x10 1x10 0x40", instance="127.0.0.1:9464"),
+           s("mcp_gateway_prompt_definitions_pending", "0x30 1x10 0x20", instance="127.0.0.1:9464"),
            s("mcp_gateway_tool_name_collisions", "0x30 1x30", instance="127.0.0.1:9464", kind="alias_of_another_server"),
            s("mcp_gateway_tool_name_collisions", "1x60", instance="127.0.0.1:9464", kind="name_held")]
 tests.append({"name": "a pending definition change and a refused tool name", "interval": "1m", "input_series": series, "alert_rule_test": [
@@ -250,6 +251,8 @@ tests.append({"name": "a pending definition change and a refused tool name", "in
     {"eval_time": "5m", "alertname": "McpToolNameRefused", "exp_alerts": []},
     {"eval_time": "15m", "alertname": "McpToolDefinitionPending", "exp_alerts": [alert("McpToolDefinitionPending", instance="127.0.0.1:9464")]},
     {"eval_time": "25m", "alertname": "McpToolDefinitionPending", "exp_alerts": []},
+    {"eval_time": "35m", "alertname": "McpToolDefinitionPending", "exp_alerts": [alert("McpToolDefinitionPending", instance="127.0.0.1:9464")]},
+    {"eval_time": "45m", "alertname": "McpToolDefinitionPending", "exp_alerts": []},
     {"eval_time": "40m", "alertname": "McpToolNameRefused", "exp_alerts": [alert("McpToolNameRefused", instance="127.0.0.1:9464")]}]})
 
 series.append(s("mcp_gateway_registry_tools", "0 6x9 0x50", instance="127.0.0.1:9464", aws_ecs_task_id="abc"))

@@ -240,6 +240,16 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     assert_eq!(flow["after_close"]["api"]["state"], "closed", "{flow}");
     assert_eq!(gateway.breaker("shop")["state"], "closed");
 
+    // The configuration reloaded from the Servers page: the same file, so nothing applied; the
+    // page says so and shows the report the admin API keeps.
+    assert_eq!(flow["config_before"]["last"], Value::Null, "{flow}");
+    assert_eq!(flow["after_reload"]["api"]["last"]["outcome"], "unchanged", "{flow}");
+    assert_eq!(flow["after_reload"]["api"]["last"]["trigger"], "admin", "{flow}");
+    let status = flow["after_reload"]["status"].as_str().unwrap_or_default();
+    assert!(status.contains("nothing changed"), "{flow}");
+    let config = flow["after_reload"]["config"].as_str().unwrap_or_default();
+    assert!(config.contains("generation 1") && config.contains("last reload unchanged (admin"), "{flow}");
+
     // A pinned change approved: gone from /admin/registry/pins, and now served.
     assert_eq!(flow["pins_before"]["pending"][0]["tool"], "lookup", "{flow}");
     assert_eq!(flow["after_approve"]["api"]["pending"], json!([]), "{flow}");

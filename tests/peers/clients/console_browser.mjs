@@ -211,6 +211,17 @@ async function main() {
       api: (await admin("/admin/breakers")).body[opts.server],
     };
 
+    // 1b. The configuration reloaded from the Servers page (the file is unchanged: nothing applies).
+    seen.phase = "flow:reload";
+    result.flow.config_before = (await admin("/admin/config/reload")).body;
+    await page.click("#reload-config");
+    await page.waitForFunction(() => /last reload/.test(document.getElementById("config-status").textContent), null, WAIT);
+    result.flow.after_reload = {
+      status: await page.textContent("#status"),
+      config: await page.textContent("#config-status"),
+      api: (await admin("/admin/config/reload")).body,
+    };
+
     // 2. The pinned change approved from the Approvals page.
     seen.phase = "flow:approve";
     await openPage(page, "approvals");

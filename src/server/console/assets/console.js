@@ -233,11 +233,13 @@
   }
 
   async function loadServers() {
-    const [overview, connections, breakers] = await Promise.all([
+    const [overview, connections, breakers, reloads] = await Promise.all([
       optional("/admin/overview"),
       apiJson("/admin/connections"),
       apiJson("/admin/breakers"),
+      optional("/admin/config/reload"),
     ]);
+    showConfig(reloads);
     const gateway = (overview && overview.gateway) || {};
     const figures = [
       ["Ready", gateway.ready === undefined ? "—" : gateway.ready ? "yes" : "no"],
@@ -315,6 +317,40 @@
     if (focused) {
       const again = $("servers-table").querySelector('tr[data-server="' + CSS.escape(focused[0]) + '"] button[data-action="' + focused[1] + '"]');
       if (again) again.focus();
+    }
+  }
+
+  // The configuration in force and the last reload (docs/reload.md).
+  function showConfig(reloads) {
+    if (!reloads) {
+      $("config-status").textContent = "";
+      return;
+    }
+    const last = reloads.last;
+    let said = "Configuration generation " + text(reloads.generation) + " · ";
+    if (!last) said += "not reloaded since the start";
+    else {
+      said += "last reload " + last.outcome + " (" + last.trigger + ", " + when(last.at) + ")";
+      if (last.error) said += ": " + last.error;
+      if (last.restart_required && last.restart_required.length) {
+        said += " · awaiting a restart: " + last.restart_required.join(", ");
+      }
+    }
+    $("config-status").textContent = said;
+    $("config-status").setAttribute("data-generation", text(reloads.generation));
+  }
+
+  async function reloadConfig() {
+    try {
+      const answer = await api("/admin/config/reload", { method: "POST" });
+      const report = answer.body || {};
+      if (answer.status === 422) say("Configuration refused, the running one stays: " + (report.error || ""), true);
+      else if (!answer.ok) say("Reload: " + ((report && report.error) || "refused (" + answer.status + ")"), true);
+      else if (report.outcome === "unchanged") say("Configuration reloaded: nothing changed.");
+      else say("Configuration reloaded: generation " + report.generation + ".");
+      await load("servers", false);
+    } catch (error) {
+      failed(error);
     }
   }
 
@@ -912,6 +948,7 @@
   function start() {
     $("token-form").addEventListener("submit", submitToken);
     $("sign-out").addEventListener("click", () => signOut("Token forgotten."));
+    $("reload-config").addEventListener("click", reloadConfig);
     $("catalogue-search").addEventListener("input", renderCatalogue);
     $("catalogue-reload").addEventListener("click", () => load("catalogue", true));
     $("playground-tool").addEventListener("change", renderForm);
