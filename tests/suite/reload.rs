@@ -330,6 +330,11 @@ fn unchanged_servers_keep_breaker_and_session_and_a_changed_one_gets_a_new_break
     let session = gated.call_session("quick");
     let initializes = gated.initializes();
 
+    // A signal with the file as it is: nothing to apply.
+    let report = reload_by_signal(&gw, "unchanged");
+    assert_eq!(report["generation"], 1, "{report}");
+    assert_eq!(gauge(&gw, "mcp_gateway_config_generation"), 1.0);
+
     // One refused connection trips `gone`'s breaker.
     let failed = gw.call("gone_tool", json!({}));
     assert!(failed.get("error").is_some(), "{failed}");
@@ -482,8 +487,15 @@ fn watched_file_applies(args: &[&str], env: &[(&str, &str)]) {
     let gw = Gateway::start_with_args(&store, env, args);
     wait_for("the store's tools", || listed(&gw, "checkout"));
 
+    // A broken file is refused by the watch too, and the running configuration serves.
+    gw.rewrite_config(&format!("{store}[tools.checkout\n"));
+    wait_for("a refusal by the watch", || reloads(&gw, "watch", "invalid") >= 1.0);
+    assert!(listed(&gw, "checkout"));
+    assert_eq!(reload_state(&gw)["last"]["outcome"], "invalid");
+
     gw.rewrite_config(&format!("{store}[tools.checkout]\nhide = true\n"));
     wait_for("a reload by the watch", || reloads(&gw, "watch", "applied") == 1.0);
+    assert_eq!(reloads(&gw, "watch", "invalid"), 1.0, "the broken file was refused once, not at every read");
     let state = reload_state(&gw);
     assert_eq!(state["last"]["trigger"], "watch", "{state}");
     assert_eq!(state["last"]["generation"], 2, "{state}");
