@@ -14,6 +14,7 @@ pub mod federation;
 mod forwarded_meta;
 mod guard;
 pub mod list_changes;
+mod rebuild;
 pub mod refresh;
 pub mod reload;
 mod search;
@@ -186,6 +187,9 @@ pub struct Gateway {
     lambda_client: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
     /// The DynamoDB registry's active tools as of the last refresh (admin, drift).
     registry_entries: RwLock<Vec<RegistryEntry>>,
+    /// The servers' lists the catalogue was last built from (as pinning serves them): a
+    /// reload rebuilds from them at once (`rebuild.rs`).
+    built_lists: std::sync::Mutex<Vec<crate::registry::catalog::ServerTools>>,
     metrics: Metrics,
     readiness: Readiness,
     /// Wakes the refresh loop early for a call to an unknown tool (rate-limited there).
@@ -297,6 +301,7 @@ impl Gateway {
             )),
             lambda_client: tokio::sync::OnceCell::new(),
             registry_entries: RwLock::default(),
+            built_lists: Default::default(),
             readiness: Readiness::default(),
             refresh_now: Notify::new(),
             refresh_forced: Notify::new(),
@@ -393,7 +398,14 @@ impl Gateway {
             }
             return Ok(upstream.clone());
         }
-        let origin = tool.origin.as_ref().ok_or_else(unknown_server)?;
+        // A configured server's tool whose server a reload removed (the call resolved it from
+        // the catalogue just before the rebuild): unknown now, as it is to the next caller.
+        let origin = tool.origin.as_ref().ok_or_else(|| {
+            GatewayError::new(
+                Category::UnknownTool,
+                format!("no server offers a tool named {:?}", tool.name.as_ref()),
+            )
+        })?;
         let cached = self.dynamic_upstreams.read().ok().and_then(|m| m.get(&origin.name).cloned());
         if let Some((built_from, upstream)) = &cached
             && built_from == origin

@@ -40,9 +40,9 @@ use crate::{
     protocol::mcp::Era,
     registry::{
         bounds::{self, Exceeded, ListBounds, ListKind, Tally},
-        catalog::{COLLISION_KINDS, Changes, ServerTools},
+        catalog::{Changes, ServerTools},
         entry::{RegistryEntry, ServerRef},
-        pins::{Kind, PinStore},
+        pins::PinStore,
     },
     supervise::{self, Loop},
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
@@ -402,40 +402,11 @@ impl Refresher {
         if let Some(pins) = gateway.pins.clone() {
             servers = pinned(gateway, pins, servers).await;
         }
-        let registry = gateway.registry_entries.read().map(|e| e.clone()).unwrap_or_default();
-        let (server_count, registry_count) = (servers.len(), registry.len());
+        let server_count = servers.len();
+        let registry_count = gateway.registry_entries.read().map(|e| e.len()).unwrap_or_default();
         let (after, Changes { added, removed, changed }) =
-            gateway.catalog().rebuild_off_runtime(servers, registry).await;
-        let changes = &gateway.metrics.registry_tool_changes;
-        if self.loaded {
-            changes.with_label_values(&["added"]).inc_by(added);
-            changes.with_label_values(&["removed"]).inc_by(removed);
-        }
-        changes.with_label_values(&["changed"]).inc_by(changed);
+            gateway.rebuild_catalogue(servers, self.loaded).await;
         self.loaded = true;
-        gateway.metrics.registry_tools.set(after.len() as i64);
-        for kind in COLLISION_KINDS {
-            let count = after.collisions().iter().filter(|c| c.kind == *kind).count();
-            gateway.metrics.tool_name_collisions.with_label_values(&[kind]).set(count as i64);
-        }
-        if let Some(pins) = &gateway.pins {
-            gateway.metrics.tool_definitions_pending.set(pins.pending_count(Kind::Tool) as i64);
-            gateway.metrics.tool_definitions_pinned.set(pins.pinned_count(Kind::Tool) as i64);
-        }
-        // Streams of callers whose list this changed are told (`list_changes`).
-        gateway.list_changes.bump();
-        let tools = after.tools();
-        let departed =
-            gateway.metrics.retain_tools(tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())));
-        if departed > 0 {
-            tracing::debug!(departed, "metric series of tools that left the catalogue removed");
-        }
-        // Registry servers no live entry names any more (removed, moved) are dropped.
-        let mut live: Vec<Arc<ServerRef>> = after.tools().iter().filter_map(|t| t.origin.clone()).collect();
-        if let Some(dynamic) = &gateway.registry.dynamic {
-            live.extend(dynamic.fresh_origins());
-        }
-        gateway.prune_registry_upstreams(&live);
         tracing::info!(
             tools = after.len(),
             servers = server_count,

@@ -347,8 +347,10 @@ impl Gateway {
             self.retire(stack, old.clone(), &running);
         }
         report.outcome = Outcome::Applied;
+        // In force when the reload answers: the catalogue under the new control, without the
+        // removed servers' tools; then the refresh reads every list anew.
+        self.rebuild_catalogue_after_reload().await;
         self.reloads.applied.notify_one();
-        self.list_changes.bump();
         Ok(report)
     }
 
