@@ -3,7 +3,9 @@
 //! file, defaults included; unset ones left out, since TOML has no null), or with `--json`
 //! (the same keys, unset ones as `null`). An OpenAPI server's document is read (a URL one
 //! fetched) and mapped: a document the gateway would refuse fails it with the same reason, and
-//! every operation it would skip is a `warning:` line on stderr.
+//! every operation it would skip is a `warning:` line on stderr. The policy file is parsed
+//! and the hooks' patterns compiled, as `serve` and a reload do: what they would refuse, this
+//! refuses with the same reason.
 
 use std::{io::Write, path::PathBuf};
 
@@ -16,6 +18,13 @@ use mcp_gateway::{
 pub async fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let mut config = Config::load(config.as_deref(), std::env::vars())?;
     mcp_gateway::registry::url_policy::validate(&config.registry.upstream_urls)?;
+    mcp_gateway::guardrail::Hooks::new(&config.hooks)?;
+    if config.policy.file.is_some() {
+        // Loaded once, not watched.
+        let once = mcp_gateway::config::PolicyConfig { reload_secs: 0, ..config.policy.clone() };
+        let reloads = mcp_gateway::telemetry::metrics::Metrics::new().policy_reloads.clone();
+        mcp_gateway::policy::Policy::start(&once, reloads)?;
+    }
     // OpenAPI documents given by URL: fetched and mapped as the gateway would at start.
     for (name, server) in &mut config.servers {
         if server.transport != TransportKind::Openapi || !server.spec_is_url() {

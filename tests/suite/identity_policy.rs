@@ -668,3 +668,26 @@ fn header_identity_on_loopback_feeds_the_policy() {
     let answer: Value = serde_json::from_str(&body).unwrap();
     assert!(answer.get("result").is_some(), "{answer}");
 }
+
+/// `check-config` loads the policy file as `serve` and a reload do: a missing or unparsable
+/// file fails it with the reason (a rollout checked with it would otherwise fail at start).
+#[test]
+fn check_config_refuses_a_policy_file_serve_would_refuse() {
+    let missing = common::temp_path("no-such-policy.cedar");
+    let missing_file = missing.display().to_string();
+    let output = common::check_config(&[], &[("MCP_GATEWAY_POLICY__FILE", missing_file.as_str())]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a missing policy file passed: {stderr}");
+    assert!(stderr.contains("no-such-policy.cedar"), "{stderr}");
+
+    let broken = PolicyFile::new("permit(principal, action, resource) when { principal. };");
+    let broken_file = broken.0.display().to_string();
+    let output = common::check_config(&[], &[("MCP_GATEWAY_POLICY__FILE", broken_file.as_str())]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "an unparsable policy passed: {stderr}");
+    assert!(stderr.contains("line 1"), "the reason names the place: {stderr}");
+
+    broken.replace("permit(principal, action, resource);");
+    let output = common::check_config(&[], &[("MCP_GATEWAY_POLICY__FILE", broken_file.as_str())]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
