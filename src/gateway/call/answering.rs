@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::{CallContext, Ending, forward::Forwarded};
+use super::{
+    context::{CallContext, Ending},
+    forward::Forwarded,
+};
 use crate::{
     backchannel::{
         Notifications,

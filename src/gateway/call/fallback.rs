@@ -9,7 +9,7 @@ use std::{
 
 use serde_json::{Value, value::RawValue};
 
-use super::{CallContext, forward::Forwarded};
+use super::{context::CallContext, forward::Forwarded};
 use crate::{
     backchannel::Notifications,
     error::GatewayError,

@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Instant};
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
-use super::{Ending, META_IDEMPOTENCY_KEY};
+use super::context::{Ending, META_IDEMPOTENCY_KEY};
 use crate::{
     backchannel::Notifications,
     error::GatewayError,

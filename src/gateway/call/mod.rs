@@ -17,74 +17,33 @@
 //! This file holds the pipeline itself; its stages live beside it: `read_only` (cache and
 //! joining an identical call in flight), `answering` (multi-round-trip questions, relayed or
 //! held), `forward` (the upstream request and the server's stack), `fallback`, and `record`
-//! (the metric, log line and audit line of every exit).
+//! (the metric, log line and audit line of every exit); `context` holds what they all share.
 
 mod answering;
+mod context;
 mod fallback;
 mod forward;
 mod read_only;
 mod record;
 
-use std::{
-    sync::{Arc, atomic::AtomicBool},
-    time::Instant,
-};
+use std::{sync::Arc, time::Instant};
 
 use serde_json::{Map, Value, json, value::RawValue};
 
 use super::{Gateway, settings::Settings};
 use crate::{
     audit::Decision,
-    backchannel::{Notifications, Relay},
+    backchannel::Relay,
     error::{Category, GatewayError},
     protocol::{mcp, mrtr},
     registry::ToolRecord,
     resilience::truncate,
 };
+pub use context::{CallContext, META_IDEMPOTENCY_KEY, META_TIMEOUT_MS};
 use forward::Forwarded;
 use read_only::result_key;
 pub use record::{CANCELLED, DISCONNECTED};
 use record::{Decided, Unanswered};
-
-/// `_meta` key a caller may use to set its deadline, in milliseconds.
-pub const META_TIMEOUT_MS: &str = "io.mcp-gateway/timeoutMs";
-/// `_meta` key of the idempotency key: a caller may supply one; the gateway derives the key
-/// it sends upstream (identical on every attempt) from tool, canonical arguments and it.
-pub const META_IDEMPOTENCY_KEY: &str = "io.mcp-gateway/idempotencyKey";
-
-/// Who is asking, for the log line, and by when they need the answer.
-#[derive(Debug, Clone)]
-pub struct CallContext {
-    pub request_id: Arc<str>,
-    pub jsonrpc_id: Value,
-    /// From the `X-Request-Timeout-Ms` header.
-    pub deadline: Option<Instant>,
-    /// Where the upstream's progress and log entries go, when the caller can receive them.
-    pub notifications: Notifications,
-    /// Set when the caller cancelled the call (`notifications/cancelled`) before dropping it.
-    pub cancelled: Arc<AtomicBool>,
-    /// Who is calling.
-    pub caller: Arc<crate::identity::Caller>,
-    /// The caller's `Mcp-Session-Id`, if it sent one: with the owner, whose retry may answer a
-    /// question held for it (`backchannel::held`).
-    pub session: Option<Arc<str>>,
-    /// Whose what the call leaves behind is (a task, a held question): [`crate::ownership`].
-    pub owner: crate::ownership::Owner,
-}
-
-/// How a call ended, for metrics and the log line.
-struct Ending {
-    outcome: &'static str,
-    attempts: u32,
-    /// Whether the request may have reached a server (decides whether a fallback may run).
-    maybe_delivered: bool,
-}
-
-impl Ending {
-    fn unsent(outcome: &'static str) -> Self {
-        Self { outcome, attempts: 0, maybe_delivered: false }
-    }
-}
 
 impl Gateway {
     /// The catalogue tool whose exported name (mapped for a model API) is `name`.

@@ -10,7 +10,7 @@ use std::{
 
 use serde_json::{Map, Value, json};
 
-use super::{Ending, forward::Forwarded};
+use super::{context::Ending, forward::Forwarded};
 use crate::{
     backchannel::Notifications,
     error::{Category, GatewayError},

@@ -10,7 +10,7 @@ use std::{
 
 use serde_json::Value;
 
-use super::CallContext;
+use super::context::CallContext;
 use crate::{
     audit::{AuditEntry, Decision},
     error::GatewayError,
