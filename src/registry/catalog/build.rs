@@ -12,9 +12,9 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::{
-    Catalog, Collision, ServerTools, Snapshot,
-    naming::{clean, namespaced},
-    snapshot::{ByName, EMPTY_LIST, Listing},
+    handle::{Catalog, ServerTools},
+    naming::{Collision, clean, namespaced},
+    snapshot::{ByName, EMPTY_LIST, Listing, Snapshot},
 };
 use crate::{
     registry::{entry::RegistryEntry, record::ToolRecord, search::SearchIndex},
@@ -256,5 +256,49 @@ impl Catalog {
             let record = self.controlled_record(&candidate, controlled);
             by_name.insert(record.name.clone(), Arc::new(record));
         }
+    }
+}
+
+impl Catalog {
+    /// Logs each collision once (per name, server and kind) while it lasts.
+    fn log_collisions(&self, collisions: &[Collision]) {
+        let Ok(mut logged) = self.logged_conflicts.lock() else {
+            return;
+        };
+        let current: HashSet<String> =
+            collisions.iter().map(|c| format!("{}\0{}\0{}", c.name, c.server, c.kind)).collect();
+        for collision in collisions {
+            let key = format!("{}\0{}\0{}", collision.name, collision.server, collision.kind);
+            if !logged.insert(key) {
+                continue;
+            }
+            match collision.kind {
+                "override_invalid" | "rename_clash" | "reserved_name" => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    kind = collision.kind,
+                    exposed = ?collision.exposed,
+                    detail = ?collision.detail,
+                    "catalogue control: the tool is not served as configured"
+                ),
+                "alias_of_another_server" | "namespaced_clash" => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    owner = ?collision.owner,
+                    kind = collision.kind,
+                    "tool name refused: it belongs to another server"
+                ),
+                _ => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    owner = ?collision.owner,
+                    exposed = ?collision.exposed,
+                    kind = collision.kind,
+                    "tool name served by several servers; this copy is namespaced"
+                ),
+            }
+        }
+        // A collision that ended is logged again if it comes back.
+        logged.retain(|key| current.contains(key));
     }
 }

@@ -2,7 +2,7 @@
 //! the metrics and the change notifications, every changed definition logged. Separate: it
 //! compares two finished snapshots and has nothing to do with building one.
 
-use super::Snapshot;
+use super::snapshot::Snapshot;
 
 /// How a rebuild changed the catalogue, by exposed name.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -9,11 +9,8 @@
 //! collision is kept in the snapshot ([`super::Snapshot::collisions`]:
 //! `GET /admin/registry/collisions`, `mcp_gateway_tool_name_collisions{kind}`) and logged once.
 
-use std::collections::HashSet;
-
 use serde_json::Value;
 
-use super::Catalog;
 use crate::registry::record::canonical_hash;
 
 /// A tool name a server offered and did not get as it asked.
@@ -52,50 +49,6 @@ pub const COLLISION_KINDS: &[&str] = &[
     "override_invalid",
     "reserved_name",
 ];
-
-impl Catalog {
-    /// Logs each collision once (per name, server and kind) while it lasts.
-    pub(super) fn log_collisions(&self, collisions: &[Collision]) {
-        let Ok(mut logged) = self.logged_conflicts.lock() else {
-            return;
-        };
-        let current: HashSet<String> =
-            collisions.iter().map(|c| format!("{}\0{}\0{}", c.name, c.server, c.kind)).collect();
-        for collision in collisions {
-            let key = format!("{}\0{}\0{}", collision.name, collision.server, collision.kind);
-            if !logged.insert(key) {
-                continue;
-            }
-            match collision.kind {
-                "override_invalid" | "rename_clash" | "reserved_name" => tracing::warn!(
-                    tool = %collision.name,
-                    server = %collision.server,
-                    kind = collision.kind,
-                    exposed = ?collision.exposed,
-                    detail = ?collision.detail,
-                    "catalogue control: the tool is not served as configured"
-                ),
-                "alias_of_another_server" | "namespaced_clash" => tracing::warn!(
-                    tool = %collision.name,
-                    server = %collision.server,
-                    owner = ?collision.owner,
-                    kind = collision.kind,
-                    "tool name refused: it belongs to another server"
-                ),
-                _ => tracing::warn!(
-                    tool = %collision.name,
-                    server = %collision.server,
-                    owner = ?collision.owner,
-                    exposed = ?collision.exposed,
-                    kind = collision.kind,
-                    "tool name served by several servers; this copy is namespaced"
-                ),
-            }
-        }
-        // A collision that ended is logged again if it comes back.
-        logged.retain(|key| current.contains(key));
-    }
-}
 
 /// A name restricted to `[a-zA-Z0-9_-]` (others become `_`).
 pub(super) fn clean(s: &str) -> String {

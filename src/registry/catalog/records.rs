@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Catalog, ServerTools, build::Candidate};
+use super::{
+    build::Candidate,
+    handle::{Catalog, ServerTools},
+};
 use crate::{
     config::TransportKind,
     registry::{

@@ -12,7 +12,7 @@ use std::{
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::Collision;
+use super::naming::Collision;
 use crate::{
     export::names,
     registry::{record::ToolRecord, search::SearchIndex},

@@ -4,8 +4,17 @@
 
 use std::sync::mpsc;
 
+use std::{collections::BTreeMap, sync::Arc};
+
+use serde_json::Value;
+
 use super::*;
-use crate::{export::names, registry::entry::ServerRef};
+use crate::{
+    config::{SearchConfig, TransportKind},
+    export::names,
+    registry::entry::{RegistryEntry, ServerRef},
+    tool_control::ToolOverrides,
+};
 use serde_json::json;
 
 /// A build of a catalogue with a gate waits for its signal first.
