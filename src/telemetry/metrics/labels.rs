@@ -6,18 +6,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use super::Metrics;
-
-/// The tool label values in use, bounded by a cap.
-#[derive(Debug)]
-pub(super) struct ToolLabels {
-    /// Admitted tool → the server its series carry.
-    pub(super) admitted: HashMap<Arc<str>, Arc<str>, foldhash::fast::RandomState>,
-    pub(super) cap: usize,
-}
-
-/// The `tool` label of every tool over the cap (and of tools not in the catalogue).
-pub const OTHER_TOOL: &str = "other";
+use super::{Metrics, OTHER_TOOL};
 
 /// Default cap on distinct tool label values (`catalogue.max_tool_label_values`).
 pub(super) const DEFAULT_TOOL_LABEL_CAP: usize = 20_000;

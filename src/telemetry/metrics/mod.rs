@@ -11,15 +11,11 @@ mod register;
 mod series;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex, RwLock},
 };
 
 use prometheus::{Encoder, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Registry, TextEncoder};
-
-pub use labels::OTHER_TOOL;
-use labels::ToolLabels;
-pub use register::{REMOTE_LOOKUP_RESULTS, UPSTREAM_REFUSAL_REASONS};
 
 /// Latency buckets, in seconds: from 100 µs (the gateway's own cost) to 30 s.
 pub const LATENCY_BUCKETS: &[f64] = &[
@@ -217,6 +213,23 @@ pub struct Metrics {
     /// The tools admitted as label values.
     tool_labels: Arc<RwLock<ToolLabels>>,
 }
+
+/// The tool label values in use, bounded by a cap.
+#[derive(Debug)]
+pub(super) struct ToolLabels {
+    /// Admitted tool → the server its series carry.
+    pub(super) admitted: HashMap<Arc<str>, Arc<str>, foldhash::fast::RandomState>,
+    pub(super) cap: usize,
+}
+
+/// The `tool` label of every tool over the cap (and of tools not in the catalogue).
+pub const OTHER_TOOL: &str = "other";
+
+/// Why a registry entry's upstream URL was refused (`registry_upstreams_refused`).
+pub const UPSTREAM_REFUSAL_REASONS: &[&str] =
+    &["not_allowlisted", "special_address", "invalid_url", crate::registry::borrow::REASON];
+/// Remote registry lookups for names below the catalogue (`registry_remote_lookups`).
+pub const REMOTE_LOOKUP_RESULTS: &[&str] = &["admitted", "over_budget"];
 
 impl Metrics {
     /// Reports the audit sink's lost lines as `mcp_gateway_audit_lines_dropped_total`.

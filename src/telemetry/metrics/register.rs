@@ -11,8 +11,8 @@ use std::{
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 use super::{
-    LATENCY_BUCKETS, Metrics,
-    labels::{DEFAULT_TOOL_LABEL_CAP, ToolLabels},
+    LATENCY_BUCKETS, Metrics, REMOTE_LOOKUP_RESULTS, ToolLabels, UPSTREAM_REFUSAL_REASONS,
+    labels::DEFAULT_TOOL_LABEL_CAP,
 };
 
 const REGISTRY_TIERS: &[&str] = &["memory", "redis", "dynamodb"];
@@ -34,12 +34,6 @@ const REJECTION_REASONS: &[&str] = &[
     "admin_forbidden",
     "admin_elsewhere",
 ];
-/// Why a registry entry's upstream URL was refused (`registry_upstreams_refused`).
-pub const UPSTREAM_REFUSAL_REASONS: &[&str] =
-    &["not_allowlisted", "special_address", "invalid_url", crate::registry::borrow::REASON];
-/// Remote registry lookups for names below the catalogue (`registry_remote_lookups`).
-pub const REMOTE_LOOKUP_RESULTS: &[&str] = &["admitted", "over_budget"];
-
 fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
     registry.register(Box::new(metric.clone())).expect("metric names are unique");
