@@ -20,7 +20,8 @@ use opentelemetry::{
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use serde_json::Value;
 
-use super::{AMZN_TRACE_ID, Outbound, TRACEPARENT, TRACESTATE, enabled};
+use super::exporter::enabled;
+use crate::upstream::outbound::{AMZN_TRACE_ID, Outbound, TRACEPARENT, TRACESTATE};
 
 /// W3C caps `tracestate` at 32 members; 512 characters is what vendors propagate at most.
 const MAX_TRACESTATE: usize = 512;

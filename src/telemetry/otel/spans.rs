@@ -12,7 +12,10 @@ use opentelemetry::{
 use opentelemetry_sdk::trace::SdkTracer;
 use serde_json::Value;
 
-use super::{Inbound, enabled, tracer};
+use super::{
+    context::Inbound,
+    exporter::{enabled, tracer},
+};
 
 /// What a message's span is named and its `mcp.method.name`: one of the methods the gateway
 /// serves, else [`UNKNOWN_METHOD_SPAN`]. Span names are what tracing backends group and index
