@@ -32,6 +32,7 @@ use std::{
     time::Duration,
 };
 
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::{
@@ -54,7 +55,6 @@ use crate::{
     telemetry::metrics::Metrics,
 };
 pub use readiness::{Readiness, RefreshFailure};
-use registry_upstreams::BuiltFrom;
 pub use upstreams::Upstream;
 
 /// The Redis and DynamoDB registry tiers, when configured.
@@ -99,6 +99,9 @@ async fn dynamic_registry(
         .with_definition_bound(config.defaults.max_tool_definition_bytes, metrics.catalogue_refusals.clone()),
     )))
 }
+
+/// A registry-built server stack and the origin it was built from.
+type BuiltFrom = (Arc<ServerRef>, Arc<Upstream>);
 
 /// Everything a request needs, shared by all of them.
 pub struct Gateway {
@@ -343,6 +346,50 @@ impl Gateway {
             Some(endpoint) => Some(settings.endpoints.view(endpoint, &snapshot, base)),
             None => base,
         }
+    }
+
+    /// `/readyz` body: ready once the registry has been loaded, with per-server state.
+    pub fn readiness_report(&self) -> (bool, Value) {
+        let ready = self.readiness.is_ready();
+        let failing = self.readiness.failing();
+        let settings = self.settings();
+        let servers: BTreeMap<&str, Value> = settings
+            .upstreams
+            .values()
+            .map(|u| {
+                let mut state = match failing.get(u.name.as_ref()) {
+                    Some(reason) => {
+                        json!({"transport": u.transport.as_str(), "tools": "unavailable", "reason": reason})
+                    }
+                    None => json!({"transport": u.transport.as_str(), "tools": "loaded"}),
+                };
+                if let Some(connection) = &u.connection {
+                    let connection_state = connection.state();
+                    state["connection"] = json!(connection_state.as_str());
+                    // Like an open breaker, a reconnect is expected to end within seconds.
+                    if connection_state.is_lasting() {
+                        state["tools"] = json!("unavailable");
+                        state["reason"] = json!(format!("connection {}", connection_state.as_str()));
+                    }
+                }
+                (u.name.as_ref(), state)
+            })
+            .collect();
+        let reason = if ready { "registry loaded" } else { "registry not loaded yet" };
+        let tiers = match &self.registry.dynamic {
+            Some(dynamic) => dynamic.report(),
+            None => json!({"redis": "not configured", "dynamodb": "not configured"}),
+        };
+        (
+            ready,
+            json!({
+                "ready": ready,
+                "reason": reason,
+                "tools": self.catalog().snapshot().len(),
+                "servers": servers,
+                "tiers": tiers,
+            }),
+        )
     }
 
     /// Time the refresh loop waits between full refreshes.

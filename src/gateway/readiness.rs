@@ -1,6 +1,6 @@
-//! Readiness as `/readyz` reports it: whether the registry has been loaded, which servers'
-//! tool refreshes keep failing (what kind of failure, since when), and each server's
-//! connection state. Separate from the gateway's state: the probes and the console read it.
+//! Readiness as `/readyz` reports it: whether the registry has been loaded, and which
+//! servers' tool refreshes keep failing (what kind of failure, since when). Separate from
+//! the gateway's state: the refresher writes it, the probes and the capabilities read it.
 
 use std::{
     collections::BTreeMap,
@@ -9,10 +9,6 @@ use std::{
         atomic::{AtomicBool, Ordering},
     },
 };
-
-use serde_json::{Value, json};
-
-use super::Gateway;
 
 /// Readiness as `/readyz` reports it.
 #[derive(Debug, Default)]
@@ -74,52 +70,6 @@ impl Readiness {
 
     pub fn failing(&self) -> BTreeMap<String, String> {
         self.failing.read().map(|f| f.clone()).unwrap_or_default()
-    }
-}
-
-impl Gateway {
-    /// `/readyz` body: ready once the registry has been loaded, with per-server state.
-    pub fn readiness_report(&self) -> (bool, Value) {
-        let ready = self.readiness.is_ready();
-        let failing = self.readiness.failing();
-        let settings = self.settings();
-        let servers: BTreeMap<&str, Value> = settings
-            .upstreams
-            .values()
-            .map(|u| {
-                let mut state = match failing.get(u.name.as_ref()) {
-                    Some(reason) => {
-                        json!({"transport": u.transport.as_str(), "tools": "unavailable", "reason": reason})
-                    }
-                    None => json!({"transport": u.transport.as_str(), "tools": "loaded"}),
-                };
-                if let Some(connection) = &u.connection {
-                    let connection_state = connection.state();
-                    state["connection"] = json!(connection_state.as_str());
-                    // Like an open breaker, a reconnect is expected to end within seconds.
-                    if connection_state.is_lasting() {
-                        state["tools"] = json!("unavailable");
-                        state["reason"] = json!(format!("connection {}", connection_state.as_str()));
-                    }
-                }
-                (u.name.as_ref(), state)
-            })
-            .collect();
-        let reason = if ready { "registry loaded" } else { "registry not loaded yet" };
-        let tiers = match &self.registry.dynamic {
-            Some(dynamic) => dynamic.report(),
-            None => json!({"redis": "not configured", "dynamodb": "not configured"}),
-        };
-        (
-            ready,
-            json!({
-                "ready": ready,
-                "reason": reason,
-                "tools": self.catalog().snapshot().len(),
-                "servers": servers,
-                "tiers": tiers,
-            }),
-        )
     }
 }
 

@@ -14,9 +14,6 @@ use crate::{
     registry::{ToolRecord, borrow, entry::ServerRef, url_policy},
 };
 
-/// A registry-built server stack and the origin it was built from.
-pub(super) type BuiltFrom = (Arc<ServerRef>, Arc<Upstream>);
-
 impl Gateway {
     /// The server stack a tool's calls go through: a configured server, or one built from the
     /// tool's registry entry on first use (with the default per-server settings). A registry
