@@ -5,7 +5,7 @@
 //! trail is on) one audit line.
 //!
 //! Progress and log entries: when the inbound side can deliver them to its caller it puts
-//! sinks in the [`CallContext`] ([`Notifications`], from
+//! sinks in the [`CallContext`] ([`Notifications`](crate::backchannel::Notifications), from
 //! [`crate::backchannel::progress_channel`]); only a call that really goes upstream for this
 //! caller carries them (the direct forward, or the leader of identical calls). A cache hit, a
 //! follower sharing a leader's result and a fallback (stale or alternative tool) report
