@@ -17,7 +17,7 @@
 //! A lone call (the usual case) costs one map insert and one remove: the result channel is
 //! made only when a first waiter arrives, and the map hashes with foldhash rather than SipHash
 //! (its keys are the gateway's own: SHA-256s of the arguments and, when present, of the
-//! forwarded `_meta` and the caller's subject, see `gateway::call::result_key`; or a registry
+//! forwarded `_meta` and the caller's subject, see `gateway::call::read_only::result_key`; or a registry
 //! name).
 
 use std::{

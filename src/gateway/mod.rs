@@ -2,7 +2,8 @@
 //!
 //! [`Gateway`] owns the registry and one service stack per upstream server; the inbound HTTP
 //! layer ([`crate::server`]) only decodes and dispatches to it, through the methods of
-//! `surface.rs` (its fields are private).
+//! `surface.rs` (its fields are private). Readiness is `readiness`; the stacks of servers
+//! known only from registry entries, and the checks before one is used, `registry_upstreams`.
 
 pub mod call;
 pub mod cancel;
@@ -14,8 +15,10 @@ pub mod federation;
 mod forwarded_meta;
 mod guard;
 pub mod list_changes;
+mod readiness;
 mod rebuild;
 pub mod refresh;
+mod registry_upstreams;
 pub mod reload;
 mod search;
 pub mod settings;
@@ -26,10 +29,7 @@ pub mod upstreams;
 
 use std::{
     collections::BTreeMap,
-    sync::{
-        Arc, RwLock,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, RwLock},
     time::Duration,
 };
 
@@ -38,16 +38,15 @@ use tokio::sync::Notify;
 
 use crate::{
     backchannel::sessions::{Limits as SessionLimits, Sessions},
-    config::{Config, LambdaEvent, ServerConfig, TransportKind},
-    error::{Category, GatewayError},
+    config::Config,
+    error::GatewayError,
     registry::{
-        Catalog, Registry, ToolRecord, borrow,
+        Catalog, Registry,
         dynamic::DynamicRegistry,
         dynamodb::DynamoStore,
         entry::{RegistryEntry, ServerRef},
         pins::PinStore,
         redis_tier::RedisStore,
-        url_policy,
     },
     resilience::{
         cache::{ResultCache, SharedResult},
@@ -56,70 +55,8 @@ use crate::{
     singleflight::SingleFlight,
     telemetry::metrics::Metrics,
 };
+pub use readiness::{Readiness, RefreshFailure};
 pub use upstreams::Upstream;
-
-/// Readiness as `/readyz` reports it.
-#[derive(Debug, Default)]
-pub struct Readiness {
-    loaded: AtomicBool,
-    /// Servers whose last tool refresh failed, with the reason.
-    failing: RwLock<BTreeMap<String, String>>,
-    /// The same servers: what kind of failure, since when (the first failure in a row).
-    refresh_failures: RwLock<BTreeMap<String, RefreshFailure>>,
-}
-
-/// A server whose `tools/list` keeps failing, as [`capabilities`] reads it.
-#[derive(Debug, Clone)]
-pub struct RefreshFailure {
-    /// `unreachable` (connect/timeout/IO), `needs_auth` (401/403) or `tools_list_failing`.
-    pub reason: &'static str,
-    pub detail: String,
-    pub since: std::time::SystemTime,
-}
-
-impl Readiness {
-    pub fn is_ready(&self) -> bool {
-        self.loaded.load(Ordering::Acquire)
-    }
-
-    pub fn mark_loaded(&self) {
-        self.loaded.store(true, Ordering::Release);
-    }
-
-    pub fn set_server(&self, server: &str, failure: Option<String>) {
-        if let Ok(mut failing) = self.failing.write() {
-            match failure {
-                Some(reason) => failing.insert(server.to_string(), reason),
-                None => failing.remove(server),
-            };
-        }
-    }
-
-    /// Records the outcome of a server's tool refresh (`None`: it succeeded).
-    pub fn set_server_result(&self, server: &str, error: Option<&crate::upstream::UpstreamError>) {
-        self.set_server(server, error.map(ToString::to_string));
-        let Ok(mut failures) = self.refresh_failures.write() else { return };
-        let Some(error) = error else {
-            failures.remove(server);
-            return;
-        };
-        let reason = error.refresh_failure_reason();
-        let since = match failures.get(server) {
-            Some(previous) if previous.reason == reason => previous.since,
-            _ => std::time::SystemTime::now(),
-        };
-        failures.insert(server.to_string(), RefreshFailure { reason, detail: error.to_string(), since });
-    }
-
-    /// Servers whose tool refresh is failing, by name.
-    pub fn refresh_failures(&self) -> BTreeMap<String, RefreshFailure> {
-        self.refresh_failures.read().map(|f| f.clone()).unwrap_or_default()
-    }
-
-    pub fn failing(&self) -> BTreeMap<String, String> {
-        self.failing.read().map(|f| f.clone()).unwrap_or_default()
-    }
-}
 
 /// The Redis and DynamoDB registry tiers, when configured.
 async fn dynamic_registry(
@@ -378,275 +315,6 @@ impl Gateway {
         });
     }
 
-    /// The server stack a tool's calls go through: a configured server, or one built from the
-    /// tool's registry entry on first use (with the default per-server settings). A registry
-    /// server whose origin (transport, URL, function, qualifier) changed is rebuilt, so an
-    /// entry that moves to another endpoint is followed without a restart.
-    pub async fn upstream_for(&self, tool: &ToolRecord) -> Result<Arc<Upstream>, GatewayError> {
-        self.upstream_in(&self.settings(), tool).await
-    }
-
-    /// [`Self::upstream_for`] under the settings a call took at its start.
-    pub(super) async fn upstream_in(
-        &self,
-        settings: &settings::Settings,
-        tool: &ToolRecord,
-    ) -> Result<Arc<Upstream>, GatewayError> {
-        if let Some(upstream) = settings.upstreams.get(tool.server.as_ref()) {
-            if let Some(origin) = &tool.origin {
-                self.check_borrow(origin, upstream, &tool.name, settings).await?;
-            }
-            return Ok(upstream.clone());
-        }
-        // A configured server's tool whose server a reload removed (the call resolved it from
-        // the catalogue just before the rebuild): unknown now, as it is to the next caller.
-        let origin = tool.origin.as_ref().ok_or_else(|| {
-            GatewayError::new(
-                Category::UnknownTool,
-                format!("no server offers a tool named {:?}", tool.name.as_ref()),
-            )
-        })?;
-        let cached = self.dynamic_upstreams.read().ok().and_then(|m| m.get(&origin.name).cloned());
-        if let Some((built_from, upstream)) = &cached
-            && built_from == origin
-        {
-            return Ok(upstream.clone());
-        }
-        let refused = self.refused_origins.read().ok().and_then(|m| m.get(&origin.name).cloned());
-        if let Some((refused_from, refusal)) = refused
-            && refused_from == *origin
-        {
-            self.metrics.registry_upstreams_refused.with_label_values(&[refusal_reason(&refusal)]).inc();
-            return Err(refusal.with_tool(tool.name.clone()));
-        }
-        // Boxed: building may load the AWS SDK's configuration, whose future is kilobytes;
-        // inline it would size every call's future.
-        Box::pin(self.build_registry_upstream(origin, &tool.name, settings)).await
-    }
-
-    /// A registry entry naming a configured server: served through that server's stack only
-    /// as [`crate::registry::borrow`] allows, and its own URL (if any) only if
-    /// `registry.upstream_urls` allows it. A refusal is counted, logged and remembered like a
-    /// refused URL; an accepted origin is remembered so that calls check it once.
-    async fn check_borrow(
-        &self,
-        origin: &Arc<ServerRef>,
-        configured: &Upstream,
-        tool: &str,
-        settings: &settings::Settings,
-    ) -> Result<(), GatewayError> {
-        let accepted = self.accepted_borrows.read().ok().and_then(|m| m.get(&origin.name).cloned());
-        if accepted.is_some_and(|accepted| accepted == *origin) {
-            return Ok(());
-        }
-        let refused = self.refused_origins.read().ok().and_then(|m| m.get(&origin.name).cloned());
-        if let Some((refused_from, refusal)) = refused
-            && refused_from == *origin
-        {
-            self.metrics.registry_upstreams_refused.with_label_values(&[refusal_reason(&refusal)]).inc();
-            return Err(refusal.with_tool(tool));
-        }
-        if let Err(refusal) = borrow::check(&origin.name, origin, &configured.config) {
-            let shown = origin.url.as_deref().map(crate::redact::url);
-            tracing::warn!(
-                tool,
-                server = %origin.name,
-                transport = %origin.transport,
-                url = ?shown,
-                reason = refusal.reason,
-                "registry entry names a configured server at another address; refused, nothing sent (servers.NAME.registry_may_use)"
-            );
-            self.metrics.registry_upstreams_refused.with_label_values(&[refusal.reason]).inc();
-            let error = GatewayError::new(Category::UpstreamNotAllowed, refusal.detail)
-                .with_server(origin.name.as_str())
-                .with_extra("reason", json!(refusal.reason));
-            if let Ok(mut refused) = self.refused_origins.write() {
-                refused.insert(origin.name.clone(), (origin.clone(), error.clone()));
-            }
-            return Err(error.with_tool(tool));
-        }
-        self.check_registry_url(origin, tool, settings).await?;
-        if let Ok(mut accepted) = self.accepted_borrows.write() {
-            accepted.insert(origin.name.clone(), origin.clone());
-        }
-        Ok(())
-    }
-
-    /// The registry origins refused so far (`GET /admin/registry`): server, transport,
-    /// redacted URL, reason and detail.
-    pub fn refused_registry_origins(&self) -> Vec<serde_json::Value> {
-        let Ok(refused) = self.refused_origins.read() else { return Vec::new() };
-        refused
-            .iter()
-            .map(|(name, (origin, error))| {
-                json!({
-                    "server": name,
-                    "transport": origin.transport,
-                    "url": origin.url.as_deref().map(crate::redact::url),
-                    "function": origin.function,
-                    "reason": refusal_reason(error),
-                    "detail": error.detail,
-                })
-            })
-            .collect()
-    }
-
-    /// `registry.upstream_urls`: a registry URL must be allowed before anything is sent to it.
-    /// A refusal is counted, logged (tool, server, redacted URL) and remembered for its origin.
-    async fn check_registry_url(
-        &self,
-        origin: &Arc<ServerRef>,
-        tool: &str,
-        settings: &settings::Settings,
-    ) -> Result<(), GatewayError> {
-        let Some(url) = origin.url.as_deref() else { return Ok(()) };
-        let Err(refusal) = url_policy::check(url, &settings.config.registry.upstream_urls).await else {
-            return Ok(());
-        };
-        let shown = crate::redact::url(url);
-        tracing::warn!(
-            tool,
-            server = %origin.name,
-            url = %shown,
-            reason = refusal.reason,
-            detail = %refusal.detail,
-            "registry entry's upstream URL refused; nothing sent"
-        );
-        self.metrics.registry_upstreams_refused.with_label_values(&[refusal.reason]).inc();
-        let error = GatewayError::new(
-            Category::UpstreamNotAllowed,
-            format!("server {} at {shown}: {}", origin.name, refusal.detail),
-        )
-        .with_server(origin.name.as_str())
-        .with_extra("reason", json!(refusal.reason));
-        if let Ok(mut refused) = self.refused_origins.write() {
-            refused.insert(origin.name.clone(), (origin.clone(), error.clone()));
-        }
-        Err(error.with_tool(tool))
-    }
-
-    /// Drops the registry-built stacks (and remembered refusals) whose origin no live entry
-    /// names any more: a removed or moved entry must not leave a connection (a stdio child,
-    /// a WebSocket) or a breaker behind. `live` are the origins still in use.
-    pub fn prune_registry_upstreams(&self, live: &[Arc<ServerRef>]) -> usize {
-        let mut by_name: std::collections::HashMap<&str, Vec<&Arc<ServerRef>>> = Default::default();
-        for origin in live {
-            by_name.entry(origin.name.as_str()).or_default().push(origin);
-        }
-        let in_use = |name: &str, origin: &Arc<ServerRef>| {
-            by_name.get(name).is_some_and(|origins| origins.contains(&origin))
-        };
-        let mut dropped = Vec::new();
-        if let Ok(mut map) = self.dynamic_upstreams.write() {
-            map.retain(|name, (origin, upstream)| {
-                let keep = in_use(name, origin);
-                if !keep {
-                    dropped.push(upstream.clone());
-                }
-                keep
-            });
-            self.metrics.registry_upstreams.set(map.len() as i64);
-        }
-        if let Ok(mut refused) = self.refused_origins.write() {
-            refused.retain(|name, (origin, _)| in_use(name, origin));
-        }
-        if let Ok(mut accepted) = self.accepted_borrows.write() {
-            accepted.retain(|name, origin| in_use(name, origin));
-        }
-        for upstream in &dropped {
-            tracing::info!(server = %upstream.name, transport = upstream.transport.as_str(), "registry server no longer named by a live entry; its stack is dropped");
-            self.metrics.registry_upstreams_dropped.inc();
-            // Ends a session-era HTTP session; a persistent connection stops when its last
-            // handle (this one, or a call in flight) goes.
-            if let Some(http) = upstream.http.clone() {
-                tokio::spawn(async move { http.close().await });
-            }
-        }
-        dropped.len()
-    }
-
-    /// Builds (once per origin) the stack of a server known only from the registry.
-    async fn build_registry_upstream(
-        &self,
-        origin: &Arc<ServerRef>,
-        tool: &str,
-        settings: &settings::Settings,
-    ) -> Result<Arc<Upstream>, GatewayError> {
-        let config = &settings.config;
-        let misconfigured = |detail: String| GatewayError::new(Category::UpstreamMisconfigured, detail);
-        let transport = TransportKind::parse(&origin.transport).ok_or_else(|| {
-            misconfigured(format!("transport {:?} of server {} is not served", origin.transport, origin.name))
-        })?;
-        if transport == TransportKind::Openapi {
-            return Err(misconfigured(format!(
-                "server {} is an OpenAPI target, which only configuration declares (a registry entry cannot carry its document)",
-                origin.name
-            )));
-        }
-        if transport.needs_url() {
-            self.check_registry_url(origin, tool, settings).await?;
-        }
-        let mut server = ServerConfig::new(
-            transport,
-            origin.url.clone(),
-            origin.function.clone(),
-            origin.qualifier.clone(),
-        );
-        if transport == TransportKind::Stdio {
-            // A registry entry picks one of the commands configuration allows; it never
-            // supplies a program, arguments or environment of its own.
-            let allowed = origin.command.as_deref().and_then(|key| config.stdio_commands.get(key));
-            let Some(allowed) = allowed else {
-                return Err(misconfigured(format!(
-                    "stdio server {} names command {:?}, which is not in the gateway's stdio_commands (registry entries may only start commands configuration allows)",
-                    origin.name, origin.command
-                )));
-            };
-            server.command = Some(allowed.command.clone());
-            server.args = allowed.args.clone();
-            server.env = allowed.env.clone();
-        }
-        if transport == TransportKind::Lambda {
-            server.lambda_event = LambdaEvent::parse(origin.lambda_event.as_deref()).ok_or_else(|| {
-                misconfigured(format!(
-                    "server {} has lambda_event {:?}; the gateway serves \"jsonrpc\" and \"agentcore\"",
-                    origin.name, origin.lambda_event
-                ))
-            })?;
-            server.agentcore_target = origin.agentcore_target.clone();
-        }
-        // Its tools come from the registry, not from its own tools/list.
-        server.discover = false;
-        let lambda = match transport {
-            TransportKind::Lambda => {
-                Some(self.lambda_client.get_or_init(|| upstreams::lambda_client(config)).await)
-            }
-            _ => None,
-        };
-        let built = upstreams::build(&origin.name, &server, config, &self.metrics, lambda)
-            .map_err(|e| misconfigured(format!("{e:#}")))?;
-        let mut map = self.dynamic_upstreams.write().map_err(|_| unknown_server())?;
-        // Another call may have built the same origin meanwhile: keep one stack per origin.
-        if let Some((built_from, upstream)) = map.get(&origin.name)
-            && built_from == origin
-        {
-            return Ok(upstream.clone());
-        }
-        if let Some(shared) = &self.shared_breakers {
-            shared.register(&built.breaker);
-        }
-        built.start_health_prober(self.shared_breakers.clone(), self.metrics.breaker_health_probes.clone());
-        let upstream = Arc::new(built);
-        let replaced = map.insert(origin.name.clone(), (origin.clone(), upstream.clone())).is_some();
-        self.metrics.registry_upstreams.set(map.len() as i64);
-        if replaced {
-            tracing::warn!(server = %origin.name, transport = transport.as_str(), url = ?origin.url.as_deref().map(crate::redact::url), function = ?origin.function, "registry server's origin changed; rebuilt its stack");
-        } else {
-            tracing::info!(server = %origin.name, transport = transport.as_str(), "registry server connected");
-        }
-        Ok(upstream)
-    }
-
     /// Every server stack, configured and registry-built.
     pub fn all_upstreams(&self) -> Vec<Arc<Upstream>> {
         let mut all: Vec<Arc<Upstream>> = self.settings().upstreams.values().cloned().collect();
@@ -732,44 +400,5 @@ impl Gateway {
     /// Time the refresh loop waits between full refreshes.
     pub fn refresh_interval(&self) -> Duration {
         Duration::from_secs(self.settings().config.refresh_interval_secs.max(1))
-    }
-}
-
-/// The metric label of a remembered refusal.
-fn refusal_reason(error: &GatewayError) -> &'static str {
-    let reason = error.extra.as_ref().and_then(|extra| extra.1.as_str());
-    crate::telemetry::metrics::UPSTREAM_REFUSAL_REASONS
-        .iter()
-        .find(|known| Some(**known) == reason)
-        .copied()
-        .unwrap_or("not_allowlisted")
-}
-
-/// A resolved tool whose server the gateway cannot name (a record without an origin).
-fn unknown_server() -> GatewayError {
-    GatewayError::new(Category::Internal, "tool resolved to an unknown server")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::upstream::UpstreamError;
-
-    #[test]
-    fn refresh_failures_are_classified_and_keep_their_first_time() {
-        let readiness = Readiness::default();
-        readiness.set_server_result("a", Some(&UpstreamError::Connect("refused".into())));
-        let first = readiness.refresh_failures()["a"].clone();
-        assert_eq!(first.reason, "unreachable");
-        readiness.set_server_result("a", Some(&UpstreamError::Timeout(Duration::from_secs(1))));
-        assert_eq!(readiness.refresh_failures()["a"].since, first.since, "same kind: since kept");
-        readiness.set_server_result("a", Some(&UpstreamError::Unauthorized { status: 401 }));
-        assert_eq!(readiness.refresh_failures()["a"].reason, "needs_auth");
-        readiness.set_server_result("b", Some(&UpstreamError::Protocol("bad page".into())));
-        assert_eq!(readiness.refresh_failures()["b"].reason, "tools_list_failing");
-        assert_eq!(readiness.failing().len(), 2, "/readyz sees the same failures");
-        readiness.set_server_result("a", None);
-        assert!(!readiness.refresh_failures().contains_key("a"));
-        assert!(!readiness.failing().contains_key("a"));
     }
 }

@@ -1,6 +1,6 @@
 //! Read-only tool results: a bounded cache (fresh hits within a TTL, last good results kept
 //! for stale fallbacks). Keys are tool + canonical arguments + the caller's forwarded `_meta`
-//! and identified subject when there are any (`gateway::call::result_key`: per-user context
+//! and identified subject when there are any (`gateway::call::read_only::result_key`: per-user context
 //! in `_meta` is never answered with another caller's result). Never used for tools that are
 //! not read-only. Identical read-only calls running at the same time share one upstream call
 //! through [`crate::singleflight`].

@@ -1,22 +1,4 @@
-//! OpenTelemetry tracing: one span per inbound MCP message ([`MessageSpan`]), one child span
-//! per upstream attempt ([`AttemptSpan`], made by `resilience::traced`), exported as
-//! OTLP/HTTP protobuf by the SDK's batch processor (on a thread of its own), and W3C trace
-//! context carried across the gateway.
-//!
-//! The spans are made with the OpenTelemetry SDK directly, not through `tracing` spans and a
-//! bridge layer: a call's two spans then cost what the SDK costs (a span, its attributes, one
-//! lock each), and the log pipeline never sees them. A message's [`Context`] is current while
-//! its future is polled, so the attempt span, the log line's trace id and the upstream's
-//! `traceparent` all come from it.
-//!
-//! Off unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set (and
-//! neither `OTEL_SDK_DISABLED=true` nor `OTEL_TRACES_EXPORTER=none`). Off, no span is created
-//! (one relaxed atomic load decides) and nothing is exported; the caller's trace context still
-//! passes through unchanged, so the upstream joins the caller's trace and the log line carries
-//! its trace id. The standard variables are read by the SDK and exporter themselves:
-//! `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`, `…TIMEOUT`, `OTEL_TRACES_SAMPLER(_ARG)` (default
-//! `parentbased_always_on`), `OTEL_BSP_*`, `OTEL_RESOURCE_ATTRIBUTES`; `OTEL_SERVICE_NAME`
-//! defaults to `mcp-gateway`.
+//! The W3C trace context in and out of the gateway.
 //!
 //! Context sources, per message, first valid wins: `params._meta.traceparent` /
 //! `params._meta.tracestate` (the keys of MCP's SEP-414), then the HTTP `traceparent` /
@@ -27,105 +9,23 @@
 //! `X-Amzn-Trace-Id` as that header of the Lambda invoke. Spans never carry arguments, results,
 //! header values or `_meta` contents other than the trace context.
 
-use std::sync::{
-    Arc, OnceLock,
-    atomic::{AtomicBool, Ordering},
-};
+use std::sync::Arc;
 
 use axum::http::HeaderMap;
-use futures_util::future::Either;
 use opentelemetry::{
-    Context, KeyValue, StringValue,
-    context::{FutureExt as _, WithContext},
+    Context,
     propagation::{Extractor, TextMapPropagator},
-    trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _},
+    trace::TraceContextExt,
 };
-use opentelemetry_sdk::{
-    propagation::TraceContextPropagator,
-    trace::{SdkTracer, SdkTracerProvider},
-};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use serde_json::Value;
 
-/// `_meta` and header keys of the W3C trace context (SEP-414 uses the header names bare).
-pub use crate::upstream::outbound::{AMZN_TRACE_ID, Outbound, REQUEST_ID, TRACEPARENT, TRACESTATE};
+use super::exporter::enabled;
+use crate::upstream::outbound::{AMZN_TRACE_ID, Outbound, TRACEPARENT, TRACESTATE};
+
 /// W3C caps `tracestate` at 32 members; 512 characters is what vendors propagate at most.
 const MAX_TRACESTATE: usize = 512;
 const MAX_AMZN_TRACE_ID: usize = 256;
-
-static ENABLED: AtomicBool = AtomicBool::new(false);
-/// The tracer spans are made with (set once, by the first [`init`] that turns tracing on).
-static TRACER: OnceLock<SdkTracer> = OnceLock::new();
-
-/// Whether spans are being made and exported.
-pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
-
-/// The tracer, when spans are being made.
-fn tracer() -> Option<&'static SdkTracer> {
-    if enabled() { TRACER.get() } else { None }
-}
-
-/// The installed tracer provider; [`Tracing::shutdown`] exports what is still buffered.
-pub struct Tracing {
-    provider: SdkTracerProvider,
-}
-
-/// Whether the environment asks for trace export.
-pub fn wanted(env: impl Fn(&str) -> Option<String>) -> bool {
-    let set = |key: &str| env(key).is_some_and(|v| !v.trim().is_empty());
-    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-        || env("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim().eq_ignore_ascii_case("none"));
-    !disabled && (set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") || set("OTEL_EXPORTER_OTLP_ENDPOINT"))
-}
-
-/// Builds the OTLP exporter and the batch processor (on the current tokio runtime) and turns
-/// span making on, when the environment asks for it; `Ok(None)` when tracing is off.
-pub fn init() -> anyhow::Result<Option<Tracing>> {
-    if !wanted(|k| std::env::var(k).ok()) {
-        return Ok(None);
-    }
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .build()
-        .map_err(|e| anyhow::anyhow!("OTLP trace exporter: {e}"))?;
-    // The SDK's batch processor: a thread of its own, woken when a batch is full or the
-    // export interval ends. Ending a span is one push onto its queue (the processor for the
-    // tokio runtime woke a task for every span ended, two per call).
-    let processor = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter).build();
-    let service = std::env::var("OTEL_SERVICE_NAME")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "mcp-gateway".into());
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name(service)
-        .with_attribute(KeyValue::new("service.version", crate::VERSION))
-        .build();
-    let provider =
-        SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
-    if TRACER.set(provider.tracer("mcp-gateway")).is_err() {
-        anyhow::bail!("OpenTelemetry tracing was already set up in this process");
-    }
-    ENABLED.store(true, Ordering::Relaxed);
-    Ok(Some(Tracing { provider }))
-}
-
-impl Tracing {
-    /// Exports every finished span still buffered, then stops the exporter. Call after the
-    /// server drained, so the spans of drained calls go out. The SDK's shutdown blocks until
-    /// its processor thread exported them, so it runs on a blocking thread.
-    pub async fn shutdown(self) {
-        ENABLED.store(false, Ordering::Relaxed);
-        let provider = self.provider;
-        match tokio::task::spawn_blocking(move || provider.shutdown()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(error = %crate::redact::shown(&e), "trace export at shutdown failed")
-            }
-            Err(e) => tracing::warn!(error = %crate::redact::shown(&e), "trace export at shutdown failed"),
-        }
-    }
-}
 
 /// What the inbound request says about the caller's trace and request, for one message.
 #[derive(Debug, Clone, Default)]
@@ -174,7 +74,7 @@ impl Inbound {
         }
     }
 
-    fn remote_context(&self) -> Option<Context> {
+    pub(super) fn remote_context(&self) -> Option<Context> {
         let traceparent = Some(self.traceparent.clone()?);
         let carrier = Carrier { traceparent, tracestate: self.tracestate.clone() };
         let cx = TraceContextPropagator::new().extract(&carrier);
@@ -219,198 +119,6 @@ pub async fn scoped<F: Future>(inbound: Inbound, future: F) -> F::Output {
 
 fn with_inbound<T>(f: impl FnOnce(&Inbound) -> T) -> Option<T> {
     INBOUND.try_with(f).ok()
-}
-
-/// What a message's span is named and its `mcp.method.name`: one of the methods the gateway
-/// serves, else [`UNKNOWN_METHOD_SPAN`]. Span names are what tracing backends group and index
-/// by, so they come from this fixed set, never from what a caller wrote.
-pub fn span_method(method: &str) -> &'static str {
-    const SERVED: [&str; 8] = [
-        "tools/call",
-        "tools/list",
-        "initialize",
-        "notifications/initialized",
-        "notifications/cancelled",
-        "logging/setLevel",
-        "server/discover",
-        "ping",
-    ];
-    SERVED.into_iter().find(|m| *m == method).unwrap_or(UNKNOWN_METHOD_SPAN)
-}
-
-/// The span name of every message whose method the gateway does not serve.
-pub const UNKNOWN_METHOD_SPAN: &str = "mcp.unknown_method";
-
-/// The span of one inbound message, parented on the caller's context; ended when dropped.
-/// Empty (and free) when tracing is off.
-#[must_use]
-pub struct MessageSpan {
-    cx: Option<Context>,
-}
-
-impl MessageSpan {
-    /// Starts the span of one message. Named by [`span_method`]; a `tools/call` gets its tool
-    /// in the name and as `gen_ai.tool.name` only once the tool resolved ([`record_call`]).
-    pub fn start(method: &str, id: Option<&Value>, inbound: &Inbound) -> Self {
-        let Some(tracer) = tracer() else { return Self { cx: None } };
-        let method = span_method(method);
-        let mut attributes = Vec::with_capacity(4);
-        attributes.push(KeyValue::new("mcp.method.name", method));
-        attributes.push(KeyValue::new("rpc.system.name", "jsonrpc"));
-        if let Some(id) = id {
-            let id = match id {
-                Value::String(s) => bounded(s).to_string(),
-                other => bounded(&other.to_string()).to_string(),
-            };
-            attributes.push(KeyValue::new("jsonrpc.request.id", id));
-        }
-        if let Some(request_id) = &inbound.request_id {
-            attributes.push(KeyValue::new("mcp_gateway.request_id", StringValue::from(request_id.clone())));
-        }
-        let parent = inbound.remote_context().unwrap_or_default();
-        Self { cx: Some(child_of(&parent, tracer, method, SpanKind::Server, attributes)) }
-    }
-
-    /// `future` (the message's work), run with this span's context current. Not an `async fn`:
-    /// the message's future is large, and is wrapped in place rather than moved once more.
-    pub fn run<F: Future>(&self, future: F) -> Either<WithContext<F>, F> {
-        match &self.cx {
-            Some(cx) => Either::Left(future.with_context(cx.clone())),
-            None => Either::Right(future),
-        }
-    }
-
-    /// Notes a gateway-made JSON-RPC error answer.
-    pub fn record_error_answer(&self, code: i64, category: Option<&str>) {
-        let Some(cx) = &self.cx else { return };
-        let kind = category.map_or_else(|| code.to_string(), str::to_string);
-        let span = cx.span();
-        span.set_attributes([
-            KeyValue::new("rpc.response.status_code", code.to_string()),
-            KeyValue::new("error.type", kind.clone()),
-        ]);
-        span.set_status(Status::error(kind));
-    }
-}
-
-impl Drop for MessageSpan {
-    fn drop(&mut self) {
-        if let Some(cx) = &self.cx {
-            cx.span().end();
-        }
-    }
-}
-
-/// The span of one upstream attempt, a child of the current message's span; ended when
-/// dropped (an attempt whose future is dropped still ends its span).
-#[must_use]
-pub struct AttemptSpan {
-    cx: Context,
-}
-
-impl AttemptSpan {
-    /// Starts an attempt span under the current message's span; `None` when tracing is off or
-    /// no message span is current (the registry's background `tools/list`).
-    pub fn start(name: String, attributes: Vec<KeyValue>) -> Option<Self> {
-        let tracer = tracer()?;
-        let parent = Context::current();
-        if !parent.has_active_span() {
-            return None;
-        }
-        Some(Self { cx: child_of(&parent, tracer, name, SpanKind::Client, attributes) })
-    }
-
-    /// Runs `f` with this span's context current (what the attempt stamps upstream).
-    pub fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _current = self.cx.clone().attach();
-        f()
-    }
-
-    /// Runs `future` (the attempt) with this span's context current.
-    pub async fn run<F: Future>(&self, future: F) -> F::Output {
-        future.with_context(self.cx.clone()).await
-    }
-
-    /// Notes how the attempt ended: its attributes, and an error status when it failed.
-    pub fn record(&self, attributes: impl IntoIterator<Item = KeyValue>, error: Option<String>) {
-        let span = self.cx.span();
-        span.set_attributes(attributes);
-        if let Some(error) = error {
-            span.set_status(Status::error(error));
-        }
-    }
-}
-
-impl Drop for AttemptSpan {
-    fn drop(&mut self) {
-        self.cx.span().end();
-    }
-}
-
-/// A new span started under `parent`, and the context that has it current.
-fn child_of(
-    parent: &Context,
-    tracer: &SdkTracer,
-    name: impl Into<std::borrow::Cow<'static, str>>,
-    kind: SpanKind,
-    attributes: Vec<KeyValue>,
-) -> Context {
-    let span = tracer
-        .span_builder(name)
-        .with_kind(kind)
-        .with_attributes(attributes)
-        .start_with_context(tracer, parent);
-    parent.with_span(span)
-}
-
-/// Notes on the current message span how a `tools/call` ended (called where the call's log
-/// line is written, so both always agree).
-/// `tool` is the resolved tool's catalogue name (ignored when `server` is empty: the tool did
-/// not resolve, and a caller-invented name appears neither in the span name nor as an attribute).
-pub fn record_call(outcome: &str, attempts: u32, tool: &str, server: &str, transport: &str) {
-    if !enabled() {
-        return;
-    }
-    let cache = match outcome {
-        "cache_hit" => "hit",
-        "shared" | "shared_failure" => "shared",
-        _ if attempts > 0 => "miss",
-        _ => "none",
-    };
-    let fallback = match outcome {
-        "fallback_stale" => "stale",
-        "fallback_alternative" => "alternative",
-        _ => "none",
-    };
-    let failed =
-        !matches!(outcome, "success" | "cache_hit" | "shared" | "fallback_stale" | "fallback_alternative");
-    let mut attributes = Vec::with_capacity(9);
-    if !server.is_empty() {
-        // A catalogue name: the set is the operator's, not the caller's.
-        attributes.push(KeyValue::new("gen_ai.tool.name", bounded(tool).to_string()));
-        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-        attributes.push(KeyValue::new("mcp_gateway.server", server.to_string()));
-        attributes.push(KeyValue::new("mcp_gateway.transport", transport.to_string()));
-    }
-    attributes.push(KeyValue::new("mcp_gateway.outcome", outcome.to_string()));
-    attributes.push(KeyValue::new("mcp_gateway.attempts", i64::from(attempts)));
-    // Each attribute costs a call about 1.3k instructions to export; `cache` says what the
-    // booleans `cache_hit` and `shared` once repeated.
-    attributes.push(KeyValue::new("mcp_gateway.cache", cache));
-    attributes.push(KeyValue::new("mcp_gateway.fallback", fallback));
-    if failed {
-        attributes.push(KeyValue::new("error.type", outcome.to_string()));
-    }
-    Context::map_current(|cx| {
-        let span = cx.span();
-        if !server.is_empty() {
-            span.update_name(format!("tools/call {}", bounded(tool)));
-        }
-        span.set_attributes(attributes);
-        if failed {
-            span.set_status(Status::error(outcome.to_string()));
-        }
-    });
 }
 
 /// The trace id for the call's log line: the current span's when tracing is on, else the
@@ -524,14 +232,6 @@ fn printable(value: &str) -> bool {
     value.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
-/// Caller-supplied names are shown in span names, but never unboundedly.
-fn bounded(text: &str) -> &str {
-    match text.char_indices().nth(64) {
-        Some((i, _)) => &text[..i],
-        None => text,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,33 +268,6 @@ mod tests {
             assert!(valid_traceparent(&traceparent_of(&context)));
             let expected_state = carrier.tracestate.filter(|s| !s.is_empty());
             assert_eq!(span_context_of(&cx), Some((traceparent_of(&context), expected_state)));
-        }
-    }
-
-    #[test]
-    fn only_an_endpoint_turns_tracing_on_and_the_standard_switches_keep_it_off() {
-        fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-            let pairs: Vec<(String, String)> =
-                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            move |k| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
-        }
-        assert!(!wanted(env(&[])));
-        assert!(!wanted(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])));
-        assert!(!wanted(env(&[("OTEL_SERVICE_NAME", "x"), ("OTEL_EXPORTER_OTLP_HEADERS", "a=b")])));
-        assert!(wanted(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")])));
-        assert!(wanted(env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces")])));
-        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
-        assert!(!wanted(env(&[endpoint, ("OTEL_SDK_DISABLED", "true")])));
-        assert!(!wanted(env(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")])));
-    }
-
-    #[test]
-    fn span_names_come_from_a_fixed_set() {
-        for served in ["tools/call", "tools/list", "initialize", "ping", "notifications/cancelled"] {
-            assert_eq!(span_method(served), served);
-        }
-        for invented in ["tools/cal", "x".repeat(10_000).as_str(), "resources/list", "", "TOOLS/CALL"] {
-            assert_eq!(span_method(invented), UNKNOWN_METHOD_SPAN, "{invented:.20}");
         }
     }
 

@@ -1,0 +1,263 @@
+//! Answering the six federated methods: the lists paged from the index (filtered by what the
+//! caller may see), and `resources/read`, `prompts/get` and `completion/complete` routed to
+//! their server and sent through its stack, their results checked. Separate from the state:
+//! this is the per-request path.
+
+use std::{sync::Arc, time::Instant};
+
+use serde_json::{Map, Value, json};
+use tower::ServiceExt;
+
+use super::{
+    Index, SurfaceCall,
+    answers::{bad_input, checked_completion, checked_contents, checked_messages, page_of},
+    not_found,
+};
+use crate::{
+    error::{Category, GatewayError},
+    gateway::Gateway,
+    policy::SurfaceItem,
+    upstream::{UpstreamReply, UpstreamRequest},
+};
+
+impl Gateway {
+    /// Answers one of [`METHODS`](super::METHODS), in the caller's protocol revision.
+    pub async fn surface_method(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let mut result = self.surface_answer(method, params, call).await?;
+        let Some(object) = result.as_object_mut() else { return Ok(result) };
+        // The server's own revision fields and identity are not the gateway's answer.
+        for key in ["resultType", "ttlMs", "cacheScope"] {
+            object.remove(key);
+        }
+        if let Some(Value::Object(meta)) = object.get_mut("_meta") {
+            meta.remove("io.modelcontextprotocol/serverInfo");
+            if meta.is_empty() {
+                object.remove("_meta");
+            }
+        }
+        if call.modern {
+            object.insert("resultType".into(), json!("complete"));
+            if method.ends_with("/list") {
+                // Fresh until the next refresh; a list filtered by the policy is this caller's.
+                let scope = if self.settings().policy.is_some() { "private" } else { "public" };
+                object.insert("ttlMs".into(), json!(self.refresh_interval().as_millis() as u64));
+                object.insert("cacheScope".into(), json!(scope));
+            } else if method == "resources/read" {
+                // A read is a cacheable result too (2026-07-28 `ReadResourceResult extends
+                // CacheableResult`: both fields required). Its freshness is the server's to
+                // know, not the gateway's: not to be reused, and only by this caller.
+                object.insert("ttlMs".into(), json!(0));
+                object.insert("cacheScope".into(), json!("private"));
+            }
+        }
+        Ok(result)
+    }
+
+    async fn surface_answer(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let params = match params {
+            None => Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(bad_input("params must be an object")),
+        };
+        let index = self.federation.index();
+        match method {
+            "resources/list" => {
+                let visible = index.resources.iter().filter(|r| self.may_read(&call.caller, r, false));
+                page_of(visible.map(|r| &r.definition), &params, "resources")
+            }
+            "resources/templates/list" => {
+                let visible =
+                    index.templates.iter().map(|(r, _)| r).filter(|r| self.may_read(&call.caller, r, true));
+                page_of(visible.map(|r| &r.definition), &params, "resourceTemplates")
+            }
+            "prompts/list" => {
+                let visible: Vec<std::borrow::Cow<'_, Value>> = index
+                    .prompts
+                    .iter()
+                    .filter(|p| self.may_get(&call.caller, p).is_ok())
+                    .map(|p| self.prompt_as_shown(&call.caller, p))
+                    .collect();
+                page_of(visible.iter().map(|p| p.as_ref()), &params, "prompts")
+            }
+            "resources/read" => self.read_resource(&index, params, call).await,
+            "prompts/get" => self.get_prompt(&index, params, call).await,
+            _ => self.complete(&index, params, call).await,
+        }
+    }
+
+    async fn read_resource(
+        &self,
+        index: &Index,
+        params: Map<String, Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let started = Instant::now();
+        let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_string) else {
+            return Err(bad_input("params.uri must be a string"));
+        };
+        let shown = crate::redact::url(&uri);
+        let server = match index.route_uri(&uri) {
+            Ok(server) => server,
+            Err(why) => {
+                let err = not_found(&uri, why);
+                self.record_surface(
+                    call,
+                    started,
+                    "resources/read",
+                    &shown,
+                    None,
+                    err.category.as_str(),
+                    None,
+                );
+                return Err(err);
+            }
+        };
+        let listed = index.resource(&uri);
+        let item = SurfaceItem::Resource {
+            uri: &uri,
+            server: &server,
+            mime_type: listed.and_then(|r| r.mime_type.as_deref()),
+            template: false,
+        };
+        if let Err(denied) = self.decide_item(&call.caller, item) {
+            return Err(self.refused(call, started, "resources/read", &shown, &server, *denied));
+        }
+        let result = self
+            .forward_surface(&server, "resources/read", params, Some(uri.as_str().into()), call)
+            .await
+            .and_then(|result| checked_contents(result, self.settings().config.defaults.max_result_bytes));
+        self.answered(call, started, "resources/read", &shown, &server, result)
+    }
+
+    async fn get_prompt(
+        &self,
+        index: &Index,
+        mut params: Map<String, Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let started = Instant::now();
+        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
+            return Err(bad_input("params.name must be a string"));
+        };
+        let Some(prompt) = index.prompt(&name) else {
+            let shown: String = name.chars().take(64).collect();
+            let err = bad_input(&format!("no server offers a prompt named {shown:?}"));
+            self.record_surface(call, started, "prompts/get", &shown, None, err.category.as_str(), None);
+            return Err(err);
+        };
+        if let Err(denied) = self.may_get(&call.caller, prompt) {
+            return Err(self.refused(call, started, "prompts/get", &prompt.name, &prompt.server, *denied));
+        }
+        params.insert("name".into(), json!(prompt.upstream_name.as_ref()));
+        let result = self
+            .forward_surface(&prompt.server, "prompts/get", params, Some(prompt.upstream_name.clone()), call)
+            .await
+            .and_then(|result| checked_messages(result, self.settings().config.defaults.max_result_bytes));
+        self.answered(call, started, "prompts/get", &prompt.name, &prompt.server, result)
+    }
+
+    async fn complete(
+        &self,
+        index: &Index,
+        mut params: Map<String, Value>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let started = Instant::now();
+        let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+        let (server, shown, name_header) = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+                let Some(prompt) = index.prompt(name) else {
+                    return Err(bad_input("params.ref names no prompt a server offers"));
+                };
+                if let Err(denied) = self.may_get(&call.caller, prompt) {
+                    return Err(self.refused(
+                        call,
+                        started,
+                        "completion/complete",
+                        &prompt.name,
+                        &prompt.server,
+                        *denied,
+                    ));
+                }
+                params.insert(
+                    "ref".into(),
+                    json!({"type": "ref/prompt", "name": prompt.upstream_name.as_ref()}),
+                );
+                (prompt.server.clone(), prompt.name.to_string(), Some(prompt.upstream_name.clone()))
+            }
+            Some("ref/resource") => {
+                let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
+                let Some(template) = index.route_template(uri) else {
+                    return Err(bad_input("params.ref names no resource template a server offers"));
+                };
+                let item = SurfaceItem::Resource {
+                    uri: &template.uri,
+                    server: &template.server,
+                    mime_type: template.mime_type.as_deref(),
+                    template: true,
+                };
+                if let Err(denied) = self.decide_item(&call.caller, item) {
+                    return Err(self.refused(
+                        call,
+                        started,
+                        "completion/complete",
+                        &template.uri,
+                        &template.server,
+                        *denied,
+                    ));
+                }
+                (template.server.clone(), template.uri.to_string(), None)
+            }
+            _ => return Err(bad_input("params.ref.type must be ref/prompt or ref/resource")),
+        };
+        // A server that declared no completions is not asked: its completion is empty.
+        if !index.completing.contains(&server) {
+            self.record_surface(call, started, "completion/complete", &shown, Some(&server), "success", None);
+            return Ok(json!({"completion": {"values": [], "hasMore": false}}));
+        }
+        let result = self
+            .forward_surface(&server, "completion/complete", params, name_header, call)
+            .await
+            .and_then(checked_completion);
+        self.answered(call, started, "completion/complete", &shown, &server, result)
+    }
+
+    /// Sends one request to `server` through its stack and parses the result.
+    async fn forward_surface(
+        &self,
+        server: &str,
+        method: &'static str,
+        params: Map<String, Value>,
+        name: Option<Arc<str>>,
+        call: &SurfaceCall,
+    ) -> Result<Value, GatewayError> {
+        let Some(upstream) = self.surface_upstream(server) else {
+            return Err(GatewayError::new(Category::Internal, "the server of this item is not configured"));
+        };
+        let mut request = UpstreamRequest::new(method, params);
+        request.tool = name;
+        request.deadline = call.deadline;
+        request.caller = Some(call.caller.clone());
+        match upstream.service.clone().oneshot(request).await {
+            Ok(UpstreamReply::Result(raw)) => serde_json::from_str(raw.get()).map_err(|e| {
+                GatewayError::new(
+                    Category::UpstreamProtocol,
+                    format!("the server's {method} result is not JSON: {e}"),
+                )
+            }),
+            Ok(UpstreamReply::Error(error)) => Err(GatewayError::from_upstream_reply(error, false)),
+            Err(error) => Err(GatewayError::from_upstream(&error)),
+        }
+    }
+}

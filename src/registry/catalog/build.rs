@@ -1,0 +1,304 @@
+//! Building a snapshot: every server's tools granted a name (`naming`), catalogue control
+//! applied (renames, hidden tools, the search mode's reserved names), the registry's entries
+//! added under the configured and discovered tools, and the `tools/list` bytes serialised.
+//! Separate from the catalogue's handle: this is the one CPU-heavy step, run off the runtime.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::{Arc, OnceLock},
+};
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::{
+    handle::{Catalog, ServerTools},
+    naming::{Collision, clean, namespaced},
+    snapshot::{ByName, EMPTY_LIST, Listing, Snapshot},
+};
+use crate::{
+    registry::{entry::RegistryEntry, record::ToolRecord, search::SearchIndex},
+    tool_control::META_TOOLS,
+};
+
+/// A tool that got a catalogue name, before catalogue control.
+pub(super) struct Candidate<'a> {
+    /// Its catalogue name (bare or namespaced): the key of its `[tools.NAME]` section.
+    pub(super) exposed: String,
+    /// Its name on the server.
+    pub(super) upstream: &'a str,
+    pub(super) server: &'a ServerTools,
+    pub(super) tool: &'a Value,
+}
+
+impl Catalog {
+    pub(super) fn build(&self, servers: &[ServerTools], registry: &[RegistryEntry]) -> Snapshot {
+        #[cfg(test)]
+        super::tests::wait_at_gate(self);
+        let control = self.control();
+        // tool name → servers offering it, in server order.
+        let mut owners: BTreeMap<&str, Vec<(&ServerTools, &Value)>> = BTreeMap::new();
+        for server in servers {
+            let mut seen = HashSet::new();
+            for tool in server.tools.iter() {
+                let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                    tracing::warn!(server = %server.server, "tool without a name ignored");
+                    continue;
+                };
+                if seen.insert(name) {
+                    owners.entry(name).or_default().push((server, tool));
+                }
+            }
+        }
+        let previous = self.snapshot();
+        let server_prefixes: Vec<(String, &str)> = servers
+            .iter()
+            .map(|s| s.server.as_str())
+            .chain(registry.iter().map(|e| e.server.name.as_str()))
+            .map(|server| (format!("{}__", clean(server)), server))
+            .collect();
+        let mut collisions = Vec::new();
+        let mut by_name = ByName::default();
+        // Catalogue names granted so far, and the tools that got one.
+        let mut natural: HashSet<String> = HashSet::new();
+        let mut candidates: Vec<Candidate<'_>> = Vec::new();
+        for (name, copies) in &owners {
+            // Another server's namespaced alias is that server's, whoever offers it.
+            let mut granted: Vec<(&ServerTools, &Value)> = Vec::with_capacity(copies.len());
+            for (server, tool) in copies {
+                let alias_of = server_prefixes
+                    .iter()
+                    .find(|(prefix, owner)| name.starts_with(prefix.as_str()) && *owner != server.server)
+                    .map(|(_, owner)| owner.to_string());
+                match alias_of {
+                    Some(owner) => collisions.push(Collision {
+                        name: name.to_string(),
+                        server: server.server.clone(),
+                        owner: Some(owner),
+                        kind: "alias_of_another_server",
+                        exposed: None,
+                        detail: None,
+                    }),
+                    None => granted.push((server, tool)),
+                }
+            }
+            if granted.is_empty() {
+                continue;
+            }
+            let routed = control.routes.get(*name);
+            // Without a route, a server that held the bare name keeps it.
+            let holder = match routed {
+                Some(owner) => Some(owner.clone()),
+                None if granted.len() > 1 => previous
+                    .by_name
+                    .get(*name)
+                    .filter(|held| held.origin.is_none() && &*held.upstream_name == *name)
+                    .filter(|held| granted.iter().any(|(s, _)| *s.server == *held.server))
+                    .map(|held| held.server.to_string()),
+                None => None,
+            };
+            for (server, tool) in &granted {
+                let bare = granted.len() == 1 || holder.as_deref() == Some(server.server.as_str());
+                let exposed = if bare { name.to_string() } else { namespaced(&server.server, name) };
+                if natural.contains(exposed.as_str()) {
+                    let owner =
+                        candidates.iter().find(|c| c.exposed == exposed).map(|c| c.server.server.clone());
+                    collisions.push(Collision {
+                        name: name.to_string(),
+                        server: server.server.clone(),
+                        owner,
+                        kind: "namespaced_clash",
+                        exposed: None,
+                        detail: None,
+                    });
+                    continue;
+                }
+                if !bare {
+                    let kind = match (routed, &holder) {
+                        (Some(_), _) => "routed",
+                        (None, Some(_)) => "name_held",
+                        (None, None) => "shared_name",
+                    };
+                    collisions.push(Collision {
+                        name: name.to_string(),
+                        server: server.server.clone(),
+                        owner: holder.clone(),
+                        kind,
+                        exposed: Some(exposed.clone()),
+                        detail: None,
+                    });
+                }
+                natural.insert(exposed.clone());
+                candidates.push(Candidate { exposed, upstream: name, server, tool });
+            }
+        }
+        self.serve_candidates(candidates, &mut by_name, &mut collisions);
+        for entry in registry {
+            let overrides = self.entry_overrides(entry);
+            let exposed = overrides.rename.as_deref().unwrap_or(&entry.tool_name);
+            if by_name.contains_key(exposed) || (control.search.is_some() && META_TOOLS.contains(&exposed)) {
+                continue;
+            }
+            match self.controlled_record_for_entry(entry, &overrides) {
+                Ok(Some(record)) => {
+                    by_name.insert(record.name.clone(), Arc::new(record));
+                }
+                Ok(None) => {}
+                Err(problem) => {
+                    tracing::warn!(tool = %entry.tool_name, server = %entry.server.name, problem, "registry entry's overrides do not fit its tool; not served");
+                    collisions.push(Collision {
+                        name: entry.tool_name.clone(),
+                        server: entry.server.name.clone(),
+                        owner: None,
+                        kind: "override_invalid",
+                        exposed: None,
+                        detail: Some(problem),
+                    });
+                }
+            }
+        }
+        self.log_collisions(&collisions);
+        let mut list: Vec<&Arc<ToolRecord>> = by_name.values().collect();
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+        let listing = match &control.search {
+            None => Listing::All,
+            Some(search) => {
+                let sorted: Vec<Arc<ToolRecord>> = list.iter().map(|t| (*t).clone()).collect();
+                Listing::Search {
+                    meta: crate::registry::search::meta_tools(search),
+                    pinned: search.pinned.iter().map(|n| Arc::from(n.as_str())).collect(),
+                    index: Arc::new(SearchIndex::build(&sorted)),
+                }
+            }
+        };
+        let definitions: Vec<&Value> = listing
+            .meta()
+            .iter()
+            .chain(list.iter().filter(|t| listing.lists(&t.name)).map(|t| &t.definition))
+            .collect();
+        let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
+            .map(Bytes::from)
+            .unwrap_or_else(|_| Bytes::from_static(EMPTY_LIST.as_bytes()));
+        Snapshot { by_name, list_result, collisions, listing, aliases: OnceLock::new() }
+    }
+
+    /// Serves the tools that got a catalogue name, with catalogue control applied: tools
+    /// that keep their name first, then renamed ones (a rename never takes a name another
+    /// tool keeps; two tools may swap names), hidden ones left out.
+    fn serve_candidates(
+        &self,
+        candidates: Vec<Candidate<'_>>,
+        by_name: &mut ByName,
+        collisions: &mut Vec<Collision>,
+    ) {
+        let control = self.control();
+        let mut renamed = Vec::new();
+        for candidate in candidates {
+            let overrides = control.overrides.get(&candidate.exposed);
+            let reserved = control.search.is_some() && META_TOOLS.contains(&candidate.exposed.as_str());
+            let Some(overrides) = overrides.filter(|o| !o.is_empty()) else {
+                if !reserved {
+                    let record =
+                        self.record(&candidate.exposed, candidate.upstream, candidate.server, candidate.tool);
+                    by_name.insert(record.name.clone(), Arc::new(record));
+                    continue;
+                }
+                // A meta-tool's name in search mode: the server's tool is namespaced.
+                let exposed = namespaced(&candidate.server.server, candidate.upstream);
+                let clash = by_name.contains_key(exposed.as_str());
+                collisions.push(Collision {
+                    name: candidate.exposed.clone(),
+                    server: candidate.server.server.clone(),
+                    owner: None,
+                    kind: "reserved_name",
+                    exposed: (!clash).then(|| exposed.clone()),
+                    detail: Some("a meta-tool's name in search mode".into()),
+                });
+                if !clash {
+                    let record = self.record(&exposed, candidate.upstream, candidate.server, candidate.tool);
+                    by_name.insert(record.name.clone(), Arc::new(record));
+                }
+                continue;
+            };
+            match overrides.apply(&candidate.exposed, candidate.tool) {
+                Ok(None) => {}
+                Ok(Some(controlled)) if controlled.name != candidate.exposed => {
+                    renamed.push((candidate, controlled))
+                }
+                Ok(Some(controlled)) if reserved => renamed.push((candidate, controlled)),
+                Ok(Some(controlled)) => {
+                    let record = self.controlled_record(&candidate, controlled);
+                    by_name.insert(record.name.clone(), Arc::new(record));
+                }
+                Err(problem) => collisions.push(Collision {
+                    name: candidate.exposed.clone(),
+                    server: candidate.server.server.clone(),
+                    owner: None,
+                    kind: "override_invalid",
+                    exposed: None,
+                    detail: Some(problem),
+                }),
+            }
+        }
+        for (candidate, controlled) in renamed {
+            let reserved = control.search.is_some() && META_TOOLS.contains(&controlled.name.as_str());
+            if reserved || by_name.contains_key(controlled.name.as_str()) {
+                collisions.push(Collision {
+                    name: candidate.exposed.clone(),
+                    server: candidate.server.server.clone(),
+                    owner: by_name.get(controlled.name.as_str()).map(|t| t.server.to_string()),
+                    kind: if reserved { "reserved_name" } else { "rename_clash" },
+                    exposed: None,
+                    detail: Some(format!("renamed to {:?}, a name already served", controlled.name)),
+                });
+                continue;
+            }
+            let record = self.controlled_record(&candidate, controlled);
+            by_name.insert(record.name.clone(), Arc::new(record));
+        }
+    }
+}
+
+impl Catalog {
+    /// Logs each collision once (per name, server and kind) while it lasts.
+    fn log_collisions(&self, collisions: &[Collision]) {
+        let Ok(mut logged) = self.logged_conflicts.lock() else {
+            return;
+        };
+        let current: HashSet<String> =
+            collisions.iter().map(|c| format!("{}\0{}\0{}", c.name, c.server, c.kind)).collect();
+        for collision in collisions {
+            let key = format!("{}\0{}\0{}", collision.name, collision.server, collision.kind);
+            if !logged.insert(key) {
+                continue;
+            }
+            match collision.kind {
+                "override_invalid" | "rename_clash" | "reserved_name" => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    kind = collision.kind,
+                    exposed = ?collision.exposed,
+                    detail = ?collision.detail,
+                    "catalogue control: the tool is not served as configured"
+                ),
+                "alias_of_another_server" | "namespaced_clash" => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    owner = ?collision.owner,
+                    kind = collision.kind,
+                    "tool name refused: it belongs to another server"
+                ),
+                _ => tracing::warn!(
+                    tool = %collision.name,
+                    server = %collision.server,
+                    owner = ?collision.owner,
+                    exposed = ?collision.exposed,
+                    kind = collision.kind,
+                    "tool name served by several servers; this copy is namespaced"
+                ),
+            }
+        }
+        // A collision that ended is logged again if it comes back.
+        logged.retain(|key| current.contains(key));
+    }
+}
