@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 
-use super::{Gateway, refresh::list_tools};
+use super::{Gateway, tool_list::list_tools};
 use crate::registry::{entry::RegistryEntry, record::canonical_hash};
 
 impl Gateway {

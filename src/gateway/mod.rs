@@ -25,6 +25,7 @@ pub mod settings;
 pub mod subscriptions;
 mod surface;
 pub mod tasks;
+pub mod tool_list;
 pub mod upstreams;
 
 use std::{

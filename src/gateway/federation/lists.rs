@@ -17,7 +17,7 @@ use tower::ServiceExt;
 use super::ServerSurface;
 use crate::{
     config::{ListBounds, TransportKind},
-    gateway::{Upstream, refresh::ListFailure},
+    gateway::{Upstream, tool_list::ListFailure},
     protocol::mcp::{self, Offers},
     registry::bounds::{ListKind, Tally},
     upstream::{UpstreamError, UpstreamReply, UpstreamRequest},

@@ -50,7 +50,7 @@ pub use index::{Control, Index, ServerSurface, Unroutable};
 use lists::LISTS;
 pub use lists::list_surface;
 
-use super::{Gateway, Upstream, refresh::ListFailure};
+use super::{Gateway, Upstream, tool_list::ListFailure};
 use crate::{
     identity::Caller,
     registry::{
