@@ -250,7 +250,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("auth.trust_identity_header"), "true", json!(true)),
         (s("auth.resource"), "https://gw.example/mcp", json!("https://gw.example/mcp")),
         (s("auth.scopes_supported"), r#"["store:browse"]"#, json!(["store:browse"])),
-        (s("policy.file"), "/etc/policy.cedar", json!("/etc/policy.cedar")),
+        (s("policy.file"), "config/store-policy.cedar", json!("config/store-policy.cedar")),
         (s("policy.reload_secs"), "7", json!(7)),
         (s("policy.list_cache_entries"), "64", json!(64)),
         (s("admin.token_file"), "/run/secrets/admin-token", json!("/run/secrets/admin-token")),
