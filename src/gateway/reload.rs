@@ -250,7 +250,10 @@ impl Gateway {
             report.kept = current.upstreams.keys().cloned().collect();
             // The policy file has its own watcher; a signal asks it now too.
             if let Some(policy) = current.policy.clone() {
-                tokio::task::spawn_blocking(move || policy.store.reload_if_changed()).await.ok();
+                let reloaded = tokio::task::spawn_blocking(move || policy.store.reload_if_changed()).await;
+                if let Ok(Some(outcome)) = reloaded {
+                    self.metrics.policy_reloads.with_label_values(&[outcome]).inc();
+                }
             }
             return Ok(report);
         }
