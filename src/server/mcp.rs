@@ -79,7 +79,9 @@ async fn handle(
         Ok(caller) => super::endpoint::through(caller, endpoint),
         Err(refused) => return refused,
     };
-    let limit = gateway.config().max_body_bytes;
+    // One configuration for the whole request, whatever a reload swaps in meanwhile.
+    let config = gateway.config();
+    let limit = config.max_body_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -88,7 +90,7 @@ async fn handle(
     if declared.is_some_and(|len| len > drain_cap) {
         return too_large(gateway, limit);
     }
-    let read_timeout = gateway.config().inbound.body_read_timeout();
+    let read_timeout = config.inbound.body_read_timeout();
     let bytes: Bytes = match tokio::time::timeout(read_timeout, read_limited(body, limit, drain_cap)).await {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return too_large(gateway, limit),
@@ -118,7 +120,7 @@ async fn handle(
     {
         return sessions::route_response(session, &id, message);
     }
-    let inbound = match jsonrpc::decode_bounded(&bytes, gateway.config().inbound.max_batch_items) {
+    let inbound = match jsonrpc::decode_bounded(&bytes, config.inbound.max_batch_items) {
         Ok(inbound) => inbound,
         Err(err) => {
             let reason = if err.category == Category::ParseError { "parse_error" } else { "batch_too_large" };
