@@ -106,6 +106,10 @@ pub enum Command {
         /// Print the configuration as JSON (same keys as the TOML file).
         #[arg(long)]
         json: bool,
+        /// Check it as `serve --demo` would run it: with the embedded demo server registered
+        /// as `demo` (endpoints and hooks may name it).
+        #[arg(long)]
+        demo: bool,
     },
 }
 

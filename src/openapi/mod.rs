@@ -66,6 +66,8 @@ pub struct Mapped {
     pub schemes: BTreeMap<String, Value>,
     /// How many operations the document holds (before selection).
     pub total_operations: usize,
+    /// The `include`/`exclude` selectors, as written, that match no operation of the document.
+    pub unmatched_selectors: Vec<String>,
 }
 
 /// Whether `spec` names an http(s) URL (else it is a file path).
@@ -128,7 +130,9 @@ pub fn map_text(
         server_url,
         schemes,
         total_operations: all.len(),
+        unmatched_selectors: Vec::new(),
     };
+    let mut hits = select::Hits::default();
     let mut taken = HashSet::new();
     let mut inliner = Inliner::new(&mut docs, limits.max_schema_depth);
     for (path, method_name, verb, pointer) in all {
@@ -162,6 +166,7 @@ pub fn map_text(
             method: &verb,
             path: &path,
         };
+        selection.note(&candidate, &mut hits);
         if !selection.selects(&candidate) {
             continue;
         }
@@ -208,6 +213,7 @@ pub fn map_text(
             }
         }
     }
+    mapped.unmatched_selectors = selection.unmatched(&hits);
     Ok(mapped)
 }
 

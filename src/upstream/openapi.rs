@@ -151,6 +151,9 @@ fn report(server: &str, mapped: &Mapped, previous: Option<&Mapped>) {
     for skipped in &mapped.skipped {
         tracing::warn!(server, method = %skipped.method, path = %skipped.path, operation = skipped.operation_id.as_deref().unwrap_or(""), reason = %skipped.reason, "OpenAPI operation skipped");
     }
+    for selector in &mapped.unmatched_selectors {
+        tracing::warn!(server, selector = %selector, "OpenAPI selector matches no operation of the document");
+    }
 }
 
 impl Inner {

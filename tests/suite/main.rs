@@ -12,6 +12,7 @@ mod catalogue_bounds;
 mod catalogue_control;
 mod catalogue_scale;
 mod catalogue_trust;
+mod check_config;
 mod config_env;
 mod conformance_client;
 mod conformance_server;
