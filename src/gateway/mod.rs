@@ -209,7 +209,8 @@ impl Gateway {
         let policy = crate::policy::Policy::start(&config.policy, metrics.policy_reloads.clone())?;
         let overrides =
             config.tools.iter().map(|(name, settings)| (name.clone(), settings.overrides())).collect();
-        let catalog = Catalog::new(routes).controlled(overrides, &config.catalogue.search);
+        let prefixes = config.servers.iter().map(|(name, server)| (name.clone(), server.prefix)).collect();
+        let catalog = Catalog::new(routes).prefixed(prefixes).controlled(overrides, &config.catalogue.search);
         let registry = Registry::new(Arc::new(catalog), dynamic);
         let settings = settings::Settings::new(settings::Parts {
             upstreams,

@@ -306,7 +306,8 @@ impl Gateway {
             .collect();
         let overrides =
             new.tools.iter().map(|(name, settings)| (name.clone(), settings.overrides())).collect();
-        self.catalog().reconfigure(routes, overrides, &new.catalogue.search);
+        let prefixes = new.servers.iter().map(|(name, server)| (name.clone(), server.prefix)).collect();
+        self.catalog().reconfigure(routes, prefixes, overrides, &new.catalogue.search);
         let configured_before: Vec<String> = current.upstreams.keys().cloned().collect();
         self.federation.reconfigure(&new, &configured_before);
         let retiring: Vec<Arc<Upstream>> = current
