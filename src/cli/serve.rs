@@ -88,8 +88,11 @@ pub async fn run(config_path: Option<PathBuf>, flags: Flags) -> anyhow::Result<(
 
     let admin = server::admin::AdminAccess::from_settings(&config.admin)?;
     let gateway = Gateway::new(config.clone()).await?;
-    // A reload reads the file and the environment again, with this command line's flags.
+    // A reload reads the file and the environment again, with this command line's flags, and
+    // the one-off token `--demo` made at start (else an unchanged file would differ from the
+    // running configuration in `admin` and report it as awaiting a restart).
     let source_path = config_path.clone();
+    let start_token = one_off_token.clone();
     gateway.set_config_source(Arc::new(move || {
         let mut config = Config::read(source_path.as_deref(), std::env::vars())?;
         if let Some(listen) = listen {
@@ -97,6 +100,9 @@ pub async fn run(config_path: Option<PathBuf>, flags: Flags) -> anyhow::Result<(
         }
         config.allow_non_loopback |= allow_non_loopback;
         with_demo_server(&mut config, demo_server.as_ref())?;
+        if config.admin.token.is_none() && config.admin.token_file.is_none() {
+            config.admin.token.clone_from(&start_token);
+        }
         config.validate()?;
         Ok(config)
     }));

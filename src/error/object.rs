@@ -93,10 +93,15 @@ impl GatewayError {
             (category, _) if modern => category.modern_code(),
             (category, _) => category.code(),
         };
+        let stem = self.category.message();
         let message = if self.detail.is_empty() {
-            self.category.message().to_string()
+            stem.to_string()
+        } else if self.detail.get(..stem.len()).is_some_and(|head| head.eq_ignore_ascii_case(stem)) {
+            // The detail already says what the stem says ("upstream refused the gateway's
+            // credentials (HTTP 403)"): said once, from its capital.
+            format!("{stem}{}", &self.detail[stem.len()..])
         } else {
-            format!("{}: {}", self.category.message(), self.detail)
+            format!("{stem}: {}", self.detail)
         };
         let mut data = Map::new();
         data.insert("category".into(), json!(self.category.as_str()));
@@ -121,6 +126,21 @@ impl GatewayError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_says_its_reason_once() {
+        let refused = GatewayError::from_upstream(&crate::error::UpstreamError::Unauthorized { status: 403 });
+        assert_eq!(
+            refused.to_error_object().message,
+            "Upstream refused the gateway's credentials (HTTP 403)"
+        );
+        let other =
+            GatewayError::new(Category::Forbidden, "the tool policy does not allow this caller to call x");
+        assert_eq!(
+            other.to_error_object().message,
+            "Forbidden: the tool policy does not allow this caller to call x"
+        );
+    }
 
     #[test]
     fn every_error_carries_the_documented_data_fields() {

@@ -411,7 +411,7 @@ impl Inner {
         }
         let wanted: Vec<String> = operation.security.iter().map(|alt| alt.join(" + ")).collect();
         Err(UpstreamError::Credentials {
-            failure: CredentialFailure::Unavailable,
+            failure: CredentialFailure::NotConfigured,
             detail: format!(
                 "operation {} needs security scheme {}; none is configured (servers.{}.security)",
                 operation.tool,
@@ -442,7 +442,7 @@ enum SchemeValue {
 
 fn sensitive(text: String) -> Result<HeaderValue, UpstreamError> {
     let mut value = HeaderValue::try_from(text).map_err(|_| UpstreamError::Credentials {
-        failure: CredentialFailure::Unavailable,
+        failure: CredentialFailure::NotConfigured,
         detail: "a configured secret is not a valid header value".into(),
     })?;
     value.set_sensitive(true);

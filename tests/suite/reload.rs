@@ -731,3 +731,28 @@ fn a_reload_and_a_restart_of_the_same_file_give_the_same_tool_names() {
     wait_listed(&restarted, "manga_search", true);
     assert_eq!(names_of(&restarted), reloaded, "a restart named the tools otherwise than the reload");
 }
+
+#[test]
+fn a_reload_of_an_unchanged_file_under_demo_awaits_no_restart() {
+    // No admin token configured: `--demo` makes a one-off one (printed once on stderr), which
+    // a reload of the same file must keep rather than report `admin` as changed.
+    let gw = Gateway::start_with_args_as_configured("log_level = \"info\"\n", &[], &["--demo"]);
+    let output = gw.proc.output();
+    let token = output
+        .lines()
+        .find_map(|line| line.split("admin token (this run only): ").nth(1))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no one-off token printed: {output}"))
+        .to_string();
+    let response = gw
+        .client
+        .post(gw.url("/admin/config/reload"))
+        .bearer_auth(&token)
+        .send()
+        .expect("the gateway answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let report: Value = response.json().expect("a JSON report");
+    assert_eq!(report["outcome"], "unchanged", "{report}");
+    assert_eq!(report["restart_required"], json!([]), "{report}");
+    assert_eq!(servers(&report, "kept"), ["demo"], "{report}");
+}

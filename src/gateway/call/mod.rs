@@ -153,7 +153,12 @@ impl Gateway {
                     ran: None,
                     guardrails: refusal.guardrails,
                 };
-                let outcome = err.category.as_str();
+                // A quota's refusal is the caller's, not an upstream's 429: its own outcome, out
+                // of the server's error ratio.
+                let outcome = match err.category {
+                    Category::RateLimited => "quota_refused",
+                    category => category.as_str(),
+                };
                 self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
                 return Err(err);
             }

@@ -80,6 +80,13 @@ impl Gateway {
         gateway
     }
 
+    /// Like [`Gateway::start_as_configured`], with extra command-line arguments.
+    pub fn start_with_args_as_configured(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
+        let gateway = Self::spawn(config, env, args);
+        gateway.wait_ready();
+        gateway
+    }
+
     fn spawn(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
         let config_file = TempFile::with("gateway.toml", config);
         let mut command = Command::new(bin());
