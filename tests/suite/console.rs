@@ -89,7 +89,13 @@ fn the_overview_counts_real_calls_names_a_failing_servers_last_error_and_shows_a
     // A breaker forced open shows as open, and a call is refused without reaching the server.
     let forced = gw.admin_post("/admin/breakers/store/open").send().unwrap();
     assert_eq!(forced.status(), 200);
-    assert_eq!(server_of(&overview(&gw), "store")["breaker"], "open");
+    let down = overview(&gw);
+    assert_eq!(server_of(&down, "store")["breaker"], "open");
+    assert_eq!(server_of(&down, "store")["breaker_reason"], "forced open by an operator", "{down}");
+    assert!(
+        server_of(&down, "store")["breaker_since"].as_str().is_some_and(|at| at.ends_with('Z')),
+        "{down}"
+    );
     let refused = gw.call("manga_search", json!({"query": "naruto"}));
     expect_error(&refused, refused["error"]["code"].as_i64().unwrap(), "circuit_open");
     assert_eq!(demo.stats()["calls"], 3, "the refused call never reached the server");

@@ -236,6 +236,10 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     assert_eq!(flow["after_open"]["ui"], "open", "{flow}");
     assert_eq!(flow["after_open"]["api"]["state"], "open", "{flow}");
     assert_eq!(flow["after_open"]["api"]["forced_open"], true, "{flow}");
+    // A server that is down says why, and since when.
+    assert_eq!(flow["after_open"]["api"]["reason"], "forced open by an operator", "{flow}");
+    let cell = flow["after_open"]["cell"].as_str().unwrap_or_default();
+    assert!(cell.contains("forced open by an operator") && cell.contains("since"), "{flow}");
     assert_eq!(flow["after_close"]["ui"], "closed", "{flow}");
     assert_eq!(flow["after_close"]["api"]["state"], "closed", "{flow}");
     assert_eq!(gateway.breaker("shop")["state"], "closed");

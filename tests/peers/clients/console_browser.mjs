@@ -200,6 +200,7 @@ async function main() {
     await page.waitForSelector(row + ' td.breaker-state[data-state="open"]', WAIT);
     result.flow.after_open = {
       ui: await breakerCell(page, opts.server),
+      cell: await page.textContent(row + " td.breaker-state"),
       status: await page.textContent("#status"),
       api: (await admin("/admin/breakers")).body[opts.server],
     };

@@ -267,6 +267,11 @@
           ? text(connection.last_error)
           : "—";
       const forced = breaker.forced_open ? [" ", badge("forced", "warn")] : [];
+      // Why it is not closed, and since when: a server that is down says why.
+      const why =
+        state && state !== "closed" && breaker.reason
+          ? [el("br"), el("span", { class: "hint breaker-reason", text: breaker.reason + (breaker.since ? " · since " + when(breaker.since) : "") })]
+          : [];
       return el(
         "tr",
         { "data-server": name },
@@ -274,7 +279,7 @@
         el("td", {}, text(server.transport || connection.transport)),
         el("td", {}, text(server.era || connection.protocol_version)),
         el("td", {}, stateBadge(server.connection || connection.state || null)),
-        el("td", { class: "breaker-state", "data-state": text(state) }, stateBadge(state), ...forced),
+        el("td", { class: "breaker-state", "data-state": text(state) }, stateBadge(state), ...forced, ...why),
         el("td", { class: "num" }, fixed(server.calls_per_sec, 2)),
         el("td", { class: "num" }, percent(server.error_ratio)),
         el("td", { class: "num" }, ms(server.p50_ms)),
