@@ -20,6 +20,7 @@ mod rebuild;
 pub mod refresh;
 mod registry_upstreams;
 pub mod reload;
+mod routing_report;
 mod search;
 pub mod settings;
 pub mod subscriptions;

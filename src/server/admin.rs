@@ -166,6 +166,8 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/registry/approve", post(registry_approve))
         .route("/admin/overview", get(overview))
         .route("/admin/calls", get(calls))
+        .route("/admin/endpoints", get(endpoints))
+        .route("/admin/hooks", get(hooks))
         .route("/admin/playground", post(super::playground::call))
         .merge(super::console::routes())
         .route_layer(axum::middleware::from_fn_with_state(state, guard))
@@ -174,6 +176,16 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
 /// `GET /admin/overview`: the console's live figures (`telemetry::overview`).
 pub async fn overview(State(gateway): State<Arc<Gateway>>) -> Response {
     Json(gateway.overview_report()).into_response()
+}
+
+/// `GET /admin/endpoints`: each endpoint, its selection and the tools it serves now.
+pub async fn endpoints(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(gateway.endpoints_report()).into_response()
+}
+
+/// `GET /admin/hooks`: each guardrail hook as configured, and its decisions since start.
+pub async fn hooks(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(gateway.hooks_report()).into_response()
 }
 
 /// `GET /admin/calls`: the console's record of recent calls, newest first

@@ -233,13 +233,17 @@
   }
 
   async function loadServers() {
-    const [overview, connections, breakers, reloads] = await Promise.all([
+    const [overview, connections, breakers, reloads, endpoints, hooks] = await Promise.all([
       optional("/admin/overview"),
       apiJson("/admin/connections"),
       apiJson("/admin/breakers"),
       optional("/admin/config/reload"),
+      optional("/admin/endpoints"),
+      optional("/admin/hooks"),
     ]);
     showConfig(reloads);
+    showEndpoints(endpoints);
+    showHooks(hooks);
     const gateway = (overview && overview.gateway) || {};
     const figures = [
       ["Ready", gateway.ready === undefined ? "—" : gateway.ready ? "yes" : "no"],
@@ -323,6 +327,63 @@
       const again = $("servers-table").querySelector('tr[data-server="' + CSS.escape(focused[0]) + '"] button[data-action="' + focused[1] + '"]');
       if (again) again.focus();
     }
+  }
+
+  // Each endpoint: its path, its selection as configured, the tools it serves now.
+  function showEndpoints(report) {
+    const endpoints = (report && report.endpoints) || [];
+    const rows = endpoints.map((endpoint) => {
+      const select = endpoint.select || {};
+      const criteria = Object.keys(select)
+        .filter((key) => select[key] !== null && !(Array.isArray(select[key]) && select[key].length === 0))
+        .map((key) => key + ": " + (Array.isArray(select[key]) ? select[key].join(", ") : String(select[key])));
+      const tools = endpoint.tools || [];
+      return el(
+        "tr",
+        { "data-endpoint": endpoint.name },
+        el("th", { scope: "row" }, el("code", { text: endpoint.path })),
+        el("td", { text: criteria.length ? criteria.join(" · ") : "everything" }),
+        el("td", {}, text(endpoint.tool_count), tools.length ? [el("br"), el("span", { class: "hint", text: tools.join(", ") })] : []),
+      );
+    });
+    replaceRows($("endpoints-table").querySelector("tbody"), rows, 3, "No endpoints configured: every caller uses /mcp.");
+    fillPlaygroundEndpoints(endpoints);
+  }
+
+  // The playground calls through the plain /mcp or a chosen endpoint.
+  function fillPlaygroundEndpoints(endpoints) {
+    const select = $("playground-endpoint");
+    const previous = select.value;
+    select.replaceChildren(
+      el("option", { value: "", text: "/mcp (every tool)" }),
+      ...endpoints.map((endpoint) => el("option", { value: endpoint.name, text: endpoint.path })),
+    );
+    if (endpoints.some((endpoint) => endpoint.name === previous)) select.value = previous;
+  }
+
+  // Each guardrail hook: what it matches and does, and its decisions since start.
+  function showHooks(report) {
+    const hooks = (report && report.hooks) || [];
+    const rows = hooks.map((hook) => {
+      const matches = [
+        (hook.match_tools || []).length ? "tools: " + hook.match_tools.join(", ") : null,
+        (hook.match_servers || []).length ? "servers: " + hook.match_servers.join(", ") : null,
+      ].filter(Boolean);
+      const does = hook.builtin
+        ? "built-in " + hook.builtin + ((hook.detect || []).length ? " (" + hook.detect.join(", ") + ")" : "")
+        : "tool " + text(hook.tool) + " on " + text(hook.server);
+      const decisions = Object.entries(hook.decisions || {}).map(([decision, count]) => decision + " " + count);
+      return el(
+        "tr",
+        { "data-hook": hook.name },
+        el("th", { scope: "row", text: hook.name }),
+        el("td", { text: text(hook.phase) }),
+        el("td", { text: matches.length ? matches.join(" · ") : "every tool" }),
+        el("td", { text: does + (hook.failure ? " · fails " + hook.failure : "") }),
+        el("td", { class: "hook-decisions", text: decisions.length ? decisions.join(" · ") : "none yet" }),
+      );
+    });
+    replaceRows($("hooks-table").querySelector("tbody"), rows, 5, "No guardrail hooks configured.");
   }
 
   // The configuration in force and the last reload (docs/reload.md).
@@ -746,7 +807,8 @@
   // ---------------------------------------------------------------- Playground
   async function loadPlayground(first) {
     if (!first && catalogue.schemas) return;
-    await loadTools();
+    const [endpoints] = await Promise.all([optional("/admin/endpoints"), loadTools()]);
+    fillPlaygroundEndpoints((endpoints && endpoints.endpoints) || []);
     const schemas = new Map();
     for (const tool of catalogue.tools) {
       // A tool listed with no inputSchema takes any object: an empty form.
@@ -879,7 +941,9 @@
     button.disabled = true;
     $("outcome-body").setAttribute("data-outcome", "pending");
     try {
-      const answer = await api("/admin/playground", { body: { tool, arguments: args } });
+      const endpoint = $("playground-endpoint").value;
+      const call = endpoint ? { tool, arguments: args, endpoint } : { tool, arguments: args };
+      const answer = await api("/admin/playground", { body: call });
       const body = answer.body || {};
       if (body.error) {
         const error = body.error;
