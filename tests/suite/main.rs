@@ -63,6 +63,7 @@ mod subscriptions;
 mod supervision;
 mod tasks;
 mod third_party;
+mod tool_errors;
 mod tool_export;
 mod trust_boundaries;
 mod upstream_contract;
