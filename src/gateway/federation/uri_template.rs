@@ -8,8 +8,8 @@
 //! extracted (the server expands and reads them itself). Every operator may also expand to
 //! nothing (an undefined variable), as RFC 6570 says.
 
-/// Longest URI matched against templates (a longer one matches none).
-pub const MAX_URI_BYTES: usize = 4096;
+use crate::resource_uri::CanonicalUri;
+pub use crate::resource_uri::MAX_URI_BYTES;
 
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,8 +67,21 @@ impl UriTemplate {
         Ok(Self { parts })
     }
 
-    /// Whether `uri` is an expansion of this template.
-    pub fn matches(&self, uri: &str) -> bool {
+    /// The literal text every expansion starts with (before the first expression).
+    pub fn head(&self) -> &str {
+        match self.parts.first() {
+            Some(Part::Literal(text)) => text,
+            _ => "",
+        }
+    }
+
+    /// Whether `uri` (in its canonical form: a template is matched against what the server
+    /// will be sent) is an expansion of this template.
+    pub fn matches(&self, uri: &CanonicalUri) -> bool {
+        self.matches_text(uri.as_str())
+    }
+
+    fn matches_text(&self, uri: &str) -> bool {
         if uri.len() > MAX_URI_BYTES {
             return false;
         }
@@ -167,7 +180,7 @@ mod tests {
     use super::*;
 
     fn matches(template: &str, uri: &str) -> bool {
-        UriTemplate::parse(template).unwrap().matches(uri)
+        UriTemplate::parse(template).unwrap().matches_text(uri)
     }
 
     #[test]
@@ -197,7 +210,9 @@ mod tests {
     fn a_long_uri_is_matched_in_bounded_work_and_an_over_long_one_not_at_all() {
         let template = UriTemplate::parse("{+a}{+b}{+c}{+d}/end").unwrap();
         let uri = format!("{}/end", "x".repeat(MAX_URI_BYTES - 4));
-        assert!(template.matches(&uri));
-        assert!(!template.matches(&format!("{}/end", "x".repeat(MAX_URI_BYTES))));
+        assert!(template.matches_text(&uri));
+        assert!(!template.matches_text(&format!("{}/end", "x".repeat(MAX_URI_BYTES))));
+        assert_eq!(template.head(), "");
+        assert_eq!(UriTemplate::parse("manga://catalog/{id}").unwrap().head(), "manga://catalog/");
     }
 }

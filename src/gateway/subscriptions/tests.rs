@@ -10,7 +10,7 @@ fn table(per_caller: usize, total: usize) -> ResourceSubscriptions {
 }
 
 fn target(server: &str, uri: &str) -> Target {
-    (Arc::from(server), Arc::from(uri))
+    (Arc::from(server), crate::resource_uri::CanonicalUri::parse(uri).unwrap())
 }
 
 fn caller() -> Arc<Caller> {
