@@ -10,7 +10,9 @@
 //! server would serve what the rule excludes. So a URI is normalised as RFC 3986 §6.2.2 says,
 //! and what cannot be normalised without guessing how a server reads it is refused:
 //!
-//! - **normalised** (§6.2.2.1, §6.2.2.2, §6.2.2.3): the scheme and host in lower case;
+//! - **normalised** (§6.2.2.1, §6.2.2.2, §6.2.2.3, and of §6.2.3 what WHATWG parsers do too:
+//!   an empty or default port dropped, `file:/x` and `file://localhost/x` as `file:///x`):
+//!   the scheme and host in lower case;
 //!   percent-escapes of unreserved characters (`%41`, `%7E`, `%2E`) decoded and every other
 //!   escape in upper-case hex; dot segments removed (§5.2.4) — after the decoding, so `%2e%2e`
 //!   is a `..`; characters a URI cannot hold as they are (non-ASCII, space, `"<>^`{|}`)
@@ -23,8 +25,12 @@
 //!   collapse it, and `file:////private` is `/private` to a file system), a dot segment with
 //!   parameters (`..;x`, a `..` to some servers), a dot segment in a path without a leading
 //!   `/` (removing it would make the path absolute), a bad escape (`%zz`), a malformed scheme,
-//!   a host that is not ASCII (IDNA would map it), and anything longer than
-//!   [`MAX_URI_BYTES`] before or after normalising.
+//!   userinfo (`https://x@internal/` puts text before the host a prefix names), and anything
+//!   longer than [`MAX_URI_BYTES`] before or after normalising; for the schemes a WHATWG
+//!   parser treats specially (`http`, `https`, `ws`, `wss`, `ftp`, `file`) also what it would
+//!   read as another URI: no `//` (`https:internal/x` is `https://internal/x` there), a host
+//!   that is not ASCII (IDNA would map it) or keeps an escape, ends in a dot, is an IPv4
+//!   address in another form than four decimal numbers (`0x7f.1`), an IP literal, or is empty.
 //!
 //! Escapes are decoded once: `%252e` stays `%252E` (a server that decodes twice is outside
 //! what any prefix can describe). Operator-written prefixes must already be in this form
@@ -58,8 +64,12 @@ pub enum UriRefusal {
     BadEscape,
     #[error("the URI's authority or path holds an encoded slash or backslash (%2F, %5C)")]
     EncodedSeparator,
-    #[error("the URI's host is not ASCII or holds a character a host cannot")]
+    #[error("the URI's host or port is malformed, or may be read as another host")]
     Host,
+    #[error("the URI holds userinfo (user@host)")]
+    Userinfo,
+    #[error("the URI's scheme needs an authority (scheme://host/)")]
+    MissingAuthority,
     #[error("the URI's path holds an empty segment (//)")]
     EmptySegment,
     #[error("the URI's path holds a dot segment with parameters (..;)")]
@@ -80,6 +90,8 @@ impl UriRefusal {
             UriRefusal::BadEscape => "malformed_escape",
             UriRefusal::EncodedSeparator => "encoded_separator",
             UriRefusal::Host => "malformed_host",
+            UriRefusal::Userinfo => "userinfo",
+            UriRefusal::MissingAuthority => "missing_authority",
             UriRefusal::EmptySegment => "empty_segment",
             UriRefusal::DotSegmentParameters => "dot_segment_parameters",
             UriRefusal::RelativeDotSegment => "relative_dot_segment",
@@ -151,27 +163,33 @@ fn canonical(raw: &str) -> Result<String, UriRefusal> {
     };
 
     let mut out = String::with_capacity(raw.len());
-    if let Some(scheme) = scheme {
-        let mut chars = scheme.chars();
-        let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-        if !valid {
-            return Err(UriRefusal::Scheme);
+    let scheme = match scheme {
+        Some(scheme) => {
+            let mut chars = scheme.chars();
+            let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+                && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+            if !valid {
+                return Err(UriRefusal::Scheme);
+            }
+            let scheme = scheme.to_ascii_lowercase();
+            out.push_str(&scheme);
+            out.push(':');
+            Some(scheme)
         }
-        out.push_str(&scheme.to_ascii_lowercase());
-        out.push(':');
-    }
+        None => None,
+    };
+    let special = scheme.as_deref().and_then(Special::of);
+    // A WHATWG parser reads `http:/x` and `http:x` as `http://x`, and `file:/x` as `file:///x`.
+    let authority = match (authority, special) {
+        (None, Some(Special::File)) if path.starts_with('/') => Some(""),
+        (None, Some(_)) if !(path.is_empty() && query.is_none() && fragment.is_none()) => {
+            return Err(UriRefusal::MissingAuthority);
+        }
+        (authority, _) => authority,
+    };
     if let Some(authority) = authority {
         out.push_str("//");
-        let (userinfo, host) = match authority.rsplit_once('@') {
-            Some((userinfo, host)) => (Some(userinfo), host),
-            None => (None, authority),
-        };
-        if let Some(userinfo) = userinfo {
-            escapes(userinfo, Part::Userinfo, &mut out)?;
-            out.push('@');
-        }
-        escapes(host, Part::Host, &mut out)?;
+        authority_form(authority, special, &mut out)?;
     }
     let mut normal_path = String::with_capacity(path.len());
     escapes(path, Part::Path, &mut normal_path)?;
@@ -190,9 +208,112 @@ fn canonical(raw: &str) -> Result<String, UriRefusal> {
     Ok(out)
 }
 
+/// The schemes a WHATWG parser treats specially (their host parsed, `\\` a `/`), and their
+/// default ports (RFC 3986 §6.2.3: a default port is dropped).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Special {
+    File,
+    Network(u16),
+}
+
+impl Special {
+    fn of(scheme: &str) -> Option<Self> {
+        match scheme {
+            "file" => Some(Special::File),
+            "http" | "ws" => Some(Special::Network(80)),
+            "https" | "wss" => Some(Special::Network(443)),
+            "ftp" => Some(Special::Network(21)),
+            _ => None,
+        }
+    }
+}
+
+/// Appends the canonical authority (`host[:port]`): no userinfo (`user@host/` would put text
+/// before the host that a prefix naming the host cannot see), the host as [`escapes`] leaves
+/// it, an empty or default port dropped. For a special scheme, what a WHATWG parser would
+/// read as another host is refused: an escape left in the host, a trailing dot, an IPv4
+/// address in any other form than four decimal numbers (`0x7f.1`, `2130706433`), an IP
+/// literal, an empty host (`http:///x`); `file://localhost/` is `file:///`.
+fn authority_form(authority: &str, special: Option<Special>, out: &mut String) -> Result<(), UriRefusal> {
+    if authority.contains('@') {
+        return Err(UriRefusal::Userinfo);
+    }
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(_) if special.is_some() => return Err(UriRefusal::Host),
+        Some(_) => match authority.find(']') {
+            Some(end) => (&authority[..=end], &authority[end + 1..]),
+            None => return Err(UriRefusal::Host),
+        },
+        None => match authority.rfind(':') {
+            Some(colon) => (&authority[..colon], &authority[colon..]),
+            None => (authority, ""),
+        },
+    };
+    let port = match port.strip_prefix(':') {
+        None if port.is_empty() => None,
+        Some("") => None,
+        Some(digits) if digits.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(digits.parse::<u16>().map_err(|_| UriRefusal::Host)?)
+        }
+        _ => return Err(UriRefusal::Host),
+    };
+    let mut canonical_host = String::with_capacity(host.len());
+    escapes(host, Part::Host, &mut canonical_host)?;
+    let port = match special {
+        None => port,
+        Some(Special::File) => {
+            if canonical_host == "localhost" {
+                canonical_host.clear();
+            }
+            if port.is_some() {
+                return Err(UriRefusal::Host);
+            }
+            None
+        }
+        Some(Special::Network(default)) => {
+            if canonical_host.is_empty() {
+                return Err(UriRefusal::Host);
+            }
+            port.filter(|p| *p != default)
+        }
+    };
+    if special.is_some()
+        && (canonical_host.contains('%') || canonical_host.ends_with('.') || odd_ipv4(&canonical_host))
+    {
+        return Err(UriRefusal::Host);
+    }
+    out.push_str(&canonical_host);
+    if let Some(port) = port {
+        out.push(':');
+        out.push_str(&port.to_string());
+    }
+    Ok(())
+}
+
+/// Whether a WHATWG parser would read `host` as an IPv4 address (its last label a number)
+/// written in another form than four decimal numbers without leading zeros.
+fn odd_ipv4(host: &str) -> bool {
+    let Some(last) = host.rsplit('.').next() else { return false };
+    let numeric = |label: &str| {
+        !label.is_empty() && label.bytes().all(|b| b.is_ascii_digit())
+            || label.strip_prefix("0x").is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if !numeric(last) {
+        return false;
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    let canonical = labels.len() == 4
+        && labels.iter().all(|l| {
+            !l.is_empty()
+                && l.bytes().all(|b| b.is_ascii_digit())
+                && (l.len() == 1 || !l.starts_with('0'))
+                && l.parse::<u8>().is_ok()
+        });
+    !canonical
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Part {
-    Userinfo,
     /// Case-insensitive: letters in lower case, decoded ones too.
     Host,
     Path,
@@ -237,7 +358,7 @@ fn escapes(text: &str, part: Part, out: &mut String) -> Result<(), UriRefusal> {
             0x00..=0x1F | 0x7F => return Err(UriRefusal::ControlCharacter),
             b'\\' => return Err(UriRefusal::Backslash),
             0x80.. | b' ' | b'"' | b'<' | b'>' | b'^' | b'`' | b'{' | b'|' | b'}' => {
-                if matches!(part, Part::Userinfo | Part::Host) {
+                if part == Part::Host {
                     return Err(UriRefusal::Host);
                 }
                 push_escape(out, b);
@@ -381,8 +502,17 @@ mod tests {
         assert_eq!(form("file:///caf%c3%a9/a%20b").as_deref(), Ok("file:///caf%C3%A9/a%20b"));
         // Queries and fragments: escapes normalised, no structure assumed; %2F kept there.
         assert_eq!(form("db://x/t?q=a%2fb&p=../c#%7e").as_deref(), Ok("db://x/t?q=a%2Fb&p=../c#~"));
-        // Userinfo keeps its case; a port stays.
-        assert_eq!(form("s://User@Host:8080/p").as_deref(), Ok("s://User@host:8080/p"));
+        // A port stays, unless empty or the scheme's default (§6.2.3).
+        assert_eq!(form("s://Host:8080/p").as_deref(), Ok("s://host:8080/p"));
+        assert_eq!(form("s://host:/p").as_deref(), Ok("s://host/p"));
+        assert_eq!(form("https://Internal.example:443/x").as_deref(), Ok("https://internal.example/x"));
+        assert_eq!(form("http://h:0080/x").as_deref(), Ok("http://h/x"));
+        assert_eq!(form("http://10.0.0.1:8080/x").as_deref(), Ok("http://10.0.0.1:8080/x"));
+        // file: as RFC 8089 and WHATWG agree: `file:/p` and `file://localhost/p` are `file:///p`.
+        assert_eq!(form("file:/private/x").as_deref(), Ok("file:///private/x"));
+        assert_eq!(form("file://LocalHost/private/x").as_deref(), Ok("file:///private/x"));
+        // A bare scheme (a prefix covering all of it).
+        assert_eq!(form("HTTPS:").as_deref(), Ok("https:"));
         assert_eq!(
             form("manga://%43AT%2dx/a").as_deref(),
             Ok("manga://cat-x/a"),
@@ -419,6 +549,21 @@ mod tests {
             ("file:///a%4", UriRefusal::BadEscape),
             ("1abc:x", UriRefusal::Scheme),
             ("https://exämple.com/x", UriRefusal::Host),
+            ("https://user@internal.example/x", UriRefusal::Userinfo),
+            ("s://User@Host/p", UriRefusal::Userinfo),
+            ("https:internal.example/x", UriRefusal::MissingAuthority),
+            ("http:/internal.example/x", UriRefusal::MissingAuthority),
+            ("file:private/x", UriRefusal::MissingAuthority),
+            ("http:///internal.example/x", UriRefusal::Host),
+            ("http://0x7f.1/x", UriRefusal::Host),
+            ("http://2130706433/x", UriRefusal::Host),
+            ("http://127.000.0.1/x", UriRefusal::Host),
+            ("http://internal.example./x", UriRefusal::Host),
+            ("http://inter%C3%A4l.example/x", UriRefusal::Host),
+            ("http://[::1]/x", UriRefusal::Host),
+            ("file://host:21/x", UriRefusal::Host),
+            ("s://host:99999/x", UriRefusal::Host),
+            ("s://host:8a/x", UriRefusal::Host),
             ("https://ex%2Fample.com/x", UriRefusal::EncodedSeparator),
         ] {
             assert_eq!(form(raw), Err(why), "{raw:?}");

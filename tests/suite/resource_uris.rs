@@ -36,20 +36,23 @@ fn peer(name: &str, role: &str) -> String {
 
 /// Spellings of `file:///private/key` a prefix on the raw text would not see, and that the
 /// peer (`new URL`) resolves to it.
-const RESOLVING_TO_PRIVATE: [&str; 6] = [
+const RESOLVING_TO_PRIVATE: [&str; 8] = [
     "file:///public/../private/key",
     "file:///./private/key",
     "file:///public/%2e%2e/private/key",
     "file:///public/%2E./private/key",
     "FILE:///private/key",
     "file:///%70rivate/key",
+    "file:/public/../private/key",
+    "file://LocalHost/private/key",
 ];
 
 /// Spellings with no canonical form: refused before any decision (`reason`).
-const REFUSED: [(&str, &str); 3] = [
+const REFUSED: [(&str, &str); 4] = [
     ("file:///public\\..\\private/key", "backslash"),
     ("file:///public/%2F..%2Fprivate/key", "encoded_separator"),
     ("file:///public/.\t./private/key", "control_character"),
+    ("file:private/key", "missing_authority"),
 ];
 
 fn rpc_at(gw: &Gateway, path: &str, method: &str, params: Value, headers: &[(&str, &str)]) -> Value {
