@@ -187,8 +187,9 @@ pub async fn subscribe(gateway: &Arc<Gateway>, message: jsonrpc::Message, info: 
 }
 
 /// Subscribes a new listen stream to `uris` (duplicates once); the stream's updates and the
-/// URIs honoured (in their canonical form), in the order asked. A URI refused (unroutable, denied, over a bound, refused
-/// upstream) is left out: its error is logged and counted like a `resources/subscribe`.
+/// URIs honoured (in their canonical form), in the order asked. A URI refused (no canonical
+/// form, unroutable, denied, over a bound, refused upstream) is left out: its error is logged
+/// and counted like a `resources/subscribe`.
 async fn subscribe_listed(
     gateway: &Arc<Gateway>,
     uris: Vec<String>,

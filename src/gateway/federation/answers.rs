@@ -72,7 +72,7 @@ pub(in crate::gateway) fn not_found(uri: &CanonicalUri, why: Unroutable) -> Gate
 
 /// A resource URI that has no canonical form (`crate::resource_uri`): refused before any
 /// decision, with the reason in `error.data.reason`.
-pub(in crate::gateway) fn refused_uri(refusal: UriRefusal) -> GatewayError {
+fn refused_uri(refusal: UriRefusal) -> GatewayError {
     GatewayError::new(Category::BadInput, format!("params.uri is refused: {refusal}"))
         .with_extra("reason", json!(refusal.reason()))
 }
@@ -82,7 +82,12 @@ pub(in crate::gateway) fn canonical_param(uri: Option<&Value>) -> Result<Canonic
     let Some(uri) = uri.and_then(Value::as_str) else {
         return Err(bad_input("params.uri must be a string"));
     };
-    CanonicalUri::parse(uri).map_err(refused_uri)
+    canonical_uri(uri)
+}
+
+/// A caller's resource URI in its canonical form, or the caller's error.
+pub(in crate::gateway) fn canonical_uri(raw: &str) -> Result<CanonicalUri, GatewayError> {
+    CanonicalUri::parse(raw).map_err(refused_uri)
 }
 
 fn protocol(detail: &str) -> GatewayError {

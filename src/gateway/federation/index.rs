@@ -171,7 +171,7 @@ impl Index {
         for (uri, claimants) in uris {
             match claimants.as_slice() {
                 [(server, definition)] => index.resources.push(resource(&uri, server, definition)),
-                _ => match index.owner_among(&uri, claimants.iter().map(|(s, d)| (s, *d))) {
+                _ => match index.owner_among(&uri, &claimants) {
                     // A prefix names the owner: its definition is the one listed.
                     Some((server, definition)) => index.resources.push(resource(&uri, &server, definition)),
                     None => index.claim(
@@ -256,13 +256,16 @@ impl Index {
     }
 
     /// The claimant a configured prefix covering `uri` names, if any.
-    fn owner_among<'s, T>(
+    fn owner_among<'v>(
         &self,
         uri: &CanonicalUri,
-        mut claimants: impl Iterator<Item = (&'s Arc<str>, T)>,
-    ) -> Option<(Arc<str>, T)> {
+        claimants: &[(Arc<str>, &'v Value)],
+    ) -> Option<(Arc<str>, &'v Value)> {
         let owner = self.prefix_owner(uri)?;
-        claimants.find(|(server, _)| *server == owner).map(|(server, item)| (server.clone(), item))
+        claimants
+            .iter()
+            .find(|(server, _)| server == owner)
+            .map(|(server, definition)| (server.clone(), *definition))
     }
 
     /// The server a configured prefix covering `uri` names (longest prefix first).
@@ -271,9 +274,9 @@ impl Index {
     }
 
     /// A URI one server lists that another server's template matches is claimed by both: the
-    /// listing must not silently take the template's reads. Unless a prefix names the owner:
-    /// the lister keeps it listed, a template's server takes it unlisted (reads follow the
-    /// prefix). Each template is tried on the listed URIs that start with its literal head only.
+    /// listing must not silently take the template's reads. Unless a prefix covers it (reads
+    /// follow the prefix): it stays listed when the prefix names its lister, and is left out
+    /// otherwise. Each template is tried only on the listed URIs under its literal head.
     fn contest_listed_uris(&mut self) {
         self.resources.sort_by(|a, b| a.uri.cmp(&b.uri));
         let mut contested: HashMap<usize, Vec<Arc<str>>> = HashMap::new();
@@ -301,8 +304,8 @@ impl Index {
                 kept.push(listed);
                 continue;
             };
-            match self.owner_among(&listed.uri, servers.iter().map(|s| (s, ()))) {
-                Some((owner, ())) if owner == listed.server => kept.push(listed),
+            match self.prefix_owner(&listed.uri) {
+                Some(owner) if *owner == listed.server => kept.push(listed),
                 Some(_) => {}
                 None => self.claim("resource", listed.uri.as_str().to_string(), servers),
             }

@@ -47,7 +47,7 @@ use std::{
     time::Instant,
 };
 
-pub(in crate::gateway) use answers::{canonical_param, not_found};
+pub(in crate::gateway) use answers::{canonical_param, canonical_uri, not_found};
 pub use index::{Control, Index, ServerSurface, Unroutable};
 use lists::LISTS;
 pub use lists::list_surface;

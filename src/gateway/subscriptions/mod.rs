@@ -232,14 +232,10 @@ impl ResourceSubscriptions {
     }
 
     /// The URIs the gateway is subscribed to on `server`.
-    fn targets_of(&self, server: &str) -> Vec<String> {
+    fn targets_of(&self, server: &str) -> Vec<CanonicalUri> {
         let Ok(state) = self.state.lock() else { return Vec::new() };
-        let mut uris: Vec<String> = state
-            .by_target
-            .keys()
-            .filter(|(s, _)| s.as_ref() == server)
-            .map(|(_, u)| u.as_str().to_string())
-            .collect();
+        let mut uris: Vec<CanonicalUri> =
+            state.by_target.keys().filter(|(s, _)| s.as_ref() == server).map(|(_, u)| u.clone()).collect();
         uris.sort();
         uris
     }
@@ -350,7 +346,7 @@ impl Gateway {
     ) -> Result<CanonicalUri, GatewayError> {
         let started = std::time::Instant::now();
         const METHOD: &str = "resources/subscribe";
-        let uri = match super::federation::canonical_param(Some(&Value::String(uri.to_string()))) {
+        let uri = match super::federation::canonical_uri(uri) {
             Ok(uri) => uri,
             Err(err) => {
                 self.record_surface(call, started, METHOD, "", None, err.category.as_str(), None);

@@ -82,7 +82,8 @@ impl Gateway {
         if let Some(http) = &upstream.http
             && http.era() == Some(Era::Modern)
         {
-            http.want_resources(self.resource_subscriptions.targets_of(server));
+            let uris = self.resource_subscriptions.targets_of(server);
+            http.want_resources(uris.iter().map(|u| u.as_str().to_string()).collect());
             return Ok(());
         }
         let method = if subscribe { "resources/subscribe" } else { "resources/unsubscribe" };
@@ -102,7 +103,6 @@ impl Gateway {
         let lock = table.op_lock(server);
         let _held = lock.lock().await;
         for uri in table.targets_of(server) {
-            let Ok(uri) = CanonicalUri::parse(&uri) else { continue };
             let target = (server.clone(), uri);
             if let Err(err) = self.tell_upstream(&target, true).await {
                 tracing::warn!(server = %server, uri = %crate::redact::url(target.1.as_str()), error = %crate::redact::shown(&err), "subscribing again after a reconnect failed");

@@ -34,7 +34,7 @@ fn the_first_subscriber_subscribes_upstream_and_the_last_one_leaving_unsubscribe
         table.state.lock().unwrap().subscribers.is_empty(),
         "nothing kept for subscribers without streams"
     );
-    assert_eq!(table.targets_of("s"), Vec::<String>::new());
+    assert!(table.targets_of("s").is_empty());
 }
 
 #[test]
