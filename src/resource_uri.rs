@@ -18,7 +18,8 @@
 //!   is a `..`; characters a URI cannot hold as they are (non-ASCII, space, `"<>^`{|}`)
 //!   percent-encoded from their UTF-8 (RFC 3987 §3.1), so `é` and `%C3%A9` are one URI;
 //! - **refused** ([`UriRefusal`]): control characters (a WHATWG parser drops tabs and line
-//!   breaks, joining `.\t.` into `..`), a backslash (a `/` to WHATWG for `file:` and `http:`),
+//!   breaks, joining `.\t.` into `..`; encoded ones too in the authority and path: `%00` ends
+//!   a path for a server in C), a backslash (a `/` to WHATWG for `file:` and `http:`),
 //!   an encoded slash or backslash (`%2F`, `%5C`) in the authority or path (a server that
 //!   decodes before splitting would see another path than the prefixes did; in a query it is
 //!   an ordinary value and kept), an empty segment inside the path (`//`: many servers
@@ -349,6 +350,9 @@ fn escapes(text: &str, part: Part, out: &mut String) -> Result<(), UriRefusal> {
                     out.push(if part == Part::Host { decoded.to_ascii_lowercase() } else { decoded } as char);
                 } else if part != Part::Other && matches!(decoded, b'/' | b'\\') {
                     return Err(UriRefusal::EncodedSeparator);
+                } else if part != Part::Other && (decoded < 0x20 || decoded == 0x7F) {
+                    // A server in C stops at `%00`: the path it reads is not the one decided on.
+                    return Err(UriRefusal::ControlCharacter);
                 } else {
                     push_escape(out, decoded);
                 }
@@ -502,6 +506,11 @@ mod tests {
         assert_eq!(form("file:///caf%c3%a9/a%20b").as_deref(), Ok("file:///caf%C3%A9/a%20b"));
         // Queries and fragments: escapes normalised, no structure assumed; %2F kept there.
         assert_eq!(form("db://x/t?q=a%2fb&p=../c#%7e").as_deref(), Ok("db://x/t?q=a%2Fb&p=../c#~"));
+        assert_eq!(
+            form("db://x/t?q=a%0Ab").as_deref(),
+            Ok("db://x/t?q=a%0Ab"),
+            "an encoded line break is query data"
+        );
         // A port stays, unless empty or the scheme's default (§6.2.3).
         assert_eq!(form("s://Host:8080/p").as_deref(), Ok("s://host:8080/p"));
         assert_eq!(form("s://host:/p").as_deref(), Ok("s://host/p"));
@@ -540,6 +549,8 @@ mod tests {
             ("file:///public\\..\\private/x", UriRefusal::Backslash),
             ("file:///public/.\t./private/x", UriRefusal::ControlCharacter),
             ("file:///public/x\n", UriRefusal::ControlCharacter),
+            ("file:///public/readme%00.txt", UriRefusal::ControlCharacter),
+            ("file:///public/a%0a", UriRefusal::ControlCharacter),
             ("file:////private/x", UriRefusal::EmptySegment),
             ("file:///public//../private/x", UriRefusal::EmptySegment),
             ("file:///public/..;x/private", UriRefusal::DotSegmentParameters),
