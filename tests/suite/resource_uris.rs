@@ -5,8 +5,9 @@
 //! Checked: dotted, percent-encoded and re-cased spellings of an excluded URI reach it through
 //! none of an endpoint's `exclude_resources`, `[resources] hide` and a Cedar `forbid`, on
 //! `resources/read`, `resources/subscribe` and `subscriptions/listen`; what cannot be
-//! normalised safely is refused; what is served is forwarded in its canonical form; and a URI
-//! one server lists and another's template matches is a reported collision.
+//! normalised safely is refused; what is served, subscribed and unsubscribed is forwarded in
+//! its canonical form, and an update relayed names it; and a URI one server lists and
+//! another's template matches is a reported collision.
 
 use std::{
     io::{BufRead, BufReader},
@@ -216,6 +217,72 @@ fn dotted_uris_subscribe_to_nothing_excluded_in_either_era() {
         ["file:///public/readme"],
         "the peer was asked to watch the canonical readme only"
     );
+}
+
+#[test]
+fn updates_and_unsubscribes_name_the_canonical_uri() {
+    let gw = Gateway::start(&peer("files", "files"), &[]);
+    wait_listed(&gw);
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}});
+    let (_, headers, text) = gw.post_raw(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).to_string(),
+        &[],
+    );
+    assert!(headers.contains_key("mcp-session-id"), "{text}");
+    let session = headers["mcp-session-id"].to_str().unwrap().to_string();
+    let on_session = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    // The session's GET stream, every `data:` line collected.
+    let client = reqwest::blocking::Client::builder().timeout(None::<Duration>).build().unwrap();
+    let stream = client
+        .get(gw.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .unwrap();
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let sink = events.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if let Some(data) = line.strip_prefix("data: ") {
+                sink.lock().unwrap().push(serde_json::from_str(data).unwrap());
+            }
+        }
+    });
+    wait_for("the session's GET stream", || metric(&gw.metrics(), "mcp_gateway_listen_streams", &[]) >= 1.0);
+    let subscribed =
+        rpc_at(&gw, "/mcp", "resources/subscribe", json!({"uri": "file:///public/./readme"}), &on_session);
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+
+    // The server names the URI in another spelling: the update reaches the subscriber, naming
+    // the canonical form it subscribed to.
+    let touched = gw.call("touch_files", json!({"uri": "file:///public/./readme"}));
+    assert_eq!(result_text(&touched), "sent", "{touched}");
+    let updated = || -> Vec<Value> {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e["method"] == "notifications/resources/updated")
+            .cloned()
+            .collect()
+    };
+    wait_for("the relayed update", || !updated().is_empty());
+    assert_eq!(updated()[0]["params"]["uri"], "file:///public/readme", "{:?}", updated());
+
+    // Unsubscribing in a third spelling ends the subscription, upstream too.
+    let gone = rpc_at(
+        &gw,
+        "/mcp",
+        "resources/unsubscribe",
+        json!({"uri": "file:///public/sub/../readme"}),
+        &on_session,
+    );
+    assert_eq!(gone["result"], json!({}), "{gone}");
+    let answer = gw.call("seen_files", json!({}));
+    let seen: Value = serde_json::from_str(&result_text(&answer)).unwrap();
+    assert_eq!(seen["subscribes"], json!(["file:///public/readme"]), "{seen}");
+    assert_eq!(seen["unsubscribes"], json!(["file:///public/readme"]), "{seen}");
 }
 
 #[test]
