@@ -64,6 +64,10 @@ impl UriTemplate {
                 }
             }
         }
+        // URIs are matched in their canonical form: the scheme and host in lower case.
+        if let Some(Part::Literal(head)) = parts.first_mut() {
+            *head = lower_scheme_and_host(head);
+        }
         Ok(Self { parts })
     }
 
@@ -111,6 +115,20 @@ impl UriTemplate {
         }
         reachable[uri.len()]
     }
+}
+
+/// `literal` (a template's leading text) with its scheme and its host's written part in lower
+/// case, as a canonical URI has them (`crate::resource_uri`).
+fn lower_scheme_and_host(literal: &str) -> String {
+    let Some(colon) = literal.find(':') else { return literal.to_string() };
+    if literal[..colon].contains(['/', '?', '#']) {
+        return literal.to_string();
+    }
+    let end = match literal[colon + 1..].strip_prefix("//") {
+        Some(authority) => colon + 3 + authority.find(['/', '?', '#']).unwrap_or(authority.len()),
+        None => colon,
+    };
+    format!("{}{}", literal[..end].to_ascii_lowercase(), &literal[end..])
 }
 
 impl Operator {
@@ -214,5 +232,16 @@ mod tests {
         assert!(!template.matches_text(&format!("{}/end", "x".repeat(MAX_URI_BYTES))));
         assert_eq!(template.head(), "");
         assert_eq!(UriTemplate::parse("manga://catalog/{id}").unwrap().head(), "manga://catalog/");
+    }
+
+    #[test]
+    fn a_templates_scheme_and_host_are_matched_as_canonical_uris_have_them() {
+        let uri = |text: &str| CanonicalUri::parse(text).unwrap();
+        let template = UriTemplate::parse("Manga://Catalog/Books/{id}").unwrap();
+        assert_eq!(template.head(), "manga://catalog/Books/", "the path keeps its case");
+        assert!(template.matches(&uri("MANGA://catalog/Books/7")));
+        assert!(!template.matches(&uri("manga://catalog/books/7")));
+        assert_eq!(UriTemplate::parse("X://Host{/path}").unwrap().head(), "x://host");
+        assert_eq!(UriTemplate::parse("Urn:Isbn:{n}").unwrap().head(), "urn:Isbn:");
     }
 }
