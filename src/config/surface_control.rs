@@ -82,6 +82,10 @@ pub fn validate(
     for prefix in &resources.hide {
         check_prefix(prefix).map_err(|e| anyhow::anyhow!("resources.hide: {e}"))?;
     }
+    // A URI's description is found by its canonical form (a template's, by its text).
+    for uri in resources.descriptions.keys().filter(|key| !key.contains('{')) {
+        check_prefix(uri).map_err(|e| anyhow::anyhow!("resources.descriptions: {e}"))?;
+    }
     Ok(())
 }
 
@@ -109,5 +113,12 @@ mod tests {
             ResourceControl { hide: vec!["manga://x/a/../internal/".into()], ..ResourceControl::default() };
         let refused = validate(&BTreeMap::new(), &dotted).unwrap_err().to_string();
         assert!(refused.contains("write \"manga://x/internal/\""), "{refused}");
+        let described = |key: &str| ResourceControl {
+            descriptions: BTreeMap::from([(key.to_string(), "d".to_string())]),
+            ..ResourceControl::default()
+        };
+        assert!(validate(&BTreeMap::new(), &described("manga://x/%7Eme")).is_err(), "not canonical");
+        assert!(validate(&BTreeMap::new(), &described("manga://x/~me")).is_ok());
+        assert!(validate(&BTreeMap::new(), &described("Manga://x/{id}")).is_ok(), "a template's text");
     }
 }
