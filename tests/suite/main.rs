@@ -52,6 +52,7 @@ mod registry;
 mod registry_pressure;
 mod reload;
 mod resilience;
+mod resource_uris;
 mod sampling_relay;
 mod shared_breakers;
 mod single_flight;

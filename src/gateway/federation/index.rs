@@ -6,9 +6,14 @@
 //!   (`servers.NAME.resource_prefixes`, longest prefix first: the operator's word is final,
 //!   and it is how a collision gets an owner), else to the one server that listed the URI,
 //!   else to the one server whose template matches it.
+//! - **One canonical form.** A listed URI and a URI read are both taken in their canonical form
+//!   ([`CanonicalUri`], RFC 3986 §6.2.2) before any prefix, listing, template or hide decision;
+//!   a listed URI that has none is not served (logged).
 //! - **A URI (or template) two servers both list is a collision**: served by neither (unless a
 //!   prefix names the owner), shown in `GET /admin/registry/collisions`, counted and logged.
-//!   A URI that matches templates of two servers is refused the same way.
+//!   So is a URI one server lists and another's template matches (the listing would otherwise
+//!   silently take the template's reads), and, when read, a URI that matches templates of two
+//!   servers.
 //! - **Prompt names follow the tool-name rule of collisions**: a name one server offers is
 //!   served as it is; a name several servers offer is served as `server__name` for each.
 //! - **Catalogue control** (`[prompts.NAME]`, `[resources]`) applies last: a hidden prompt or
@@ -20,7 +25,10 @@ use std::{collections::HashMap, sync::Arc};
 use serde_json::{Value, json};
 
 use super::uri_template::UriTemplate;
-use crate::config::surface_control::{PromptControl, ResourceControl};
+use crate::{
+    config::surface_control::{PromptControl, ResourceControl},
+    resource_uri::CanonicalUri,
+};
 
 /// The operator's catalogue control of prompts and resources.
 #[derive(Debug, Clone, Default)]
@@ -53,11 +61,21 @@ pub struct Prompt {
     pub definition: Value,
 }
 
-/// A listed resource or resource template.
+/// A listed resource.
 #[derive(Debug, Clone)]
 pub struct Resource {
-    /// `uri`, or `uriTemplate` for a template.
-    pub uri: Arc<str>,
+    /// Its `uri`, canonical (the definition's `uri` is this form too).
+    pub uri: CanonicalUri,
+    pub server: Arc<str>,
+    pub mime_type: Option<Arc<str>>,
+    pub definition: Value,
+}
+
+/// A listed resource template.
+#[derive(Debug, Clone)]
+pub struct Template {
+    /// Its `uriTemplate`, as the server wrote it.
+    pub text: Arc<str>,
     pub server: Arc<str>,
     pub mime_type: Option<Arc<str>>,
     pub definition: Value,
@@ -87,10 +105,10 @@ pub struct Index {
     /// Sorted by URI (served resources only: collisions left out).
     pub resources: Vec<Resource>,
     /// Sorted by template text.
-    pub templates: Vec<(Resource, UriTemplate)>,
+    pub templates: Vec<(Template, UriTemplate)>,
     /// Sorted by name.
     pub prompts: Vec<Prompt>,
-    by_uri: HashMap<Arc<str>, usize>,
+    by_uri: HashMap<CanonicalUri, usize>,
     by_prompt: HashMap<Arc<str>, usize>,
     /// Operator-assigned prefixes, longest first.
     prefixes: Vec<(String, Arc<str>)>,
@@ -119,14 +137,18 @@ impl Index {
         }
         index.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
 
-        // Resources and templates: who lists each URI.
-        let mut uris: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
+        // Resources and templates: who lists each URI (in its canonical form).
+        let mut uris: HashMap<CanonicalUri, Vec<(Arc<str>, &Value)>> = HashMap::new();
         let mut templates: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
         let mut prompts: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
         for (server, surface) in servers {
             for resource in &surface.resources {
-                if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
-                    uris.entry(uri.to_string()).or_default().push((server.clone(), resource));
+                let Some(uri) = resource.get("uri").and_then(Value::as_str) else { continue };
+                match CanonicalUri::parse(uri) {
+                    Ok(uri) => uris.entry(uri).or_default().push((server.clone(), resource)),
+                    Err(refusal) => {
+                        tracing::warn!(server = %server, uri = %crate::redact::url(uri), reason = refusal.reason(), "resource not served: {refusal}");
+                    }
                 }
             }
             for template in &surface.templates {
@@ -152,14 +174,18 @@ impl Index {
                 _ => match index.owner_among(&uri, &claimants) {
                     // A prefix names the owner: its definition is the one listed.
                     Some((server, definition)) => index.resources.push(resource(&uri, &server, definition)),
-                    None => index.claim("resource", uri, claimants.iter().map(|(s, _)| s.clone()).collect()),
+                    None => index.claim(
+                        "resource",
+                        uri.as_str().to_string(),
+                        claimants.iter().map(|(s, _)| s.clone()).collect(),
+                    ),
                 },
             }
         }
         for (text, claimants) in templates {
             match (claimants.as_slice(), UriTemplate::parse(&text)) {
                 ([(server, definition)], Ok(parsed)) => {
-                    index.templates.push((resource(&text, server, definition), parsed));
+                    index.templates.push((template(&text, server, definition), parsed));
                 }
                 ([(server, _)], Err(reason)) => {
                     tracing::warn!(server = %server, reason, "resource template not served: not an RFC 6570 template");
@@ -198,13 +224,19 @@ impl Index {
         // Catalogue control of resources: hidden ones out, descriptions replaced.
         let hidden = &control.resources;
         index.resources.retain(|r| !hidden.hides(&r.uri));
-        index.templates.retain(|(t, _)| !hidden.hides(&t.uri));
-        for resource in index.resources.iter_mut().chain(index.templates.iter_mut().map(|(t, _)| t)) {
-            if let Some(description) = hidden.descriptions.get(resource.uri.as_ref()) {
+        index.templates.retain(|(t, _)| !hidden.hides_template(&t.text));
+        for resource in &mut index.resources {
+            if let Some(description) = hidden.descriptions.get(resource.uri.as_str()) {
                 resource.definition["description"] = json!(description);
             }
         }
+        for (template, _) in &mut index.templates {
+            if let Some(description) = hidden.descriptions.get(template.text.as_ref()) {
+                template.definition["description"] = json!(description);
+            }
+        }
         index.hidden = hidden.hide.clone();
+        index.contest_listed_uris();
         // A rename may meet another prompt's name: the one served under its own name keeps it.
         index.prompts.sort_by(|a, b| (&a.name, renamed(a)).cmp(&(&b.name, renamed(b))));
         index.prompts.dedup_by(|later, kept| {
@@ -215,7 +247,7 @@ impl Index {
             twice
         });
         index.resources.sort_by(|a, b| a.uri.cmp(&b.uri));
-        index.templates.sort_by(|a, b| a.0.uri.cmp(&b.0.uri));
+        index.templates.sort_by(|a, b| a.0.text.cmp(&b.0.text));
         index.prompts.sort_by(|a, b| a.name.cmp(&b.name));
         index.collisions.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         index.by_uri = index.resources.iter().enumerate().map(|(i, r)| (r.uri.clone(), i)).collect();
@@ -226,14 +258,59 @@ impl Index {
     /// The claimant a configured prefix covering `uri` names, if any.
     fn owner_among<'v>(
         &self,
-        uri: &str,
+        uri: &CanonicalUri,
         claimants: &[(Arc<str>, &'v Value)],
     ) -> Option<(Arc<str>, &'v Value)> {
-        let (_, owner) = self.prefixes.iter().find(|(prefix, _)| uri.starts_with(prefix.as_str()))?;
+        let owner = self.prefix_owner(uri)?;
         claimants
             .iter()
             .find(|(server, _)| server == owner)
             .map(|(server, definition)| (server.clone(), *definition))
+    }
+
+    /// The server a configured prefix covering `uri` names (longest prefix first).
+    fn prefix_owner(&self, uri: &CanonicalUri) -> Option<&Arc<str>> {
+        self.prefixes.iter().find(|(prefix, _)| uri.is_under(prefix)).map(|(_, server)| server)
+    }
+
+    /// A URI one server lists that another server's template matches is claimed by both: the
+    /// listing must not silently take the template's reads. Unless a prefix covers it (reads
+    /// follow the prefix): it stays listed when the prefix names its lister, and is left out
+    /// otherwise. Each template is tried only on the listed URIs under its literal head.
+    fn contest_listed_uris(&mut self) {
+        self.resources.sort_by(|a, b| a.uri.cmp(&b.uri));
+        let mut contested: HashMap<usize, Vec<Arc<str>>> = HashMap::new();
+        for (template, parsed) in &self.templates {
+            let head = parsed.head();
+            let start = self.resources.partition_point(|r| r.uri.as_str() < head);
+            for (i, listed) in self.resources.iter().enumerate().skip(start) {
+                if !listed.uri.is_under(head) {
+                    break;
+                }
+                if listed.server != template.server && parsed.matches(&listed.uri) {
+                    let servers = contested.entry(i).or_insert_with(|| vec![listed.server.clone()]);
+                    if !servers.contains(&template.server) {
+                        servers.push(template.server.clone());
+                    }
+                }
+            }
+        }
+        if contested.is_empty() {
+            return;
+        }
+        let mut kept = Vec::with_capacity(self.resources.len());
+        for (i, listed) in std::mem::take(&mut self.resources).into_iter().enumerate() {
+            let Some(servers) = contested.remove(&i) else {
+                kept.push(listed);
+                continue;
+            };
+            match self.prefix_owner(&listed.uri) {
+                Some(owner) if *owner == listed.server => kept.push(listed),
+                Some(_) => {}
+                None => self.claim("resource", listed.uri.as_str().to_string(), servers),
+            }
+        }
+        self.resources = kept;
     }
 
     fn claim(&mut self, kind: &'static str, name: String, mut servers: Vec<Arc<str>>) {
@@ -243,17 +320,17 @@ impl Index {
     }
 
     /// The server `uri` is read from (see the module documentation for the order).
-    pub fn route_uri(&self, uri: &str) -> Result<Arc<str>, Unroutable> {
-        if self.hidden.iter().any(|prefix| uri.starts_with(prefix.as_str())) {
+    pub fn route_uri(&self, uri: &CanonicalUri) -> Result<Arc<str>, Unroutable> {
+        if self.hidden.iter().any(|prefix| uri.is_under(prefix)) {
             return Err(Unroutable::Unknown);
         }
-        if let Some((_, server)) = self.prefixes.iter().find(|(prefix, _)| uri.starts_with(prefix.as_str())) {
+        if let Some(server) = self.prefix_owner(uri) {
             return Ok(server.clone());
         }
         if let Some(&i) = self.by_uri.get(uri) {
             return Ok(self.resources[i].server.clone());
         }
-        if let Some(servers) = self.claimed.get(uri) {
+        if let Some(servers) = self.claimed.get(uri.as_str()) {
             return Err(Unroutable::Claimed(servers.clone()));
         }
         let mut matching: Vec<Arc<str>> =
@@ -268,14 +345,14 @@ impl Index {
     }
 
     /// What is known of a listed resource (its MIME type, for the policy).
-    pub fn resource(&self, uri: &str) -> Option<&Resource> {
+    pub fn resource(&self, uri: &CanonicalUri) -> Option<&Resource> {
         self.by_uri.get(uri).map(|&i| &self.resources[i])
     }
 
     /// The server of a resource template, by its exact text (`completion/complete`'s
     /// `ref/resource`); a template two servers list goes through a prefix, if one covers it.
-    pub fn route_template(&self, text: &str) -> Option<&Resource> {
-        self.templates.iter().find(|(r, _)| &*r.uri == text).map(|(r, _)| r)
+    pub fn route_template(&self, text: &str) -> Option<&Template> {
+        self.templates.iter().find(|(t, _)| &*t.text == text).map(|(t, _)| t)
     }
 
     pub fn prompt(&self, name: &str) -> Option<&Prompt> {
@@ -305,18 +382,35 @@ fn renamed(prompt: &Prompt) -> bool {
     *prompt.name != *prompt.upstream_name && !prompt.name.ends_with(&format!("__{}", prompt.upstream_name))
 }
 
-fn resource(uri: &str, server: &Arc<str>, definition: &Value) -> Resource {
-    Resource {
-        uri: uri.into(),
+/// A listed resource under its canonical URI (its definition says that form too).
+fn resource(uri: &CanonicalUri, server: &Arc<str>, definition: &Value) -> Resource {
+    let mut definition = definition.clone();
+    if definition.get("uri").and_then(Value::as_str) != Some(uri.as_str()) {
+        definition["uri"] = json!(uri.as_str());
+    }
+    Resource { uri: uri.clone(), server: server.clone(), mime_type: mime_type(&definition), definition }
+}
+
+fn template(text: &str, server: &Arc<str>, definition: &Value) -> Template {
+    Template {
+        text: text.into(),
         server: server.clone(),
-        mime_type: definition.get("mimeType").and_then(Value::as_str).map(Arc::from),
+        mime_type: mime_type(definition),
         definition: definition.clone(),
     }
+}
+
+fn mime_type(definition: &Value) -> Option<Arc<str>> {
+    definition.get("mimeType").and_then(Value::as_str).map(Arc::from)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn uri(text: &str) -> CanonicalUri {
+        CanonicalUri::parse(text).unwrap()
+    }
 
     fn surface(resources: &[&str], templates: &[&str], prompts: &[&str]) -> ServerSurface {
         ServerSurface {
@@ -353,13 +447,16 @@ mod tests {
     #[test]
     fn uris_route_by_listing_then_template_and_a_claimed_one_by_nobody() {
         let index = index(&[]);
-        assert_eq!(&*index.route_uri("manga://cart/current").unwrap(), "cart");
-        assert_eq!(&*index.route_uri("manga://catalog/top").unwrap(), "catalog");
-        assert_eq!(&*index.route_uri("manga://catalog/MNG-1").unwrap(), "catalog", "by template");
-        assert_eq!(index.route_uri("manga://nowhere/1"), Err(Unroutable::Unknown));
-        let claimed = index.route_uri("shared://x").unwrap_err();
+        assert_eq!(&*index.route_uri(&uri("manga://cart/current")).unwrap(), "cart");
+        assert_eq!(&*index.route_uri(&uri("manga://catalog/top")).unwrap(), "catalog");
+        assert_eq!(&*index.route_uri(&uri("manga://catalog/MNG-1")).unwrap(), "catalog", "by template");
+        assert_eq!(index.route_uri(&uri("manga://nowhere/1")), Err(Unroutable::Unknown));
+        let claimed = index.route_uri(&uri("shared://x")).unwrap_err();
         assert_eq!(claimed, Unroutable::Claimed(vec!["cart".into(), "catalog".into()]));
-        assert!(index.resources.iter().all(|r| &*r.uri != "shared://x"), "a claimed URI is not listed");
+        assert!(
+            index.resources.iter().all(|r| r.uri.as_str() != "shared://x"),
+            "a claimed URI is not listed"
+        );
         let resource = Collision {
             kind: "resource",
             name: "shared://x".into(),
@@ -371,10 +468,14 @@ mod tests {
     #[test]
     fn an_operator_prefix_wins_and_names_the_owner_of_a_claimed_uri() {
         let index = index(&[("catalog", &["shared://"]), ("cart", &["manga://catalog/special/"])]);
-        assert_eq!(&*index.route_uri("shared://x").unwrap(), "catalog");
-        assert_eq!(&*index.route_uri("manga://catalog/special/1").unwrap(), "cart", "longest prefix first");
-        assert_eq!(&*index.route_uri("shared://unlisted/thing").unwrap(), "catalog");
-        let listed = index.resource("shared://x").expect("the named owner's definition is listed");
+        assert_eq!(&*index.route_uri(&uri("shared://x")).unwrap(), "catalog");
+        assert_eq!(
+            &*index.route_uri(&uri("manga://catalog/special/1")).unwrap(),
+            "cart",
+            "longest prefix first"
+        );
+        assert_eq!(&*index.route_uri(&uri("shared://unlisted/thing")).unwrap(), "catalog");
+        let listed = index.resource(&uri("shared://x")).expect("the named owner's definition is listed");
         assert_eq!(&*listed.server, "catalog");
         assert!(index.collisions.iter().all(|c| c.name != "shared://x"), "an owned URI is no collision");
     }
@@ -432,6 +533,73 @@ mod tests {
         assert_eq!(index.resources.len(), 1);
         assert_eq!(index.resources[0].definition["description"], "The cart.");
         assert!(index.templates.is_empty(), "a hidden template is not listed");
-        assert_eq!(index.route_uri("manga://internal/7"), Err(Unroutable::Unknown), "nor routed");
+        assert_eq!(index.route_uri(&uri("manga://internal/7")), Err(Unroutable::Unknown), "nor routed");
+    }
+
+    #[test]
+    fn a_uri_is_routed_hidden_and_looked_up_in_its_canonical_form_only() {
+        let servers = vec![
+            (Arc::from("files"), surface(&["file:///public/readme", "FILE:///public/./Caf%c3%a9"], &[], &[])),
+            (Arc::from("other"), surface(&["file:///private/%2e%2e/private/key"], &[], &[])),
+        ];
+        let control = Control {
+            resources: ResourceControl {
+                hide: vec!["file:///private/".into()],
+                ..ResourceControl::default()
+            },
+            ..Control::default()
+        };
+        let index = Index::build(&servers, &[], &control);
+        let listed: Vec<&str> = index.resources.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(listed, ["file:///public/Caf%C3%A9", "file:///public/readme"], "the hidden one left out");
+        let cafe = index.resource(&uri("file:///public/Café")).expect("listed under its canonical form");
+        assert_eq!(cafe.definition["uri"], "file:///public/Caf%C3%A9", "and listed so");
+        assert_eq!(&*index.route_uri(&uri("file:///public/sub/../readme")).unwrap(), "files");
+        for hidden in
+            ["file:///public/../private/key", "file:///./private/key", "file:///public/%2E%2E/private/key"]
+        {
+            assert_eq!(index.route_uri(&uri(hidden)), Err(Unroutable::Unknown), "{hidden}");
+        }
+    }
+
+    #[test]
+    fn a_uri_one_server_lists_and_another_templates_is_a_collision_unless_a_prefix_names_the_owner() {
+        let servers = |with_own_template: bool| {
+            vec![
+                (Arc::from("lister"), surface(&["notes://shared/1", "notes://mine/1"], &[], &[])),
+                (
+                    Arc::from("templater"),
+                    surface(
+                        &[],
+                        if with_own_template { &["notes://shared/{id}"] } else { &["other://{id}"] },
+                        &[],
+                    ),
+                ),
+            ]
+        };
+        let index = Index::build(&servers(true), &[], &Control::default());
+        let both = vec![Arc::<str>::from("lister"), Arc::from("templater")];
+        assert_eq!(index.route_uri(&uri("notes://shared/1")), Err(Unroutable::Claimed(both.clone())));
+        assert!(index.resource(&uri("notes://shared/1")).is_none(), "not listed");
+        let collision = Collision { kind: "resource", name: "notes://shared/1".into(), servers: both };
+        assert!(index.collisions.contains(&collision), "{:?}", index.collisions);
+        assert_eq!(&*index.route_uri(&uri("notes://shared/2")).unwrap(), "templater", "an unlisted one");
+        assert_eq!(&*index.route_uri(&uri("notes://mine/1")).unwrap(), "lister", "no template matches");
+
+        let prefix = |server: &str| vec![(Arc::from(server), vec!["notes://shared/".to_string()])];
+        let lister_owns = Index::build(&servers(true), &prefix("lister"), &Control::default());
+        assert_eq!(&*lister_owns.route_uri(&uri("notes://shared/1")).unwrap(), "lister");
+        assert!(
+            lister_owns.resource(&uri("notes://shared/1")).is_some() && lister_owns.collisions.is_empty()
+        );
+        let templater_owns = Index::build(&servers(true), &prefix("templater"), &Control::default());
+        assert_eq!(&*templater_owns.route_uri(&uri("notes://shared/1")).unwrap(), "templater");
+        assert!(
+            templater_owns.resource(&uri("notes://shared/1")).is_none()
+                && templater_owns.collisions.is_empty()
+        );
+
+        let apart = Index::build(&servers(false), &[], &Control::default());
+        assert!(apart.collisions.is_empty() && apart.resource(&uri("notes://shared/1")).is_some());
     }
 }

@@ -11,7 +11,7 @@ use tower::ServiceExt;
 use super::{
     Index, SurfaceCall,
     answers::{bad_input, checked_completion, checked_contents, checked_messages, page_of},
-    not_found,
+    canonical_param, not_found,
 };
 use crate::{
     error::{Category, GatewayError},
@@ -72,12 +72,15 @@ impl Gateway {
         let index = self.federation.index();
         match method {
             "resources/list" => {
-                let visible = index.resources.iter().filter(|r| self.may_read(&call.caller, r, false));
+                let visible = index.resources.iter().filter(|r| self.may_read(&call.caller, r));
                 page_of(visible.map(|r| &r.definition), &params, "resources")
             }
             "resources/templates/list" => {
-                let visible =
-                    index.templates.iter().map(|(r, _)| r).filter(|r| self.may_read(&call.caller, r, true));
+                let visible = index
+                    .templates
+                    .iter()
+                    .map(|(t, _)| t)
+                    .filter(|t| self.may_read_template(&call.caller, t));
                 page_of(visible.map(|r| &r.definition), &params, "resourceTemplates")
             }
             "prompts/list" => {
@@ -98,14 +101,20 @@ impl Gateway {
     async fn read_resource(
         &self,
         index: &Index,
-        params: Map<String, Value>,
+        mut params: Map<String, Value>,
         call: &SurfaceCall,
     ) -> Result<Value, GatewayError> {
         let started = Instant::now();
-        let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_string) else {
-            return Err(bad_input("params.uri must be a string"));
+        let uri = match canonical_param(params.get("uri")) {
+            Ok(uri) => uri,
+            Err(err) => {
+                self.record_surface(call, started, "resources/read", "", None, err.category.as_str(), None);
+                return Err(err);
+            }
         };
-        let shown = crate::redact::url(&uri);
+        // Every decision below, and the server, see this one form.
+        params.insert("uri".into(), json!(uri.as_str()));
+        let shown = crate::redact::url(uri.as_str());
         let server = match index.route_uri(&uri) {
             Ok(server) => server,
             Err(why) => {
@@ -127,7 +136,6 @@ impl Gateway {
             uri: &uri,
             server: &server,
             mime_type: listed.and_then(|r| r.mime_type.as_deref()),
-            template: false,
         };
         if let Err(denied) = self.decide_item(&call.caller, item) {
             return Err(self.refused(call, started, "resources/read", &shown, &server, *denied));
@@ -201,23 +209,22 @@ impl Gateway {
                 let Some(template) = index.route_template(uri) else {
                     return Err(bad_input("params.ref names no resource template a server offers"));
                 };
-                let item = SurfaceItem::Resource {
-                    uri: &template.uri,
+                let item = SurfaceItem::Template {
+                    text: &template.text,
                     server: &template.server,
                     mime_type: template.mime_type.as_deref(),
-                    template: true,
                 };
                 if let Err(denied) = self.decide_item(&call.caller, item) {
                     return Err(self.refused(
                         call,
                         started,
                         "completion/complete",
-                        &template.uri,
+                        &template.text,
                         &template.server,
                         *denied,
                     ));
                 }
-                (template.server.clone(), template.uri.to_string(), None)
+                (template.server.clone(), template.text.to_string(), None)
             }
             _ => return Err(bad_input("params.ref.type must be ref/prompt or ref/resource")),
         };
