@@ -220,6 +220,27 @@ fn questions_pass_through_and_no_round_is_answered_from_the_cache() {
 }
 
 #[test]
+fn a_well_formed_question_passes_a_servers_after_hooks_and_its_answer_meets_them() {
+    // The outbound step (docs/hooks.md): only `input_required` passes unguarded; the final
+    // result of the retry meets the hooks as any result does.
+    let server = MrtrServer::start();
+    let hooks = "[[hooks]]\nname = \"stars\"\nphase = \"after\"\nmatch_servers = [\"mrtr\"]\nbuiltin = \"redact\"\npatterns = [\"ten stars\"]\n";
+    let gateway = gateway_with(&server, hooks);
+    let through = gateway.url("/mcp");
+    let call = json!({"name": "summarise_reviews", "arguments": {"title": "Naruto"}});
+    let asked = modern_call(&through, call.clone());
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let key = result["inputRequests"].as_object().and_then(|r| r.keys().next().cloned()).expect("a question");
+    let mut retry = call;
+    retry["requestState"] = result["requestState"].clone();
+    retry["inputResponses"] =
+        json!({key: {"role": "assistant", "content": {"type": "text", "text": "ten stars"}, "model": "m"}});
+    let answered = modern_call(&through, retry);
+    assert_eq!(answered["result"]["content"][0]["text"], "Naruto: [redacted]", "{answered}");
+}
+
+#[test]
 fn a_session_era_caller_of_a_modern_only_server_is_asked_on_its_stream() {
     let server = MrtrServer::start_with(&["--modern-only"]);
     let gateway = gateway_for(&server);
