@@ -44,7 +44,8 @@ pub use self::{
 #[derive(Clone)]
 pub struct ProgressSink {
     tx: tokio::sync::mpsc::Sender<ToCaller>,
-    screen: Option<std::sync::Arc<dyn Screen>>,
+    /// A thin pointer (the sink is in every call's future, cloned into each request).
+    screen: Option<std::sync::Arc<Box<dyn Screen>>>,
 }
 
 /// An item the caller's stream did not take (full or gone); it is dropped.
@@ -83,7 +84,7 @@ impl ProgressSink {
     }
 
     /// The same channel, every item passing `screen` (replacing any screen set before).
-    pub fn with_screen(&self, screen: std::sync::Arc<dyn Screen>) -> Self {
+    pub fn with_screen(&self, screen: std::sync::Arc<Box<dyn Screen>>) -> Self {
         Self { tx: self.tx.clone(), screen: Some(screen) }
     }
 

@@ -112,7 +112,9 @@ impl Gateway {
         if !settings.has_hooks() {
             return Ok(raw);
         }
-        self.guard_result(settings, caller, tool, arguments, raw, deadline, marks).await
+        // Boxed: the hooks' future is large and taken only when hooks are configured; inline,
+        // it would grow every call's future.
+        Box::pin(self.guard_result(settings, caller, tool, arguments, raw, deadline, marks)).await
     }
 
     /// A federated item (`resources/read`, `prompts/get`, `completion/complete`), checked by
@@ -207,11 +209,11 @@ impl Gateway {
         if notifications.progress.is_none() && notifications.logs.is_none() && notifications.relay.is_none() {
             return None;
         }
-        let screen: Arc<dyn Screen> = Arc::new(CallScreen {
+        let screen: Arc<Box<dyn Screen>> = Arc::new(Box::new(CallScreen {
             settings: settings.clone(),
             name: Arc::from(name),
             server: Arc::from(server),
-        });
+        }));
         let screened = |sink: &ProgressSink| sink.with_screen(screen.clone());
         let mut notifications = notifications.clone();
         notifications.progress = notifications.progress.as_ref().map(screened);

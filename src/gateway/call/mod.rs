@@ -164,15 +164,11 @@ impl Gateway {
         unanswered.decision = admitted.decision().clone();
         // The outbound step screens what the call's stream carries (progress, log entries,
         // relayed requests) when after-hooks guard this tool.
+        // Boxed: taken only when hooks match; inline it would grow every call's future.
         let screened = self.screened_notifications(&settings, &tool.name, &tool.server, &ctx.notifications);
-        let screened_ctx;
-        let ctx = match screened {
-            Some(notifications) => {
-                screened_ctx = CallContext { notifications, ..ctx.clone() };
-                &screened_ctx
-            }
-            None => ctx,
-        };
+        let screened_ctx =
+            screened.map(|notifications| Box::new(CallContext { notifications, ..ctx.clone() }));
+        let ctx = screened_ctx.as_deref().unwrap_or(ctx);
         // Tasks: a 2025-11-25 `task` parameter goes to the server as the caller sent it (checked);
         // a modern caller declaring the tasks extension lets the gateway ask for a task where
         // the tool can only run as one. Such a call holds a slot of the task table.
