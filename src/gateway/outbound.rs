@@ -26,6 +26,7 @@
 //! - an upstream JSON-RPC error's message and `data`, when after-hooks match the call: the
 //!   built-in redactors run on them; with an MCP-tool hook among them (no hook call is made for
 //!   an error) the message is replaced by a fixed text and the data withheld;
+//! - a task's `statusMessage` (`tasks/get`, `tasks/cancel`): as an error message is;
 //! - progress messages, log data and relayed requests' params of a call with after-hooks: the
 //!   built-in redactors run on each; an MCP-tool hook is not called per item, so while one
 //!   matches, progress goes without its message and log entries are not relayed (a relayed
@@ -192,6 +193,35 @@ impl Gateway {
             }
         }
         error
+    }
+
+    /// A task object's `statusMessage` (the server's words) through the after-hooks of the
+    /// tool that created the task: built-in redactors; with an MCP-tool hook among them
+    /// (no hook call is made for a status), the message is dropped.
+    pub(super) fn screen_status(
+        &self,
+        settings: &Settings,
+        name: &str,
+        server: &str,
+        task: &mut serde_json::Map<String, Value>,
+    ) {
+        if !settings.has_hooks() || !task.contains_key("statusMessage") {
+            return;
+        }
+        for hook in settings.hooks.matching(HookPhase::After, name, server) {
+            match &hook.kind {
+                HookKind::Builtin { rule: BuiltinRule::Redact, detectors } => {
+                    if let Some(message) = task.get_mut("statusMessage") {
+                        detectors.redact_in(message);
+                    }
+                }
+                HookKind::Builtin { .. } => {}
+                HookKind::Tool { .. } => {
+                    task.remove("statusMessage");
+                    return;
+                }
+            }
+        }
     }
 
     /// `notifications` with every sink screened by the after-hooks of `name` on `server`

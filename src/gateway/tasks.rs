@@ -387,11 +387,17 @@ impl Gateway {
         form: Form,
         entry: &TaskEntry,
     ) -> Result<Map<String, Value>, GatewayError> {
-        let task = answered.map_err(|e| upstream_error(e, entry))?;
+        let settings = self.settings();
+        let server = &entry.upstream.name;
+        let task = answered
+            .map_err(|e| self.release_error(&settings, &entry.tool, server, upstream_error(e, entry)))?;
         let Some(task) = task.as_object() else {
             return Err(protocol_error("the server's task is not an object", entry));
         };
-        tasks::task_object(task, id, form).map_err(|reason| protocol_error(&reason, entry))
+        let mut task = tasks::task_object(task, id, form).map_err(|reason| protocol_error(&reason, entry))?;
+        // The server's own words about the task pass the outbound step.
+        self.screen_status(&settings, &entry.tool, server, &mut task);
+        Ok(task)
     }
 
     /// `tasks/list`: the caller's own tasks, from every server holding one, in one page.

@@ -245,22 +245,32 @@ fn progress_log_entries_and_error_messages_of_a_hooked_call_are_redacted() {
 }
 
 #[test]
-fn reading_a_tasks_result_leaves_an_audit_line() {
+fn a_tasks_status_and_result_pass_the_hooks_and_reading_the_result_leaves_an_audit_line() {
     let port = free_port();
     let _everything = everything_server(port);
     let scratch = Scratch::new("outbound-task");
     let audit = scratch.path("audit.jsonl");
     let config = format!(
-        "{}[audit]\nsink = \"file\"\nfile = \"{audit}\"\n",
+        "{}[audit]\nsink = \"file\"\nfile = \"{audit}\"\n[[hooks]]\nname = \"stages\"\nphase = \"after\"\nmatch_servers = [\"research\"]\nbuiltin = \"redact\"\npatterns = [\"Gathering sources|Analyzing content|Synthesizing findings|Generating report\"]\n",
         http_server("research", &format!("http://127.0.0.1:{port}/mcp"))
     );
     let gw = Gateway::start(&config, &[]);
     let (_, created) = gw.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "simulate-research-query", "arguments": {"topic": "tokyo"}, "task": {"ttl": 60000}}}));
     let id = created["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("no task: {created}"));
+    // The server's status message names its stage: the caller reads it redacted.
+    let mut status = Value::Null;
+    wait_for("a status message", || {
+        let (_, got) =
+            gw.rpc(&json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": id}}));
+        status = got["result"]["statusMessage"].clone();
+        status.is_string()
+    });
+    assert!(status.as_str().unwrap_or_default().starts_with("[redacted]"), "{status}");
     let (_, result) =
         gw.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": id}}));
-    assert!(result_text(&result).contains("tokyo"), "{result}");
+    let text = result_text(&result);
+    assert!(text.contains("tokyo") && !text.contains("Gathering sources"), "{result}");
     wait_for("the result read's audit line", || {
         read_lines(&audit).iter().any(|l| l["method"] == "tasks/result")
     });
@@ -268,4 +278,9 @@ fn reading_a_tasks_result_leaves_an_audit_line() {
     assert_eq!(line["tool"], "simulate-research-query", "{line}");
     assert_eq!(line["server"], "research", "{line}");
     assert_eq!(line["outcome"], "ok", "{line}");
+    assert_eq!(
+        line["guardrails"],
+        json!([{"hook": "stages", "phase": "after", "decision": "replace"}]),
+        "{line}"
+    );
 }
