@@ -156,10 +156,11 @@ impl Gateway {
         Released(value)
     }
 
-    /// An error for the caller: an upstream's own JSON-RPC error (its message and `data` are
-    /// the server's words) through the after-hooks that match `name` on `server` — built-in
-    /// redactors on both; with an MCP-tool hook among them, a fixed message and no data. Any
-    /// other error is the gateway's own text and passes as it is.
+    /// An error for the caller through the after-hooks that match `name` on `server`: the
+    /// built-in redactors on its message and data (an upstream's own JSON-RPC error carries the
+    /// server's words in both; a Lambda function's error message, a protocol error's detail may
+    /// quote it); with an MCP-tool hook among them, an upstream JSON-RPC error's message is
+    /// replaced by a fixed text and its data withheld.
     pub(super) fn release_error(
         &self,
         settings: &Settings,
@@ -167,7 +168,7 @@ impl Gateway {
         server: &str,
         mut error: GatewayError,
     ) -> GatewayError {
-        if error.upstream_code.is_none() || !settings.has_hooks() {
+        if !settings.has_hooks() {
             return error;
         }
         for hook in settings.hooks.matching(HookPhase::After, name, server) {
@@ -181,7 +182,7 @@ impl Gateway {
                     }
                 }
                 HookKind::Builtin { .. } => {}
-                HookKind::Tool { .. } => {
+                HookKind::Tool { .. } if error.upstream_code.is_some() => {
                     error.detail = format!(
                         "the server answered JSON-RPC error {} (its message is withheld: guardrail {} guards this server's answers)",
                         error.upstream_code.unwrap_or_default(),
@@ -190,6 +191,7 @@ impl Gateway {
                     error.extra = None;
                     return error;
                 }
+                HookKind::Tool { .. } => {}
             }
         }
         error

@@ -354,7 +354,9 @@ mod tests {
         assert!(is_complete(&raw(r#"{"resultType":"complete","content":[]}"#)));
         assert!(!is_complete(&raw(r#"{"resultType":"input_required","inputRequests":{}}"#)));
         assert!(!is_complete(&raw(r#"{"content":[],"resultType":"incomplete"}"#)));
-        assert!(!is_complete(&raw(r#"{"structuredContent":{"resultType":"complete"},"resultType":"partial"}"#)));
+        assert!(!is_complete(&raw(
+            r#"{"structuredContent":{"resultType":"complete"},"resultType":"partial"}"#
+        )));
         assert!(is_complete(&raw(r#"{"structuredContent":{"resultType":"partial"}}"#)));
         assert!(!is_complete(&raw(r#"{"resultType" : "partial"}"#)));
     }

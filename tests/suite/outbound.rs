@@ -186,6 +186,12 @@ timeout_ms = 60000
     let read = rpc(&gw, "resources/read", json!({"uri": "pii://profile"}));
     assert_eq!(read["error"]["data"]["category"], "guardrail", "{read}");
     assert_clean("the refused read", &read.to_string());
+    // No hook call is made for an error: the server's own words are withheld.
+    let failed = gw.call("failing", json!({}));
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("JSON-RPC error -32602") && message.contains("guardrail items"), "{failed}");
+    assert!(failed["error"]["data"].get("upstream_data").is_none(), "{failed}");
+    assert_clean("the withheld error", &failed.to_string());
     let inputs = read_lines(&record);
     let prompt_input =
         inputs.iter().find(|i| i["input"]["kind"] == "prompt").unwrap_or_else(|| panic!("{inputs:?}"));
