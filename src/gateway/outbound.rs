@@ -17,8 +17,9 @@
 //! Cheap when no hook is configured: nothing is parsed, copied or wrapped (`has_hooks`).
 //!
 //! The rules, in the order they apply:
-//! - a tool result whose `resultType` is not `complete` passes unguarded only as a well-formed
-//!   `input_required` (its questions are the caller's to answer, not data to redact); any other
+//! - a tool result whose `resultType` is not `complete` passes the hooks only as a well-formed
+//!   `input_required` (a question, no result: only its requests' params meet the built-in
+//!   redactors, as a relayed request's do); any other
 //!   `resultType` is `upstream_protocol` — a server cannot opt out of the hooks by naming a
 //!   result type of its own;
 //! - the after-hooks that match the item (by tool, prompt name or resource URI and server);
@@ -100,6 +101,7 @@ impl Gateway {
         }
         match mrtr::Questions::of(&raw) {
             None => {}
+            Some(Ok(_)) if settings.has_hooks() => return Ok(self.release_questions(settings, tool, raw)),
             Some(Ok(_)) => return Ok(raw),
             Some(Err(reason)) => {
                 return Err(GatewayError::new(
@@ -116,6 +118,39 @@ impl Gateway {
         // Boxed: the hooks' future is large and taken only when hooks are configured; inline,
         // it would grow every call's future.
         Box::pin(self.guard_result(settings, caller, tool, arguments, raw, deadline, marks)).await
+    }
+
+    /// A well-formed `input_required`: not a result (no hook decides on it), but what it asks
+    /// the caller is the server's words, as a relayed request's are — every string of each
+    /// `inputRequests` entry's `params` passes the built-in redactors of the tool's after-hooks.
+    fn release_questions(
+        &self,
+        settings: &Settings,
+        tool: &crate::registry::ToolRecord,
+        raw: Box<RawValue>,
+    ) -> Box<RawValue> {
+        let mut redactors = settings.hooks.matching(HookPhase::After, &tool.name, &tool.server).filter_map(
+            |hook| match &hook.kind {
+                HookKind::Builtin { rule: BuiltinRule::Redact, detectors } => Some(detectors),
+                _ => None,
+            },
+        );
+        let Some(first) = redactors.next() else { return raw };
+        let Ok(mut result) = serde_json::from_str::<Value>(raw.get()) else { return raw };
+        let mut changed = false;
+        if let Some(Value::Object(asked)) = result.get_mut("inputRequests") {
+            for detectors in std::iter::once(first).chain(redactors) {
+                for request in asked.values_mut() {
+                    if let Some(params) = request.get_mut("params") {
+                        changed |= detectors.redact_in(params);
+                    }
+                }
+            }
+        }
+        if !changed {
+            return raw;
+        }
+        serde_json::value::to_raw_value(&result).unwrap_or(raw)
     }
 
     /// A federated item (`resources/read`, `prompts/get`, `completion/complete`), checked by
