@@ -291,6 +291,11 @@ impl Gateway {
     /// The decision label of a hook's run (its failure mode applied), counted and logged, and
     /// the caller's error when it refuses the call.
     fn settle(&self, hook: &Hook, tool: &Subject<'_>, ran: Ran) -> (&'static str, Option<GatewayError>) {
+        // A resource's URI is logged as every URI is: its query values redacted.
+        let logged = match tool.kind {
+            ItemKind::Resource => std::borrow::Cow::Owned(crate::redact::url(tool.name)),
+            _ => std::borrow::Cow::Borrowed(tool.name),
+        };
         let closed = hook.failure == FailureMode::Closed;
         let (label, refused) = match ran {
             Ran::Verdict(Verdict::Allow) => (decision::ALLOW, None),
@@ -301,7 +306,7 @@ impl Gateway {
             }
             Ran::TimedOut => (decision::TIMEOUT_OPEN, None),
             Ran::Failed(why) => {
-                tracing::warn!(hook = %hook.name, kind = tool.kind.as_str(), tool = %tool.name, reason = %why, "guardrail hook failed");
+                tracing::warn!(hook = %hook.name, kind = tool.kind.as_str(), tool = %logged, reason = %why, "guardrail hook failed");
                 if closed {
                     (decision::ERROR_CLOSED, Some(hook.refusal(Some("the guardrail failed"))))
                 } else {
@@ -315,7 +320,7 @@ impl Gateway {
             None => self.metrics.tool_label(tool.name),
         };
         self.metrics.guardrail_decisions.with_label_values(&[&hook.name, tool_label, label]).inc();
-        tracing::info!(hook = %hook.name, phase = hook.phase.as_str(), kind = tool.kind.as_str(), tool = %tool.name, decision = label, "guardrail decision");
+        tracing::info!(hook = %hook.name, phase = hook.phase.as_str(), kind = tool.kind.as_str(), tool = %logged, decision = label, "guardrail decision");
         (label, refused)
     }
 

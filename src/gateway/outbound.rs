@@ -14,7 +14,14 @@
 //! travel on the call's [`ProgressSink`], which the step screens ([`CallScreen`]) when an
 //! after-hook matches the call.
 //!
-//! Cheap when no hook is configured: nothing is parsed, copied or wrapped (`has_hooks`).
+//! Answers the gateway composes itself (a list page of the federation index, a task's status
+//! rebuilt from checked fields, an acknowledgement, `search_tools`' matches) are released as
+//! such by named constructors, so each is visible where it is made. Errors are not a type of
+//! their own: `release_error` is called where an upstream error becomes the caller's.
+//!
+//! Cheap when no hook is configured: nothing is parsed, copied or wrapped (`has_hooks`); the
+//! one check on every result is the `resultType` rule (`mrtr::is_complete`: a byte search, no
+//! parse for a result saying `complete`).
 //!
 //! The rules, in the order they apply:
 //! - a tool result whose `resultType` is not `complete` passes the hooks only as a well-formed
@@ -24,9 +31,9 @@
 //!   result type of its own;
 //! - the after-hooks that match the item (by tool, prompt name or resource URI and server);
 //!   a hook tool's replacement must be a well-formed item of its kind (and is fitted again);
-//! - an upstream JSON-RPC error's message and `data`, when after-hooks match the call: the
-//!   built-in redactors run on them; with an MCP-tool hook among them (no hook call is made for
-//!   an error) the message is replaced by a fixed text and the data withheld;
+//! - an error's message and `data`, when after-hooks match the call: the built-in redactors
+//!   run on them; with an MCP-tool hook among them (no hook call is made for an error) an
+//!   upstream JSON-RPC error's message is replaced by a fixed text and its data withheld;
 //! - a task's `statusMessage` (`tasks/get`, `tasks/cancel`): as an error message is;
 //! - progress messages, log data and relayed requests' params of a call with after-hooks: the
 //!   built-in redactors run on each; an MCP-tool hook is not called per item, so while one
