@@ -15,6 +15,7 @@ pub mod federation;
 mod forwarded_meta;
 mod guard;
 pub mod list_changes;
+pub mod outbound;
 mod readiness;
 mod rebuild;
 pub mod refresh;

@@ -223,8 +223,9 @@ async fn message_answer(
                     .flatten()
             };
             return Some(match answer {
-                Ok(raw) if modern => Response::result(id, mcp::with_result_type(raw)),
-                Ok(raw) => Response::result(id, raw),
+                // Only what the outbound step released is written (`gateway/outbound.rs`).
+                Ok(released) if modern => Response::result(id, mcp::with_result_type(released.into_inner())),
+                Ok(released) => Response::result(id, released.into_inner()),
                 Err(err) => match execution_error(&err) {
                     Some(result) if modern => Response::result(id, mcp::with_result_type(result)),
                     Some(result) => Response::result(id, result),
@@ -278,7 +279,7 @@ async fn message_answer(
                 modern,
             };
             return Some(match Box::pin(gateway.surface_method(method, params, &call)).await {
-                Ok(result) => Response::result_value(id, &result),
+                Ok(released) => Response::result_value(id, &released.into_inner()),
                 Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
             });
         }
@@ -297,6 +298,7 @@ async fn message_answer(
         }
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
             let call = TaskCall {
+                request_id: info.request_id.clone(),
                 owner: info.owner.clone(),
                 modern,
                 deadline: caller_deadline(info.deadline, params.as_ref()),
@@ -304,7 +306,7 @@ async fn message_answer(
                 caller: info.caller.clone(),
             };
             return Some(match Box::pin(gateway.task_method(&message.method, params, call)).await {
-                Ok(result) => Response::result_value(id, &result),
+                Ok(released) => Response::result_value(id, &released.into_inner()),
                 Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
             });
         }

@@ -85,7 +85,8 @@ pub async fn call(State(gateway): State<Arc<Gateway>>, body: Bytes) -> Response 
     let params = json!({"name": request.tool, "arguments": request.arguments});
     match Box::pin(gateway.call_tool(Some(params), &ctx)).await {
         // The result as the server sent it (not parsed again): `{"result": <raw>}`.
-        Ok(raw) => {
+        Ok(released) => {
+            let raw = released.into_inner();
             let body = format!("{{\"result\":{}}}", raw.get());
             ([(header::CONTENT_TYPE, "application/json")], body).into_response()
         }

@@ -44,6 +44,7 @@ mod ops_metric_series;
 mod ops_probe_metrics;
 mod ops_readiness;
 mod otel_tracing;
+mod outbound;
 mod ownership;
 mod progress_relay;
 mod quotas_audit;
