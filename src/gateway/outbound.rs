@@ -34,7 +34,7 @@
 //! - an error's message and `data`, when after-hooks match the call: the built-in redactors
 //!   run on them; with an MCP-tool hook among them (no hook call is made for an error) an
 //!   upstream JSON-RPC error's message is replaced by a fixed text and its data withheld;
-//! - a task's `statusMessage` (`tasks/get`, `tasks/cancel`): as an error message is;
+//! - a task's `statusMessage` (`tasks/get`, `tasks/list`, `tasks/cancel`): as an error message is;
 //! - progress messages, log data and relayed requests' params of a call with after-hooks: the
 //!   built-in redactors run on each; an MCP-tool hook is not called per item, so while one
 //!   matches, progress goes without its message and log entries are not relayed (a relayed

@@ -411,6 +411,17 @@ impl Gateway {
         let owned = self.tasks.owned_by(&call.owner);
         // One upstream listing per place tasks live (server × the upstream session).
         let mut places: Vec<(Arc<TaskEntry>, HashMap<String, String>)> = Vec::new();
+        // The tool that created each task: its after-hooks screen the task's status.
+        let settings = self.settings();
+        let tools: HashMap<String, Arc<str>> =
+            owned.iter().map(|(id, entry)| (id.clone(), entry.tool.clone())).collect();
+        let screened = |mut task: Map<String, Value>, server: &str| {
+            let tool = task.get("taskId").and_then(Value::as_str).and_then(|id| tools.get(id)).cloned();
+            if let Some(tool) = tool {
+                self.screen_status(&settings, &tool, server, &mut task);
+            }
+            Value::Object(task)
+        };
         for (id, entry) in owned {
             let same = places.iter_mut().find(|(e, _)| {
                 Arc::ptr_eq(&e.upstream, &entry.upstream)
@@ -442,7 +453,7 @@ impl Gateway {
                         && let Some(task) = task.as_object()
                         && let Ok(task) = tasks::task_object(task, id, form)
                     {
-                        listed.push(Value::Object(task));
+                        listed.push(screened(task, &entry.upstream.name));
                     }
                 }
                 continue;
@@ -462,7 +473,7 @@ impl Gateway {
                         continue;
                     };
                     if let Ok(task) = tasks::task_object(task, id, form) {
-                        listed.push(Value::Object(task));
+                        listed.push(screened(task, &entry.upstream.name));
                     }
                 }
                 match page.get("nextCursor") {
