@@ -6,6 +6,7 @@
 //!
 //! This module reads and maps documents; the transport builds calls from the result
 //! ([`Mapped`]). By job:
+//! - [`budget`]: text to a JSON value within a memory budget, YAML aliases included;
 //! - [`document`]: text to JSON (line and column on a parse error), whole-document checks,
 //!   `$ref` resolution across the document and the files beside it;
 //! - [`schema`]: schemas made self-contained (refs inlined, bounded);
@@ -15,6 +16,7 @@
 //! - [`reply`]: the HTTP answer as a tool result or an upstream error;
 //! - [`fetch`]: a URL document fetched once, for `check-config`.
 
+pub mod budget;
 pub mod document;
 pub mod fetch;
 pub mod mapping;
@@ -103,9 +105,11 @@ pub fn map_text(
     max_definition_bytes: usize,
 ) -> Result<Mapped, DocError> {
     let source = location.shown();
-    let root = document::parse(text, &source)?;
+    let mut budget = budget::Budget::for_spec_bytes(limits.max_spec_bytes);
+    let root = document::parse(text, &source, &mut budget)?;
     document::check_root(&root, &source)?;
-    let mut docs = Documents::new(location.clone(), root, text.len(), limits.max_spec_bytes);
+    let mut docs =
+        Documents::new(location.clone(), root, text.len(), limits.max_spec_bytes).with_budget(budget);
     let root = docs.root_value();
     let empty = serde_json::Map::new();
     let paths = root.get("paths").and_then(Value::as_object).unwrap_or(&empty);

@@ -16,6 +16,13 @@
 //!
 //! Redirects are not followed (the client follows none); the answer is read within
 //! `max_response_bytes`.
+//!
+//! The target: `base_url`, else the document's first `servers` URL, whose *origin* is pinned
+//! at the first mapping ([`OriginPin`]): a document that later names another origin keeps
+//! being served against the approved one, its new origin pending until an operator approves
+//! it (`POST /admin/registry/approve {"origin": SERVER}`), so a changed document cannot move
+//! the configured credentials elsewhere. The static `headers` go on the document's own fetch
+//! only when the document's host has the target's origin.
 
 use std::{
     collections::BTreeMap,
@@ -73,6 +80,72 @@ struct Inner {
     stamp: std::sync::Mutex<Option<(u64, Option<SystemTime>)>>,
     /// A hash of the URL document's text last mapped: the same text is not mapped again.
     fetched: std::sync::Mutex<Option<u64>>,
+    /// The target origin approved for calls (without `base_url`).
+    origin: std::sync::Mutex<OriginPin>,
+    /// Why the document was last refused (cleared when one maps), for the admin report.
+    refused: std::sync::Mutex<Option<String>>,
+}
+
+/// The target of a document without `base_url`: the origin approved (pinned at the first
+/// mapping) with the latest `servers` URL at that origin, and another one the document now
+/// names, waiting for approval.
+#[derive(Debug, Default)]
+pub struct OriginPin {
+    approved: Option<Target>,
+    pending: Option<(Target, u64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    /// `scheme://host:port`.
+    origin: String,
+    /// The full `servers` URL calls are made under.
+    url: String,
+}
+
+impl Target {
+    fn of(url: &str) -> Option<Self> {
+        Some(Self { origin: origin_of(url)?, url: url.to_string() })
+    }
+}
+
+/// `scheme://host[:port]` of `url` (the port always written), lower-cased.
+pub fn origin_of(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?;
+    Some(format!("{}://{}:{}", parsed.scheme(), host, parsed.port_or_known_default()?).to_ascii_lowercase())
+}
+
+impl OriginPin {
+    /// What the document now names: followed at the approved origin, pending at another.
+    fn offer(&mut self, server: &str, url: &str) {
+        let Some(offered) = Target::of(url) else { return };
+        match &self.approved {
+            None => {
+                tracing::info!(server, origin = %offered.origin, "OpenAPI target origin pinned at first mapping");
+                self.approved = Some(offered);
+                self.pending = None;
+            }
+            Some(approved) if approved.origin == offered.origin => {
+                self.approved = Some(offered);
+                self.pending = None;
+            }
+            Some(approved) => {
+                if self.pending.as_ref().is_none_or(|(p, _)| p.origin != offered.origin) {
+                    tracing::warn!(
+                        server,
+                        approved = %approved.origin,
+                        offered = %offered.origin,
+                        "OpenAPI document names another target origin; calls stay on the approved one until approved (POST /admin/registry/approve {{\"origin\": SERVER}})"
+                    );
+                }
+                let since =
+                    SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                let since = self.pending.as_ref().filter(|(p, _)| *p == offered).map_or(since, |(_, s)| *s);
+                self.pending = Some((offered, since));
+            }
+        }
+    }
 }
 
 impl OpenApiTransport {
@@ -87,14 +160,68 @@ impl OpenApiTransport {
             report(&settings.server, mapped, None);
         }
         let current = RwLock::new(settings.loaded.clone());
+        let mut origin = OriginPin::default();
+        if settings.base_url.is_none()
+            && let Some(url) = settings.loaded.as_ref().and_then(|m| m.server_url.as_deref())
+        {
+            origin.offer(&settings.server, url);
+        }
         let inner = Inner {
             settings,
             client,
             current,
             stamp: std::sync::Mutex::new(stamp),
             fetched: std::sync::Mutex::new(None),
+            origin: std::sync::Mutex::new(origin),
+            refused: std::sync::Mutex::new(None),
         };
         Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Why the document was last refused, while no later one mapped.
+    pub fn refused(&self) -> Option<String> {
+        self.inner.refused.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn origin_pin(&self) -> std::sync::MutexGuard<'_, OriginPin> {
+        self.inner.origin.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The target origin a changed document offers, waiting for approval (for the admin API,
+    /// the console and drift): `{"server", "kind": "origin", "approved_origin",
+    /// "pending_origin", "since_epoch_secs"}`.
+    pub fn pending_origin(&self) -> Option<Value> {
+        let pin = self.origin_pin();
+        let (offered, since) = pin.pending.as_ref()?;
+        Some(json!({
+            "server": &*self.inner.settings.server,
+            "kind": "origin",
+            "origin": offered.origin,
+            "approved_origin": pin.approved.as_ref().map(|a| a.origin.as_str()),
+            "pending_origin": offered.origin,
+            "approved_description": pin.approved.as_ref().map(|a| format!("calls go to {}", a.origin)),
+            "pending_description": format!("calls go to {}", offered.origin),
+            "since_epoch_secs": since,
+            "serving": "approved",
+        }))
+    }
+
+    /// The origin calls are made to (`base_url`'s, else the approved one).
+    pub fn target_origin(&self) -> Option<String> {
+        match &self.inner.settings.base_url {
+            Some(base) => origin_of(base),
+            None => self.origin_pin().approved.as_ref().map(|a| a.origin.clone()),
+        }
+    }
+
+    /// Approves the pending target origin; its new origin, or `None` when nothing is pending.
+    pub fn approve_origin(&self) -> Option<String> {
+        let mut pin = self.origin_pin();
+        let (offered, _) = pin.pending.take()?;
+        tracing::warn!(server = %self.inner.settings.server, origin = %offered.origin, "OpenAPI target origin change approved");
+        let origin = offered.origin.clone();
+        pin.approved = Some(offered);
+        Some(origin)
     }
 
     /// The document as last mapped (`None` before a URL document was first fetched).
@@ -194,8 +321,16 @@ impl Inner {
             None => openapi::load_file(std::path::Path::new(&spec), &selection, limits, max_definition),
         })
         .await
-        .map_err(|e| UpstreamError::Protocol(format!("OpenAPI document not mapped: {e}")))?
-        .map_err(|e| UpstreamError::Protocol(format!("OpenAPI document refused: {e}")))?;
+        .map_err(|e| UpstreamError::Protocol(format!("OpenAPI document not mapped: {e}")))?;
+        let mapped = match mapped {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                let reason = format!("OpenAPI document refused: {e}");
+                *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+                return Err(UpstreamError::Protocol(reason));
+            }
+        };
+        *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if settings.base_url.is_none() && mapped.server_url.is_none() {
             return Err(UpstreamError::Protocol(format!(
                 "OpenAPI document {}: no absolute `servers` URL; set servers.{}.base_url",
@@ -204,6 +339,11 @@ impl Inner {
         }
         let mapped = Arc::new(mapped);
         report(&settings.server, &mapped, previous.as_deref());
+        if settings.base_url.is_none()
+            && let Some(url) = &mapped.server_url
+        {
+            self.origin.lock().unwrap_or_else(|p| p.into_inner()).offer(&settings.server, url);
+        }
         if !openapi::is_url(&settings.spec)
             && let Ok(mut stamp) = self.stamp.lock()
         {
@@ -227,8 +367,21 @@ impl Inner {
             .spec
             .parse()
             .map_err(|e| UpstreamError::Protocol(format!("spec URL not valid: {e}")))?;
-        let response =
-            self.client.request(Method::GET, uri).headers(self.settings.headers.clone()).send().await;
+        // The static headers are the target's: sent to the document's host only when it is
+        // the target's origin (`base_url`'s, else the approved one; none before the first).
+        let target = match &self.settings.base_url {
+            Some(base) => origin_of(base),
+            None => self
+                .origin
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .approved
+                .as_ref()
+                .map(|a| a.origin.clone()),
+        };
+        let same_origin = target.is_some() && target == origin_of(&self.settings.spec);
+        let headers = if same_origin { self.settings.headers.clone() } else { HeaderMap::new() };
+        let response = self.client.request(Method::GET, uri).headers(headers).send().await;
         let response = response.map_err(request_error)?;
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
@@ -259,7 +412,28 @@ impl Inner {
             Ok(built) => built,
             Err(invalid) => return Ok(refusal(-32602, invalid)),
         };
-        let base = self.settings.base_url.as_deref().or(mapped.server_url.as_deref()).unwrap_or("");
+        let approved;
+        let base = match &self.settings.base_url {
+            Some(base) => base.as_str(),
+            None => {
+                approved = self
+                    .origin
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .approved
+                    .as_ref()
+                    .map(|a| a.url.clone());
+                match &approved {
+                    Some(url) => url.as_str(),
+                    None => {
+                        return Err(UpstreamError::Protocol(format!(
+                            "OpenAPI document {}: no approved target; set servers.{}.base_url",
+                            mapped.source, self.settings.server
+                        )));
+                    }
+                }
+            }
+        };
         let schemes = self.schemes_for(&operation, &mapped)?;
         let mut path_and_query = built.path_and_query;
         let mut cookies = built.cookies;
