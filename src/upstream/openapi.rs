@@ -21,7 +21,8 @@
 //! at the first mapping ([`OriginPin`]): a document that later names another origin keeps
 //! being served against the approved one, its new origin pending until an operator approves
 //! it (`POST /admin/registry/approve {"origin": SERVER}`), so a changed document cannot move
-//! the configured credentials elsewhere. The static `headers` go on the document's own fetch
+//! the configured credentials elsewhere. With definition pinning on, the approved origin is
+//! kept in the pin store (and its file), so a restart does not trust a moved document anew. The static `headers` go on the document's own fetch
 //! only when the document's host has the target's origin.
 
 use std::{
@@ -44,6 +45,7 @@ use super::{
 use crate::{
     error::ErrorObject,
     openapi::{self, Limits, Location, Mapped, Operation, Selection, reply::Answer},
+    registry::pins::PinStore,
 };
 
 /// Settings of one OpenAPI server.
@@ -84,6 +86,8 @@ struct Inner {
     origin: std::sync::Mutex<OriginPin>,
     /// Why the document was last refused (cleared when one maps), for the admin report.
     refused: std::sync::Mutex<Option<String>>,
+    /// Where approved target origins are kept across restarts (definition pinning on).
+    pins: std::sync::OnceLock<Arc<PinStore>>,
 }
 
 /// The target of a document without `base_url`: the origin approved (pinned at the first
@@ -117,35 +121,67 @@ pub fn origin_of(url: &str) -> Option<String> {
 }
 
 impl OriginPin {
-    /// What the document now names: followed at the approved origin, pending at another.
-    fn offer(&mut self, server: &str, url: &str) {
+    /// What the document now names: followed at the approved origin, pending at another. The
+    /// first origin is the pin file's when `pins` holds one for `server`, else the offered one
+    /// (then written to `pins`).
+    fn offer(&mut self, server: &str, url: &str, pins: Option<&PinStore>) {
         let Some(offered) = Target::of(url) else { return };
-        match &self.approved {
-            None => {
-                tracing::info!(server, origin = %offered.origin, "OpenAPI target origin pinned at first mapping");
-                self.approved = Some(offered);
-                self.pending = None;
-            }
-            Some(approved) if approved.origin == offered.origin => {
-                self.approved = Some(offered);
-                self.pending = None;
-            }
-            Some(approved) => {
-                if self.pending.as_ref().is_none_or(|(p, _)| p.origin != offered.origin) {
-                    tracing::warn!(
-                        server,
-                        approved = %approved.origin,
-                        offered = %offered.origin,
-                        "OpenAPI document names another target origin; calls stay on the approved one until approved (POST /admin/registry/approve {{\"origin\": SERVER}})"
-                    );
+        if self.approved.is_none() {
+            match pins.and_then(|p| p.origin(server)) {
+                Some(pinned) => self.approved = Some(Target { url: at_origin(&pinned, url), origin: pinned }),
+                None => {
+                    tracing::info!(server, origin = %offered.origin, "OpenAPI target origin pinned at first mapping");
+                    if let Some(pins) = pins {
+                        pins.pin_origin(server, &offered.origin);
+                    }
+                    self.approved = Some(offered);
+                    self.pending = None;
+                    return;
                 }
-                let since =
-                    SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-                let since = self.pending.as_ref().filter(|(p, _)| *p == offered).map_or(since, |(_, s)| *s);
-                self.pending = Some((offered, since));
             }
         }
+        let Some(approved) = &self.approved else { return };
+        if approved.origin == offered.origin {
+            self.approved = Some(offered);
+            self.pending = None;
+            return;
+        }
+        if self.pending.as_ref().is_none_or(|(p, _)| p.origin != offered.origin) {
+            tracing::warn!(
+                server,
+                approved = %approved.origin,
+                offered = %offered.origin,
+                "OpenAPI document names another target origin; calls stay on the approved one until approved (POST /admin/registry/approve {{\"origin\": SERVER}})"
+            );
+        }
+        let since = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let since =
+            self.pending.as_ref().filter(|(p, _)| p.origin == offered.origin).map_or(since, |(_, s)| *s);
+        self.pending = Some((offered, since));
     }
+
+    /// The pin file's origin for a document mapped before the pins were known: it is the
+    /// approved one, and the document's (when another) waits for approval.
+    fn reconcile(&mut self, server: &str, pins: &PinStore) {
+        match (pins.origin(server), self.approved.take()) {
+            (_, None) => {}
+            (None, Some(approved)) => {
+                pins.pin_origin(server, &approved.origin);
+                self.approved = Some(approved);
+            }
+            (Some(_), Some(mapped)) => self.offer(server, &mapped.url, Some(pins)),
+        }
+    }
+}
+
+/// `url` with its scheme, host and port replaced by `origin`'s (its path and query kept).
+fn at_origin(origin: &str, url: &str) -> String {
+    let (Ok(mut at), Ok(url)) = (reqwest::Url::parse(origin), reqwest::Url::parse(url)) else {
+        return origin.to_string();
+    };
+    at.set_path(url.path());
+    at.set_query(url.query());
+    at.to_string()
 }
 
 impl OpenApiTransport {
@@ -164,7 +200,7 @@ impl OpenApiTransport {
         if settings.base_url.is_none()
             && let Some(url) = settings.loaded.as_ref().and_then(|m| m.server_url.as_deref())
         {
-            origin.offer(&settings.server, url);
+            origin.offer(&settings.server, url, None);
         }
         let inner = Inner {
             settings,
@@ -174,8 +210,18 @@ impl OpenApiTransport {
             fetched: std::sync::Mutex::new(None),
             origin: std::sync::Mutex::new(origin),
             refused: std::sync::Mutex::new(None),
+            pins: std::sync::OnceLock::new(),
         };
         Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Keeps the approved target origin in `pins` (and its pin file), and takes the one
+    /// approved there before a restart as the approved one.
+    pub fn attach_pins(&self, pins: Arc<PinStore>) {
+        if self.inner.settings.base_url.is_some() || self.inner.pins.set(pins.clone()).is_err() {
+            return;
+        }
+        self.origin_pin().reconcile(&self.inner.settings.server, &pins);
     }
 
     /// Why the document was last refused, while no later one mapped.
@@ -218,6 +264,9 @@ impl OpenApiTransport {
     pub fn approve_origin(&self) -> Option<String> {
         let mut pin = self.origin_pin();
         let (offered, _) = pin.pending.take()?;
+        if let Some(pins) = self.inner.pins.get() {
+            pins.pin_origin(&self.inner.settings.server, &offered.origin);
+        }
         tracing::warn!(server = %self.inner.settings.server, origin = %offered.origin, "OpenAPI target origin change approved");
         let origin = offered.origin.clone();
         pin.approved = Some(offered);
@@ -342,7 +391,8 @@ impl Inner {
         if settings.base_url.is_none()
             && let Some(url) = &mapped.server_url
         {
-            self.origin.lock().unwrap_or_else(|p| p.into_inner()).offer(&settings.server, url);
+            let pins = self.pins.get().map(|p| &**p);
+            self.origin.lock().unwrap_or_else(|p| p.into_inner()).offer(&settings.server, url, pins);
         }
         if !openapi::is_url(&settings.spec)
             && let Ok(mut stamp) = self.stamp.lock()
@@ -674,6 +724,51 @@ mod tests {
             }
             _ => panic!("not a header"),
         }
+    }
+
+    #[test]
+    fn the_first_origin_is_pinned_and_another_waits_while_a_path_change_is_followed() {
+        assert_eq!(
+            origin_of("HTTPS://API.Example.com/v1?x=1").as_deref(),
+            Some("https://api.example.com:443")
+        );
+        assert_eq!(origin_of("http://h:8080/").as_deref(), Some("http://h:8080"));
+        assert_eq!(origin_of("/relative"), None);
+        let mut pin = OriginPin::default();
+        pin.offer("s", "https://api.example.com/v1", None);
+        pin.offer("s", "https://api.example.com:443/v2", None);
+        assert_eq!(pin.approved.as_ref().map(|a| a.url.as_str()), Some("https://api.example.com:443/v2"));
+        assert!(pin.pending.is_none(), "the same origin is followed");
+        pin.offer("s", "https://evil.example.net/v2", None);
+        assert_eq!(pin.approved.as_ref().map(|a| a.origin.as_str()), Some("https://api.example.com:443"));
+        assert_eq!(
+            pin.pending.as_ref().map(|(p, _)| p.origin.as_str()),
+            Some("https://evil.example.net:443")
+        );
+        pin.offer("s", "https://api.example.com/v3", None);
+        assert!(pin.pending.is_none(), "back at the approved origin: nothing pending");
+
+        // A pin store's origin wins over a document first seen after a restart.
+        let pins = PinStore::load(None).unwrap();
+        pins.pin_origin("s", "https://api.example.com:443");
+        let mut restarted = OriginPin::default();
+        restarted.offer("s", "https://evil.example.net/v2?k=1", Some(&pins));
+        let approved = restarted.approved.clone().unwrap();
+        assert_eq!(
+            approved.url, "https://api.example.com/v2?k=1",
+            "the approved origin, the document's path"
+        );
+        assert!(restarted.pending.is_some());
+        // A file document mapped before the store was attached is reconciled with it.
+        let mut loaded = OriginPin::default();
+        loaded.offer("s", "https://evil.example.net/", None);
+        loaded.reconcile("s", &pins);
+        assert_eq!(loaded.approved.as_ref().map(|a| a.origin.as_str()), Some("https://api.example.com:443"));
+        assert!(loaded.pending.is_some());
+        let mut fresh = OriginPin::default();
+        fresh.offer("t", "https://first.example/", None);
+        fresh.reconcile("t", &pins);
+        assert_eq!(pins.origin("t").as_deref(), Some("https://first.example:443"), "written to the store");
     }
 
     #[test]

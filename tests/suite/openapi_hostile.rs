@@ -404,3 +404,52 @@ fn a_url_documents_target_origin_is_pinned_until_an_operator_approves_another() 
     assert_eq!(first.fetches_of("/ping.json"), 2);
     assert!(gateway.proc.output().contains("names another target origin"), "logged");
 }
+
+#[test]
+fn with_a_pin_file_the_approved_origin_survives_a_restart() {
+    let (first_dir, second_dir, docs_dir, state) = (
+        Scratch::new("restart-first"),
+        Scratch::new("restart-second"),
+        Scratch::new("restart-docs"),
+        Scratch::new("restart-pins"),
+    );
+    for dir in [&first_dir, &second_dir] {
+        std::fs::write(dir.dir().join("ping.json"), r#"{"pong": true}"#).unwrap();
+    }
+    let (first, second, docs) = (
+        FileServer::start(first_dir.dir()),
+        FileServer::start(second_dir.dir()),
+        FileServer::start(docs_dir.dir()),
+    );
+    std::fs::write(docs_dir.dir().join("api.yaml"), moving_doc(&first.url(""))).unwrap();
+    let config = format!(
+        "[catalogue]\npin_tool_definitions = true\npin_file = \"{}\"\n[servers.moving]\ntransport = \"openapi\"\nspec = \"{}\"\n",
+        state.path("pins.json"),
+        docs.url("/api.yaml")
+    );
+    {
+        let gateway = Gateway::start(&config, &[]);
+        assert_eq!(structured(&gateway.call(&tool_named(&gateway, "ping"), json!({})))["pong"], true);
+    }
+    let pins: Value =
+        serde_json::from_str(&std::fs::read_to_string(state.path("pins.json")).unwrap()).unwrap();
+    let first_origin = first.url("");
+    assert!(
+        pins["pins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["server"] == "moving" && p["origin"] == first_origin.as_str()),
+        "{pins}"
+    );
+    // Moved while the gateway was down: the restarted gateway does not trust it anew.
+    std::fs::write(docs_dir.dir().join("api.yaml"), moving_doc(&second.url(""))).unwrap();
+    let gateway = Gateway::start(&config, &[]);
+    wait_for("the moved origin to wait for approval", || {
+        admin_get_json(&gateway, "/admin/registry/pins").1["pending"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["kind"] == "origin" && p["server"] == "moving"))
+    });
+    assert_eq!(structured(&gateway.call(&tool_named(&gateway, "ping"), json!({})))["pong"], true);
+    assert_eq!((first.fetches_of("/ping.json"), second.fetches_of("/ping.json")), (2, 0));
+}
