@@ -84,10 +84,27 @@ struct Inner {
     fetched: std::sync::Mutex<Option<u64>>,
     /// The target origin approved for calls (without `base_url`).
     origin: std::sync::Mutex<OriginPin>,
-    /// Why the document was last refused (cleared when one maps), for the admin report.
-    refused: std::sync::Mutex<Option<String>>,
+    /// The document last refused and why (cleared when one maps): the admin report shows the
+    /// reason, and the same fetched text is refused again without parsing it, so
+    /// a hostile document costs its parse budget once, not at every refresh. Set by the
+    /// parsing task itself, so a refresh that gave up waiting still learns it.
+    refused: Arc<std::sync::Mutex<Option<Refusal>>>,
     /// Where approved target origins are kept across restarts (definition pinning on).
     pins: std::sync::OnceLock<Arc<PinStore>>,
+}
+
+/// A refused document: what identifies it (a hash of a URL document's text; `None` for a
+/// file, which is read again) and why.
+struct Refusal {
+    key: Option<u64>,
+    reason: String,
+}
+
+fn hash_of(value: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The target of a document without `base_url`: the origin approved (pinned at the first
@@ -209,7 +226,7 @@ impl OpenApiTransport {
             stamp: std::sync::Mutex::new(stamp),
             fetched: std::sync::Mutex::new(None),
             origin: std::sync::Mutex::new(origin),
-            refused: std::sync::Mutex::new(None),
+            refused: Arc::new(std::sync::Mutex::new(None)),
             pins: std::sync::OnceLock::new(),
         };
         Ok(Self { inner: Arc::new(inner) })
@@ -226,7 +243,7 @@ impl OpenApiTransport {
 
     /// Why the document was last refused, while no later one mapped.
     pub fn refused(&self) -> Option<String> {
-        self.inner.refused.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner.refused.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|r| r.reason.clone())
     }
 
     fn origin_pin(&self) -> std::sync::MutexGuard<'_, OriginPin> {
@@ -340,46 +357,57 @@ impl Inner {
         let settings = &self.settings;
         let previous = self.current.read().ok().and_then(|c| c.clone());
         let mut fetched_hash = None;
-        let text_and_location = if openapi::is_url(&settings.spec) {
+        let (key, text_and_location) = if openapi::is_url(&settings.spec) {
             let text = self.fetch().await?;
-            let hash = {
-                use std::hash::{Hash, Hasher};
-                let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                text.hash(&mut hasher);
-                hasher.finish()
-            };
+            let hash = hash_of(&text);
             let same = self.fetched.lock().is_ok_and(|last| *last == Some(hash));
             if same && let Some(previous) = &previous {
                 return Ok(previous.clone());
             }
             fetched_hash = Some(hash);
-            Some((text, Location::Url(settings.spec.clone())))
+            (Some(hash), Some((text, Location::Url(settings.spec.clone()))))
         } else {
             let stamp = file_stamp(&settings.spec);
             let unchanged = self.stamp.lock().is_ok_and(|s| s.is_some() && *s == stamp);
             if unchanged && let Some(previous) = &previous {
                 return Ok(previous.clone());
             }
-            None
+            // A file is read again at every refresh until one maps: the files its refs
+            // name may have changed.
+            (None, None)
         };
+        if let Some(refusal) = self.refused.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && key.is_some()
+            && refusal.key == key
+        {
+            return Err(UpstreamError::Protocol(refusal.reason.clone()));
+        }
         let (selection, limits, max_definition) =
             (settings.selection.clone(), settings.limits, settings.max_definition_bytes);
-        let spec = settings.spec.clone();
-        let mapped = tokio::task::spawn_blocking(move || match text_and_location {
-            Some((text, location)) => openapi::map_text(&text, location, &selection, limits, max_definition),
-            None => openapi::load_file(std::path::Path::new(&spec), &selection, limits, max_definition),
+        let (spec, refused) = (settings.spec.clone(), self.refused.clone());
+        let mapped = tokio::task::spawn_blocking(move || {
+            let mapped = match text_and_location {
+                Some((text, location)) => {
+                    openapi::map_text(&text, location, &selection, limits, max_definition)
+                }
+                None => openapi::load_file(std::path::Path::new(&spec), &selection, limits, max_definition),
+            };
+            let mut refused = refused.lock().unwrap_or_else(|p| p.into_inner());
+            match mapped {
+                Ok(mapped) => {
+                    *refused = None;
+                    Ok(mapped)
+                }
+                Err(e) => {
+                    let reason = format!("OpenAPI document refused: {e}");
+                    *refused = Some(Refusal { key, reason: reason.clone() });
+                    Err(reason)
+                }
+            }
         })
         .await
-        .map_err(|e| UpstreamError::Protocol(format!("OpenAPI document not mapped: {e}")))?;
-        let mapped = match mapped {
-            Ok(mapped) => mapped,
-            Err(e) => {
-                let reason = format!("OpenAPI document refused: {e}");
-                *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
-                return Err(UpstreamError::Protocol(reason));
-            }
-        };
-        *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        .map_err(|e| UpstreamError::Protocol(format!("OpenAPI document not mapped: {e}")))?
+        .map_err(UpstreamError::Protocol)?;
         if settings.base_url.is_none() && mapped.server_url.is_none() {
             return Err(UpstreamError::Protocol(format!(
                 "OpenAPI document {}: no absolute `servers` URL; set servers.{}.base_url",
