@@ -135,3 +135,28 @@ fn selection_and_bounds() {
         mapped.skipped
     );
 }
+#[test]
+fn data_keywords_and_strings_reused_through_refs_are_counted_by_the_inliner() {
+    // One `enum` of 20,000 values, or one 256 KiB description, reused 20,000 times through
+    // refs: 4×10⁸ values or 5 GB if inlined, from well under a megabyte of text.
+    let refs = vec!["{$ref: '#/components/schemas/S'}"; 20_000].join(",");
+    for target in [
+        format!("{{type: integer, enum: [{}]}}", vec!["0"; 20_000].join(",")),
+        format!("{{type: string, description: '{}'}}", "d".repeat(256 * 1024)),
+    ] {
+        let doc = format!(
+            "openapi: 3.0.3\ninfo: {{title: x, version: '1'}}\npaths:\n  /a:\n    get:\n      operationId: a\n      parameters: [{{name: q, in: query, schema: {{allOf: [{refs}]}}}}]\n      responses: {{'200': {{description: ok}}}}\ncomponents:\n  schemas:\n    S: {target}\n"
+        );
+        assert!(doc.len() < 1 << 20, "{}", doc.len());
+        let mapped = map_text(
+            &doc,
+            Location::Url("http://store.test/openapi.yaml".into()),
+            &Selection::default(),
+            Limits { max_spec_bytes: 4 << 20, max_operations: 100, max_schema_depth: 32 },
+            64 * 1024,
+        )
+        .expect("mapped");
+        assert!(mapped.tools.is_empty());
+        assert!(mapped.skipped[0].reason.contains("once its $refs are inlined"), "{:?}", mapped.skipped);
+    }
+}

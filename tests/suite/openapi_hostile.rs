@@ -83,6 +83,15 @@ fn huge_scalar() -> String {
     )
 }
 
+/// An `enum` of 20,000 values reused through 5,000 refs: 10⁸ values once inlined.
+fn inlined_bomb() -> String {
+    format!(
+        "openapi: 3.0.3\ninfo: {{title: inlined, version: '1'}}\npaths:\n  /a:\n    get:\n      operationId: a\n      parameters: [{{name: q, in: query, schema: {{allOf: [{}]}}}}]\n      responses: {{'200': {{description: ok}}}}\ncomponents:\n  schemas:\n    S: {{type: integer, enum: [{}]}}\n",
+        vec!["{$ref: '#/components/schemas/S'}"; 5_000].join(","),
+        vec!["0"; 20_000].join(",")
+    )
+}
+
 /// A document fine in every way, its responses shared through an anchor.
 const SMALL_ALIASES: &str = "openapi: 3.0.3
 info: {title: fine, version: '1'}
@@ -121,6 +130,7 @@ fn a_crafted_document_corpus_is_refused_with_reasons_while_the_other_servers_kee
                 "]".repeat(5_000)
             ),
         ),
+        ("inlined", "inlined.yaml", inlined_bomb()),
         (
             "remote_ref",
             "remote.yaml",
@@ -154,6 +164,7 @@ fn a_crafted_document_corpus_is_refused_with_reasons_while_the_other_servers_kee
         ("deep_yaml", "recursion limit"),
         ("deep_json", "recursion limit"),
         ("remote_ref", "file documents only"),
+        ("inlined", "once its $refs are inlined"),
     ];
     // Each hostile document's server reports why its document was refused (or what it skipped).
     let reported = |gateway: &Gateway, server: &str, want: &str| {
