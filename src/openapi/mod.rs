@@ -193,6 +193,7 @@ pub fn map_text(
             root_security: root_security.as_ref(),
         };
         let name = unique(base, &mut taken);
+        inliner.begin_operation();
         match map_operation(&mut inliner, &route, name.clone()) {
             Ok((definition, operation)) => {
                 let size = serde_json::to_vec(&definition).map(|v| v.len()).unwrap_or(usize::MAX);

@@ -5,8 +5,9 @@
 //!
 //! Bounded: a ref back to a schema being inlined (a recursive type) becomes `{}` (any value)
 //! with a `$comment` naming it; nesting deeper than `max_schema_depth` or an inlined schema of
-//! more than [`MAX_NODES`] values or [`MAX_STRING_BYTES`] of strings (refs reused many times
-//! grow it exponentially; data keywords like `enum` are counted too) makes the
+//! more than [`MAX_NODES`] values, or the schemas of one operation together of more than
+//! [`MAX_OPERATION_NODES`] values or [`MAX_STRING_BYTES`] of strings (refs reused many times
+//! grow them exponentially; data keywords like `enum` are counted too), makes the
 //! operation unmappable instead of the gateway slow.
 
 use serde_json::{Map, Value, json};
@@ -15,9 +16,12 @@ use super::document::{Documents, Location};
 
 /// Most JSON values one inlined schema may hold.
 pub const MAX_NODES: usize = 100_000;
-/// Most bytes of strings one inlined schema may hold (data keywords such as `enum` and
-/// `example` included: a ref reused many times copies them each time).
+/// Most bytes of strings the schemas of one operation may hold once inlined (data keywords
+/// such as `enum` and `example` included: a ref reused many times copies them each time).
 pub const MAX_STRING_BYTES: usize = 8 << 20;
+/// Most JSON values the schemas of one operation may hold together (its parameters, body and
+/// answer: each bounded by [`MAX_NODES`], but an operation may have many).
+pub const MAX_OPERATION_NODES: usize = 4 * MAX_NODES;
 
 /// Keywords whose value is data, not a schema: never walked for refs.
 const DATA_KEYWORDS: [&str; 6] = ["example", "examples", "enum", "const", "default", "required"];
@@ -33,12 +37,14 @@ pub struct Inliner<'a> {
     /// The refs being inlined, outermost first (a ref found again is a cycle).
     stack: Vec<String>,
     nodes: usize,
+    /// Values and string bytes inlined for the current operation ([`Inliner::begin_operation`]).
+    operation_nodes: usize,
     bytes: usize,
 }
 
 impl<'a> Inliner<'a> {
     pub fn new(docs: &'a mut Documents, max_depth: usize) -> Self {
-        Self { docs, max_depth, stack: Vec::new(), nodes: 0, bytes: 0 }
+        Self { docs, max_depth, stack: Vec::new(), nodes: 0, operation_nodes: 0, bytes: 0 }
     }
 
     pub fn docs(&mut self) -> &mut Documents {
@@ -48,8 +54,13 @@ impl<'a> Inliner<'a> {
     /// `schema` (found in the document at `from`) with its refs inlined.
     pub fn inline(&mut self, from: &Location, schema: &Value) -> Result<Value, String> {
         self.nodes = 0;
-        self.bytes = 0;
         self.walk(from, schema, 0)
+    }
+
+    /// Starts the count of what one operation's schemas may hold together.
+    pub fn begin_operation(&mut self) {
+        self.operation_nodes = 0;
+        self.bytes = 0;
     }
 
     fn walk(&mut self, from: &Location, value: &Value, depth: usize) -> Result<Value, String> {
@@ -57,9 +68,8 @@ impl<'a> Inliner<'a> {
             return Err(format!("a schema is nested deeper than max_schema_depth ({})", self.max_depth));
         }
         self.nodes += 1;
-        if self.nodes > MAX_NODES {
-            return Err(format!("a schema holds more than {MAX_NODES} values once its $refs are inlined"));
-        }
+        self.operation_nodes += 1;
+        self.bounded()?;
         match value {
             Value::Object(map) => {
                 if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
@@ -110,25 +120,35 @@ impl<'a> Inliner<'a> {
                 Value::String(text) => self.bytes += text.len(),
                 Value::Array(items) => {
                     self.nodes += items.len();
+                    self.operation_nodes += items.len();
                     pending.extend(items);
                 }
                 Value::Object(map) => {
                     self.nodes += map.len();
+                    self.operation_nodes += map.len();
                     self.bytes += map.keys().map(String::len).sum::<usize>();
                     pending.extend(map.values());
                 }
                 _ => {}
             }
-            if self.nodes > MAX_NODES {
-                return Err(format!(
-                    "a schema holds more than {MAX_NODES} values once its $refs are inlined"
-                ));
-            }
-            if self.bytes > MAX_STRING_BYTES {
-                return Err(format!(
-                    "a schema holds more than {MAX_STRING_BYTES} bytes of strings once its $refs are inlined"
-                ));
-            }
+            self.bounded()?;
+        }
+        Ok(())
+    }
+
+    fn bounded(&self) -> Result<(), String> {
+        if self.nodes > MAX_NODES {
+            return Err(format!("a schema holds more than {MAX_NODES} values once its $refs are inlined"));
+        }
+        if self.operation_nodes > MAX_OPERATION_NODES {
+            return Err(format!(
+                "the operation's schemas hold more than {MAX_OPERATION_NODES} values once their $refs are inlined"
+            ));
+        }
+        if self.bytes > MAX_STRING_BYTES {
+            return Err(format!(
+                "the operation's schemas hold more than {MAX_STRING_BYTES} bytes of strings once their $refs are inlined"
+            ));
         }
         Ok(())
     }

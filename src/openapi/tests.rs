@@ -157,6 +157,31 @@ fn data_keywords_and_strings_reused_through_refs_are_counted_by_the_inliner() {
         )
         .expect("mapped");
         assert!(mapped.tools.is_empty());
-        assert!(mapped.skipped[0].reason.contains("once its $refs are inlined"), "{:?}", mapped.skipped);
+        assert!(
+            mapped.skipped[0].reason.contains("once")
+                && mapped.skipped[0].reason.contains("$refs are inlined"),
+            "{:?}",
+            mapped.skipped
+        );
     }
+    // Many parameters, each within the bound of one schema: bounded together.
+    let described = format!("{{type: string, description: '{}'}}", "d".repeat(64 * 1024));
+    let params: Vec<String> = (0..400)
+        .map(|i| format!("{{name: p{i}, in: query, schema: {{$ref: '#/components/schemas/S'}}}}"))
+        .collect();
+    let doc = format!(
+        "openapi: 3.0.3\ninfo: {{title: x, version: '1'}}\npaths:\n  /a:\n    get:\n      operationId: a\n      parameters: [{}]\n      responses: {{'200': {{description: ok}}}}\n  /b:\n    get:\n      operationId: b\n      parameters: [{{name: q, in: query, schema: {{$ref: '#/components/schemas/S'}}}}]\n      responses: {{'200': {{description: ok}}}}\ncomponents:\n  schemas:\n    S: {described}\n",
+        params.join(",")
+    );
+    let mapped = map_text(
+        &doc,
+        Location::Url("http://store.test/openapi.yaml".into()),
+        &Selection::default(),
+        Limits { max_spec_bytes: 4 << 20, max_operations: 100, max_schema_depth: 32 },
+        1 << 20,
+    )
+    .expect("mapped");
+    assert_eq!(mapped.skipped.len(), 1, "{:?}", mapped.skipped);
+    assert!(mapped.skipped[0].reason.contains("bytes of strings"), "{:?}", mapped.skipped);
+    assert_eq!(mapped.tools.len(), 1, "the next operation starts its own count");
 }
