@@ -50,7 +50,7 @@ impl Config {
                 bail!("server {name}: with discover = false it needs static `tools` (or `tools_file`)");
             }
             super::lambda_targets::validate(name, server, self)?;
-            super::openapi_target::validate(name, server)?;
+            super::openapi_target::validate(name, server, &self.defaults)?;
             if let Some(auth) = &server.auth {
                 auth.validate(name)?;
                 if !matches!(server.transport, TransportKind::Http | TransportKind::Openapi) {

@@ -50,6 +50,10 @@ pub struct Limits {
     pub max_spec_bytes: usize,
     pub max_operations: usize,
     pub max_schema_depth: usize,
+    /// Most bytes the mapped tool definitions may take together (the server's
+    /// `max_catalogue_bytes`): past it the document is refused, as its list would be, before
+    /// definitions many times the document's size are held.
+    pub max_list_bytes: usize,
 }
 
 /// A document mapped: the tools, their call plans, what was skipped and why.
@@ -134,6 +138,7 @@ pub fn map_text(
         total_operations: all.len(),
     };
     let mut taken = HashSet::new();
+    let mut list_bytes = 0usize;
     let mut inliner = Inliner::new(&mut docs, limits.max_schema_depth);
     for (path, method_name, verb, pointer) in all {
         let item = &paths[&path];
@@ -203,6 +208,17 @@ pub fn map_text(
                         "its tool definition of {size} bytes exceeds max_tool_definition_bytes ({max_definition_bytes})"
                     )));
                     continue;
+                }
+                list_bytes = list_bytes.saturating_add(size);
+                if list_bytes > limits.max_list_bytes {
+                    return Err(DocError::new(
+                        &source,
+                        "/paths",
+                        format!(
+                            "the tool definitions exceed max_catalogue_bytes ({})",
+                            limits.max_list_bytes
+                        ),
+                    ));
                 }
                 mapped.tools.push(definition);
                 mapped.operations.insert(name, Arc::new(operation));
