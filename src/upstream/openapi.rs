@@ -462,6 +462,12 @@ impl Inner {
         let response = self.client.request(Method::GET, uri).headers(headers).send().await;
         let response = response.map_err(request_error)?;
         let status = response.status().as_u16();
+        if matches!(status, 401 | 403) && !same_origin && !self.settings.headers.is_empty() {
+            return Err(UpstreamError::Protocol(format!(
+                "the OpenAPI document's host answered HTTP {status}; the static headers are sent to it only when it is the target's origin: set servers.{}.base_url to a URL of the document's origin to send them",
+                self.settings.server
+            )));
+        }
         if !(200..300).contains(&status) {
             return Err(UpstreamError::Status { status });
         }
