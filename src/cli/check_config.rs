@@ -44,7 +44,7 @@ pub async fn run(config: Option<PathBuf>, json: bool, demo: bool) -> anyhow::Res
         let mapped = mcp_gateway::openapi::fetch::fetch_and_map(
             &url,
             &server.openapi_selection()?,
-            server.openapi_limits(),
+            server.openapi_limits(&config.defaults),
             server.tool_list_bounds(&config.defaults).max_definition_bytes,
             server.connect_timeout(&config.defaults) + server.timeout(&config.defaults),
         )

@@ -207,6 +207,9 @@ impl Gateway {
             true => Some(Arc::new(PinStore::load(config.catalogue.pin_file.clone())?)),
             false => None,
         };
+        if let Some(pins) = &pins {
+            upstreams.values().filter_map(|u| u.openapi.as_ref()).for_each(|t| t.attach_pins(pins.clone()));
+        }
         let authenticator = crate::identity::Authenticator::from_config(&config.auth).await?;
         let policy = crate::policy::Policy::start(&config.policy, metrics.policy_reloads.clone())?;
         let overrides =

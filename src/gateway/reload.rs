@@ -289,6 +289,9 @@ impl Gateway {
                 None => report.added.push(name.clone()),
             }
             let stack = Arc::new(upstreams::build(name, server, &new, &self.metrics, lambda.as_ref())?);
+            if let (Some(pins), Some(openapi)) = (&self.pins, &stack.openapi) {
+                openapi.attach_pins(pins.clone());
+            }
             built.push(stack.clone());
             stacks.insert(name.clone(), stack);
         }

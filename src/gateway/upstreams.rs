@@ -327,7 +327,7 @@ fn openapi_transport(
         loaded,
         base_url: server.base_url.clone(),
         selection: server.openapi_selection().with_context(|| format!("server {name}"))?,
-        limits: server.openapi_limits(),
+        limits: server.openapi_limits(&config.defaults),
         max_definition_bytes: server.tool_list_bounds(&config.defaults).max_definition_bytes,
         connect_timeout: server.connect_timeout(&config.defaults),
         headers: static_headers(name, server)?,

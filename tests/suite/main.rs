@@ -38,6 +38,7 @@ mod list_changes;
 mod mrtr;
 mod one_door;
 mod openapi;
+mod openapi_hostile;
 mod openapi_peers;
 mod openapi_scale;
 mod ops_metric_series;

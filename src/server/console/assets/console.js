@@ -616,7 +616,8 @@
           detail = [
             (report.added || []).length ? "added: " + report.added.join(", ") + ". " : "",
             (report.removed || []).length ? "removed: " + report.removed.join(", ") + ". " : "",
-            (report.schema_changed || []).length ? "schema changed: " + report.schema_changed.map((c) => c.tool).join(", ") + "." : "",
+            (report.schema_changed || []).length ? "schema changed: " + report.schema_changed.map((c) => c.tool).join(", ") + ". " : "",
+            report.origin_changed ? "target origin changed: " + text(report.origin_changed.approved) + " → " + text(report.origin_changed.offered) + " (waiting for approval)." : "",
           ];
         }
         return el("tr", {}, el("th", { scope: "row" }, server), el("td", {}, detail));
@@ -709,7 +710,9 @@
     $("pending-badge").textContent = pending.length ? String(pending.length) : "";
     $("pending-badge").hidden = !pending.length;
     if (!pins.enabled) {
-      $("pins-summary").textContent = "Definition pinning is off (catalogue.pin_tool_definitions = false): nothing waits for approval.";
+      $("pins-summary").textContent = pending.length
+        ? "Definition pinning is off (catalogue.pin_tool_definitions = false); " + pending.length + " OpenAPI target origin change(s) waiting for approval."
+        : "Definition pinning is off (catalogue.pin_tool_definitions = false): nothing waits for approval.";
     } else {
       $("pins-summary").textContent = text(pins.pinned) + " definitions pinned in " + text(pins.pin_file) + "; " + pending.length + " waiting for approval.";
     }
@@ -725,10 +728,11 @@
     list.replaceChildren(
       ...pending.map((item, index) => {
         const titleId = "pending-" + index;
+        const what = pendingName(item);
         return el(
           "article",
           { class: "pending", "aria-labelledby": titleId, "data-server": item.server, "data-tool": item.tool },
-          el("h3", { id: titleId }, item.tool + " on " + item.server),
+          el("h3", { id: titleId }, what + " on " + item.server),
           el(
             "dl",
             {},
@@ -741,7 +745,7 @@
           el("p", {}, el("button", {
             type: "button",
             "data-action": "approve",
-            "aria-label": "Approve the new definition of " + item.tool + " on " + item.server,
+            "aria-label": "Approve the new definition of " + what + " on " + item.server,
             text: "Approve",
             onclick: (event) => approve(item, event.currentTarget),
           })),
@@ -750,16 +754,24 @@
     );
   }
 
+  // What a pending change is of: a tool, a prompt, or an OpenAPI server's target origin.
+  function pendingName(item) {
+    if (item.kind === "origin") return "the target origin";
+    return item.kind === "prompt" ? item.prompt : item.tool;
+  }
+
   async function approve(item, button) {
     button.disabled = true;
+    const what = pendingName(item);
+    const body = item.kind === "origin" ? { origin: item.server } : item.kind === "prompt" ? { prompt: item.prompt, server: item.server } : { tool: item.tool, server: item.server };
     try {
-      const answer = await api("/admin/registry/approve", { body: { tool: item.tool, server: item.server } });
+      const answer = await api("/admin/registry/approve", { body });
       if (!answer.ok) {
-        say("Approval of " + item.tool + " refused: " + ((answer.body && answer.body.error) || answer.status), true);
+        say("Approval of " + what + " refused: " + ((answer.body && answer.body.error) || answer.status), true);
         button.disabled = false;
         return;
       }
-      say("Approved the new definition of " + item.tool + " on " + item.server + ".");
+      say("Approved the new definition of " + what + " on " + item.server + ".");
       await load("approvals", false);
     } catch (error) {
       failed(error);
