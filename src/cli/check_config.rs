@@ -55,6 +55,19 @@ pub async fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
             );
         }
     }
+    // OpenAPI tools served with part of a schema left out or cut, and why.
+    for (name, server) in &config.servers {
+        for trimmed in server.openapi_document.iter().flat_map(|m| m.trimmed.iter()) {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "warning: servers.{name}: OpenAPI tool {} ({} {}) trimmed: {}",
+                trimmed.tool,
+                trimmed.method,
+                trimmed.path,
+                trimmed.reason
+            );
+        }
+    }
     // Header values are usually credentials: never print them.
     for server in config.servers.values_mut() {
         server.headers.values_mut().for_each(|v| *v = "<redacted>".into());

@@ -55,19 +55,20 @@ fn store() -> Value {
     })
 }
 
-fn tool<'a>(mapped: &'a Mapped, name: &str) -> &'a Value {
+fn tool(mapped: &Mapped, name: &str) -> Value {
     mapped
-        .tools
-        .iter()
+        .tools()
+        .into_iter()
         .find(|t| t["name"] == name)
-        .unwrap_or_else(|| panic!("no tool {name}: {:?}", mapped.tools))
+        .unwrap_or_else(|| panic!("no tool {name}: {}", mapped.list))
 }
 
 #[test]
 fn operations_become_tools() {
     let mapped = map(store(), &Selection::default());
     assert_eq!(mapped.server_url.as_deref(), Some("http://store.test/api/v1"));
-    let names: Vec<&str> = mapped.tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    let tools = mapped.tools();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(
         names,
         ["getProduct", "putProduct", "delete_products_id", "listProducts", "createProduct"],
@@ -108,7 +109,8 @@ fn operations_become_tools() {
 fn selection_and_bounds() {
     let selection = Selection::parse(&["tag:catalogue".into()], &["operation:putProduct".into()]).unwrap();
     let mapped = map(store(), &selection);
-    let names: Vec<&str> = mapped.tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    let tools = mapped.tools();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names, ["getProduct"]);
     assert!(mapped.skipped.is_empty(), "an operation not selected is not reported");
     let few = Limits { max_operations: 3, ..limits() };
@@ -134,4 +136,108 @@ fn selection_and_bounds() {
         "{:?}",
         mapped.skipped
     );
+}
+
+/// A document whose `Repo` answer is large (`fields` properties) and shared by two operations,
+/// with a recursive `Node` and an OpenAPI 3.0 `nullable`.
+fn shared(fields: usize) -> Value {
+    let mut repo = serde_json::Map::new();
+    for i in 0..fields {
+        repo.insert(format!("field_{i}"), json!({"type": "string", "description": "x".repeat(40)}));
+    }
+    repo.insert("owner".into(), json!({"$ref": "#/components/schemas/User"}));
+    repo.insert("tree".into(), json!({"$ref": "#/components/schemas/Node"}));
+    let answer = json!({"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Repo"}}}}});
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "repos", "version": "1"},
+        "servers": [{"url": "http://repos.test"}],
+        "paths": {
+            "/repos/{id}": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "get": {"operationId": "repos/get", "responses": answer},
+                "patch": {
+                    "operationId": "repos/update",
+                    "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/RepoUpdate"}}}},
+                    "responses": answer
+                }
+            }
+        },
+        "components": {"schemas": {
+            "Repo": {"type": "object", "properties": repo},
+            "User": {"type": "object", "properties": {"login": {"type": "string"}, "site": {"type": "string", "nullable": true}}},
+            "Node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}},
+            "RepoUpdate": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "owner": {"$ref": "#/components/schemas/User"},
+                "tree": {"$ref": "#/components/schemas/Node"},
+                "visibility": {"type": "string", "enum": ["public", "private"], "default": "public"}
+            }}
+        }}
+    })
+}
+
+#[test]
+fn components_are_shared_through_defs_and_recursion_is_kept() {
+    let mapped = map(shared(3), &Selection::default());
+    assert!(
+        mapped.skipped.is_empty() && mapped.trimmed.is_empty(),
+        "{:?} {:?}",
+        mapped.skipped,
+        mapped.trimmed
+    );
+    let get = tool(&mapped, "repos_get");
+    let output = &get["outputSchema"];
+    assert_eq!(output["type"], "object", "the root ref is followed: MCP wants an object root");
+    assert_eq!(output["properties"]["owner"], json!({"$ref": "#/$defs/User"}));
+    assert_eq!(output["$defs"]["User"]["properties"]["site"]["type"], json!(["string", "null"]));
+    assert_eq!(
+        output["$defs"]["Node"]["properties"]["children"]["items"],
+        json!({"$ref": "#/$defs/Node"}),
+        "a recursive type stays recursive"
+    );
+    let update = tool(&mapped, "repos_update");
+    let input = &update["inputSchema"];
+    assert_eq!(input["properties"]["owner"], json!({"$ref": "#/$defs/User"}), "body spread through its $ref");
+    assert_eq!(input["$defs"]["User"], output["$defs"]["User"], "the same component, the same body");
+    assert!(input["$defs"].get("Repo").is_none(), "only what the schema reaches");
+    assert_eq!(mapped.components, 4, "each component converted once for the whole document");
+}
+
+#[test]
+fn an_output_schema_over_the_bound_is_left_out_and_the_operation_kept() {
+    // `Repo` with 2,000 fields: over 64 KiB as JSON.
+    let mapped = map(shared(2_000), &Selection::default());
+    assert!(mapped.skipped.is_empty(), "no operation skipped: {:?}", mapped.skipped);
+    let get = tool(&mapped, "repos_get");
+    assert!(get.get("outputSchema").is_none(), "{get}");
+    assert!(!mapped.operations["repos_get"].wrap_result, "answered as a tool without outputSchema");
+    let trimmed: Vec<(&str, &str)> =
+        mapped.trimmed.iter().map(|t| (t.tool.as_str(), t.reason.as_str())).collect();
+    assert_eq!(trimmed.len(), 2, "{trimmed:?}");
+    assert!(trimmed.iter().all(|(_, r)| r.starts_with("outputSchema left out")), "{trimmed:?}");
+    assert!(trimmed[0].1.contains("max_tool_definition_bytes (65536)"), "{trimmed:?}");
+    assert!(mapped.list.len() < 64 * 1024, "both definitions fit their bound");
+    // The input schema keeps its components.
+    assert_eq!(tool(&mapped, "repos_update")["inputSchema"]["$defs"]["User"]["type"], "object");
+}
+
+#[test]
+fn an_input_schema_over_the_bound_is_cut_and_reported() {
+    let mut doc = shared(3);
+    let mut big = serde_json::Map::new();
+    for i in 0..2_000 {
+        big.insert(format!("p{i}"), json!({"type": "integer", "description": "y".repeat(40)}));
+    }
+    doc["components"]["schemas"]["User"]["properties"]["profile"] =
+        json!({"$ref": "#/components/schemas/Big"});
+    doc["components"]["schemas"]["Big"] = json!({"type": "object", "properties": big});
+    let mapped = map(doc, &Selection::default());
+    assert!(mapped.skipped.is_empty(), "{:?}", mapped.skipped);
+    let update = tool(&mapped, "repos_update");
+    let defs = &update["inputSchema"]["$defs"];
+    assert!(defs["Big"]["$comment"].as_str().unwrap().contains("not expanded"), "{defs}");
+    assert!(defs["User"]["properties"].get("login").is_some(), "the nearer component is kept whole");
+    let reasons: Vec<&str> = mapped.trimmed.iter().map(|t| t.reason.as_str()).collect();
+    assert!(reasons.iter().any(|r| r.starts_with("inputSchema cut") && r.contains("Big")), "{reasons:?}");
 }
