@@ -23,7 +23,11 @@ pub struct ArgumentSchema {
     validator: OnceLock<Option<jsonschema::Validator>>,
     /// The tool that first had the schema (named in the warning if it does not compile).
     tool: String,
-    schema: Value,
+    /// The schema as JSON text, parsed again to compile it: a catalogue holds thousands of
+    /// schemas and compiles the few called, and text is a fraction of a value's memory.
+    text: Box<str>,
+    /// The schema as a value, kept only when calls read it (`x-mcp-header` annotations).
+    value: Option<Value>,
     /// The schema's `default`s, gathered once: a call's arguments are walked only along the
     /// properties that have one (or lead to one), and none of the schema's maps is searched.
     defaults: Defaults,
@@ -50,12 +54,14 @@ impl ArgumentSchema {
     /// A schema compiled at its first [`Self::check`] (`tool` is named in the warning logged
     /// then if it does not compile).
     pub fn lazy(schema: &Value, tool: &str) -> Self {
+        let param_headers = param_headers::declared(schema);
         Self {
             validator: OnceLock::new(),
             tool: tool.to_string(),
-            schema: schema.clone(),
+            text: schema.to_string().into_boxed_str(),
+            value: param_headers.then(|| schema.clone()),
             defaults: Defaults::of(schema, schema, 0),
-            param_headers: param_headers::declared(schema),
+            param_headers,
         }
     }
 
@@ -67,7 +73,11 @@ impl ArgumentSchema {
     fn validator(&self) -> Option<&jsonschema::Validator> {
         self.validator
             .get_or_init(|| {
-                let (validator, problem) = build(&self.schema);
+                let parsed = serde_json::from_str::<Value>(&self.text);
+                let (validator, problem) = match &parsed {
+                    Ok(schema) => build(schema),
+                    Err(e) => (None, Some(e.to_string())),
+                };
                 if let Some(reason) = problem {
                     tracing::warn!(
                         tool = %self.tool,
@@ -80,9 +90,14 @@ impl ArgumentSchema {
             .as_ref()
     }
 
-    /// The schema as given (what it was compiled from).
-    pub fn schema(&self) -> &Value {
-        &self.schema
+    /// The schema as a value, when calls read it (it declares `x-mcp-header` annotations).
+    pub fn value(&self) -> Option<&Value> {
+        self.value.as_ref()
+    }
+
+    /// Bytes of the schema's text (what it is kept as).
+    pub fn text_len(&self) -> usize {
+        self.text.len()
     }
 
     /// Whether calls of this tool may carry `Mcp-Param-*` headers (see [`param_headers`]).

@@ -38,8 +38,9 @@ pub struct ServerMemory {
     /// Its tools in the catalogue: each record's definition (as callers see it) and its share
     /// of the serialised `tools/list` answer.
     pub tools: usize,
-    /// Its input schemas kept for validation (each distinct schema once; a schema compiled at a
-    /// first call also holds a validator, not counted) and how many of them are compiled.
+    /// Its input schemas kept for validation, as text (each distinct schema once; a schema
+    /// compiled at a first call also holds a validator, not counted) and how many of them are
+    /// compiled.
     pub schemas: usize,
     pub schemas_compiled: usize,
     /// Its resources, resource templates and prompts in the federation's index.

@@ -315,7 +315,7 @@ pub fn memory_report(gateway: &Gateway) -> BTreeMap<String, ServerMemory> {
         let entry = report.entry(tool.server.to_string()).or_default();
         entry.tools += value_heap(&tool.definition) + json_len(&tool.definition);
         if schemas_seen.insert(tool.schema_hash.clone()) {
-            entry.schemas += value_heap(tool.schema.schema());
+            entry.schemas += tool.schema.text_len();
             entry.schemas_compiled += usize::from(tool.schema.is_compiled());
         }
     }

@@ -134,6 +134,8 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
             .to_string()
     };
     assert!(row("shop").contains("closed"), "{}", row("shop"));
+    // Each server's estimated memory (GET /admin/registry/memory) is in its row.
+    assert!(row("shop").contains(" MiB"), "the memory column: {}", row("shop"));
     let (_, overview) = admin_get_json(&gateway, "/admin/overview");
     let dead_overview =
         items(&overview["servers"]).iter().find(|s| s["name"] == "dead").cloned().unwrap_or_default();
