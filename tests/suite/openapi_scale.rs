@@ -157,6 +157,19 @@ fn github_rest_api_whole_every_operation_is_a_tool_or_a_reported_skip() {
         }
     }
     assert!(with_defs > 100, "components shared through $defs ({with_defs} schemas)");
+    // The server's memory, estimated by the gateway: its tools and its kept document (the
+    // tools/list text and call plans), not the document read.
+    let (status, memory) = admin_get_json(&gateway, "/admin/registry/memory");
+    assert_eq!(status, 200, "{memory}");
+    let api = &memory["servers"]["api"];
+    let figure = |key: &str| api[key].as_u64().unwrap_or_else(|| panic!("{key}: {memory}"));
+    assert!(figure("tools") > 0 && figure("documents") > 0 && figure("schemas") > 0, "{memory}");
+    assert_eq!(figure("schemas_compiled"), 0, "nothing called, nothing compiled");
+    assert_eq!(figure("document_read"), 5_727_915, "the document's bytes");
+    assert_eq!(
+        figure("total"),
+        figure("tools") + figure("schemas") + figure("resources") + figure("documents")
+    );
     let get = tools.iter().find(|t| t["name"] == "repos_get").unwrap();
     assert!(get["outputSchema"]["$defs"].get("simple-user").is_some(), "{}", get["outputSchema"]);
 }
