@@ -249,7 +249,7 @@ impl Endpoint {
             if control.rename.is_none() && control.description.is_none() {
                 continue;
             }
-            let mut definition = tool.definition.clone();
+            let mut definition = Value::clone(&tool.definition);
             if let Some(object) = definition.as_object_mut() {
                 if let Some(rename) = &control.rename {
                     object.insert("name".into(), Value::String(rename.clone()));
@@ -268,7 +268,7 @@ impl Endpoint {
                 tools
                     .iter()
                     .filter(|t| listing.lists(&t.name))
-                    .map(|t| shown.get(&t.name).unwrap_or(&t.definition)),
+                    .map(|t| shown.get(&t.name).unwrap_or(&*t.definition)),
             )
             .collect();
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))

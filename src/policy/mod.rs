@@ -52,7 +52,7 @@ impl ToolView {
 
     /// The definition of `tool` as this view's caller sees it.
     pub fn definition<'a>(&'a self, tool: &'a ToolRecord) -> &'a serde_json::Value {
-        self.shown.get(&tool.name).unwrap_or(&tool.definition)
+        self.shown.get(&tool.name).unwrap_or(&*tool.definition)
     }
 }
 
@@ -163,7 +163,7 @@ impl Policy {
         let definitions: Vec<&serde_json::Value> = listing
             .meta()
             .iter()
-            .chain(tools.iter().filter(|t| listing.lists(&t.name)).map(|t| &t.definition))
+            .chain(tools.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition))
             .collect();
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
             .map(Bytes::from)

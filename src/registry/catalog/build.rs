@@ -193,7 +193,7 @@ impl Catalog {
         let definitions: Vec<&Value> = listing
             .meta()
             .iter()
-            .chain(list.iter().filter(|t| listing.lists(&t.name)).map(|t| &t.definition))
+            .chain(list.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition))
             .collect();
         let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
             .map(Bytes::from)
