@@ -67,6 +67,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("servers.NAME_S.discover"), "false", json!(false)),
         (s("servers.NAME_S.registry_may_use"), "true", json!(true)),
         (s("servers.NAME_S.resource_prefixes"), r#"["manga://catalog/"]"#, json!(["manga://catalog/"])),
+        (s("servers.NAME_S.prefix"), "always", json!("always")),
         // Lambda-only keys: accepted (and shown) on any server, as `function` is.
         (s("servers.NAME_S.lambda_event"), "agentcore", json!("agentcore")),
         (s("servers.NAME_S.agentcore_target"), "catalog-v2", json!("catalog-v2")),
