@@ -272,7 +272,7 @@ impl Gateway {
                 }
             }
         };
-        let tool_label = self.metrics.tool_label(&tool.name);
+        let tool_label = self.metrics.tool_label(&tool.name, &tool.server);
         self.metrics.guardrail_decisions.with_label_values(&[&hook.name, tool_label, label]).inc();
         tracing::info!(hook = %hook.name, phase = hook.phase.as_str(), tool = %tool.name, decision = label, "guardrail decision");
         (label, refused)
