@@ -51,6 +51,7 @@ mod registry;
 mod registry_pressure;
 mod reload;
 mod resilience;
+mod resource_memory;
 mod sampling_relay;
 mod shared_breakers;
 mod single_flight;

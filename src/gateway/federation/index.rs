@@ -17,9 +17,9 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use serde_json::{Value, json};
+use serde_json::{Value, json, value::RawValue};
 
-use super::uri_template::UriTemplate;
+use super::{listed::Listed, uri_template::UriTemplate};
 use crate::config::surface_control::{PromptControl, ResourceControl};
 
 /// The operator's catalogue control of prompts and resources.
@@ -29,11 +29,13 @@ pub struct Control {
     pub resources: ResourceControl,
 }
 
-/// What one server offers besides tools, as its lists said (definitions checked objects).
+/// What one server offers besides tools, as its lists said (definitions checked objects;
+/// resources and templates kept compact, see [`Listed`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerSurface {
-    pub resources: Vec<Value>,
-    pub templates: Vec<Value>,
+    /// Shared by the surface as listed and as served (only prompts differ between them).
+    pub resources: Arc<[Listed]>,
+    pub templates: Arc<[Listed]>,
     pub prompts: Vec<Value>,
     /// The server answered `completion/complete` in its capabilities (or it offers prompts or
     /// templates, which completion is about).
@@ -60,7 +62,8 @@ pub struct Resource {
     pub uri: Arc<str>,
     pub server: Arc<str>,
     pub mime_type: Option<Arc<str>>,
-    pub definition: Value,
+    /// The definition as listed (shared with the server's surface: see [`Listed`]).
+    pub definition: Arc<RawValue>,
 }
 
 /// A name, URI or template more than one server claims.
@@ -119,21 +122,8 @@ impl Index {
         }
         index.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
 
-        // Resources and templates: who lists each URI.
-        let mut uris: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
-        let mut templates: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
         let mut prompts: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
         for (server, surface) in servers {
-            for resource in &surface.resources {
-                if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
-                    uris.entry(uri.to_string()).or_default().push((server.clone(), resource));
-                }
-            }
-            for template in &surface.templates {
-                if let Some(text) = template.get("uriTemplate").and_then(Value::as_str) {
-                    templates.entry(text.to_string()).or_default().push((server.clone(), template));
-                }
-            }
             for prompt in &surface.prompts {
                 if let Some(name) = prompt.get("name").and_then(Value::as_str) {
                     prompts.entry(name.to_string()).or_default().push((server.clone(), prompt));
@@ -146,27 +136,39 @@ impl Index {
                 index.subscribing.push(server.clone());
             }
         }
-        for (uri, claimants) in uris {
-            match claimants.as_slice() {
-                [(server, definition)] => index.resources.push(resource(&uri, server, definition)),
-                _ => match index.owner_among(&uri, &claimants) {
+        // Resources and templates: who lists each URI (one sorted list, no map of lists: a
+        // rebuild of 10,000 resources allocates nothing per resource but its index entry).
+        let uris = listers(servers, |s| &s.resources);
+        for claimants in uris.chunk_by(|a, b| a.1.key == b.1.key) {
+            let uri = &claimants[0].1.key;
+            match claimants {
+                [(server, definition)] => index.resources.push(resource(server, definition)),
+                _ => match index.owner_among(uri, claimants) {
                     // A prefix names the owner: its definition is the one listed.
-                    Some((server, definition)) => index.resources.push(resource(&uri, &server, definition)),
-                    None => index.claim("resource", uri, claimants.iter().map(|(s, _)| s.clone()).collect()),
+                    Some((server, definition)) => index.resources.push(resource(server, definition)),
+                    None => index.claim(
+                        "resource",
+                        uri.to_string(),
+                        claimants.iter().map(|(s, _)| (*s).clone()).collect(),
+                    ),
                 },
             }
         }
-        for (text, claimants) in templates {
-            match (claimants.as_slice(), UriTemplate::parse(&text)) {
+        let templates = listers(servers, |s| &s.templates);
+        for claimants in templates.chunk_by(|a, b| a.1.key == b.1.key) {
+            let text = &claimants[0].1.key;
+            match (claimants, UriTemplate::parse(text)) {
                 ([(server, definition)], Ok(parsed)) => {
-                    index.templates.push((resource(&text, server, definition), parsed));
+                    index.templates.push((resource(server, definition), parsed));
                 }
                 ([(server, _)], Err(reason)) => {
                     tracing::warn!(server = %server, reason, "resource template not served: not an RFC 6570 template");
                 }
-                _ => {
-                    index.claim("resource_template", text, claimants.iter().map(|(s, _)| s.clone()).collect())
-                }
+                _ => index.claim(
+                    "resource_template",
+                    text.to_string(),
+                    claimants.iter().map(|(s, _)| (*s).clone()).collect(),
+                ),
             }
         }
         for (name, claimants) in prompts {
@@ -201,7 +203,12 @@ impl Index {
         index.templates.retain(|(t, _)| !hidden.hides(&t.uri));
         for resource in index.resources.iter_mut().chain(index.templates.iter_mut().map(|(t, _)| t)) {
             if let Some(description) = hidden.descriptions.get(resource.uri.as_ref()) {
-                resource.definition["description"] = json!(description);
+                let listed = Listed {
+                    key: resource.uri.clone(),
+                    mime_type: resource.mime_type.clone(),
+                    definition: resource.definition.clone(),
+                };
+                resource.definition = listed.with_field("description", json!(description)).definition;
             }
         }
         index.hidden = hidden.hide.clone();
@@ -227,13 +234,10 @@ impl Index {
     fn owner_among<'v>(
         &self,
         uri: &str,
-        claimants: &[(Arc<str>, &'v Value)],
-    ) -> Option<(Arc<str>, &'v Value)> {
+        claimants: &[(&'v Arc<str>, &'v Listed)],
+    ) -> Option<(&'v Arc<str>, &'v Listed)> {
         let (_, owner) = self.prefixes.iter().find(|(prefix, _)| uri.starts_with(prefix.as_str()))?;
-        claimants
-            .iter()
-            .find(|(server, _)| server == owner)
-            .map(|(server, definition)| (server.clone(), *definition))
+        claimants.iter().find(|(server, _)| *server == owner).copied()
     }
 
     fn claim(&mut self, kind: &'static str, name: String, mut servers: Vec<Arc<str>>) {
@@ -305,23 +309,54 @@ fn renamed(prompt: &Prompt) -> bool {
     *prompt.name != *prompt.upstream_name && !prompt.name.ends_with(&format!("__{}", prompt.upstream_name))
 }
 
-fn resource(uri: &str, server: &Arc<str>, definition: &Value) -> Resource {
+/// Every server's listed resources (or templates, as `list` picks), with their server: sorted
+/// by URI (or template), the listers of one in server order.
+fn listers<'a>(
+    servers: &'a [(Arc<str>, ServerSurface)],
+    list: impl Fn(&'a ServerSurface) -> &'a [Listed],
+) -> Vec<(&'a Arc<str>, &'a Listed)> {
+    let mut all: Vec<(&Arc<str>, &Listed)> =
+        servers.iter().flat_map(|(server, surface)| list(surface).iter().map(move |l| (server, l))).collect();
+    all.sort_by(|a, b| a.1.key.cmp(&b.1.key));
+    all
+}
+
+/// A listed resource or template in the index: its parts shared, not copied.
+fn resource(server: &Arc<str>, listed: &Listed) -> Resource {
     Resource {
-        uri: uri.into(),
+        uri: listed.key.clone(),
         server: server.clone(),
-        mime_type: definition.get("mimeType").and_then(Value::as_str).map(Arc::from),
-        definition: definition.clone(),
+        mime_type: listed.mime_type.clone(),
+        definition: listed.definition.clone(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{super::listed, *};
 
     fn surface(resources: &[&str], templates: &[&str], prompts: &[&str]) -> ServerSurface {
         ServerSurface {
-            resources: resources.iter().map(|u| json!({"uri": u, "name": u})).collect(),
-            templates: templates.iter().map(|t| json!({"uriTemplate": t, "name": t})).collect(),
+            resources: resources
+                .iter()
+                .filter_map(|u| {
+                    Listed::of(
+                        &json!({"uri": u, "name": u}),
+                        listed::RESOURCE_KEY,
+                        &mut listed::MimeTypes::default(),
+                    )
+                })
+                .collect(),
+            templates: templates
+                .iter()
+                .filter_map(|t| {
+                    Listed::of(
+                        &json!({"uriTemplate": t, "name": t}),
+                        listed::TEMPLATE_KEY,
+                        &mut listed::MimeTypes::default(),
+                    )
+                })
+                .collect(),
             prompts: prompts.iter().map(|n| json!({"name": n})).collect(),
             completions: !prompts.is_empty(),
             subscribe: false,
@@ -430,7 +465,8 @@ mod tests {
         );
         assert!(index.prompt("reply").is_none() && index.prompt("debug").is_none());
         assert_eq!(index.resources.len(), 1);
-        assert_eq!(index.resources[0].definition["description"], "The cart.");
+        let described: Value = serde_json::from_str(index.resources[0].definition.get()).unwrap();
+        assert_eq!(described["description"], "The cart.");
         assert!(index.templates.is_empty(), "a hidden template is not listed");
         assert_eq!(index.route_uri("manga://internal/7"), Err(Unroutable::Unknown), "nor routed");
     }

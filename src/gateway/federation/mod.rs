@@ -32,6 +32,7 @@
 mod access;
 mod answers;
 pub mod index;
+mod listed;
 mod lists;
 mod record;
 mod registry_built;
@@ -47,6 +48,7 @@ use std::{
 
 pub(in crate::gateway) use answers::not_found;
 pub use index::{Control, Index, ServerSurface, Unroutable};
+pub use listed::Listed;
 use lists::LISTS;
 pub use lists::list_surface;
 

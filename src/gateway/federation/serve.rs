@@ -73,12 +73,12 @@ impl Gateway {
         match method {
             "resources/list" => {
                 let visible = index.resources.iter().filter(|r| self.may_read(&call.caller, r, false));
-                page_of(visible.map(|r| &r.definition), &params, "resources")
+                page_of(visible.map(|r| &*r.definition), &params, "resources")
             }
             "resources/templates/list" => {
                 let visible =
                     index.templates.iter().map(|(r, _)| r).filter(|r| self.may_read(&call.caller, r, true));
-                page_of(visible.map(|r| &r.definition), &params, "resourceTemplates")
+                page_of(visible.map(|r| &*r.definition), &params, "resourceTemplates")
             }
             "prompts/list" => {
                 let visible: Vec<std::borrow::Cow<'_, Value>> = index
