@@ -6,7 +6,7 @@
 //! not give is refused as the resources' lists refuse it; and calls resolve and validate
 //! against the right tool's schema whatever the catalogue's size.
 
-use crate::common::{Demo, Gateway, expect_error, structured};
+use crate::common::{Demo, Gateway, expect_error, peers_dir, python, require, structured};
 use serde_json::{Value, json};
 
 const BULK: usize = 10_000;
@@ -168,4 +168,33 @@ fn a_batch_with_the_list_carries_the_same_page() {
     assert_eq!(status, 200);
     assert_eq!(answers[0]["result"], alone["result"], "in a batch, the same page");
     assert_eq!(structured(&answers[1]), &json!({"tool": "bulk_09999", "n": 2}), "{}", answers[1]);
+}
+
+#[test]
+fn the_official_python_client_follows_the_pages_in_both_eras() {
+    let demo = Demo::with_extra_tools(1_000);
+    let gw =
+        Gateway::start(&format!("[servers.demo]\ntransport = \"http\"\nurl = \"{}\"\n", demo.url()), &[]);
+    let script =
+        require(&peers_dir().join("clients/python_client.py"), "tests/peers/clients/python_client.py");
+    for mode in ["legacy", "2026-07-28"] {
+        // A tool of the last page, called by name.
+        let output = std::process::Command::new(python())
+            .arg(&script)
+            .args([gw.url("/mcp").as_str(), mode, "bulk_00999", r#"{"n": 999}"#])
+            .output()
+            .expect("python client runs");
+        assert!(output.status.success(), "{mode}: {}", String::from_utf8_lossy(&output.stderr));
+        let out: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(out["pages"], 1_006_usize.div_ceil(PAGE), "{mode}");
+        let names = out["tools"].as_array().unwrap();
+        assert_eq!(names.len(), 1_006, "{mode}: every tool, once");
+        let unique: std::collections::BTreeSet<&str> = names.iter().filter_map(Value::as_str).collect();
+        assert_eq!(unique.len(), 1_006, "{mode}");
+        assert_eq!(
+            out["result"]["structuredContent"],
+            json!({"tool": "bulk_00999", "n": 999}),
+            "{mode}: {out}"
+        );
+    }
 }
