@@ -58,7 +58,10 @@ impl Page {
     /// a head, the shared definitions, a tail. `fields` (e.g. the cache hints of a
     /// 2026-07-28 answer) is empty or ends with a comma.
     pub fn result_parts(&self, fields: &str) -> (Bytes, Bytes, Bytes) {
-        let head = Bytes::from(format!(r#"{{{fields}"tools":["#));
+        let head = match fields {
+            "" => Bytes::from_static(br#"{"tools":["#),
+            fields => Bytes::from(format!(r#"{{{fields}"tools":["#)),
+        };
         let tail = match &self.next_cursor {
             // A cursor is base64url after an ASCII prefix: nothing in it needs escaping.
             Some(cursor) => Bytes::from(format!(r#"],"nextCursor":"{cursor}"}}"#)),
