@@ -117,8 +117,10 @@ fn the_page_size_is_the_operators_and_a_list_that_fits_is_one_page() {
     let sizes: Vec<usize> = pages.iter().map(|p| p["tools"].as_array().unwrap().len()).collect();
     assert_eq!(sizes, [400, 400, 206]);
     assert_eq!(gw.tool_names().len(), 1_006, "the test helper follows the cursors too");
-    drop(gw);
-    let gw = Gateway::start(&config(5_000), &[]);
+    // A reload applies a new size to the next request: above the catalogue, one page.
+    gw.rewrite_config(&config(5_000));
+    let reloaded = gw.admin_post("/admin/config/reload").send().expect("gateway answers");
+    assert_eq!(reloaded.status().as_u16(), 200);
     let pages = every_page(&gw, true);
     assert_eq!(pages.len(), 1);
     assert!(pages[0].get("nextCursor").is_none(), "{}", pages[0]["tools"].as_array().unwrap().len());
