@@ -43,7 +43,10 @@ def s(metric, values, **labels):
     return {"series": f"{metric}{{{inner}}}", "values": values}
 ZERO = "0x60"
 ERRORS = ["upstream_error","upstream_unavailable","upstream_protocol","timeout","rate_limited","circuit_open",
-          "overloaded","upstream_misconfigured","upstream_rejected","bad_input","payload_too_large","internal"]
+          "overloaded","upstream_misconfigured","upstream_rejected","internal"]
+# The caller's own errors: never sent to the server, out of its error ratio (numerator and denominator).
+CALLER = ["bad_input","unknown_tool","forbidden","quota_refused","guardrail","unauthenticated","payload_too_large",
+          "invalid_request","cancelled","caller_disconnected"]
 
 def healthy(server="catalog", rate=120, exclude=()):
     """A healthy server: answers, pre-initialised zero error series, scrape up, breaker closed."""
@@ -133,6 +136,11 @@ for cat in [c for c in ERRORS if c not in ex] + ["shared_failure"]:
     tests.append({"name": f"error ratio counts {cat}", "interval": "1m", "input_series": series, "alert_rule_test": [
         {"eval_time": "9m", "alertname": "McpToolErrorRatioHigh", "exp_alerts": []},
         {"eval_time": "25m", "alertname": "McpToolErrorRatioHigh", "exp_alerts": [alert("McpToolErrorRatioHigh", server="catalog")]}]})
+# the caller's own errors, all at once and far above 5% of the calls: the server is healthy
+series = healthy("catalog") + gateway_wide()
+series += [calls("catalog", cat, "0x10 0+40x50") for cat in CALLER]
+tests.append({"name": "error ratio leaves out the caller's own errors", "interval": "1m", "input_series": series,
+    "alert_rule_test": [{"eval_time": t, "alertname": "McpToolErrorRatioHigh", "exp_alerts": []} for t in ("15m", "25m", "45m")]})
 
 # 3. Unresolved tools
 series = [c for c in healthy("catalog") + gateway_wide() if 'server=""' not in c["series"]]

@@ -31,6 +31,7 @@ pub mod redact;
 pub mod redis_link;
 pub mod registry;
 pub mod resilience;
+pub mod resource_uri;
 pub mod server;
 pub mod singleflight;
 pub mod supervise;

@@ -23,6 +23,36 @@ pub const CALL_TOOL: &str = "call_tool";
 /// The names the gateway's own tools hold in search mode: no tool is served under them there.
 pub const META_TOOLS: &[&str] = &[SEARCH_TOOLS, CALL_TOOL];
 
+/// Whether a server's tools are exposed under `server__tool` (`[servers.NAME] prefix`).
+///
+/// Names depend on the configuration and the servers' lists, never on history: the same file
+/// and the same lists give the same names after a reload as after a restart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolPrefix {
+    /// Every tool as `server__tool`.
+    Always,
+    /// Every tool under its own name; a name another `never` server offers too is refused on
+    /// both (unless `[tools.NAME] server` routes it), and one a server with another choice
+    /// offers too stays with this server (the other's copy is namespaced).
+    Never,
+    /// The default: a tool under its own name while no other server offers that name; a name
+    /// several servers offer is namespaced on every one of them (unless a route or a `never`
+    /// server holds it), so a caller's call never silently reaches another server.
+    #[default]
+    OnCollision,
+}
+
+impl ToolPrefix {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolPrefix::Always => "always",
+            ToolPrefix::Never => "never",
+            ToolPrefix::OnCollision => "on_collision",
+        }
+    }
+}
+
 /// The annotations an override may set, with the JSON type each takes.
 pub const ANNOTATIONS: &[(&str, &str)] = &[
     ("title", "string"),

@@ -247,7 +247,7 @@ mod tests {
     fn the_gateway_answers_pings_and_undeclared_methods_itself() {
         let caller = Arc::new(CallerSession::new(json!({"elicitation": {}}), json!({}), "2025-06-18"));
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
-        let relay = Relay::new(caller, tx);
+        let relay = Relay::new(caller, tx.into());
         assert_eq!(relay.local_answer("ping"), Some(("result", json!({}))));
         let (member, error) = relay.local_answer("sampling/createMessage").expect("not declared");
         assert_eq!((member, error["code"].as_i64()), ("error", Some(-32601)));
@@ -262,7 +262,7 @@ mod tests {
     async fn a_request_for_an_undeclared_capability_never_reaches_the_caller() {
         let caller = Arc::new(CallerSession::new(json!({"sampling": {}}), json!({}), "2025-06-18"));
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-        let relay = Relay::new(caller, tx);
+        let relay = Relay::new(caller, tx.into());
         for method in ["elicitation/create", "roots/list", "tools/list", "notifications/message"] {
             assert!(relay.ask(method, None, None).await.is_err(), "{method}");
         }
@@ -274,7 +274,7 @@ mod tests {
     async fn an_answer_reaches_the_waiting_request_once_and_only_by_its_id() {
         let caller = Arc::new(CallerSession::new(json!({"sampling": {}}), json!({}), "2025-06-18"));
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-        let relay = Relay::new(caller.clone(), tx);
+        let relay = Relay::new(caller.clone(), tx.into());
         let asking = tokio::spawn({
             let relay = relay.clone();
             async move { relay.ask("sampling/createMessage", Some(json!({"x": 1})), None).await }

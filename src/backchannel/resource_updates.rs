@@ -49,6 +49,14 @@ impl ResourceUpdated {
         &self.uri
     }
 
+    /// The same update naming `uri` (the form the gateway's callers subscribed to).
+    pub fn with_uri(&self, uri: &str) -> Self {
+        if self.uri == uri {
+            return self.clone();
+        }
+        Self { uri: uri.to_string(), ..self.clone() }
+    }
+
     /// The whole notification for a caller, with `_meta` (a modern stream's subscription id)
     /// when given.
     pub fn to_notification(&self, meta: Option<&Value>) -> Value {

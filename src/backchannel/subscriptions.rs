@@ -183,7 +183,7 @@ mod tests {
     fn with_a_sink_the_gateway_token_replaces_the_callers_and_only_it_is_relayed() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let mut r = request(json!({"progressToken": "caller-1"}));
-        r.progress = Some(tx);
+        r.progress = Some(tx.into());
         let (params, relay) = sent(&r, 7, Era::Legacy);
         let relay = relay.expect("a relay");
         assert_eq!(params["_meta"]["progressToken"], "mcp-gateway-7");
@@ -205,7 +205,7 @@ mod tests {
     fn logs_are_asked_for_in_the_modern_era_and_relayed_from_their_level_up() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
         let mut r = request(json!({}));
-        r.logs = Some(LogSubscription { sink: tx, min_level: "warning" });
+        r.logs = Some(LogSubscription { sink: tx.into(), min_level: "warning" });
         let (params, relay) = sent(&r, 1, Era::Modern);
         assert_eq!(params["_meta"], json!({META_LOG_LEVEL: "warning"}));
         let (legacy, legacy_relay) = sent(&r, 1, Era::Legacy);

@@ -61,6 +61,12 @@ impl ProgressUpdate {
         self.progress.as_f64().unwrap_or(0.0)
     }
 
+    /// The update's message, for the gateway's outbound step to redact or drop (its numbers
+    /// stay as validated).
+    pub fn message_mut(&mut self) -> &mut Option<String> {
+        &mut self.message
+    }
+
     /// The whole `notifications/progress` for the caller that gave `caller_token`.
     pub fn to_notification(&self, caller_token: &Value) -> Value {
         let mut params = Map::new();
@@ -101,6 +107,11 @@ impl LogEntry {
 
     pub fn level(&self) -> &'static str {
         self.level
+    }
+
+    /// The entry's data, for the gateway's outbound step to redact.
+    pub fn data_mut(&mut self) -> &mut Value {
+        &mut self.data
     }
 
     /// The whole `notifications/message` for the caller.
@@ -145,6 +156,12 @@ impl RelayedRequest {
 
     pub fn method(&self) -> &'static str {
         self.method
+    }
+
+    /// What the caller is asked, for the gateway's outbound step to redact (the id and method
+    /// stay the relay's).
+    pub fn params_mut(&mut self) -> Option<&mut Value> {
+        self.params.as_mut()
     }
 
     /// The whole JSON-RPC request for the caller's event stream.

@@ -106,6 +106,10 @@ pub enum Command {
         /// Print the configuration as JSON (same keys as the TOML file).
         #[arg(long)]
         json: bool,
+        /// Check it as `serve --demo` would run it: with the embedded demo server registered
+        /// as `demo` (endpoints and hooks may name it).
+        #[arg(long)]
+        demo: bool,
     },
 }
 
@@ -160,8 +164,12 @@ pub enum RegistryAction {
     /// (`catalogue.pin_tool_definitions`): POST /admin/registry/approve. Needs no DynamoDB.
     Approve {
         /// The tool: its name on its server, or its namespaced `server__tool` name.
-        #[arg(required_unless_present_any = ["all", "prompt"])]
+        #[arg(required_unless_present_any = ["all", "prompt", "origin"])]
         tool: Option<String>,
+        /// The new target origin of the OpenAPI server `--server` (its document's `servers`
+        /// URL moved to another origin).
+        #[arg(long, requires = "server", conflicts_with_all = ["tool", "prompt", "all"])]
+        origin: bool,
         /// A federated prompt instead of a tool: its name on its server, or `server__prompt`.
         #[arg(long, conflicts_with = "tool")]
         prompt: Option<String>,

@@ -31,7 +31,8 @@ pub fn run() -> anyhow::Result<()> {
     }
     // The runtime's shape is configuration (`worker_threads`), so `serve` reads it first.
     let workers = match &cli.command {
-        Command::Serve { config, .. } => Config::load(config.as_deref(), std::env::vars())?.worker_threads,
+        // Read only: `serve` validates it once `--demo`'s server has joined.
+        Command::Serve { config, .. } => Config::read(config.as_deref(), std::env::vars())?.worker_threads,
         _ => 1,
     };
     let runtime = match workers {
@@ -58,7 +59,7 @@ pub fn run() -> anyhow::Result<()> {
                 export::run(&format, strict, hide_unavailable, source).await
             }
             Command::Healthcheck { .. } => unreachable!("handled before the runtime starts"),
-            Command::CheckConfig { config, json } => check_config::run(config, json).await,
+            Command::CheckConfig { config, json, demo } => check_config::run(config, json, demo).await,
         }
     })
 }

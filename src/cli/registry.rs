@@ -16,13 +16,13 @@ pub async fn run(
     use mcp_gateway::registry::{admin_cli, entry::ServerRef};
     use std::io::Write;
     let config = Config::load(config.as_deref(), std::env::vars())?;
-    if let RegistryAction::Approve { tool, prompt, all, server, url } = action {
+    if let RegistryAction::Approve { tool, prompt, origin, all, server, url } = action {
         let base = url.unwrap_or_else(|| {
             let listen = config.admin.listen.unwrap_or(config.listen);
             server::probe::default_url(listen).trim_end_matches("/healthz").to_string()
         });
         let token = config.admin.load_token()?;
-        let named = admin_cli::Named { tool: tool.as_deref(), prompt: prompt.as_deref() };
+        let named = admin_cli::Named { tool: tool.as_deref(), prompt: prompt.as_deref(), origin };
         let answer = admin_cli::approve(&base, token.as_deref(), named, server.as_deref(), all).await?;
         let _ = writeln!(std::io::stdout().lock(), "{answer}");
         return Ok(());

@@ -31,7 +31,9 @@ pub async fn run(config_path: Option<PathBuf>, flags: Flags) -> anyhow::Result<(
     if watch && config_path.is_none() {
         bail!("--watch needs a configuration file to watch (--config or MCP_GATEWAY_CONFIG)");
     }
-    let mut config = Config::load(config_path.as_deref(), std::env::vars())?;
+    // Read, not yet validated: `--demo`'s server joins it first, so that endpoints and hooks
+    // of the file may name `demo` (validated below, after it joined).
+    let mut config = Config::read(config_path.as_deref(), std::env::vars())?;
     // Tracing is off unless an OTLP endpoint is configured; a broken set-up is reported and
     // the gateway runs without it (traces are auxiliary, serving calls is not).
     let (otel, otel_error) = match telemetry::otel::init() {
@@ -86,15 +88,21 @@ pub async fn run(config_path: Option<PathBuf>, flags: Flags) -> anyhow::Result<(
 
     let admin = server::admin::AdminAccess::from_settings(&config.admin)?;
     let gateway = Gateway::new(config.clone()).await?;
-    // A reload reads the file and the environment again, with this command line's flags.
+    // A reload reads the file and the environment again, with this command line's flags, and
+    // the one-off token `--demo` made at start (else an unchanged file would differ from the
+    // running configuration in `admin` and report it as awaiting a restart).
     let source_path = config_path.clone();
+    let start_token = one_off_token.clone();
     gateway.set_config_source(Arc::new(move || {
-        let mut config = Config::load(source_path.as_deref(), std::env::vars())?;
+        let mut config = Config::read(source_path.as_deref(), std::env::vars())?;
         if let Some(listen) = listen {
             config.listen = listen;
         }
         config.allow_non_loopback |= allow_non_loopback;
         with_demo_server(&mut config, demo_server.as_ref())?;
+        if config.admin.token.is_none() && config.admin.token_file.is_none() {
+            config.admin.token.clone_from(&start_token);
+        }
         config.validate()?;
         Ok(config)
     }));
@@ -242,7 +250,7 @@ fn one_off_admin_token() -> anyhow::Result<String> {
 }
 
 /// Registers `--demo`'s server as `demo` (a configuration naming a server so is refused).
-fn with_demo_server(config: &mut Config, demo: Option<&ServerConfig>) -> anyhow::Result<()> {
+pub(super) fn with_demo_server(config: &mut Config, demo: Option<&ServerConfig>) -> anyhow::Result<()> {
     let Some(demo) = demo else { return Ok(()) };
     if config.servers.contains_key("demo") {
         bail!("--demo registers a server named \"demo\", but the configuration already has one");
@@ -251,6 +259,6 @@ fn with_demo_server(config: &mut Config, demo: Option<&ServerConfig>) -> anyhow:
     Ok(())
 }
 
-fn demo_server_config(addr: SocketAddr) -> ServerConfig {
+pub(super) fn demo_server_config(addr: SocketAddr) -> ServerConfig {
     ServerConfig::new(TransportKind::Http, Some(format!("http://{addr}/mcp")), None, None)
 }

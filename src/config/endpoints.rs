@@ -127,6 +127,14 @@ pub fn validate(
                 bail!("endpoints.{name}.select.{key}: every entry must be 1 to 256 characters");
             }
         }
+        for (key, list) in
+            [("resources", &select.resources), ("exclude_resources", &select.exclude_resources)]
+        {
+            for prefix in list {
+                crate::resource_uri::check_prefix(prefix)
+                    .map_err(|e| anyhow::anyhow!("endpoints.{name}.select.{key}: {e}"))?;
+            }
+        }
         let mut shown: BTreeMap<&str, &str> = BTreeMap::new();
         for (tool, control) in &endpoint.tools {
             if let Some(rename) = &control.rename {

@@ -13,6 +13,18 @@ impl Config {
         path: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> anyhow::Result<Self> {
+        let config = Self::read(path, env)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Loads the file (if any) and applies environment overrides, without the checks across
+    /// sections: for a caller that adds to it first (`--demo`'s server) and then calls
+    /// [`Config::validate`].
+    pub fn read(
+        path: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Self> {
         let mut table = match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -26,13 +38,34 @@ impl Config {
         apply_env_overrides(&mut table, env)?;
         let mut config: Config =
             toml::Value::Table(table.clone()).try_into().map_err(|e: toml::de::Error| {
-                anyhow::anyhow!("invalid configuration: {}", without_values(&e.to_string()))
+                let message = without_values(&e.to_string());
+                let hint = nearest_known_key(&message)
+                    .map(|k| format!(" (did you mean `{k}`?)"))
+                    .unwrap_or_default();
+                anyhow::anyhow!("invalid configuration: {message}{hint}")
             })?;
         super::lambda_targets::prepare(&mut config, &table)?;
         super::openapi_target::prepare(&mut config)?;
-        config.validate()?;
         Ok(config)
     }
+}
+
+/// For serde's "unknown field `timout_ms`, expected one of `timeout_ms`, …": the known key
+/// nearest the unknown one, when it is near enough to be a typo (at most a third of its
+/// letters differ).
+fn nearest_known_key(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (unknown, rest) = rest.split_once('`')?;
+    let known = rest.split_once("expected")?.1;
+    let known = known.split('\n').next().unwrap_or(known);
+    known
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|key| (strsim::damerau_levenshtein(unknown, key), key))
+        .filter(|(distance, _)| *distance * 3 <= unknown.chars().count().max(3))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, key)| key)
 }
 
 /// A TOML syntax error as line, column and reason. Not the parser's own rendering: it quotes
@@ -76,6 +109,28 @@ mod tests {
 
     use super::*;
     use crate::config::TransportKind;
+
+    #[test]
+    fn an_unknown_key_names_the_nearest_known_one() {
+        let refused = |text: &str| {
+            let path =
+                std::env::temp_dir().join(format!("mcpgw-near-{}-{}.toml", std::process::id(), text.len()));
+            std::fs::write(&path, text).expect("temp file");
+            let error = format!("{:#}", Config::load(Some(&path), env(&[])).expect_err("an unknown key"));
+            let _ = std::fs::remove_file(&path);
+            error
+        };
+        let typo = refused("[defaults]\ntimout_ms = 3\n");
+        assert!(
+            typo.contains("unknown field `timout_ms`") && typo.contains("(did you mean `timeout_ms`?)"),
+            "{typo}"
+        );
+        let top = refused("[defualts]\n");
+        assert!(top.contains("(did you mean `defaults`?)"), "{top}");
+        // Nothing near: no guess.
+        let far = refused("[defaults]\nzzzzzzzzzzzz = 3\n");
+        assert!(far.contains("unknown field") && !far.contains("did you mean"), "{far}");
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

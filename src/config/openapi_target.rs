@@ -59,8 +59,9 @@ impl SchemeCredential {
 
 impl ServerConfig {
     /// The bounds of this server's OpenAPI document.
-    pub fn openapi_limits(&self) -> Limits {
+    pub fn openapi_limits(&self, defaults: &super::ServerDefaults) -> Limits {
         Limits {
+            max_list_bytes: self.tool_list_bounds(defaults).max_list_bytes,
             max_spec_bytes: self.max_spec_bytes.unwrap_or(DEFAULT_MAX_SPEC_BYTES),
             max_operations: self.max_operations.unwrap_or(DEFAULT_MAX_OPERATIONS),
             max_schema_depth: self.max_schema_depth.unwrap_or(DEFAULT_MAX_SCHEMA_DEPTH),
@@ -90,7 +91,7 @@ pub(super) fn prepare(config: &mut Config) -> anyhow::Result<()> {
             continue;
         }
         let selection = server.openapi_selection().with_context(|| format!("server {name}"))?;
-        let limits = server.openapi_limits();
+        let limits = server.openapi_limits(&config.defaults);
         let max_definition = server.tool_list_bounds(&config.defaults).max_definition_bytes;
         let mapped = openapi::load_file(&PathBuf::from(&spec), &selection, limits, max_definition)
             .with_context(|| format!("server {name}: spec"))?;
@@ -100,7 +101,11 @@ pub(super) fn prepare(config: &mut Config) -> anyhow::Result<()> {
 }
 
 /// The checks of one server's OpenAPI keys (part of [`Config::validate`]).
-pub(super) fn validate(name: &str, server: &ServerConfig) -> anyhow::Result<()> {
+pub(super) fn validate(
+    name: &str,
+    server: &ServerConfig,
+    defaults: &super::ServerDefaults,
+) -> anyhow::Result<()> {
     if server.transport != TransportKind::Openapi {
         return Ok(());
     }
@@ -116,7 +121,7 @@ pub(super) fn validate(name: &str, server: &ServerConfig) -> anyhow::Result<()> 
         bail!("server {name}: base_url {base:?} must be an http:// or https:// URL");
     }
     server.openapi_selection().with_context(|| format!("server {name}"))?;
-    let limits = server.openapi_limits();
+    let limits = server.openapi_limits(defaults);
     for (key, value) in [
         ("max_spec_bytes", limits.max_spec_bytes),
         ("max_operations", limits.max_operations),

@@ -230,6 +230,10 @@ pub struct ServerConfig {
     /// template; it also names the owner of a URI two servers list.
     #[serde(default, deserialize_with = "lenient::strings")]
     pub resource_prefixes: Vec<String>,
+    /// Whether this server's tools are exposed as `server__tool`: `on_collision` (default),
+    /// `always` or `never` ([`crate::tool_control::ToolPrefix`]).
+    #[serde(default)]
+    pub prefix: crate::tool_control::ToolPrefix,
     /// Extra HTTP headers sent upstream (e.g. authorization). Never logged.
     #[serde(default, deserialize_with = "lenient::string_map")]
     pub headers: BTreeMap<String, String>,
@@ -320,6 +324,7 @@ impl ServerConfig {
             discover: true,
             registry_may_use: false,
             resource_prefixes: Vec::new(),
+            prefix: crate::tool_control::ToolPrefix::default(),
             headers: BTreeMap::new(),
             tools: Vec::new(),
             tools_file: None,

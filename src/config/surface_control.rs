@@ -1,7 +1,8 @@
 //! Catalogue control of what servers offer besides tools: `[prompts.NAME]` (`rename`,
 //! `description`, `hide`) and `[resources]` (`hide`: URIs or URI prefixes left out of every
 //! list and refused when read; `descriptions`: a description replacing the server's, by exact
-//! URI or template text). Checked at load; applied by the federation's index
+//! URI or template text). Checked at load (a `hide` prefix must be in the canonical form URIs
+//! are compared in, `crate::resource_uri`); applied by the federation's index
 //! (`gateway/federation/index.rs`) each time it is built.
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
 use super::lenient;
+use crate::resource_uri::{CanonicalUri, check_prefix};
 
 /// Longest name a prompt may be renamed to.
 pub const MAX_PROMPT_NAME_CHARS: usize = 128;
@@ -43,14 +45,19 @@ pub struct ResourceControl {
 }
 
 impl ResourceControl {
-    /// Whether `uri` (or a template's text) is hidden.
-    pub fn hides(&self, uri: &str) -> bool {
-        self.hide.iter().any(|prefix| uri.starts_with(prefix.as_str()))
+    /// Whether the resource `uri` is hidden.
+    pub fn hides(&self, uri: &CanonicalUri) -> bool {
+        self.hide.iter().any(|prefix| uri.is_under(prefix))
+    }
+
+    /// Whether the template `text` is hidden.
+    pub fn hides_template(&self, text: &str) -> bool {
+        self.hide.iter().any(|prefix| text.starts_with(prefix.as_str()))
     }
 }
 
 /// Checks `[prompts.*]` and `[resources]`: renames present, short and distinct; no empty prefix
-/// (it would hide everything).
+/// (it would hide everything), every prefix canonical.
 pub fn validate(
     prompts: &BTreeMap<String, PromptControl>,
     resources: &ResourceControl,
@@ -72,6 +79,13 @@ pub fn validate(
     if resources.hide.iter().any(String::is_empty) {
         bail!("resources.hide: an empty prefix would hide every resource");
     }
+    for prefix in &resources.hide {
+        check_prefix(prefix).map_err(|e| anyhow::anyhow!("resources.hide: {e}"))?;
+    }
+    // A URI's description is found by its canonical form (a template's, by its text).
+    for uri in resources.descriptions.keys().filter(|key| !key.contains('{')) {
+        check_prefix(uri).map_err(|e| anyhow::anyhow!("resources.descriptions: {e}"))?;
+    }
     Ok(())
 }
 
@@ -89,6 +103,22 @@ mod tests {
         let hidden = ResourceControl { hide: vec![String::new()], ..ResourceControl::default() };
         assert!(validate(&BTreeMap::new(), &hidden).is_err());
         let ok = ResourceControl { hide: vec!["manga://internal/".into()], ..ResourceControl::default() };
-        assert!(ok.hides("manga://internal/stock") && !ok.hides("manga://catalog/1"));
+        let uri = |text: &str| CanonicalUri::parse(text).unwrap();
+        assert!(ok.hides(&uri("manga://internal/stock")) && !ok.hides(&uri("manga://catalog/1")));
+        assert!(!ok.hides(&uri("manga://catalog/../internal/stock")), "a host is no segment");
+        let deep = ResourceControl { hide: vec!["file:///private/".into()], ..ResourceControl::default() };
+        assert!(deep.hides(&uri("file:///public/../private/key")), "compared in canonical form");
+        assert!(ok.hides_template("manga://internal/{id}"));
+        let dotted =
+            ResourceControl { hide: vec!["manga://x/a/../internal/".into()], ..ResourceControl::default() };
+        let refused = validate(&BTreeMap::new(), &dotted).unwrap_err().to_string();
+        assert!(refused.contains("write \"manga://x/internal/\""), "{refused}");
+        let described = |key: &str| ResourceControl {
+            descriptions: BTreeMap::from([(key.to_string(), "d".to_string())]),
+            ..ResourceControl::default()
+        };
+        assert!(validate(&BTreeMap::new(), &described("manga://x/%7Eme")).is_err(), "not canonical");
+        assert!(validate(&BTreeMap::new(), &described("manga://x/~me")).is_ok());
+        assert!(validate(&BTreeMap::new(), &described("Manga://x/{id}")).is_ok(), "a template's text");
     }
 }

@@ -50,7 +50,11 @@ impl Config {
                 bail!("server {name}: with discover = false it needs static `tools` (or `tools_file`)");
             }
             super::lambda_targets::validate(name, server, self)?;
-            super::openapi_target::validate(name, server)?;
+            super::openapi_target::validate(name, server, &self.defaults)?;
+            for prefix in &server.resource_prefixes {
+                crate::resource_uri::check_prefix(prefix)
+                    .map_err(|e| anyhow::anyhow!("servers.{name}.resource_prefixes: {e}"))?;
+            }
             if let Some(auth) = &server.auth {
                 auth.validate(name)?;
                 if !matches!(server.transport, TransportKind::Http | TransportKind::Openapi) {

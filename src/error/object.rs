@@ -19,6 +19,9 @@ pub struct ErrorObject {
     pub data: Option<Value>,
 }
 
+/// The `_meta` key of a tool execution error the gateway made: its JSON-RPC error object.
+pub const TOOL_ERROR_META: &str = "mcp-gateway/error";
+
 /// A failure the gateway answers with a JSON-RPC error.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{}: {detail}", category.as_str())]
@@ -80,6 +83,40 @@ impl GatewayError {
         self.with_extra("limit", json!({"key": key, "value": value}))
     }
 
+    /// This refusal as a tool execution error (SEP-1303), when it is one the model can act on:
+    /// arguments that fail the schema or the catalogue's fixed arguments (`bad_input` with
+    /// violations), a guardrail's refusal, the tool policy's denial. `None` for the rest, which
+    /// stay protocol errors (an unknown tool, a malformed request, an upstream failure…).
+    ///
+    /// The text names the refusal and every violation (`/title: "" is shorter than 1
+    /// character`), which is what agent frameworks show a model; the gateway's JSON-RPC error
+    /// (code, message, `data` with category, retryable, attempts…) stays machine-readable in
+    /// `_meta["mcp-gateway/error"]` (not `structuredContent`, which a tool's `outputSchema`
+    /// constrains).
+    pub fn to_tool_execution_error(&self, modern: bool) -> Option<Box<serde_json::value::RawValue>> {
+        let violations = match (&self.category, self.extra.as_deref()) {
+            (Category::BadInput, Some(("violations", Value::Array(violations)))) => Some(violations),
+            (Category::Guardrail | Category::Forbidden, _) => None,
+            _ => return None,
+        };
+        let error = self.to_error_object_for(modern);
+        let mut text = error.message.clone();
+        for violation in violations.into_iter().flatten() {
+            let path = violation.get("path").and_then(Value::as_str).unwrap_or("");
+            let message = violation.get("message").and_then(Value::as_str).unwrap_or("");
+            text.push_str(&format!(
+                "\n- {}: {message}",
+                if path.is_empty() { "(the arguments)" } else { path }
+            ));
+        }
+        let result = json!({
+            "content": [{"type": "text", "text": text}],
+            "isError": true,
+            "_meta": {TOOL_ERROR_META: error},
+        });
+        serde_json::value::to_raw_value(&result).ok()
+    }
+
     /// The JSON-RPC error object, with `error.data` as documented in the README.
     pub fn to_error_object(&self) -> ErrorObject {
         self.to_error_object_for(false)
@@ -93,10 +130,15 @@ impl GatewayError {
             (category, _) if modern => category.modern_code(),
             (category, _) => category.code(),
         };
+        let stem = self.category.message();
         let message = if self.detail.is_empty() {
-            self.category.message().to_string()
+            stem.to_string()
+        } else if self.detail.get(..stem.len()).is_some_and(|head| head.eq_ignore_ascii_case(stem)) {
+            // The detail already says what the stem says ("upstream refused the gateway's
+            // credentials (HTTP 403)"): said once, from its capital.
+            format!("{stem}{}", &self.detail[stem.len()..])
         } else {
-            format!("{}: {}", self.category.message(), self.detail)
+            format!("{stem}: {}", self.detail)
         };
         let mut data = Map::new();
         data.insert("category".into(), json!(self.category.as_str()));
@@ -121,6 +163,57 @@ impl GatewayError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_a_model_can_act_on_become_tool_execution_errors_naming_every_violation() {
+        let violations = json!([
+            {"path": "/title", "message": "\"\" is shorter than 1 character"},
+            {"path": "/max_results", "message": "99 is greater than the maximum of 50"}
+        ]);
+        let bad = GatewayError::new(
+            Category::BadInput,
+            "arguments do not match the inputSchema of t (2 violation(s))",
+        )
+        .with_tool("t")
+        .with_extra("violations", violations);
+        let result: Value = serde_json::from_str(bad.to_tool_execution_error(false).unwrap().get()).unwrap();
+        assert_eq!(result["isError"], true);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("Invalid params: arguments do not match the inputSchema of t"), "{text}");
+        assert!(text.contains("\n- /title: \"\" is shorter than 1 character"), "{text}");
+        assert!(text.contains("\n- /max_results: 99 is greater than the maximum of 50"), "{text}");
+        let kept = &result["_meta"][TOOL_ERROR_META];
+        assert_eq!(
+            (kept["code"].as_i64(), kept["data"]["category"].as_str()),
+            (Some(-32602), Some("bad_input"))
+        );
+        assert_eq!(kept["data"]["retryable"], false);
+        // A guardrail's refusal and a policy denial are too; the rest stay protocol errors.
+        assert!(GatewayError::new(Category::Guardrail, "x").to_tool_execution_error(false).is_some());
+        assert!(GatewayError::new(Category::Forbidden, "x").to_tool_execution_error(false).is_some());
+        assert!(
+            GatewayError::new(Category::BadInput, "arguments must be an object")
+                .to_tool_execution_error(false)
+                .is_none()
+        );
+        assert!(GatewayError::new(Category::UnknownTool, "x").to_tool_execution_error(false).is_none());
+        assert!(GatewayError::new(Category::Timeout, "x").to_tool_execution_error(false).is_none());
+    }
+
+    #[test]
+    fn a_message_says_its_reason_once() {
+        let refused = GatewayError::from_upstream(&crate::error::UpstreamError::Unauthorized { status: 403 });
+        assert_eq!(
+            refused.to_error_object().message,
+            "Upstream refused the gateway's credentials (HTTP 403)"
+        );
+        let other =
+            GatewayError::new(Category::Forbidden, "the tool policy does not allow this caller to call x");
+        assert_eq!(
+            other.to_error_object().message,
+            "Forbidden: the tool policy does not allow this caller to call x"
+        );
+    }
 
     #[test]
     fn every_error_carries_the_documented_data_fields() {

@@ -88,6 +88,10 @@ pub enum CredentialFailure {
     /// The token endpoint (or the AWS credential chain) is unreachable, failing, or answered
     /// something unusable.
     Unavailable,
+    /// The configuration gives no usable credential for what the call needs (an OpenAPI
+    /// operation's security scheme with no secret configured, a secret that is no header
+    /// value): trying again cannot help until an operator changes the configuration.
+    NotConfigured,
 }
 
 /// `X-Amz-Function-Error` values.
@@ -144,6 +148,7 @@ impl UpstreamError {
                 CredentialFailure::CallerTokenRefused => Category::Forbidden,
                 CredentialFailure::ClientRefused => Category::UpstreamAuth,
                 CredentialFailure::Unavailable => Category::CredentialsUnavailable,
+                CredentialFailure::NotConfigured => Category::UpstreamMisconfigured,
             },
         }
     }

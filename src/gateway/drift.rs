@@ -1,6 +1,8 @@
 //! Drift: what the registry says a server offers, against what the server's live
-//! `tools/list` says — tools added on the server, tools removed from it, schemas changed.
-//! Exposed at `GET /admin/registry/drift` and as `mcp_gateway_registry_drift_tools`.
+//! `tools/list` says — tools added on the server, tools removed from it, schemas changed —
+//! and the OpenAPI servers whose document now names another target origin than the approved
+//! one (`origin_changed`, [`crate::upstream::openapi`]). Exposed at `GET /admin/registry/drift`
+//! and as `mcp_gateway_registry_drift_tools`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -77,6 +79,29 @@ impl Gateway {
                 json!({"drifted": drifted, "added": added, "removed": removed, "schema_changed": changed}),
             );
         }
+        for pending in self.pending_origins() {
+            let Some(server) = pending["server"].as_str().map(str::to_string) else { continue };
+            if only.is_some_and(|o| o != server) {
+                continue;
+            }
+            let entry = report.entry(server).or_insert_with(
+                || json!({"drifted": false, "added": [], "removed": [], "schema_changed": []}),
+            );
+            entry["drifted"] = json!(true);
+            entry["origin_changed"] =
+                json!({"approved": pending["approved_origin"], "offered": pending["pending_origin"]});
+        }
         Value::Object(report)
+    }
+
+    /// OpenAPI servers whose document names a target origin waiting for approval.
+    pub fn pending_origins(&self) -> Vec<Value> {
+        self.all_upstreams().iter().filter_map(|u| u.openapi.as_ref()?.pending_origin()).collect()
+    }
+
+    /// Approves `server`'s pending target origin (`None`: nothing pending there).
+    pub fn approve_origin(&self, server: &str) -> Option<String> {
+        let upstream = self.all_upstreams().into_iter().find(|u| &*u.name == server)?;
+        upstream.openapi.as_ref()?.approve_origin()
     }
 }

@@ -32,6 +32,7 @@ use crate::{
         ToolRecord,
         catalog::{Snapshot, ToolList},
     },
+    resource_uri::CanonicalUri,
 };
 
 /// Views kept per endpoint (one per distinct policy view, i.e. per principal under a policy);
@@ -117,13 +118,24 @@ impl Endpoints {
         self.by_name.get(endpoint).is_some_and(|e| e.selects(tool))
     }
 
-    /// Whether `endpoint` serves the resource (or template) `uri` of `server`.
-    pub fn selects_resource(&self, endpoint: &str, uri: &str, server: &str) -> bool {
+    /// Whether `endpoint` serves the resource `uri` of `server` (its prefixes are canonical,
+    /// checked at load, and so is `uri`: `file:///public/../private/x` is under
+    /// `file:///private/`).
+    pub fn selects_resource(&self, endpoint: &str, uri: &CanonicalUri, server: &str) -> bool {
+        self.selects_uri_text(endpoint, uri.as_str(), server)
+    }
+
+    /// Whether `endpoint` serves the resource template `text` of `server`.
+    pub fn selects_template(&self, endpoint: &str, text: &str, server: &str) -> bool {
+        self.selects_uri_text(endpoint, text, server)
+    }
+
+    fn selects_uri_text(&self, endpoint: &str, text: &str, server: &str) -> bool {
         self.by_name.get(endpoint).is_some_and(|e| {
             let s = &e.select;
             on_server(s, server)
-                && (s.resources.is_empty() || s.resources.iter().any(|p| uri.starts_with(p.as_str())))
-                && !s.exclude_resources.iter().any(|p| uri.starts_with(p.as_str()))
+                && (s.resources.is_empty() || s.resources.iter().any(|p| text.starts_with(p.as_str())))
+                && !s.exclude_resources.iter().any(|p| text.starts_with(p.as_str()))
         })
     }
 

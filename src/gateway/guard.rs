@@ -1,5 +1,7 @@
 //! Running the guardrail hooks (`crate::guardrail`) on a call: before it (on the arguments
-//! the door checked) and after it (on the result the caller is about to get). A hook that is
+//! the door checked) and after it (on the result the caller is about to get) — for a tool call,
+//! and for the federated items of `prompts/get`, `completion/complete` and `resources/read`
+//! ([`Subject`]: what the hooks are run on; the outbound step, `outbound.rs`, decides when). A hook that is
 //! an MCP tool is called through its server's own stack — breaker, retries, credentials —
 //! straight to that server, never through `call_tool`: a hook's call is not a caller's call,
 //! so it passes no door and meets no hook (no recursion), and carries no caller token.
@@ -18,7 +20,7 @@ use crate::{
     error::{Category, GatewayError},
     guardrail::{
         Hook, HookKind, Mark,
-        contract::{self, Verdict},
+        contract::{self, ItemKind, Verdict},
         decision,
     },
     identity::Caller,
@@ -32,6 +34,24 @@ pub(super) struct Guarded {
     pub marks: Vec<Mark>,
     /// The hook that refused (the audit line's rule).
     pub hook: std::sync::Arc<str>,
+}
+
+/// What hooks run on: a tool, or a federated item (a prompt, a resource, a completion) by its
+/// name on its server — a hook's `match_tools` patterns are matched against that name (the
+/// prompt's, the resource's URI, the completion's prompt or template), its `match_servers`
+/// against the server.
+pub(super) struct Subject<'a> {
+    pub kind: ItemKind,
+    pub name: &'a str,
+    pub server: &'a str,
+    /// The metric's `tool` label for a federated item (its method); `None`: the tool's own.
+    pub label: Option<&'static str>,
+}
+
+impl<'a> Subject<'a> {
+    pub fn tool(tool: &'a ToolRecord) -> Self {
+        Self { kind: ItemKind::Tool, name: &tool.name, server: &tool.server, label: None }
+    }
 }
 
 /// How a hook's run ended, before its failure mode is applied.
@@ -62,7 +82,8 @@ impl Gateway {
             }
             super::door::checked_arguments(tool, Some(replaced))
         };
-        match self.guard_arguments(settings, caller, tool, arguments, deadline, recheck).await {
+        let subject = Subject::tool(tool);
+        match self.guard_arguments(settings, caller, &subject, arguments, deadline, recheck).await {
             Ok(guarded) => Ok(guarded),
             Err(guarded) => {
                 let args_hash = None;
@@ -87,13 +108,13 @@ impl Gateway {
         &self,
         settings: &Settings,
         caller: &Caller,
-        tool: &ToolRecord,
+        tool: &Subject<'_>,
         mut arguments: Value,
         deadline: Option<Instant>,
         recheck: impl Fn(Value) -> Result<Value, GatewayError>,
     ) -> Result<(Value, Vec<Mark>), Box<Guarded>> {
         let mut marks = Vec::new();
-        for hook in settings.hooks.matching(HookPhase::Before, &tool.name, &tool.server) {
+        for hook in settings.hooks.matching(HookPhase::Before, tool.name, tool.server) {
             let ran = match &hook.kind {
                 HookKind::Builtin { rule: BuiltinRule::Refuse, detectors } => {
                     if detectors.finds_in(&arguments) {
@@ -109,8 +130,9 @@ impl Gateway {
                     let input = contract::hook_input(
                         HookPhase::Before,
                         &hook.name,
-                        &tool.name,
-                        &tool.server,
+                        tool.kind,
+                        tool.name,
+                        tool.server,
                         &arguments,
                         None,
                         caller,
@@ -125,7 +147,8 @@ impl Gateway {
                         Ran::Verdict(Verdict::Replace(Value::Null))
                     }
                     Err(error) => Ran::Failed(format!(
-                        "its arguments fail the tool's checks ({})",
+                        "its arguments fail the {}'s checks ({})",
+                        tool.kind.as_str(),
                         error.category.as_str()
                     )),
                 },
@@ -165,7 +188,9 @@ impl Gateway {
                 "the result cannot be read for the guardrails that apply to it",
             ));
         };
-        match self.guard_value(settings, caller, tool, arguments, result, deadline, marks).await? {
+        let subject = Subject::tool(tool);
+        let check = |replacement: Value| contract::check_result(&replacement).map(|()| replacement);
+        match self.guard_value(settings, caller, &subject, arguments, result, deadline, marks, check).await? {
             (_, false) => Ok(raw),
             (result, true) => serde_json::value::to_raw_value(&result).map_err(|e| {
                 GatewayError::new(Category::Internal, format!("serialising a guarded result: {e}"))
@@ -180,34 +205,46 @@ impl Gateway {
         guard: Option<&super::tasks::TaskGuard>,
         call: &super::tasks::TaskCall,
         result: Value,
-    ) -> Result<Value, GatewayError> {
-        let Some(guard) = guard else { return Ok(result) };
+    ) -> Result<(Value, Vec<Mark>), GatewayError> {
+        let Some(guard) = guard else { return Ok((result, Vec::new())) };
         let mut marks = Vec::new();
-        let (tool, arguments) = (&guard.tool, &guard.arguments);
+        let (subject, arguments) = (Subject::tool(&guard.tool), &guard.arguments);
+        let check = |replacement: Value| contract::check_result(&replacement).map(|()| replacement);
+        let settings = self.settings();
         let (result, _) = self
-            .guard_value(&self.settings(), &call.caller, tool, arguments, result, call.deadline, &mut marks)
+            .guard_value(
+                &settings,
+                &call.caller,
+                &subject,
+                arguments,
+                result,
+                call.deadline,
+                &mut marks,
+                check,
+            )
             .await?;
-        Ok(result)
+        Ok((result, marks))
     }
 
-    /// The after-hooks on a result; whether one changed it. A replacement result is checked
-    /// as an upstream's result is.
+    /// The after-hooks on a result (or item) of `tool`; whether one changed it. A replacement
+    /// is checked by `check` as an upstream's answer of that kind is (and may be fitted by it).
     #[allow(clippy::too_many_arguments)]
-    async fn guard_value(
+    pub(super) async fn guard_value(
         &self,
         settings: &Settings,
         caller: &Caller,
-        tool: &ToolRecord,
+        tool: &Subject<'_>,
         arguments: &Value,
         mut result: Value,
         deadline: Option<Instant>,
         marks: &mut Vec<Mark>,
+        check: impl Fn(Value) -> Result<Value, String>,
     ) -> Result<(Value, bool), GatewayError> {
         let mut changed = false;
-        for hook in settings.hooks.matching(HookPhase::After, &tool.name, &tool.server) {
+        for hook in settings.hooks.matching(HookPhase::After, tool.name, tool.server) {
             let ran = match &hook.kind {
                 HookKind::Builtin { rule: BuiltinRule::Redact, detectors } => {
-                    if detectors.redact_result(&mut result) {
+                    if detectors.redact_item(tool.kind, &mut result) {
                         changed = true;
                         Ran::Verdict(Verdict::Replace(Value::Null))
                     } else {
@@ -219,25 +256,25 @@ impl Gateway {
                     let input = contract::hook_input(
                         HookPhase::After,
                         &hook.name,
-                        &tool.name,
-                        &tool.server,
+                        tool.kind,
+                        tool.name,
+                        tool.server,
                         arguments,
                         Some(&result),
                         caller,
                     );
                     match self.run_hook_tool(settings, hook, server, hook_tool, input, deadline).await {
-                        Ran::Verdict(Verdict::Replace(replacement)) => {
-                            match contract::check_result(&replacement) {
-                                Ok(()) => {
-                                    result = replacement;
-                                    changed = true;
-                                    Ran::Verdict(Verdict::Replace(Value::Null))
-                                }
-                                Err(reason) => {
-                                    Ran::Failed(format!("its result is no tools/call result: {reason}"))
-                                }
+                        Ran::Verdict(Verdict::Replace(replacement)) => match check(replacement) {
+                            Ok(checked) => {
+                                result = checked;
+                                changed = true;
+                                Ran::Verdict(Verdict::Replace(Value::Null))
                             }
-                        }
+                            Err(reason) => Ran::Failed(format!(
+                                "its result is no well-formed {} answer: {reason}",
+                                tool.kind.as_str()
+                            )),
+                        },
                         other => other,
                     }
                 }
@@ -253,7 +290,12 @@ impl Gateway {
 
     /// The decision label of a hook's run (its failure mode applied), counted and logged, and
     /// the caller's error when it refuses the call.
-    fn settle(&self, hook: &Hook, tool: &ToolRecord, ran: Ran) -> (&'static str, Option<GatewayError>) {
+    fn settle(&self, hook: &Hook, tool: &Subject<'_>, ran: Ran) -> (&'static str, Option<GatewayError>) {
+        // A resource's URI is logged as every URI is: its query values redacted.
+        let logged = match tool.kind {
+            ItemKind::Resource => std::borrow::Cow::Owned(crate::redact::url(tool.name)),
+            _ => std::borrow::Cow::Borrowed(tool.name),
+        };
         let closed = hook.failure == FailureMode::Closed;
         let (label, refused) = match ran {
             Ran::Verdict(Verdict::Allow) => (decision::ALLOW, None),
@@ -264,7 +306,7 @@ impl Gateway {
             }
             Ran::TimedOut => (decision::TIMEOUT_OPEN, None),
             Ran::Failed(why) => {
-                tracing::warn!(hook = %hook.name, tool = %tool.name, reason = %why, "guardrail hook failed");
+                tracing::warn!(hook = %hook.name, kind = tool.kind.as_str(), tool = %logged, reason = %why, "guardrail hook failed");
                 if closed {
                     (decision::ERROR_CLOSED, Some(hook.refusal(Some("the guardrail failed"))))
                 } else {
@@ -272,9 +314,13 @@ impl Gateway {
                 }
             }
         };
-        let tool_label = self.metrics.tool_label(&tool.name, &tool.server);
+        // A tool's own label (bounded by the catalogue); a federated item's is its method.
+        let tool_label = match tool.label {
+            Some(method) => method,
+            None => self.metrics.tool_label(tool.name, tool.server),
+        };
         self.metrics.guardrail_decisions.with_label_values(&[&hook.name, tool_label, label]).inc();
-        tracing::info!(hook = %hook.name, phase = hook.phase.as_str(), tool = %tool.name, decision = label, "guardrail decision");
+        tracing::info!(hook = %hook.name, phase = hook.phase.as_str(), kind = tool.kind.as_str(), tool = %logged, decision = label, "guardrail decision");
         (label, refused)
     }
 

@@ -15,11 +15,13 @@ pub mod federation;
 mod forwarded_meta;
 mod guard;
 pub mod list_changes;
+pub mod outbound;
 mod readiness;
 mod rebuild;
 pub mod refresh;
 mod registry_upstreams;
 pub mod reload;
+mod routing_report;
 mod search;
 pub mod settings;
 pub mod subscriptions;
@@ -205,11 +207,15 @@ impl Gateway {
             true => Some(Arc::new(PinStore::load(config.catalogue.pin_file.clone())?)),
             false => None,
         };
+        if let Some(pins) = &pins {
+            upstreams.values().filter_map(|u| u.openapi.as_ref()).for_each(|t| t.attach_pins(pins.clone()));
+        }
         let authenticator = crate::identity::Authenticator::from_config(&config.auth).await?;
         let policy = crate::policy::Policy::start(&config.policy, metrics.policy_reloads.clone())?;
         let overrides =
             config.tools.iter().map(|(name, settings)| (name.clone(), settings.overrides())).collect();
-        let catalog = Catalog::new(routes).controlled(overrides, &config.catalogue.search);
+        let prefixes = config.servers.iter().map(|(name, server)| (name.clone(), server.prefix)).collect();
+        let catalog = Catalog::new(routes).prefixed(prefixes).controlled(overrides, &config.catalogue.search);
         let registry = Registry::new(Arc::new(catalog), dynamic);
         let settings = settings::Settings::new(settings::Parts {
             upstreams,

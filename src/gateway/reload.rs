@@ -289,6 +289,9 @@ impl Gateway {
                 None => report.added.push(name.clone()),
             }
             let stack = Arc::new(upstreams::build(name, server, &new, &self.metrics, lambda.as_ref())?);
+            if let (Some(pins), Some(openapi)) = (&self.pins, &stack.openapi) {
+                openapi.attach_pins(pins.clone());
+            }
             built.push(stack.clone());
             stacks.insert(name.clone(), stack);
         }
@@ -306,7 +309,8 @@ impl Gateway {
             .collect();
         let overrides =
             new.tools.iter().map(|(name, settings)| (name.clone(), settings.overrides())).collect();
-        self.catalog().reconfigure(routes, overrides, &new.catalogue.search);
+        let prefixes = new.servers.iter().map(|(name, server)| (name.clone(), server.prefix)).collect();
+        self.catalog().reconfigure(routes, prefixes, overrides, &new.catalogue.search);
         let configured_before: Vec<String> = current.upstreams.keys().cloned().collect();
         self.federation.reconfigure(&new, &configured_before);
         let retiring: Vec<Arc<Upstream>> = current

@@ -212,6 +212,10 @@ impl Gateway {
                     map.insert("era".into(), json!(era));
                     map.insert("connection".into(), json!(u.connection.as_ref().map(|c| c.state().as_str())));
                     map.insert("breaker".into(), json!(u.breaker.state().name()));
+                    // Why it is not closed, and since when (null while closed).
+                    let breaker = u.breaker.report();
+                    map.insert("breaker_reason".into(), breaker["reason"].clone());
+                    map.insert("breaker_since".into(), breaker["since"].clone());
                     map.insert("last_error".into(), self.recent_calls.last_error(&u.name));
                 }
                 entry

@@ -34,6 +34,7 @@ use std::{
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
+use super::outbound::Released;
 use super::{Gateway, Upstream};
 use crate::{
     backchannel::{CallerSession, Relay, caller::mint_id},
@@ -60,6 +61,8 @@ pub struct TaskEntry {
     /// The tool and arguments of the call that created the task, when after-hooks guard its
     /// results: `tasks/result` (and a terminal `tasks/get` that inlines it) passes them.
     pub guard: Option<TaskGuard>,
+    /// The tool whose call created the task (the audit line of a result read names it).
+    pub tool: Arc<str>,
     expires: Instant,
 }
 
@@ -104,6 +107,7 @@ impl Reservation<'_> {
         owner: Owner,
         dedicated: Option<Arc<CallerSession>>,
         guard: Option<TaskGuard>,
+        tool: Arc<str>,
     ) -> String {
         let id = mint_id("task");
         let ttl = created.ttl_ms.map_or(self.tasks.max_ttl, Duration::from_millis).min(self.tasks.max_ttl);
@@ -114,6 +118,7 @@ impl Reservation<'_> {
             dedicated,
             form: created.form,
             guard,
+            tool,
             expires: crate::clock::after(ttl),
         };
         if let Ok(mut table) = self.tasks.table.lock() {
@@ -198,6 +203,8 @@ impl TaskTable {
 
 /// What a `tasks/*` request brings besides its params.
 pub struct TaskCall {
+    /// The inbound request's id (the audit line of a result read).
+    pub request_id: Arc<str>,
     pub owner: Owner,
     /// The caller speaks the modern era (answers take the extension's form).
     pub modern: bool,
@@ -232,14 +239,14 @@ impl Gateway {
         method: &str,
         params: Option<Value>,
         call: TaskCall,
-    ) -> Result<Value, GatewayError> {
+    ) -> Result<Released<Value>, GatewayError> {
         let params = match params {
             Some(Value::Object(map)) => map,
             None => Map::new(),
             Some(_) => return Err(GatewayError::new(Category::BadInput, "params must be an object")),
         };
         if method == "tasks/list" {
-            return self.list_tasks(&params, &call).await;
+            return self.list_tasks(&params, &call).await.map(Released::gateways_own);
         }
         let Some(id) = params.get("taskId").and_then(Value::as_str) else {
             return Err(GatewayError::new(Category::BadInput, "params.taskId must be a string"));
@@ -255,12 +262,18 @@ impl Gateway {
                     // gives it from `tasks/result` (which no longer blocks once it has ended).
                     let outcome = match tasks::status(&Value::Object(task.clone())) {
                         Some("completed" | "failed") => {
+                            let started = Instant::now();
                             match self.send(&entry, "tasks/result", &params, &call, true).await? {
-                                Ok(result) => Some(
-                                    self.guard_task_result(entry.guard.as_ref(), &call, result)
-                                        .await
-                                        .map_err(|e| e.to_error_object()),
-                                ),
+                                Ok(result) => {
+                                    let released =
+                                        self.release_task_result(&entry, &call, Ok(result), started);
+                                    Some(
+                                        released
+                                            .await
+                                            .map(Released::into_inner)
+                                            .map_err(|e| e.to_error_object()),
+                                    )
+                                }
                                 Err(error) => Some(Err(error)),
                             }
                         }
@@ -270,10 +283,10 @@ impl Gateway {
                         o.map(|r| tasks::with_related_task(r, id))
                             .map_err(|e| serde_json::to_value(&e).unwrap_or_default())
                     });
-                    return Ok(tasks::detailed(task, outcome));
+                    return Ok(Released::gateways_own(tasks::detailed(task, outcome)));
                 }
                 if call.modern {
-                    return Ok(Value::Object(with_complete(task)));
+                    return Ok(Released::gateways_own(Value::Object(with_complete(task))));
                 }
                 Value::Object(task)
             }
@@ -282,19 +295,19 @@ impl Gateway {
                 if call.modern {
                     // The extension's acknowledgement is empty.
                     task.map_err(|e| upstream_error(e, &entry))?;
-                    return Ok(json!({"resultType": "complete"}));
+                    return Ok(Released::gateways_own(json!({"resultType": "complete"})));
                 }
                 Value::Object(self.task_answer(task, id, caller_form, &entry)?)
             }
             "tasks/result" => {
-                let result = self.send(&entry, "tasks/result", &params, &call, true).await?;
-                let result = result.map_err(|e| upstream_error(e, &entry))?;
-                let result = self.guard_task_result(entry.guard.as_ref(), &call, result).await?;
-                let result = tasks::with_related_task(result, id);
-                if call.modern {
-                    return Ok(with_result_type(result));
-                }
-                result
+                let started = Instant::now();
+                let read = self.send(&entry, "tasks/result", &params, &call, true).await?;
+                let released = self.release_task_result(&entry, &call, read, started).await?;
+                let modern = call.modern;
+                return Ok(released.envelope(|result| {
+                    let result = tasks::with_related_task(result, id);
+                    if modern { with_result_type(result) } else { result }
+                }));
             }
             "tasks/update" if entry.form == Form::Extension => {
                 let answer = self.send(&entry, "tasks/update", &params, &call, false).await?;
@@ -312,7 +325,58 @@ impl Gateway {
                 ));
             }
         };
-        Ok(answer)
+        Ok(Released::gateways_own(answer))
+    }
+
+    /// A task's result, read from its server, through the outbound step: the after-hooks of
+    /// the call that created it (an upstream error through `release_error`), and one audit line
+    /// for the read (`method: "tasks/result"`, the creating call's tool, the hooks' decisions).
+    async fn release_task_result(
+        &self,
+        entry: &TaskEntry,
+        call: &TaskCall,
+        read: Answered,
+        started: Instant,
+    ) -> Result<Released<Value>, GatewayError> {
+        let settings = self.settings();
+        let server = entry.upstream.name.clone();
+        let (released, marks) = match read {
+            Ok(result) => match self.guard_task_result(entry.guard.as_ref(), call, result).await {
+                Ok((result, marks)) => (Ok(Self::released_task_result(result)), marks),
+                Err(err) => (Err(err), Vec::new()),
+            },
+            Err(error) => (
+                Err(self.release_error(&settings, &entry.tool, &server, upstream_error(error, entry))),
+                Vec::new(),
+            ),
+        };
+        let outcome = match &released {
+            Ok(_) => "success",
+            Err(err) => err.category.as_str(),
+        };
+        if let Some(audit) = &self.audit {
+            let entry = crate::audit::AuditEntry {
+                at: std::time::SystemTime::now(),
+                request_id: call.request_id.clone(),
+                trace_id: crate::telemetry::otel::log_trace_id(),
+                subject: call.caller.subject.clone(),
+                method: Some("tasks/result"),
+                tool: Some(entry.tool.clone()),
+                requested_tool: None,
+                server: Some(server.clone()),
+                endpoint: call.caller.endpoint.clone(),
+                decision: crate::audit::Decision::no_policy(),
+                outcome,
+                args_sha256: None,
+                latency_us: started.elapsed().as_micros() as u64,
+                guardrails: marks,
+            };
+            let audit = audit.clone();
+            crate::telemetry::after_answer::defer(move || {
+                audit.write(&entry);
+            });
+        }
+        released.map_err(|e| e.with_server(server))
     }
 
     /// A task object the server answered, rebuilt for the caller under the gateway's id.
@@ -323,11 +387,17 @@ impl Gateway {
         form: Form,
         entry: &TaskEntry,
     ) -> Result<Map<String, Value>, GatewayError> {
-        let task = answered.map_err(|e| upstream_error(e, entry))?;
+        let settings = self.settings();
+        let server = &entry.upstream.name;
+        let task = answered
+            .map_err(|e| self.release_error(&settings, &entry.tool, server, upstream_error(e, entry)))?;
         let Some(task) = task.as_object() else {
             return Err(protocol_error("the server's task is not an object", entry));
         };
-        tasks::task_object(task, id, form).map_err(|reason| protocol_error(&reason, entry))
+        let mut task = tasks::task_object(task, id, form).map_err(|reason| protocol_error(&reason, entry))?;
+        // The server's own words about the task pass the outbound step.
+        self.screen_status(&settings, &entry.tool, server, &mut task);
+        Ok(task)
     }
 
     /// `tasks/list`: the caller's own tasks, from every server holding one, in one page.
@@ -341,6 +411,17 @@ impl Gateway {
         let owned = self.tasks.owned_by(&call.owner);
         // One upstream listing per place tasks live (server × the upstream session).
         let mut places: Vec<(Arc<TaskEntry>, HashMap<String, String>)> = Vec::new();
+        // The tool that created each task: its after-hooks screen the task's status.
+        let settings = self.settings();
+        let tools: HashMap<String, Arc<str>> =
+            owned.iter().map(|(id, entry)| (id.clone(), entry.tool.clone())).collect();
+        let screened = |mut task: Map<String, Value>, server: &str| {
+            let tool = task.get("taskId").and_then(Value::as_str).and_then(|id| tools.get(id)).cloned();
+            if let Some(tool) = tool {
+                self.screen_status(&settings, &tool, server, &mut task);
+            }
+            Value::Object(task)
+        };
         for (id, entry) in owned {
             let same = places.iter_mut().find(|(e, _)| {
                 Arc::ptr_eq(&e.upstream, &entry.upstream)
@@ -372,7 +453,7 @@ impl Gateway {
                         && let Some(task) = task.as_object()
                         && let Ok(task) = tasks::task_object(task, id, form)
                     {
-                        listed.push(Value::Object(task));
+                        listed.push(screened(task, &entry.upstream.name));
                     }
                 }
                 continue;
@@ -392,7 +473,7 @@ impl Gateway {
                         continue;
                     };
                     if let Ok(task) = tasks::task_object(task, id, form) {
-                        listed.push(Value::Object(task));
+                        listed.push(screened(task, &entry.upstream.name));
                     }
                 }
                 match page.get("nextCursor") {
@@ -483,6 +564,7 @@ impl Gateway {
         dedicated: Option<Arc<CallerSession>>,
         caller_form: Form,
         guard: Option<TaskGuard>,
+        tool: Arc<str>,
     ) -> Result<Box<serde_json::value::RawValue>, GatewayError> {
         let Ok(value) = serde_json::from_str::<Value>(raw.get()) else { return Ok(raw) };
         let created = match tasks::created(&value) {
@@ -495,7 +577,7 @@ impl Gateway {
             }
         };
         let server = upstream.name.clone();
-        let id = slot.fill(upstream, &created, owner, dedicated, guard);
+        let id = slot.fill(upstream, &created, owner, dedicated, guard, tool);
         // The id is a bearer of access for anonymous callers: logged as a tag, like session ids.
         tracing::info!(server = %server, task = %crate::redact::session_tag(&id), "task created");
         let answer = tasks::create_result(&created, &id, caller_form)

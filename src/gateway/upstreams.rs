@@ -241,6 +241,36 @@ pub fn build(
     })
 }
 
+/// What building `name`'s stack would refuse, checked without starting anything (no
+/// connection, no child process, no request): the same constructors [`build`] runs, so
+/// `check-config` refuses exactly what `serve` and a reload would (an unreadable secret, an
+/// OpenAPI document with no server URL and no `base_url`, a header that is no header).
+pub fn check(name: &str, server: &ServerConfig, config: &Config, metrics: &Metrics) -> anyhow::Result<()> {
+    match server.transport {
+        TransportKind::Http => {
+            let url = server.url.as_deref().ok_or_else(|| anyhow!("server {name}: missing url"))?;
+            HttpTransport::new(HttpSettings {
+                url: url.parse().with_context(|| format!("server {name}: invalid url {url:?}"))?,
+                connect_timeout: server.connect_timeout(&config.defaults),
+                headers: static_headers(name, server)?,
+                max_response_bytes: server.max_response_bytes(&config.defaults),
+                credentials: credentials(name, server, config, metrics)?,
+            })
+            .map_err(|e| anyhow!("server {name}: {e}"))?;
+        }
+        TransportKind::Openapi => {
+            openapi_transport(name, server, config, credentials(name, server, config, metrics)?)?;
+        }
+        TransportKind::Lambda => {
+            server.function.as_deref().ok_or_else(|| anyhow!("server {name}: missing function"))?;
+        }
+        TransportKind::Websocket | TransportKind::Sse | TransportKind::Stdio => {
+            connector(name, server, config)?;
+        }
+    }
+    Ok(())
+}
+
 /// The credentials of `[servers.NAME.auth]`, if any; an OAuth secret that cannot be read is a
 /// configuration error, said at start.
 fn credentials(
@@ -297,7 +327,7 @@ fn openapi_transport(
         loaded,
         base_url: server.base_url.clone(),
         selection: server.openapi_selection().with_context(|| format!("server {name}"))?,
-        limits: server.openapi_limits(),
+        limits: server.openapi_limits(&config.defaults),
         max_definition_bytes: server.tool_list_bounds(&config.defaults).max_definition_bytes,
         connect_timeout: server.connect_timeout(&config.defaults),
         headers: static_headers(name, server)?,

@@ -1,8 +1,11 @@
 //! The contract of a hook that is an MCP tool: the arguments the gateway calls it with, and
 //! the answer it must give (`docs/hooks.md#the-hook-tool-contract`).
 //!
-//! In: `{phase, hook, tool, server, arguments, result?, caller: {subject, scopes, groups}}`
-//! — never a token, a session id or a claim beyond those. Out (its `structuredContent`, or
+//! In: `{kind, phase, hook, tool, server, arguments, result?, caller: {subject, scopes,
+//! groups}}` — never a token, a session id or a claim beyond those. `kind` says what passes
+//! ([`ItemKind`]); `tool` names it: the tool, or a federated item (the prompt's name, the
+//! resource's URI, the completion's prompt name or template), so a hook written for tools
+//! keeps reading the same fields. Out (its `structuredContent`, or
 //! else its first text block read as JSON): `{decision: "allow"|"deny"|"replace", reason?,
 //! arguments?|result?}`. A tool error (`isError`), a JSON-RPC error or anything else is a
 //! failure of the hook (its `failure` mode decides).
@@ -25,20 +28,48 @@ pub enum Verdict {
     Replace(Value),
 }
 
+/// What a hook is shown: a tool call's arguments and result, or an item of a federated method
+/// (`docs/hooks.md#what-each-kind-gives-a-hook`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemKind {
+    /// `tools/call`: arguments, then the `CallToolResult`.
+    Tool,
+    /// `resources/read`: no arguments (`{uri}`), then the `ReadResourceResult`.
+    Resource,
+    /// `prompts/get`: the prompt's arguments (strings), then the `GetPromptResult`.
+    Prompt,
+    /// `completion/complete`: `{argument, context?}`, then the `CompleteResult`.
+    Completion,
+}
+
+impl ItemKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Resource => "resource",
+            Self::Prompt => "prompt",
+            Self::Completion => "completion",
+        }
+    }
+}
+
 /// The arguments of a hook tool's call.
+#[allow(clippy::too_many_arguments)]
 pub fn hook_input(
     phase: HookPhase,
     hook: &str,
-    tool: &str,
+    kind: ItemKind,
+    name: &str,
     server: &str,
     arguments: &Value,
     result: Option<&Value>,
     caller: &Caller,
 ) -> Map<String, Value> {
     let mut input = Map::new();
+    input.insert("kind".into(), json!(kind.as_str()));
     input.insert("phase".into(), json!(phase.as_str()));
     input.insert("hook".into(), json!(hook));
-    input.insert("tool".into(), json!(tool));
+    input.insert("tool".into(), json!(name));
     input.insert("server".into(), json!(server));
     input.insert("arguments".into(), arguments.clone());
     if let Some(result) = result {
@@ -107,6 +138,29 @@ pub fn read_verdict(phase: HookPhase, result: &Value) -> Result<Verdict, String>
     }
 }
 
+/// Checks a before-hook's replacement arguments of a federated item: a prompt's are an object
+/// of strings (`GetPromptRequest.arguments`); a completion's keep an `argument` with a string
+/// `name` and `value`, and an optional `context` object.
+pub fn check_item_arguments(kind: ItemKind, arguments: Value) -> Result<Value, String> {
+    match kind {
+        ItemKind::Prompt => match &arguments {
+            Value::Object(map) if map.values().all(Value::is_string) => Ok(arguments),
+            _ => Err("a prompt's arguments are an object of strings".into()),
+        },
+        ItemKind::Completion => {
+            let named = arguments.pointer("/argument/name").is_some_and(Value::is_string)
+                && arguments.pointer("/argument/value").is_some_and(Value::is_string);
+            let context = arguments.get("context").is_none_or(Value::is_object);
+            if named && context {
+                Ok(arguments)
+            } else {
+                Err("a completion's arguments need argument.name and argument.value (strings)".into())
+            }
+        }
+        ItemKind::Tool | ItemKind::Resource => Err("no arguments to replace".into()),
+    }
+}
+
 /// Checks a replacement result as an upstream's `tools/call` result is read: an object whose
 /// `content` is an array of blocks with a string `type`, an optional object
 /// `structuredContent` and an optional boolean `isError`.
@@ -153,7 +207,7 @@ mod tests {
     fn the_caller_goes_without_its_token() {
         let caller =
             Caller { subject: Some("alice".into()), token: Some("secret-token".into()), ..Caller::default() };
-        let input = hook_input(HookPhase::Before, "h", "t", "s", &json!({}), None, &caller);
+        let input = hook_input(HookPhase::Before, "h", ItemKind::Tool, "t", "s", &json!({}), None, &caller);
         let text = serde_json::to_string(&input).unwrap();
         assert!(!text.contains("secret-token"), "{text}");
         assert_eq!(input["caller"]["subject"], "alice");

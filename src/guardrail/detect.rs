@@ -9,7 +9,18 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
+use super::contract::ItemKind;
 use crate::config::hooks::Detector;
+
+/// Whether a MIME type's content is text (its blob is read for redaction).
+fn is_textual(mime: &str) -> bool {
+    let essence = mime.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence.starts_with("text/")
+        || essence == "application/json"
+        || essence.ends_with("+json")
+        || essence == "application/xml"
+        || essence.ends_with("+xml")
+}
 
 static EMAIL: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(r"(?i)\b[a-z0-9._%+-]{1,64}@[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*\.[a-z]{2,24}\b").ok()
@@ -98,23 +109,81 @@ impl Detectors {
         }
     }
 
-    /// Redacts a `tools/call` result: the text of `type: "text"` content blocks and every
-    /// string of `structuredContent`. Whether anything changed.
+    /// Redacts a `tools/call` result: the text of `type: "text"` content blocks (and of an
+    /// embedded resource's text) and every string of `structuredContent`. Whether anything
+    /// changed.
     pub fn redact_result(&self, result: &mut Value) -> bool {
         let mut changed = false;
         if let Some(Value::Array(blocks)) = result.get_mut("content") {
             for block in blocks {
-                if block.get("type").and_then(Value::as_str) == Some("text")
-                    && let Some(text) = block.get_mut("text")
-                {
-                    changed |= self.redact_in(text);
-                }
+                changed |= self.redact_block(block);
             }
         }
         if let Some(structured) = result.get_mut("structuredContent") {
             changed |= self.redact_in(structured);
         }
         changed
+    }
+
+    /// Redacts what passes to a caller as an item of `kind` (`docs/hooks.md`): a tool result
+    /// ([`Self::redact_result`]); a resource's `contents[].text` and the base64 `blob` of a
+    /// textual MIME type (decoded, redacted, encoded again; any other blob is binary and is
+    /// not read); a prompt's `description` and its messages' text (text blocks, embedded
+    /// resources' text); a completion's values. Whether anything changed.
+    pub fn redact_item(&self, kind: ItemKind, item: &mut Value) -> bool {
+        match kind {
+            ItemKind::Tool => self.redact_result(item),
+            ItemKind::Resource => {
+                let Some(Value::Array(contents)) = item.get_mut("contents") else { return false };
+                contents.iter_mut().fold(false, |changed, content| self.redact_contents(content) | changed)
+            }
+            ItemKind::Prompt => {
+                let mut changed = item.get_mut("description").is_some_and(|d| self.redact_in(d));
+                if let Some(Value::Array(messages)) = item.get_mut("messages") {
+                    for message in messages {
+                        if let Some(content) = message.get_mut("content") {
+                            changed |= self.redact_block(content);
+                        }
+                    }
+                }
+                changed
+            }
+            ItemKind::Completion => {
+                item.pointer_mut("/completion/values").is_some_and(|values| self.redact_in(values))
+            }
+        }
+    }
+
+    /// A content block's text (`type: "text"`) or embedded resource (`type: "resource"`).
+    fn redact_block(&self, block: &mut Value) -> bool {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => block.get_mut("text").is_some_and(|text| self.redact_in(text)),
+            Some("resource") => block.get_mut("resource").is_some_and(|r| self.redact_contents(r)),
+            _ => false,
+        }
+    }
+
+    /// One resource contents: its `text`, or its `blob` when its MIME type is textual.
+    fn redact_contents(&self, contents: &mut Value) -> bool {
+        if let Some(text) = contents.get_mut("text") {
+            return self.redact_in(text);
+        }
+        let textual = contents.get("mimeType").and_then(Value::as_str).is_some_and(is_textual);
+        if !textual {
+            return false;
+        }
+        let Some(Value::String(blob)) = contents.get_mut("blob") else { return false };
+        use base64::{Engine, engine::general_purpose::STANDARD};
+        let Some(text) = STANDARD.decode(blob.as_bytes()).ok().and_then(|b| String::from_utf8(b).ok()) else {
+            return false;
+        };
+        match self.redact(&text) {
+            Some(redacted) => {
+                *blob = STANDARD.encode(redacted);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -208,6 +277,32 @@ mod tests {
 
     fn all() -> Detectors {
         Detectors::new(vec![Detector::Email, Detector::Phone, Detector::Card], Vec::new())
+    }
+
+    #[test]
+    fn every_kind_of_item_is_redacted_where_it_carries_text() {
+        use base64::{Engine, engine::general_purpose::STANDARD};
+        let d = all();
+        let mut resource = json!({"contents": [
+            {"uri": "a://1", "text": "mail ann@example.com"},
+            {"uri": "a://2", "mimeType": "text/plain; charset=utf-8", "blob": STANDARD.encode("ann@example.com")},
+            {"uri": "a://3", "mimeType": "image/png", "blob": STANDARD.encode("ann@example.com")},
+        ]});
+        assert!(d.redact_item(ItemKind::Resource, &mut resource));
+        assert_eq!(resource["contents"][0]["text"], "mail [redacted:email]");
+        assert_eq!(resource["contents"][1]["blob"], STANDARD.encode("[redacted:email]"));
+        assert_eq!(resource["contents"][2]["blob"], STANDARD.encode("ann@example.com"), "binary: not read");
+        let mut prompt = json!({"description": "for ann@example.com", "messages": [
+            {"role": "user", "content": {"type": "text", "text": "to ann@example.com"}},
+            {"role": "user", "content": {"type": "resource", "resource": {"uri": "a://1", "text": "ann@example.com"}}},
+        ]});
+        assert!(d.redact_item(ItemKind::Prompt, &mut prompt));
+        assert!(!prompt.to_string().contains("ann@example.com"), "{prompt}");
+        let mut completion = json!({"completion": {"values": ["ann@example.com", "bob"]}});
+        assert!(d.redact_item(ItemKind::Completion, &mut completion));
+        assert_eq!(completion["completion"]["values"], json!(["[redacted:email]", "bob"]));
+        let mut clean = json!({"completion": {"values": ["bob"]}});
+        assert!(!d.redact_item(ItemKind::Completion, &mut clean));
     }
 
     #[test]

@@ -15,6 +15,8 @@ use std::{
 
 use serde_json::Value;
 
+use super::budget::Budget;
+
 /// Why a document was refused: where (file or URL, and a JSON pointer or a line) and why.
 #[derive(Debug, Clone)]
 pub struct DocError {
@@ -37,11 +39,12 @@ impl DocError {
     }
 }
 
-/// Parses a document's text: JSON when it starts with `{`, else YAML (a superset).
-pub fn parse(text: &str, source: &str) -> Result<Value, DocError> {
+/// Parses a document's text: JSON when it starts with `{`, else YAML (a superset), within
+/// `budget` ([`super::budget`]: however its aliases repeat, the value built stays in it).
+pub fn parse(text: &str, source: &str, budget: &mut Budget) -> Result<Value, DocError> {
     let trimmed = text.trim_start_matches('\u{feff}').trim_start();
     if trimmed.starts_with('{') {
-        return serde_json::from_str(trimmed).map_err(|e| {
+        return super::budget::json(trimmed, budget).map_err(|e| {
             DocError::new(
                 source,
                 format!("line {} column {}", e.line(), e.column()),
@@ -49,7 +52,7 @@ pub fn parse(text: &str, source: &str) -> Result<Value, DocError> {
             )
         });
     }
-    serde_norway::from_str::<Value>(trimmed).map_err(|e| {
+    super::budget::yaml(trimmed, budget).map_err(|e| {
         let at = match e.location() {
             Some(at) => format!("line {} column {}", at.line(), at.column()),
             None => "the document".to_string(),
@@ -115,6 +118,11 @@ pub struct Documents {
     docs: HashMap<Location, Arc<Value>>,
     bytes_read: usize,
     max_bytes: usize,
+    /// What parsing the files the refs name may still build ([`super::budget`]).
+    budget: Budget,
+    /// A file document's directory, absolute and lexically normal: the only place its file
+    /// refs may reach.
+    confine: Option<PathBuf>,
 }
 
 /// A value found through a ref, and the document it is in (its own refs are relative to it).
@@ -130,7 +138,18 @@ impl Documents {
     pub fn new(root: Location, value: Value, bytes: usize, max_bytes: usize) -> Self {
         let mut docs = HashMap::new();
         docs.insert(root.clone(), Arc::new(value));
-        Self { root, docs, bytes_read: bytes, max_bytes }
+        let confine = match &root {
+            Location::File(path) => Some(absolute(path.parent().unwrap_or(Path::new("")))),
+            Location::Url(_) => None,
+        };
+        let budget = Budget::for_spec_bytes(max_bytes);
+        Self { root, docs, bytes_read: bytes, max_bytes, budget, confine }
+    }
+
+    /// The same, with what is left of the budget the root document was parsed in.
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
     }
 
     pub fn root(&self) -> &Location {
@@ -150,8 +169,14 @@ impl Documents {
         if !pointer.is_empty() && !pointer.starts_with('/') {
             return Err(format!("$ref {reference:?}: only JSON pointers (#/...) are resolved"));
         }
-        if value.pointer(&pointer).is_none() {
-            return Err(format!("$ref {reference:?}: nothing at {pointer} in {}", doc.shown()));
+        match value.pointer(&pointer) {
+            None => return Err(format!("$ref {reference:?}: nothing at {pointer} in {}", doc.shown())),
+            // What another file gives is an object (a schema, a parameter, ...), never a
+            // bare scalar or list: a file that is not OpenAPI cannot be inlined whole.
+            Some(target) if !file.is_empty() && !target.is_object() => {
+                return Err(format!("$ref {reference:?}: names no object in {}", doc.shown()));
+            }
+            Some(_) => {}
         }
         let key = format!("{}#{pointer}", doc.shown());
         Ok(Found { doc, key, value, pointer })
@@ -171,8 +196,12 @@ impl Documents {
         Err(format!("more than {MAX_REF_HOPS} $ref hops (a cycle of refs?)"))
     }
 
+    /// Loads the file `file` names, relative to `from` (a file document): only a relative
+    /// path that stays in the root document's directory once normalised and once its symbolic
+    /// links are followed, read within `max_spec_bytes` (with everything read before it) and
+    /// the parse budget, and whose content is an object.
     fn load_relative(&mut self, from: &Location, file: &str) -> Result<Location, String> {
-        let Location::File(base) = from else {
+        let (Location::File(base), Some(confine)) = (from, &self.confine) else {
             return Err(format!(
                 "$ref to {file:?}: refs to other files are resolved for file documents only"
             ));
@@ -180,7 +209,16 @@ impl Documents {
         if file.contains("://") {
             return Err(format!("$ref to {file:?}: remote refs are not fetched"));
         }
-        let path = base.parent().unwrap_or(Path::new(".")).join(file);
+        let relative = Path::new(file);
+        if relative.has_root() || relative.is_absolute() || file.starts_with('\\') {
+            return Err(format!(
+                "$ref to {file:?}: an absolute path; file refs name files in the document's directory"
+            ));
+        }
+        let path = absolute(&base.parent().unwrap_or(Path::new("")).join(relative));
+        if !path.starts_with(confine) {
+            return Err(format!("$ref to {file:?}: leaves the document's directory ({})", confine.display()));
+        }
         let location = Location::File(path.clone());
         if self.docs.contains_key(&location) {
             return Ok(location);
@@ -188,21 +226,68 @@ impl Documents {
         if self.docs.len() > MAX_REFERENCED_FILES {
             return Err(format!("more than {MAX_REFERENCED_FILES} files referred to"));
         }
-        let size = std::fs::metadata(&path).map_err(|e| format!("$ref to {}: {e}", path.display()))?.len();
-        let size = usize::try_from(size).unwrap_or(usize::MAX);
-        if self.bytes_read.saturating_add(size) > self.max_bytes {
+        // Symbolic links followed: the file itself must be in the directory, itself resolved.
+        let real_dir = std::fs::canonicalize(confine).map_err(|e| format!("$ref to {file:?}: {e}"))?;
+        let real = std::fs::canonicalize(&path).map_err(|e| format!("$ref to {file:?}: {e}"))?;
+        if !real.starts_with(&real_dir) {
             return Err(format!(
-                "$ref to {}: the document and its files exceed max_spec_bytes ({})",
-                path.display(),
-                self.max_bytes
+                "$ref to {file:?}: leaves the document's directory ({}) through a symbolic link",
+                confine.display()
             ));
         }
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("$ref to {}: {e}", path.display()))?;
+        let left = self.max_bytes.saturating_sub(self.bytes_read);
+        let text =
+            read_within(&real, left).map_err(|e| format!("$ref to {file:?}: {e}"))?.ok_or_else(|| {
+                format!(
+                    "$ref to {file:?}: the document and its files exceed max_spec_bytes ({})",
+                    self.max_bytes
+                )
+            })?;
         self.bytes_read += text.len();
-        let value = parse(&text, &location.shown()).map_err(|e| e.to_string())?;
+        let value = parse(&text, &location.shown(), &mut self.budget).map_err(|e| e.to_string())?;
+        if !value.is_object() {
+            return Err(format!("$ref to {file:?}: the file is not a JSON or YAML object"));
+        }
         self.docs.insert(location.clone(), Arc::new(value));
         Ok(location)
     }
+}
+
+/// `path` made absolute (against the working directory) and lexically normal: no `.`, and
+/// every `..` applied to what precedes it (never past the root).
+fn absolute(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let joined = match path.is_absolute() {
+        true => path.to_path_buf(),
+        false => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(path),
+    };
+    let mut normal = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
+}
+
+/// The file's text when it holds at most `limit` bytes (`None` beyond), read no further.
+fn read_within(path: &Path, limit: usize) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    // Checked before opening: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Ok(None);
+    }
+    String::from_utf8(bytes).map(Some).map_err(std::io::Error::other)
 }
 
 /// The JSON pointer token for `key` (`~` and `/` escaped).
@@ -216,13 +301,15 @@ mod tests {
 
     #[test]
     fn parse_errors_name_the_line() {
-        let err = parse("{\n \"openapi\": \"3.1.0\",\n \"paths\": {,}\n}", "doc.json").unwrap_err();
+        let budget = &mut Budget::for_spec_bytes(1 << 20);
+        let err = parse("{\n \"openapi\": \"3.1.0\",\n \"paths\": {,}\n}", "doc.json", budget).unwrap_err();
         assert_eq!(err.at, "line 3 column 12", "{err}");
-        let err = parse("openapi: 3.0.3\npaths:\n  /a: [\n", "doc.yaml").unwrap_err();
+        let err = parse("openapi: 3.0.3\npaths:\n  /a: [\n", "doc.yaml", budget).unwrap_err();
         assert!(err.at.starts_with("line "), "{err}");
         let yaml = parse(
             "openapi: 3.0.3\npaths:\n  /a:\n    get:\n      responses:\n        200: {description: ok}\n",
             "d",
+            budget,
         )
         .unwrap();
         assert!(
@@ -256,5 +343,53 @@ mod tests {
         let mut docs = Documents::new(Location::Url("http://x/doc".into()), looped, 0, 1024);
         let err = docs.deref(&from, &serde_json::json!({"$ref": "#/components/schemas/A"})).unwrap_err();
         assert!(err.contains("hops"), "{err}");
+    }
+
+    /// A directory of its own under the temporary one, emptied first.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mcp-gateway-refs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("specs/shared")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn file_refs_stay_in_the_document_directory_and_name_objects() {
+        let dir = scratch("confine");
+        let specs = dir.join("specs");
+        std::fs::write(dir.join("admin-token"), "s3cret-admin-token\n").unwrap();
+        std::fs::write(dir.join("outside.yaml"), "Secret: {type: string, description: leaked}\n").unwrap();
+        std::fs::write(specs.join("token.txt"), "s3cret-beside\n").unwrap();
+        std::fs::write(specs.join("list.yaml"), "- a\n- b\n").unwrap();
+        std::fs::write(
+            specs.join("shared/common.yaml"),
+            "Name: {type: string}\nUp: {$ref: '../top.yaml#/Top'}\n",
+        )
+        .unwrap();
+        std::fs::write(specs.join("top.yaml"), "Top: {type: integer}\nWord: hello\n").unwrap();
+        std::os::unix::fs::symlink(dir.join("outside.yaml"), specs.join("link.yaml")).unwrap();
+        let doc = specs.join("doc.yaml");
+        let mut docs = Documents::new(Location::File(doc.clone()), serde_json::json!({}), 0, 1 << 20);
+        let from = docs.root().clone();
+        let refused = |docs: &mut Documents, reference: &str| match docs.resolve(&from, reference) {
+            Ok(found) => panic!("{reference} resolved to {}", found.value),
+            Err(reason) => reason,
+        };
+        let absolute = format!("{}#/Secret", dir.join("outside.yaml").display());
+        assert!(refused(&mut docs, &absolute).contains("absolute path"));
+        assert!(refused(&mut docs, "../outside.yaml#/Secret").contains("leaves the document's directory"));
+        assert!(refused(&mut docs, "shared/../../admin-token").contains("leaves the document's directory"));
+        assert!(refused(&mut docs, "link.yaml#/Secret").contains("symbolic link"));
+        assert!(refused(&mut docs, "token.txt").contains("not a JSON or YAML object"));
+        assert!(refused(&mut docs, "list.yaml").contains("not a JSON or YAML object"));
+        assert!(refused(&mut docs, "top.yaml#/Word").contains("names no object"));
+        // Within the directory, `..` that stays inside is fine, and refs chain across files.
+        let found = docs.resolve(&from, "shared/common.yaml#/Name").unwrap();
+        assert_eq!(found.value.pointer(&found.pointer), Some(&serde_json::json!({"type": "string"})));
+        let (_, up) = docs.deref(&found.doc, &serde_json::json!({"$ref": "common.yaml#/Up"})).unwrap();
+        assert_eq!(up, serde_json::json!({"type": "integer"}));
+        let found = docs.resolve(&from, "shared/../top.yaml#/Top").unwrap();
+        assert!(found.value.pointer(&found.pointer).is_some());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! This module reads and maps documents; the transport builds calls from the result
 //! ([`Mapped`]). By job:
+//! - [`budget`]: text to a JSON value within a memory budget, YAML aliases included;
 //! - [`document`]: text to JSON (line and column on a parse error), whole-document checks,
 //!   `$ref` resolution across the document and the files beside it;
 //! - [`schema`]: schemas made self-contained (refs inlined, bounded);
@@ -15,6 +16,7 @@
 //! - [`reply`]: the HTTP answer as a tool result or an upstream error;
 //! - [`fetch`]: a URL document fetched once, for `check-config`.
 
+pub mod budget;
 pub mod document;
 pub mod fetch;
 pub mod mapping;
@@ -48,6 +50,10 @@ pub struct Limits {
     pub max_spec_bytes: usize,
     pub max_operations: usize,
     pub max_schema_depth: usize,
+    /// Most bytes the mapped tool definitions may take together (the server's
+    /// `max_catalogue_bytes`): past it the document is refused, as its list would be, before
+    /// definitions many times the document's size are held.
+    pub max_list_bytes: usize,
 }
 
 /// A document mapped: the tools, their call plans, what was skipped and why.
@@ -66,6 +72,8 @@ pub struct Mapped {
     pub schemes: BTreeMap<String, Value>,
     /// How many operations the document holds (before selection).
     pub total_operations: usize,
+    /// The `include`/`exclude` selectors, as written, that match no operation of the document.
+    pub unmatched_selectors: Vec<String>,
 }
 
 /// Whether `spec` names an http(s) URL (else it is a file path).
@@ -103,9 +111,11 @@ pub fn map_text(
     max_definition_bytes: usize,
 ) -> Result<Mapped, DocError> {
     let source = location.shown();
-    let root = document::parse(text, &source)?;
+    let mut budget = budget::Budget::for_spec_bytes(limits.max_spec_bytes);
+    let root = document::parse(text, &source, &mut budget)?;
     document::check_root(&root, &source)?;
-    let mut docs = Documents::new(location.clone(), root, text.len(), limits.max_spec_bytes);
+    let mut docs =
+        Documents::new(location.clone(), root, text.len(), limits.max_spec_bytes).with_budget(budget);
     let root = docs.root_value();
     let empty = serde_json::Map::new();
     let paths = root.get("paths").and_then(Value::as_object).unwrap_or(&empty);
@@ -128,8 +138,11 @@ pub fn map_text(
         server_url,
         schemes,
         total_operations: all.len(),
+        unmatched_selectors: Vec::new(),
     };
+    let mut hits = select::Hits::default();
     let mut taken = HashSet::new();
+    let mut list_bytes = 0usize;
     let mut inliner = Inliner::new(&mut docs, limits.max_schema_depth);
     for (path, method_name, verb, pointer) in all {
         let item = &paths[&path];
@@ -162,6 +175,7 @@ pub fn map_text(
             method: &verb,
             path: &path,
         };
+        selection.note(&candidate, &mut hits);
         if !selection.selects(&candidate) {
             continue;
         }
@@ -189,6 +203,7 @@ pub fn map_text(
             root_security: root_security.as_ref(),
         };
         let name = unique(base, &mut taken);
+        inliner.begin_operation();
         match map_operation(&mut inliner, &route, name.clone()) {
             Ok((definition, operation)) => {
                 let size = serde_json::to_vec(&definition).map(|v| v.len()).unwrap_or(usize::MAX);
@@ -199,6 +214,17 @@ pub fn map_text(
                     )));
                     continue;
                 }
+                list_bytes = list_bytes.saturating_add(size);
+                if list_bytes > limits.max_list_bytes {
+                    return Err(DocError::new(
+                        &source,
+                        "/paths",
+                        format!(
+                            "the tool definitions exceed max_catalogue_bytes ({})",
+                            limits.max_list_bytes
+                        ),
+                    ));
+                }
                 mapped.tools.push(definition);
                 mapped.operations.insert(name, Arc::new(operation));
             }
@@ -208,6 +234,7 @@ pub fn map_text(
             }
         }
     }
+    mapped.unmatched_selectors = selection.unmatched(&hits);
     Ok(mapped)
 }
 

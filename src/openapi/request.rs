@@ -5,6 +5,14 @@
 //! `application/x-www-form-urlencoded` body. Every name and value is percent-encoded except
 //! the unreserved characters (RFC 3986), so an argument can never add a path segment, a query
 //! parameter or a header of its own.
+//!
+//! Dot segments: `.` is unreserved, so encoding alone would send a value `..` as a `..`
+//! segment, which any proxy or framework that resolves dot segments (RFC 3986 §5.2.4, the
+//! WHATWG URL parser, `%2E` included) turns into another operation's path, one the operator
+//! may have excluded. So, in every style: a path value with a `.` or `..` piece (between
+//! `/` or `\\`, for servers that decode `%2F` before resolving) is refused, and so is a built
+//! path with a `.`, `..` (plain or percent-encoded) or emptied segment. Refused, not
+//! encoded: `%2E%2E` is a dot segment to WHATWG parsers too.
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
@@ -48,6 +56,7 @@ pub fn build(op: &Operation, arguments: &Map<String, Value>) -> Result<Request, 
         };
         match param.location {
             ParamIn::Path => {
+                no_dot_pieces(&param.property, value)?;
                 let text = path_value(&param.name, param.style, param.explode, value);
                 path = path.replace(&format!("{{{}}}", param.name), &text);
             }
@@ -111,12 +120,50 @@ pub fn build(op: &Operation, arguments: &Map<String, Value>) -> Result<Request, 
             }
         }
     };
+    stays_in_template(&op.path, &path)?;
     let mut path_and_query = path;
     if !query.is_empty() {
         path_and_query.push('?');
         path_and_query.push_str(&query.join("&"));
     }
     Ok(Request { path_and_query, headers, cookies, body })
+}
+
+/// Refuses a path value any of whose texts (the value, an item, a key) has a `.` or `..`
+/// piece between `/` or `\\`.
+fn no_dot_pieces(property: &str, value: &Value) -> Result<(), Invalid> {
+    let texts: Vec<String> = match value {
+        Value::Array(items) => items.iter().map(scalar).collect(),
+        Value::Object(map) => map.iter().flat_map(|(k, v)| [k.clone(), scalar(v)]).collect(),
+        other => vec![scalar(other)],
+    };
+    let dotted = texts.iter().any(|text| text.split(['/', '\\']).any(|piece| piece == "." || piece == ".."));
+    match dotted {
+        true => Err(format!(
+            "argument {property:?}: a path value cannot hold a \".\" or \"..\" segment (it would leave the operation's path)"
+        )),
+        false => Ok(()),
+    }
+}
+
+/// Refuses a built path one of whose segments is a dot segment (`.`, `..`, or one spelt with
+/// `%2E`), or empty where the template's is not: the request must reach the operation's path.
+fn stays_in_template(template: &str, built: &str) -> Result<(), Invalid> {
+    let is_dot = |segment: &str| {
+        let decoded = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
+        decoded == "." || decoded == ".."
+    };
+    let mut template_segments = template.split('/');
+    for segment in built.split('/') {
+        let from = template_segments.next().unwrap_or("");
+        if is_dot(segment) {
+            return Err("the request path would hold a \".\" or \"..\" segment: not sent".into());
+        }
+        if segment.is_empty() && !from.is_empty() {
+            return Err("a path parameter's value is empty: not sent".into());
+        }
+    }
+    Ok(())
 }
 
 /// A scalar as text (strings as they are, other JSON as its text).
@@ -219,9 +266,58 @@ mod tests {
         let mut id = param("id", ParamIn::Path, Style::Simple, false);
         id.required = true;
         let op = op("/products/{id}", vec![id], None);
-        let built = build(&op, &args(json!({"id": "../admin?x=1 #é"}))).unwrap();
-        assert_eq!(built.path_and_query, "/products/..%2Fadmin%3Fx%3D1%20%23%C3%A9");
+        let built = build(&op, &args(json!({"id": "a/admin?x=1 #é"}))).unwrap();
+        assert_eq!(built.path_and_query, "/products/a%2Fadmin%3Fx%3D1%20%23%C3%A9");
+        assert!(build(&op, &args(json!({"id": "../admin"}))).is_err(), "a dot segment, even encoded");
         assert_eq!(build(&op, &args(json!({}))).unwrap_err(), "missing required argument \"id\"");
+    }
+
+    #[test]
+    fn dot_segments_are_refused_in_every_style() {
+        let built = |path: &str, style, explode, value: Value| {
+            let op = op(path, vec![param("v", ParamIn::Path, style, explode)], None);
+            build(&op, &args(json!({"v": value}))).map(|b| b.path_and_query)
+        };
+        for (style, explode) in [
+            (Style::Simple, false),
+            (Style::Simple, true),
+            (Style::Label, false),
+            (Style::Label, true),
+            (Style::Matrix, false),
+            (Style::Matrix, true),
+            (Style::Content, false),
+        ] {
+            for value in
+                [json!(".."), json!("."), json!("a/../b"), json!("..\\x"), json!([".."]), json!({"k": ".."})]
+            {
+                let sent = built("/users/{v}/keys", style, explode, value.clone());
+                assert!(sent.is_err(), "{style:?} explode={explode} {value}: {sent:?}");
+            }
+            assert!(built("/users/{v}/keys", style, explode, json!("a.b")).is_ok(), "{style:?}");
+            assert!(built("/users/{v}/keys", style, explode, json!("...")).is_ok(), "{style:?}");
+        }
+        // Label style prefixes a dot: an empty value or items would make a dot segment.
+        assert!(built("/users/{v}/keys", Style::Label, false, json!("")).is_err());
+        assert!(built("/users/{v}/keys", Style::Label, true, json!(["", ""])).is_err());
+        // Two values in one segment that together spell a dot segment.
+        let op = op(
+            "/users/{a}{b}/keys",
+            vec![
+                param("a", ParamIn::Path, Style::Simple, false),
+                param("b", ParamIn::Path, Style::Simple, false),
+            ],
+            None,
+        );
+        assert!(build(&op, &args(json!({"a": ".", "b": "."}))).is_err());
+        assert!(build(&op, &args(json!({"a": ".x", "b": "."}))).is_err());
+        assert!(build(&op, &args(json!({"a": "x", "b": "y"}))).is_ok());
+        // An emptied segment would reach another route; a dot segment in the template too.
+        assert!(built("/users/{v}/keys", Style::Simple, false, json!("")).is_err());
+        assert!(built("/users/%2e%2E/{v}", Style::Simple, false, json!("x")).is_err());
+        assert_eq!(
+            built("/users/{v}/keys", Style::Simple, false, json!("a/b")).unwrap(),
+            "/users/a%2Fb/keys"
+        );
     }
 
     #[test]

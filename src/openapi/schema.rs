@@ -5,7 +5,9 @@
 //!
 //! Bounded: a ref back to a schema being inlined (a recursive type) becomes `{}` (any value)
 //! with a `$comment` naming it; nesting deeper than `max_schema_depth` or an inlined schema of
-//! more than [`MAX_NODES`] values (refs reused many times grow it exponentially) makes the
+//! more than [`MAX_NODES`] values, or the schemas of one operation together of more than
+//! [`MAX_OPERATION_NODES`] values or [`MAX_STRING_BYTES`] of strings (refs reused many times
+//! grow them exponentially; data keywords like `enum` are counted too), makes the
 //! operation unmappable instead of the gateway slow.
 
 use serde_json::{Map, Value, json};
@@ -14,6 +16,12 @@ use super::document::{Documents, Location};
 
 /// Most JSON values one inlined schema may hold.
 pub const MAX_NODES: usize = 100_000;
+/// Most bytes of strings the schemas of one operation may hold once inlined (data keywords
+/// such as `enum` and `example` included: a ref reused many times copies them each time).
+pub const MAX_STRING_BYTES: usize = 8 << 20;
+/// Most JSON values the schemas of one operation may hold together (its parameters, body and
+/// answer: each bounded by [`MAX_NODES`], but an operation may have many).
+pub const MAX_OPERATION_NODES: usize = 4 * MAX_NODES;
 
 /// Keywords whose value is data, not a schema: never walked for refs.
 const DATA_KEYWORDS: [&str; 6] = ["example", "examples", "enum", "const", "default", "required"];
@@ -29,11 +37,14 @@ pub struct Inliner<'a> {
     /// The refs being inlined, outermost first (a ref found again is a cycle).
     stack: Vec<String>,
     nodes: usize,
+    /// Values and string bytes inlined for the current operation ([`Inliner::begin_operation`]).
+    operation_nodes: usize,
+    bytes: usize,
 }
 
 impl<'a> Inliner<'a> {
     pub fn new(docs: &'a mut Documents, max_depth: usize) -> Self {
-        Self { docs, max_depth, stack: Vec::new(), nodes: 0 }
+        Self { docs, max_depth, stack: Vec::new(), nodes: 0, operation_nodes: 0, bytes: 0 }
     }
 
     pub fn docs(&mut self) -> &mut Documents {
@@ -46,14 +57,19 @@ impl<'a> Inliner<'a> {
         self.walk(from, schema, 0)
     }
 
+    /// Starts the count of what one operation's schemas may hold together.
+    pub fn begin_operation(&mut self) {
+        self.operation_nodes = 0;
+        self.bytes = 0;
+    }
+
     fn walk(&mut self, from: &Location, value: &Value, depth: usize) -> Result<Value, String> {
         if depth > self.max_depth {
             return Err(format!("a schema is nested deeper than max_schema_depth ({})", self.max_depth));
         }
         self.nodes += 1;
-        if self.nodes > MAX_NODES {
-            return Err(format!("a schema holds more than {MAX_NODES} values once its $refs are inlined"));
-        }
+        self.operation_nodes += 1;
+        self.bounded()?;
         match value {
             Value::Object(map) => {
                 if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
@@ -65,6 +81,7 @@ impl<'a> Inliner<'a> {
                         continue;
                     }
                     let inlined = if DATA_KEYWORDS.contains(&key.as_str()) || key.starts_with("x-") {
+                        self.count(child)?;
                         child.clone()
                     } else if SCHEMA_MAPS.contains(&key.as_str()) && child.is_object() {
                         let mut named = Map::new();
@@ -87,8 +104,53 @@ impl<'a> Inliner<'a> {
                 .map(|item| self.walk(from, item, depth + 1))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Value::Array),
-            other => Ok(other.clone()),
+            other => {
+                self.count(other)?;
+                Ok(other.clone())
+            }
         }
+    }
+
+    /// Counts what copying `value` as it is adds (its values beyond the one counted by
+    /// `walk`, and its strings' bytes), stopping at the first bound it passes.
+    fn count(&mut self, value: &Value) -> Result<(), String> {
+        let mut pending = vec![value];
+        while let Some(value) = pending.pop() {
+            match value {
+                Value::String(text) => self.bytes += text.len(),
+                Value::Array(items) => {
+                    self.nodes += items.len();
+                    self.operation_nodes += items.len();
+                    pending.extend(items);
+                }
+                Value::Object(map) => {
+                    self.nodes += map.len();
+                    self.operation_nodes += map.len();
+                    self.bytes += map.keys().map(String::len).sum::<usize>();
+                    pending.extend(map.values());
+                }
+                _ => {}
+            }
+            self.bounded()?;
+        }
+        Ok(())
+    }
+
+    fn bounded(&self) -> Result<(), String> {
+        if self.nodes > MAX_NODES {
+            return Err(format!("a schema holds more than {MAX_NODES} values once its $refs are inlined"));
+        }
+        if self.operation_nodes > MAX_OPERATION_NODES {
+            return Err(format!(
+                "the operation's schemas hold more than {MAX_OPERATION_NODES} values once their $refs are inlined"
+            ));
+        }
+        if self.bytes > MAX_STRING_BYTES {
+            return Err(format!(
+                "the operation's schemas hold more than {MAX_STRING_BYTES} bytes of strings once their $refs are inlined"
+            ));
+        }
+        Ok(())
     }
 
     fn referenced(

@@ -16,12 +16,17 @@ enum Selector {
     Path { method: Option<Method>, glob: String },
 }
 
-/// The parsed `include` and `exclude` of one server.
+/// The parsed `include` and `exclude` of one server, each selector with its text as written
+/// (to name one that matches nothing).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
-    include: Vec<Selector>,
-    exclude: Vec<Selector>,
+    include: Vec<(Selector, String)>,
+    exclude: Vec<(Selector, String)>,
 }
+
+/// Which selectors of a [`Selection`] matched an operation of a document, `include` first.
+#[derive(Debug, Default)]
+pub struct Hits(Vec<bool>);
 
 /// What a selector is matched against.
 pub struct Candidate<'a> {
@@ -33,15 +38,43 @@ pub struct Candidate<'a> {
 
 impl Selection {
     pub fn parse(include: &[String], exclude: &[String]) -> anyhow::Result<Self> {
-        let parse_all = |key: &str, items: &[String]| -> anyhow::Result<Vec<Selector>> {
-            items.iter().map(|s| parse_one(s).map_err(|e| anyhow::anyhow!("{key}: {s:?}: {e}"))).collect()
+        let parse_all = |key: &str, items: &[String]| -> anyhow::Result<Vec<(Selector, String)>> {
+            items
+                .iter()
+                .map(|s| {
+                    let selector = parse_one(s).map_err(|e| anyhow::anyhow!("{key}: {s:?}: {e}"))?;
+                    Ok((selector, s.clone()))
+                })
+                .collect()
         };
         Ok(Self { include: parse_all("include", include)?, exclude: parse_all("exclude", exclude)? })
     }
 
     pub fn selects(&self, candidate: &Candidate<'_>) -> bool {
-        (self.include.is_empty() || self.include.iter().any(|s| s.matches(candidate)))
-            && !self.exclude.iter().any(|s| s.matches(candidate))
+        (self.include.is_empty() || self.include.iter().any(|(s, _)| s.matches(candidate)))
+            && !self.exclude.iter().any(|(s, _)| s.matches(candidate))
+    }
+
+    /// Marks in `hits` every selector that `candidate` matches (an operation of the document,
+    /// whether selected or not).
+    pub fn note(&self, candidate: &Candidate<'_>, hits: &mut Hits) {
+        let all = self.include.iter().chain(&self.exclude);
+        hits.0.resize(self.include.len() + self.exclude.len(), false);
+        for (hit, (selector, _)) in hits.0.iter_mut().zip(all) {
+            *hit |= selector.matches(candidate);
+        }
+    }
+
+    /// The selectors, as written (`include: tag:orders`), that matched no operation of the
+    /// document `hits` were noted on: a typo or a document that changed, said as a warning.
+    pub fn unmatched(&self, hits: &Hits) -> Vec<String> {
+        let named =
+            self.include.iter().map(|s| ("include", s)).chain(self.exclude.iter().map(|s| ("exclude", s)));
+        named
+            .enumerate()
+            .filter(|(i, _)| !hits.0.get(*i).copied().unwrap_or(false))
+            .map(|(_, (key, (_, text)))| format!("{key}: {text}"))
+            .collect()
     }
 }
 
@@ -138,5 +171,23 @@ mod tests {
         assert!(Selection::parse(&["products".into()], &[]).is_err());
         assert!(Selection::parse(&["path:products".into()], &[]).is_err());
         assert!(Selection::parse(&["kind:x".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn selectors_that_match_no_operation_are_named() {
+        let tags = vec!["catalogue".to_string()];
+        let selection = Selection::parse(
+            &["tag:catalogue".into(), "tag:catalog".into()],
+            &["path:DELETE /products/**".into(), "operation:nope".into()],
+        )
+        .unwrap();
+        let mut hits = Hits::default();
+        selection.note(&candidate(Some("getProduct"), &tags, &Method::GET, "/products/{id}"), &mut hits);
+        selection
+            .note(&candidate(Some("deleteProduct"), &tags, &Method::DELETE, "/products/{id}"), &mut hits);
+        assert_eq!(selection.unmatched(&hits), vec!["include: tag:catalog", "exclude: operation:nope"]);
+        assert!(Selection::default().unmatched(&Hits::default()).is_empty());
+        // A document with no operation at all: every selector is unmatched.
+        assert_eq!(selection.unmatched(&Hits::default()).len(), 4);
     }
 }

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use super::*;
 
 fn limits() -> Limits {
-    Limits { max_spec_bytes: 1 << 20, max_operations: 100, max_schema_depth: 32 }
+    Limits { max_spec_bytes: 1 << 20, max_operations: 100, max_schema_depth: 32, max_list_bytes: 8 << 20 }
 }
 
 fn map(doc: Value, selection: &Selection) -> Mapped {
@@ -134,4 +134,92 @@ fn selection_and_bounds() {
         "{:?}",
         mapped.skipped
     );
+}
+#[test]
+fn data_keywords_and_strings_reused_through_refs_are_counted_by_the_inliner() {
+    // One `enum` of 20,000 values, or one 256 KiB description, reused 20,000 times through
+    // refs: 4×10⁸ values or 5 GB if inlined, from well under a megabyte of text.
+    let refs = vec!["{$ref: '#/components/schemas/S'}"; 20_000].join(",");
+    for target in [
+        format!("{{type: integer, enum: [{}]}}", vec!["0"; 20_000].join(",")),
+        format!("{{type: string, description: '{}'}}", "d".repeat(256 * 1024)),
+    ] {
+        let doc = format!(
+            "openapi: 3.0.3\ninfo: {{title: x, version: '1'}}\npaths:\n  /a:\n    get:\n      operationId: a\n      parameters: [{{name: q, in: query, schema: {{allOf: [{refs}]}}}}]\n      responses: {{'200': {{description: ok}}}}\ncomponents:\n  schemas:\n    S: {target}\n"
+        );
+        assert!(doc.len() < 1 << 20, "{}", doc.len());
+        let mapped = map_text(
+            &doc,
+            Location::Url("http://store.test/openapi.yaml".into()),
+            &Selection::default(),
+            Limits {
+                max_spec_bytes: 4 << 20,
+                max_operations: 100,
+                max_schema_depth: 32,
+                max_list_bytes: 8 << 20,
+            },
+            64 * 1024,
+        )
+        .expect("mapped");
+        assert!(mapped.tools.is_empty());
+        assert!(
+            mapped.skipped[0].reason.contains("once")
+                && mapped.skipped[0].reason.contains("$refs are inlined"),
+            "{:?}",
+            mapped.skipped
+        );
+    }
+    // Many parameters, each within the bound of one schema: bounded together.
+    let described = format!("{{type: string, description: '{}'}}", "d".repeat(64 * 1024));
+    let params: Vec<String> = (0..400)
+        .map(|i| format!("{{name: p{i}, in: query, schema: {{$ref: '#/components/schemas/S'}}}}"))
+        .collect();
+    let doc = format!(
+        "openapi: 3.0.3\ninfo: {{title: x, version: '1'}}\npaths:\n  /a:\n    get:\n      operationId: a\n      parameters: [{}]\n      responses: {{'200': {{description: ok}}}}\n  /b:\n    get:\n      operationId: b\n      parameters: [{{name: q, in: query, schema: {{$ref: '#/components/schemas/S'}}}}]\n      responses: {{'200': {{description: ok}}}}\ncomponents:\n  schemas:\n    S: {described}\n",
+        params.join(",")
+    );
+    let mapped = map_text(
+        &doc,
+        Location::Url("http://store.test/openapi.yaml".into()),
+        &Selection::default(),
+        Limits {
+            max_spec_bytes: 4 << 20,
+            max_operations: 100,
+            max_schema_depth: 32,
+            max_list_bytes: 8 << 20,
+        },
+        1 << 20,
+    )
+    .expect("mapped");
+    assert_eq!(mapped.skipped.len(), 1, "{:?}", mapped.skipped);
+    assert!(mapped.skipped[0].reason.contains("bytes of strings"), "{:?}", mapped.skipped);
+    assert_eq!(mapped.tools.len(), 1, "the next operation starts its own count");
+}
+
+#[test]
+fn the_mapped_definitions_stop_at_the_servers_catalogue_bytes() {
+    // One 32 KB description shared by 2,000 operations: 64 MB of tool definitions from 370 KB.
+    let ops: Vec<String> = (0..2_000)
+        .map(|i| format!("  /o{i}:\n    get:\n      operationId: o{i}\n      parameters: [{{name: q, in: query, schema: {{$ref: '#/components/schemas/S'}}}}]\n      responses: {{'200': {{description: ok}}}}\n"))
+        .collect();
+    let doc = format!(
+        "openapi: 3.0.3\ninfo: {{title: x, version: '1'}}\npaths:\n{}components:\n  schemas:\n    S: {{type: string, description: '{}'}}\n",
+        ops.concat(),
+        "d".repeat(32 * 1024)
+    );
+    assert!(doc.len() < 400 * 1024, "{}", doc.len());
+    let limits = Limits {
+        max_spec_bytes: 1 << 20,
+        max_operations: 5_000,
+        max_schema_depth: 32,
+        max_list_bytes: 8 << 20,
+    };
+    let err =
+        map_text(&doc, Location::Url("http://store.test/d".into()), &Selection::default(), limits, 64 * 1024)
+            .expect_err("refused");
+    assert!(err.reason.contains("max_catalogue_bytes"), "{err}");
+    let roomy = Limits { max_list_bytes: 128 << 20, ..limits };
+    let mapped =
+        map_text(&doc, Location::Url("http://store.test/d".into()), &Selection::default(), roomy, 64 * 1024);
+    assert_eq!(mapped.expect("mapped").tools.len(), 2_000);
 }

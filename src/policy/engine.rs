@@ -18,8 +18,9 @@
 //!   policy judges the tool as callers see it: catalogue control's rename and annotation
 //!   overrides are in `name` and the hints; `upstreamName` is the server's own name.
 //! - the rest of a server's surface: action `Action::"read"` on `Resource::"<uri>"` (a listed
-//!   resource, a URI read, or a template — `uri` is then the template text and `template`
-//!   true), attributes `uri`, `server`, `mimeType` (empty when unknown), `template`; action
+//!   resource or a URI read — `uri` in its canonical form, `crate::resource_uri`, so a rule on
+//!   a prefix sees no dot segment or encoded spelling — or a template — `uri` is then the
+//!   template text and `template` true), attributes `uri`, `server`, `mimeType` (empty when unknown), `template`; action
 //!   `Action::"get"` on `Prompt::"<exposed name>"`, attributes `name`, `server`,
 //!   `upstreamName`. Both have the parent `Server::"<server>"`. One action each for listing
 //!   and using, as for tools; a policy that names only `Action::"call"` denies them (default
@@ -39,7 +40,7 @@ use cedar_policy::{
 };
 use serde_json::Value;
 
-use crate::{identity::Caller, registry::ToolRecord};
+use crate::{identity::Caller, registry::ToolRecord, resource_uri::CanonicalUri};
 
 /// The rule label of a deny no policy asked for.
 pub const DEFAULT_DENY: &str = "default_deny";
@@ -62,10 +63,13 @@ pub struct PolicyEngine {
     get: EntityUid,
 }
 
-/// A resource or prompt a policy decides on (see the module documentation).
+/// A resource, template or prompt a policy decides on (see the module documentation). A
+/// resource's URI is canonical ([`CanonicalUri`]): a rule on `resource.uri` sees the form the
+/// server is sent, whatever spelling the caller used.
 #[derive(Debug, Clone, Copy)]
 pub enum SurfaceItem<'a> {
-    Resource { uri: &'a str, server: &'a str, mime_type: Option<&'a str>, template: bool },
+    Resource { uri: &'a CanonicalUri, server: &'a str, mime_type: Option<&'a str> },
+    Template { text: &'a str, server: &'a str, mime_type: Option<&'a str> },
     Prompt { name: &'a str, upstream_name: &'a str, server: &'a str },
 }
 
@@ -117,7 +121,7 @@ impl PolicyEngine {
     pub fn decide_item(&self, principal: &Principal, item: SurfaceItem<'_>) -> Verdict {
         let Some((resource, entities)) = item_entities(item) else { return deny("invalid_resource") };
         let action = match item {
-            SurfaceItem::Resource { .. } => &self.read,
+            SurfaceItem::Resource { .. } | SurfaceItem::Template { .. } => &self.read,
             SurfaceItem::Prompt { .. } => &self.get,
         };
         self.authorize(principal, action, resource, entities)
@@ -211,21 +215,24 @@ fn deny(rule: &str) -> Verdict {
     Verdict { allowed: false, rule: rule.into() }
 }
 
-/// A resource or prompt and its server as entities.
+/// A resource, template or prompt and its server as entities.
 fn item_entities(item: SurfaceItem<'_>) -> Option<(EntityUid, [Entity; 2])> {
     let string = |s: &str| RestrictedExpression::new_string(s.to_string());
+    let resource = |uri: &str, server: &str, mime_type: Option<&str>, template: bool| {
+        HashMap::from([
+            ("uri".to_string(), string(uri)),
+            ("server".to_string(), string(server)),
+            ("mimeType".to_string(), string(mime_type.unwrap_or_default())),
+            ("template".to_string(), RestrictedExpression::new_bool(template)),
+        ])
+    };
     let (kind, id, server, attrs) = match item {
-        SurfaceItem::Resource { uri, server, mime_type, template } => (
-            "Resource",
-            uri,
-            server,
-            HashMap::from([
-                ("uri".to_string(), string(uri)),
-                ("server".to_string(), string(server)),
-                ("mimeType".to_string(), string(mime_type.unwrap_or_default())),
-                ("template".to_string(), RestrictedExpression::new_bool(template)),
-            ]),
-        ),
+        SurfaceItem::Resource { uri, server, mime_type } => {
+            ("Resource", uri.as_str(), server, resource(uri.as_str(), server, mime_type, false))
+        }
+        SurfaceItem::Template { text, server, mime_type } => {
+            ("Resource", text, server, resource(text, server, mime_type, true))
+        }
         SurfaceItem::Prompt { name, upstream_name, server } => (
             "Prompt",
             name,

@@ -121,6 +121,18 @@ pub fn is_modern(params: Option<&Value>) -> bool {
     meta_version(params) == Some(MODERN_VERSION)
 }
 
+/// The first revision whose callers get input-validation failures as tool execution errors
+/// (SEP-1303): a result with `isError: true` the model reads, not a JSON-RPC error.
+pub const TOOL_EXECUTION_ERRORS_SINCE: &str = "2025-11-25";
+
+/// Whether a caller speaks [`TOOL_EXECUTION_ERRORS_SINCE`] or later: a modern request, or a
+/// session-era one whose `MCP-Protocol-Version` header names such a revision. A caller that
+/// sends neither is taken for 2025-03-26, as the specification says of a missing header.
+pub fn takes_tool_execution_errors(header_version: Option<&str>, modern: bool) -> bool {
+    // Revisions are dates: their order is the strings' order.
+    modern || header_version.is_some_and(|v| is_supported(v) && v >= TOOL_EXECUTION_ERRORS_SINCE)
+}
+
 /// A modern-era result must carry `resultType`; results passed through from a session-era
 /// upstream lack it. Adds `"resultType":"complete"` to a raw JSON object without re-parsing it.
 pub fn with_result_type(raw: Box<serde_json::value::RawValue>) -> Box<serde_json::value::RawValue> {
@@ -408,6 +420,16 @@ mod tests {
         assert_eq!(v["params"]["_meta"][META_PROTOCOL_VERSION], MODERN_VERSION);
         assert_eq!(v["params"]["_meta"]["trace"], "t1");
         assert_eq!(v["id"], 7);
+    }
+
+    #[test]
+    fn tool_execution_errors_are_for_callers_of_2025_11_25_and_later() {
+        assert!(takes_tool_execution_errors(None, true));
+        assert!(takes_tool_execution_errors(Some("2025-11-25"), false));
+        assert!(takes_tool_execution_errors(Some(MODERN_VERSION), false));
+        assert!(!takes_tool_execution_errors(Some("2025-06-18"), false));
+        assert!(!takes_tool_execution_errors(None, false), "no header: 2025-03-26");
+        assert!(!takes_tool_execution_errors(Some("2099-01-01"), false), "not a supported revision");
     }
 
     #[test]

@@ -228,7 +228,13 @@ impl Round {
 /// (`input_required`) that only its caller can answer.
 pub fn is_complete(result: &serde_json::value::RawValue) -> bool {
     let text = result.get();
-    if !text.contains("\"resultType\"") {
+    let mut found = text.match_indices("\"resultType\"");
+    let Some((at, key)) = found.next() else { return true };
+    // The one `resultType` in the text, saying `complete` (a modern server's every result): no
+    // parse. Nested or top-level, the result is then complete (a nested one leaves the
+    // top-level absent). Anything else (a key spelt with escapes too) is read properly; what
+    // cannot be read counts as complete, so the after-hooks still run on it.
+    if found.next().is_none() && text[at + key.len()..].starts_with(":\"complete\"") {
         return true;
     }
     #[derive(serde::Deserialize)]
@@ -348,5 +354,10 @@ mod tests {
         assert!(is_complete(&raw(r#"{"resultType":"complete","content":[]}"#)));
         assert!(!is_complete(&raw(r#"{"resultType":"input_required","inputRequests":{}}"#)));
         assert!(!is_complete(&raw(r#"{"content":[],"resultType":"incomplete"}"#)));
+        assert!(!is_complete(&raw(
+            r#"{"structuredContent":{"resultType":"complete"},"resultType":"partial"}"#
+        )));
+        assert!(is_complete(&raw(r#"{"structuredContent":{"resultType":"partial"}}"#)));
+        assert!(!is_complete(&raw(r#"{"resultType" : "partial"}"#)));
     }
 }

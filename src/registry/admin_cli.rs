@@ -196,11 +196,13 @@ pub fn summary(entry: &RegistryEntry) -> Value {
     line
 }
 
-/// What `registry approve` names: a tool or a prompt (or neither, with `--all`).
+/// What `registry approve` names: a tool or a prompt (or neither, with `--all`), or the
+/// target origin of the OpenAPI server given with it (`origin`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Named<'a> {
     pub tool: Option<&'a str>,
     pub prompt: Option<&'a str>,
+    pub origin: bool,
 }
 
 /// `registry approve`: asks a running gateway (`base`, e.g. `http://127.0.0.1:8080`) to approve
@@ -221,8 +223,10 @@ pub async fn approve(
     if let Some(prompt) = named.prompt {
         body["prompt"] = json!(prompt);
     }
-    if let Some(server) = server {
-        body["server"] = json!(server);
+    match (named.origin, server) {
+        (true, Some(server)) => body["origin"] = json!(server),
+        (false, Some(server)) => body["server"] = json!(server),
+        (_, None) => {}
     }
     if all {
         body["all"] = json!(true);

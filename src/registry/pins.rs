@@ -33,13 +33,19 @@ use super::{hash::canonical_hash, record::definition_hash};
 pub enum Kind {
     Tool,
     Prompt,
+    /// An OpenAPI server's approved target origin (one per server, named [`ORIGIN_PIN`]).
+    Origin,
 }
+
+/// The name of an OpenAPI server's origin pin.
+pub const ORIGIN_PIN: &str = "target";
 
 impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Tool => "tool",
             Kind::Prompt => "prompt",
+            Kind::Origin => "origin",
         }
     }
 
@@ -48,6 +54,7 @@ impl Kind {
         match self {
             Kind::Tool => definition_hash(definition),
             Kind::Prompt => prompt_hash(definition),
+            Kind::Origin => canonical_hash(definition),
         }
     }
 }
@@ -75,7 +82,8 @@ pub struct Pin {
     pub definition: Option<Value>,
 }
 
-/// A pin as the pin file writes it: `tool` or `prompt` names it.
+/// A pin as the pin file writes it: `tool` or `prompt` names it; `origin` is an OpenAPI
+/// server's approved target origin itself.
 #[derive(Serialize, Deserialize)]
 struct PinRecord {
     server: String,
@@ -83,6 +91,8 @@ struct PinRecord {
     tool: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    origin: Option<String>,
     hash: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     definition: Option<Value>,
@@ -92,10 +102,22 @@ impl TryFrom<PinRecord> for Pin {
     type Error = String;
 
     fn try_from(record: PinRecord) -> Result<Self, String> {
-        let (kind, name) = match (record.tool, record.prompt) {
-            (Some(tool), None) => (Kind::Tool, tool),
-            (None, Some(prompt)) => (Kind::Prompt, prompt),
-            _ => return Err("a pin names exactly one of \"tool\" and \"prompt\"".into()),
+        let (kind, name) = match (record.tool, record.prompt, record.origin) {
+            (Some(tool), None, None) => (Kind::Tool, tool),
+            (None, Some(prompt), None) => (Kind::Prompt, prompt),
+            (None, None, Some(origin)) => {
+                let definition = json!({"origin": origin});
+                let hash = canonical_hash(&definition);
+                let name = ORIGIN_PIN.to_string();
+                return Ok(Pin {
+                    server: record.server,
+                    kind: Kind::Origin,
+                    name,
+                    hash,
+                    definition: Some(definition),
+                });
+            }
+            _ => return Err("a pin names exactly one of \"tool\", \"prompt\" and \"origin\"".into()),
         };
         Ok(Pin { server: record.server, kind, name, hash: record.hash, definition: record.definition })
     }
@@ -106,8 +128,26 @@ impl From<Pin> for PinRecord {
         let (tool, prompt) = match pin.kind {
             Kind::Tool => (Some(pin.name), None),
             Kind::Prompt => (None, Some(pin.name)),
+            Kind::Origin => {
+                let origin = pin.definition.as_ref().and_then(|d| d["origin"].as_str()).map(str::to_string);
+                return PinRecord {
+                    server: pin.server,
+                    tool: None,
+                    prompt: None,
+                    origin,
+                    hash: pin.hash,
+                    definition: None,
+                };
+            }
         };
-        PinRecord { server: pin.server, tool, prompt, hash: pin.hash, definition: pin.definition }
+        PinRecord {
+            server: pin.server,
+            tool,
+            prompt,
+            origin: None,
+            hash: pin.hash,
+            definition: pin.definition,
+        }
     }
 }
 
@@ -249,6 +289,33 @@ impl PinStore {
             self.save(&state);
         }
         served
+    }
+
+    /// The approved target origin of OpenAPI server `server`, if one is pinned.
+    pub fn origin(&self, server: &str) -> Option<String> {
+        let state = self.lock();
+        let pin = state.pins.get(&(server.to_string(), Kind::Origin, ORIGIN_PIN.to_string()))?;
+        pin.definition.as_ref()?["origin"].as_str().map(str::to_string)
+    }
+
+    /// Pins `origin` as OpenAPI server `server`'s approved target origin (saved to the pin file).
+    pub fn pin_origin(&self, server: &str, origin: &str) {
+        let mut state = self.lock();
+        let definition = json!({"origin": origin});
+        let key = (server.to_string(), Kind::Origin, ORIGIN_PIN.to_string());
+        let hash = canonical_hash(&definition);
+        if state.pins.get(&key).is_some_and(|pin| pin.hash == hash) {
+            return;
+        }
+        let pin = Pin {
+            server: key.0.clone(),
+            kind: Kind::Origin,
+            name: key.2.clone(),
+            hash,
+            definition: Some(definition),
+        };
+        state.pins.insert(key, pin);
+        self.save(&state);
     }
 
     /// Pending changes, by server, kind and name (`"tool": NAME` or `"prompt": NAME`).
@@ -411,6 +478,17 @@ mod tests {
         let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(saved["pins"][0]["tool"], "lookup", "the file's shape is unchanged for tools");
         assert!(saved["pins"][0].get("prompt").is_none());
+        pins.pin_origin("api", "https://api.example.com:443");
+        let restarted = PinStore::load(Some(path.clone())).unwrap();
+        assert_eq!(
+            restarted.origin("api").as_deref(),
+            Some("https://api.example.com:443"),
+            "origins survive"
+        );
+        let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(
+            saved["pins"].as_array().unwrap().iter().any(|p| p["origin"] == "https://api.example.com:443")
+        );
         let hash_only = json!({"pins": [{"server": "s", "tool": "lookup", "hash": "0000"}]});
         std::fs::write(&path, hash_only.to_string()).unwrap();
         let by_hand = PinStore::load(Some(path.clone())).unwrap();

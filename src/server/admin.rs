@@ -166,6 +166,8 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/registry/approve", post(registry_approve))
         .route("/admin/overview", get(overview))
         .route("/admin/calls", get(calls))
+        .route("/admin/endpoints", get(endpoints))
+        .route("/admin/hooks", get(hooks))
         .route("/admin/playground", post(super::playground::call))
         .merge(super::console::routes())
         .route_layer(axum::middleware::from_fn_with_state(state, guard))
@@ -174,6 +176,16 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
 /// `GET /admin/overview`: the console's live figures (`telemetry::overview`).
 pub async fn overview(State(gateway): State<Arc<Gateway>>) -> Response {
     Json(gateway.overview_report()).into_response()
+}
+
+/// `GET /admin/endpoints`: each endpoint, its selection and the tools it serves now.
+pub async fn endpoints(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(gateway.endpoints_report()).into_response()
+}
+
+/// `GET /admin/hooks`: each guardrail hook as configured, and its decisions since start.
+pub async fn hooks(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(gateway.hooks_report()).into_response()
 }
 
 /// `GET /admin/calls`: the console's record of recent calls, newest first
@@ -270,18 +282,24 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
     let config = gateway.config();
     let hidden: Vec<&str> =
         config.tools.iter().filter(|(_, t)| t.hide).map(|(name, _)| name.as_str()).collect();
-    // OpenAPI servers: what their document maps to, and the operations skipped with why.
+    // OpenAPI servers: what their document maps to, the operations skipped with why, why the
+    // document was last refused, and their target origin (and one waiting for approval).
     let openapi: serde_json::Map<String, Value> = gateway
         .all_upstreams()
         .iter()
         .filter_map(|u| {
-            let mapped = u.openapi.as_ref()?.mapped()?;
-            let report = json!({
-                "source": mapped.source,
-                "operations": mapped.total_operations,
-                "tools": mapped.tools.len(),
-                "skipped": mapped.skipped,
+            let transport = u.openapi.as_ref()?;
+            let mut report = json!({
+                "target_origin": transport.target_origin(),
+                "pending_origin": transport.pending_origin().map(|p| p["pending_origin"].clone()),
+                "refused": transport.refused(),
             });
+            if let Some(mapped) = transport.mapped() {
+                report["source"] = json!(mapped.source);
+                report["operations"] = json!(mapped.total_operations);
+                report["tools"] = json!(mapped.tools.len());
+                report["skipped"] = json!(mapped.skipped);
+            }
             Some((u.name.to_string(), report))
         })
         .collect();
@@ -365,24 +383,28 @@ pub async fn registry_surface(State(gateway): State<Arc<Gateway>>) -> Response {
 /// `GET /admin/registry/pins`: definition pinning's state and the changes waiting for approval.
 pub async fn registry_pins(State(gateway): State<Arc<Gateway>>) -> Response {
     use crate::registry::pins::Kind;
+    // OpenAPI target origins are pinned whether definition pinning is on or not.
+    let origins = gateway.pending_origins();
     let report = match gateway.pins() {
         Some(pins) => json!({
             "enabled": true,
             "pin_file": gateway.config().catalogue.pin_file,
             "pinned": pins.pinned_count(Kind::Tool),
             "pinned_prompts": pins.pinned_count(Kind::Prompt),
-            "pending": pins.pending(),
+            "pending": pins.pending().into_iter().chain(origins).collect::<Vec<_>>(),
         }),
-        None => json!({"enabled": false, "pending": []}),
+        None => json!({"enabled": false, "pending": origins}),
     };
     Json(report).into_response()
 }
 
 /// What `POST /admin/registry/approve` takes: a tool or a prompt (its server name or
-/// namespaced name), optionally its server, or `all`.
+/// namespaced name), optionally its server, or `all`; or `origin`: an OpenAPI server whose
+/// document's new target origin is approved.
 #[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ApproveRequest {
+    origin: Option<String>,
     tool: Option<String>,
     prompt: Option<String>,
     server: Option<String>,
@@ -402,6 +424,20 @@ pub async fn registry_approve(State(gateway): State<Arc<Gateway>>, body: axum::b
             return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
         }
     };
+    if let Some(server) = &request.origin {
+        if request.tool.is_some() || request.prompt.is_some() || request.all {
+            let error = "\"origin\" names an OpenAPI server alone";
+            return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
+        }
+        return match gateway.approve_origin(server) {
+            Some(origin) => Json(json!({"approved": [{"server": server, "kind": "origin", "origin": origin}], "pending": gateway.pending_origins()})).into_response(),
+            None => (
+                StatusCode::NOT_FOUND,
+                Json(json!({"error": "no target origin change is pending for this server", "pending": gateway.pending_origins()})),
+            )
+                .into_response(),
+        };
+    }
     let named = match (request.tool.as_deref(), request.prompt.as_deref()) {
         (Some(tool), None) => Some((Kind::Tool, tool)),
         (None, Some(prompt)) => Some((Kind::Prompt, prompt)),

@@ -53,6 +53,9 @@ pub struct RequestInfo {
     pub session: Option<Arc<str>>,
     /// Whether `Accept` names `text/event-stream` (the caller can receive a streamed answer).
     pub accepts_sse: bool,
+    /// The `MCP-Protocol-Version` header (a session-era caller sends its negotiated version on
+    /// every request after `initialize`; already checked to be a supported one).
+    pub protocol_version: Option<Arc<str>>,
     /// The caller's trace context and request ids, for spans and upstreams.
     pub trace: otel::Inbound,
     /// Who is calling (anonymous unless the listener identifies callers).
@@ -88,6 +91,11 @@ impl RequestInfo {
                 .get(mcp::headers::names::SESSION_ID)
                 .and_then(|v| v.to_str().ok())
                 .filter(|v| !v.is_empty() && v.len() <= 256)
+                .map(Arc::from),
+            protocol_version: headers
+                .get(mcp::headers::names::PROTOCOL_VERSION)
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| mcp::is_supported(v))
                 .map(Arc::from),
             accepts_sse: headers
                 .get_all(axum::http::header::ACCEPT)
@@ -206,10 +214,23 @@ async fn message_answer(
                 )),
             };
             drop(registration);
+            // A refusal the model can act on (its arguments, a guardrail, the policy) is a tool
+            // execution error for a caller of 2025-11-25 or later (SEP-1303): a result the
+            // model reads, the gateway's error kept in `_meta`.
+            let execution_error = |err: &GatewayError| {
+                mcp::takes_tool_execution_errors(info.protocol_version.as_deref(), modern)
+                    .then(|| err.to_tool_execution_error(modern))
+                    .flatten()
+            };
             return Some(match answer {
-                Ok(raw) if modern => Response::result(id, mcp::with_result_type(raw)),
-                Ok(raw) => Response::result(id, raw),
-                Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
+                // Only what the outbound step released is written (`gateway/outbound.rs`).
+                Ok(released) if modern => Response::result(id, mcp::with_result_type(released.into_inner())),
+                Ok(released) => Response::result(id, released.into_inner()),
+                Err(err) => match execution_error(&err) {
+                    Some(result) if modern => Response::result(id, mcp::with_result_type(result)),
+                    Some(result) => Response::result(id, result),
+                    None => Response { id, body: Err(err.to_error_object_for(modern)) },
+                },
             });
         }
         "tools/list" => {
@@ -262,7 +283,7 @@ async fn message_answer(
                 modern,
             };
             return Some(match Box::pin(gateway.surface_method(method, params, &call)).await {
-                Ok(result) => Response::result_value(id, &result),
+                Ok(released) => Response::result_value(id, &released.into_inner()),
                 Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
             });
         }
@@ -281,6 +302,7 @@ async fn message_answer(
         }
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
             let call = TaskCall {
+                request_id: info.request_id.clone(),
                 owner: info.owner.clone(),
                 modern,
                 deadline: caller_deadline(info.deadline, params.as_ref()),
@@ -288,7 +310,7 @@ async fn message_answer(
                 caller: info.caller.clone(),
             };
             return Some(match Box::pin(gateway.task_method(&message.method, params, call)).await {
-                Ok(result) => Response::result_value(id, &result),
+                Ok(released) => Response::result_value(id, &released.into_inner()),
                 Err(err) => Response { id, body: Err(err.to_error_object_for(modern)) },
             });
         }

@@ -187,8 +187,9 @@ pub async fn subscribe(gateway: &Arc<Gateway>, message: jsonrpc::Message, info: 
 }
 
 /// Subscribes a new listen stream to `uris` (duplicates once); the stream's updates and the
-/// URIs honoured, in the order asked. A URI refused (unroutable, denied, over a bound, refused
-/// upstream) is left out: its error is logged and counted like a `resources/subscribe`.
+/// URIs honoured (in their canonical form), in the order asked. A URI refused (no canonical
+/// form, unroutable, denied, over a bound, refused upstream) is left out: its error is logged
+/// and counted like a `resources/subscribe`.
 async fn subscribe_listed(
     gateway: &Arc<Gateway>,
     uris: Vec<String>,
@@ -204,11 +205,13 @@ async fn subscribe_listed(
     };
     let mut honoured: Vec<String> = Vec::new();
     for uri in uris {
-        if honoured.contains(&uri) {
+        // Honoured in the canonical form the updates will name (two spellings of one URI, once).
+        let canonical = crate::resource_uri::CanonicalUri::parse(&uri);
+        if canonical.is_ok_and(|c| honoured.iter().any(|h| h == c.as_str())) {
             continue;
         }
-        if gateway.subscribe_resource(&key, &uri, &call).await.is_ok() {
-            honoured.push(uri);
+        if let Ok(uri) = gateway.subscribe_resource(&key, &uri, &call).await {
+            honoured.push(uri.as_str().to_string());
         }
     }
     (updates, honoured)

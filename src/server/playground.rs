@@ -8,9 +8,12 @@
 //! what it grants a caller named `admin`, nothing more. The call owns nothing (no task or
 //! held question is left for a later request to pick up). The admin guard is in front.
 //!
+//! With `"endpoint": NAME` the call comes through that endpoint (`/mcp/NAME`): its selection
+//! and renames decide as for its callers (a tool outside it is `unknown_tool`).
+//!
 //! Answer: `200 {"result": <the tool result>}` or `200 {"error": {"code", "message",
 //! "data"}}` (the JSON-RPC error the gateway answers a session-era caller); `400` for a body
-//! that is not `{"tool": NAME, "arguments"?: {...}}`.
+//! that is not `{"tool": NAME, "arguments"?: {...}, "endpoint"?: NAME}` or names no endpoint.
 
 use std::sync::{Arc, atomic::AtomicBool};
 
@@ -39,6 +42,9 @@ struct PlaygroundCall {
     tool: String,
     #[serde(default)]
     arguments: Map<String, Value>,
+    /// Through `/mcp/NAME` (absent: the plain `/mcp`).
+    #[serde(default)]
+    endpoint: Option<String>,
 }
 
 /// `POST /admin/playground`.
@@ -46,11 +52,25 @@ pub async fn call(State(gateway): State<Arc<Gateway>>, body: Bytes) -> Response 
     let request: PlaygroundCall = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {
-            let error = format!("body must be {{\"tool\": NAME, \"arguments\": {{...}}}}: {e}");
+            let error =
+                format!("body must be {{\"tool\": NAME, \"arguments\": {{...}}, \"endpoint\"?: NAME}}: {e}");
             return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
         }
     };
-    let caller = Caller { subject: Some(PLAYGROUND_SUBJECT.into()), ..Caller::default() };
+    let endpoint = match request.endpoint.as_deref() {
+        None => None,
+        Some(name) => match gateway.settings().endpoints().known(name) {
+            Some(known) => Some(known),
+            None => {
+                let error = format!(
+                    "no endpoint named {:?} is configured",
+                    name.chars().take(64).collect::<String>()
+                );
+                return (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
+            }
+        },
+    };
+    let caller = Caller { subject: Some(PLAYGROUND_SUBJECT.into()), endpoint, ..Caller::default() };
     let request_id: Arc<str> = format!("console-{:016x}", fastrand::u64(..)).into();
     let ctx = CallContext {
         request_id,
@@ -65,7 +85,8 @@ pub async fn call(State(gateway): State<Arc<Gateway>>, body: Bytes) -> Response 
     let params = json!({"name": request.tool, "arguments": request.arguments});
     match Box::pin(gateway.call_tool(Some(params), &ctx)).await {
         // The result as the server sent it (not parsed again): `{"result": <raw>}`.
-        Ok(raw) => {
+        Ok(released) => {
+            let raw = released.into_inner();
             let body = format!("{{\"result\":{}}}", raw.get());
             ([(header::CONTENT_TYPE, "application/json")], body).into_response()
         }

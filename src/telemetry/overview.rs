@@ -8,7 +8,9 @@
 //! taken no more than [`WINDOW`] ago; so nothing runs while nobody looks, the ring holds at
 //! most one snapshot a second ([`MAX_SNAPSHOTS`]), and the first request after start compares
 //! with the zero snapshot of start. Errors are the outcomes the `McpToolErrorRatioHigh` alert
-//! counts ([`super::recent_calls::is_error`]); percentiles interpolate inside the histogram's
+//! counts ([`super::recent_calls::is_error`]), over the calls that reached or should have
+//! reached a server (a caller's own error, [`super::recent_calls::is_caller_error`], is in
+//! neither); percentiles interpolate inside the histogram's
 //! buckets as `histogram_quantile` does.
 
 use std::{
@@ -30,6 +32,9 @@ const MAX_SNAPSHOTS: usize = 62;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
     pub calls: u64,
+    /// The calls that reached or should have reached a server (all but the caller's own
+    /// errors): the error ratio's denominator.
+    pub judged: u64,
     pub errors: u64,
     /// Cumulative bucket counts of the duration histogram (upper bounds in `bounds`).
     pub buckets: Vec<u64>,
@@ -39,6 +44,7 @@ pub struct Counts {
 impl Counts {
     fn add(&mut self, other: &Counts) {
         self.calls += other.calls;
+        self.judged += other.judged;
         self.errors += other.errors;
         self.observed += other.observed;
         if self.buckets.len() < other.buckets.len() {
@@ -56,6 +62,7 @@ impl Counts {
         let minus = |a: u64, b: u64| a.saturating_sub(b);
         Counts {
             calls: minus(self.calls, earlier.calls),
+            judged: minus(self.judged, earlier.judged),
             errors: minus(self.errors, earlier.errors),
             observed: minus(self.observed, earlier.observed),
             buckets: self
@@ -147,7 +154,7 @@ impl Overview {
         let calls_per_sec = if seconds > 0.0 { delta.calls as f64 / seconds } else { 0.0 };
         Figures {
             calls_per_sec,
-            error_ratio: (delta.calls > 0).then(|| delta.errors as f64 / delta.calls as f64),
+            error_ratio: (delta.judged > 0).then(|| delta.errors as f64 / delta.judged as f64),
             p50_ms: quantile(0.5, &self.bounds, delta).map(|s| s * 1000.0),
             p99_ms: quantile(0.99, &self.bounds, delta).map(|s| s * 1000.0),
             calls: delta.calls,
@@ -198,6 +205,11 @@ fn read(metrics: &Metrics) -> BTreeMap<String, Counts> {
             }
             let entry = servers.entry(server.to_owned()).or_default();
             entry.calls += count;
+            // A caller's own error never reached the server: out of its ratio's denominator
+            // as out of its numerator.
+            if !super::recent_calls::is_caller_error(outcome) {
+                entry.judged += count;
+            }
             if super::recent_calls::is_error(outcome) {
                 entry.errors += count;
             }
@@ -229,13 +241,13 @@ mod tests {
     fn quantiles_interpolate_inside_the_bucket_as_histogram_quantile_does() {
         let bounds = [0.1, 0.2, 0.4];
         // 10 observations: 2 under 0.1 s, 6 in (0.1, 0.2], 2 in (0.2, 0.4].
-        let counts = Counts { calls: 10, errors: 0, buckets: vec![2, 8, 10], observed: 10 };
+        let counts = Counts { calls: 10, judged: 10, errors: 0, buckets: vec![2, 8, 10], observed: 10 };
         let p50 = quantile(0.5, &bounds, &counts).unwrap();
         assert!((p50 - 0.15).abs() < 1e-9, "{p50}");
         let p99 = quantile(0.99, &bounds, &counts).unwrap();
         assert!((p99 - 0.39).abs() < 1e-9, "{p99}");
         // Beyond the last finite bound: that bound.
-        let slow = Counts { calls: 1, errors: 0, buckets: vec![0, 0, 0], observed: 1 };
+        let slow = Counts { calls: 1, judged: 1, errors: 0, buckets: vec![0, 0, 0], observed: 1 };
         assert_eq!(quantile(0.5, &bounds, &slow), Some(0.4));
         assert_eq!(quantile(0.5, &bounds, &Counts::default()), None);
     }
@@ -247,11 +259,14 @@ mod tests {
         metrics.tool_calls.with_label_values(&["t", "s", "success"]).inc_by(3);
         metrics.tool_calls.with_label_values(&["t", "s", "upstream_timeout"]).inc();
         metrics.tool_calls.with_label_values(&["<unresolved>", "", "unknown_tool"]).inc();
+        // The caller's own errors: calls, but not the server's errors.
+        metrics.tool_calls.with_label_values(&["t", "s", "bad_input"]).inc_by(4);
+        metrics.tool_calls.with_label_values(&["t", "s", "quota_refused"]).inc();
         let window = overview.window(&metrics);
         let s = &window.servers["s"];
-        assert_eq!(s.calls, 4);
-        assert_eq!(s.error_ratio, Some(0.25));
-        assert_eq!(window.gateway.calls, 5);
+        assert_eq!(s.calls, 9);
+        assert_eq!(s.error_ratio, Some(0.25), "one timeout in the four calls that reached s");
+        assert_eq!(window.gateway.calls, 10);
         assert!(!window.servers.contains_key(""));
     }
 }

@@ -52,13 +52,36 @@ pub struct RecentCalls {
     last_errors: Mutex<BTreeMap<Arc<str>, LastError>>,
 }
 
-/// Whether `outcome` counts as a failure: every outcome the `McpToolErrorRatioHigh` alert
-/// counts (deploy/alert-rules.yaml), i.e. all but successes, tool errors (the tool ran and
-/// answered), cache hits, shared results and fallbacks.
+/// Whether `outcome` counts against its server's health: every outcome the
+/// `McpToolErrorRatioHigh` alert counts (deploy/alert-rules.yaml), i.e. all but successes, tool
+/// errors (the tool ran and answered), cache hits, shared results, fallbacks — and the
+/// caller's own errors ([`is_caller_error`]), which never reached the server and say nothing
+/// of it.
 pub fn is_error(outcome: &str) -> bool {
     !matches!(
         outcome,
         "success" | "tool_error" | "cache_hit" | "shared" | "fallback_stale" | "fallback_alternative"
+    ) && !is_caller_error(outcome)
+}
+
+/// Whether `outcome` is the caller's (or the gateway's decision about the caller), decided
+/// before anything was sent: bad or oversized input, an unknown tool, a policy denial, a
+/// quota, a guardrail, a missing token, a cancellation. Such a call neither reached nor should
+/// have reached the server, so it is out of the server's error ratio (numerator and
+/// denominator), in the console and in the alert alike.
+pub fn is_caller_error(outcome: &str) -> bool {
+    matches!(
+        outcome,
+        "bad_input"
+            | "unknown_tool"
+            | "forbidden"
+            | "quota_refused"
+            | "guardrail"
+            | "unauthenticated"
+            | "payload_too_large"
+            | "invalid_request"
+            | "cancelled"
+            | "caller_disconnected"
     )
 }
 
@@ -206,7 +229,11 @@ mod tests {
     #[test]
     fn errors_are_what_the_error_ratio_alert_counts() {
         assert!(is_error("circuit_open"));
-        assert!(is_error("forbidden"));
+        assert!(is_error("rate_limited"), "an upstream's 429");
+        // The caller's own errors say nothing of the server.
+        for caller in ["bad_input", "unknown_tool", "forbidden", "quota_refused", "guardrail"] {
+            assert!(!is_error(caller) && is_caller_error(caller), "{caller}");
+        }
         assert!(!is_error("tool_error"));
         assert!(!is_error("fallback_stale"));
     }

@@ -16,6 +16,14 @@
 //!
 //! Redirects are not followed (the client follows none); the answer is read within
 //! `max_response_bytes`.
+//!
+//! The target: `base_url`, else the document's first `servers` URL, whose *origin* is pinned
+//! at the first mapping ([`OriginPin`]): a document that later names another origin keeps
+//! being served against the approved one, its new origin pending until an operator approves
+//! it (`POST /admin/registry/approve {"origin": SERVER}`), so a changed document cannot move
+//! the configured credentials elsewhere. With definition pinning on, the approved origin is
+//! kept in the pin store (and its file), so a restart does not trust a moved document anew. The static `headers` go on the document's own fetch
+//! only when the document's host has the target's origin.
 
 use std::{
     collections::BTreeMap,
@@ -37,6 +45,7 @@ use super::{
 use crate::{
     error::ErrorObject,
     openapi::{self, Limits, Location, Mapped, Operation, Selection, reply::Answer},
+    registry::pins::PinStore,
 };
 
 /// Settings of one OpenAPI server.
@@ -73,6 +82,123 @@ struct Inner {
     stamp: std::sync::Mutex<Option<(u64, Option<SystemTime>)>>,
     /// A hash of the URL document's text last mapped: the same text is not mapped again.
     fetched: std::sync::Mutex<Option<u64>>,
+    /// The target origin approved for calls (without `base_url`).
+    origin: std::sync::Mutex<OriginPin>,
+    /// The document last refused and why (cleared when one maps): the admin report shows the
+    /// reason, and the same fetched text is refused again without parsing it, so
+    /// a hostile document costs its parse budget once, not at every refresh. Set by the
+    /// parsing task itself, so a refresh that gave up waiting still learns it.
+    refused: Arc<std::sync::Mutex<Option<Refusal>>>,
+    /// Where approved target origins are kept across restarts (definition pinning on).
+    pins: std::sync::OnceLock<Arc<PinStore>>,
+}
+
+/// A refused document: what identifies it (a hash of a URL document's text; `None` for a
+/// file, which is read again) and why.
+struct Refusal {
+    key: Option<u64>,
+    reason: String,
+}
+
+fn hash_of(value: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The target of a document without `base_url`: the origin approved (pinned at the first
+/// mapping) with the latest `servers` URL at that origin, and another one the document now
+/// names, waiting for approval.
+#[derive(Debug, Default)]
+pub struct OriginPin {
+    approved: Option<Target>,
+    pending: Option<(Target, u64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    /// `scheme://host:port`.
+    origin: String,
+    /// The full `servers` URL calls are made under.
+    url: String,
+}
+
+impl Target {
+    fn of(url: &str) -> Option<Self> {
+        Some(Self { origin: origin_of(url)?, url: url.to_string() })
+    }
+}
+
+/// `scheme://host[:port]` of `url` (the port always written), lower-cased.
+pub fn origin_of(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?;
+    Some(format!("{}://{}:{}", parsed.scheme(), host, parsed.port_or_known_default()?).to_ascii_lowercase())
+}
+
+impl OriginPin {
+    /// What the document now names: followed at the approved origin, pending at another. The
+    /// first origin is the pin file's when `pins` holds one for `server`, else the offered one
+    /// (then written to `pins`).
+    fn offer(&mut self, server: &str, url: &str, pins: Option<&PinStore>) {
+        let Some(offered) = Target::of(url) else { return };
+        if self.approved.is_none() {
+            match pins.and_then(|p| p.origin(server)) {
+                Some(pinned) => self.approved = Some(Target { url: at_origin(&pinned, url), origin: pinned }),
+                None => {
+                    tracing::info!(server, origin = %offered.origin, "OpenAPI target origin pinned at first mapping");
+                    if let Some(pins) = pins {
+                        pins.pin_origin(server, &offered.origin);
+                    }
+                    self.approved = Some(offered);
+                    self.pending = None;
+                    return;
+                }
+            }
+        }
+        let Some(approved) = &self.approved else { return };
+        if approved.origin == offered.origin {
+            self.approved = Some(offered);
+            self.pending = None;
+            return;
+        }
+        if self.pending.as_ref().is_none_or(|(p, _)| p.origin != offered.origin) {
+            tracing::warn!(
+                server,
+                approved = %approved.origin,
+                offered = %offered.origin,
+                "OpenAPI document names another target origin; calls stay on the approved one until approved (POST /admin/registry/approve {{\"origin\": SERVER}})"
+            );
+        }
+        let since = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let since =
+            self.pending.as_ref().filter(|(p, _)| p.origin == offered.origin).map_or(since, |(_, s)| *s);
+        self.pending = Some((offered, since));
+    }
+
+    /// The pin file's origin for a document mapped before the pins were known: it is the
+    /// approved one, and the document's (when another) waits for approval.
+    fn reconcile(&mut self, server: &str, pins: &PinStore) {
+        match (pins.origin(server), self.approved.take()) {
+            (_, None) => {}
+            (None, Some(approved)) => {
+                pins.pin_origin(server, &approved.origin);
+                self.approved = Some(approved);
+            }
+            (Some(_), Some(mapped)) => self.offer(server, &mapped.url, Some(pins)),
+        }
+    }
+}
+
+/// `url` with its scheme, host and port replaced by `origin`'s (its path and query kept).
+fn at_origin(origin: &str, url: &str) -> String {
+    let (Ok(mut at), Ok(url)) = (reqwest::Url::parse(origin), reqwest::Url::parse(url)) else {
+        return origin.to_string();
+    };
+    at.set_path(url.path());
+    at.set_query(url.query());
+    at.to_string()
 }
 
 impl OpenApiTransport {
@@ -87,14 +213,81 @@ impl OpenApiTransport {
             report(&settings.server, mapped, None);
         }
         let current = RwLock::new(settings.loaded.clone());
+        let mut origin = OriginPin::default();
+        if settings.base_url.is_none()
+            && let Some(url) = settings.loaded.as_ref().and_then(|m| m.server_url.as_deref())
+        {
+            origin.offer(&settings.server, url, None);
+        }
         let inner = Inner {
             settings,
             client,
             current,
             stamp: std::sync::Mutex::new(stamp),
             fetched: std::sync::Mutex::new(None),
+            origin: std::sync::Mutex::new(origin),
+            refused: Arc::new(std::sync::Mutex::new(None)),
+            pins: std::sync::OnceLock::new(),
         };
         Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Keeps the approved target origin in `pins` (and its pin file), and takes the one
+    /// approved there before a restart as the approved one.
+    pub fn attach_pins(&self, pins: Arc<PinStore>) {
+        if self.inner.settings.base_url.is_some() || self.inner.pins.set(pins.clone()).is_err() {
+            return;
+        }
+        self.origin_pin().reconcile(&self.inner.settings.server, &pins);
+    }
+
+    /// Why the document was last refused, while no later one mapped.
+    pub fn refused(&self) -> Option<String> {
+        self.inner.refused.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|r| r.reason.clone())
+    }
+
+    fn origin_pin(&self) -> std::sync::MutexGuard<'_, OriginPin> {
+        self.inner.origin.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The target origin a changed document offers, waiting for approval (for the admin API,
+    /// the console and drift): `{"server", "kind": "origin", "approved_origin",
+    /// "pending_origin", "since_epoch_secs"}`.
+    pub fn pending_origin(&self) -> Option<Value> {
+        let pin = self.origin_pin();
+        let (offered, since) = pin.pending.as_ref()?;
+        Some(json!({
+            "server": &*self.inner.settings.server,
+            "kind": "origin",
+            "origin": offered.origin,
+            "approved_origin": pin.approved.as_ref().map(|a| a.origin.as_str()),
+            "pending_origin": offered.origin,
+            "approved_description": pin.approved.as_ref().map(|a| format!("calls go to {}", a.origin)),
+            "pending_description": format!("calls go to {}", offered.origin),
+            "since_epoch_secs": since,
+            "serving": "approved",
+        }))
+    }
+
+    /// The origin calls are made to (`base_url`'s, else the approved one).
+    pub fn target_origin(&self) -> Option<String> {
+        match &self.inner.settings.base_url {
+            Some(base) => origin_of(base),
+            None => self.origin_pin().approved.as_ref().map(|a| a.origin.clone()),
+        }
+    }
+
+    /// Approves the pending target origin; its new origin, or `None` when nothing is pending.
+    pub fn approve_origin(&self) -> Option<String> {
+        let mut pin = self.origin_pin();
+        let (offered, _) = pin.pending.take()?;
+        if let Some(pins) = self.inner.pins.get() {
+            pins.pin_origin(&self.inner.settings.server, &offered.origin);
+        }
+        tracing::warn!(server = %self.inner.settings.server, origin = %offered.origin, "OpenAPI target origin change approved");
+        let origin = offered.origin.clone();
+        pin.approved = Some(offered);
+        Some(origin)
     }
 
     /// The document as last mapped (`None` before a URL document was first fetched).
@@ -151,6 +344,9 @@ fn report(server: &str, mapped: &Mapped, previous: Option<&Mapped>) {
     for skipped in &mapped.skipped {
         tracing::warn!(server, method = %skipped.method, path = %skipped.path, operation = skipped.operation_id.as_deref().unwrap_or(""), reason = %skipped.reason, "OpenAPI operation skipped");
     }
+    for selector in &mapped.unmatched_selectors {
+        tracing::warn!(server, selector = %selector, "OpenAPI selector matches no operation of the document");
+    }
 }
 
 impl Inner {
@@ -164,38 +360,57 @@ impl Inner {
         let settings = &self.settings;
         let previous = self.current.read().ok().and_then(|c| c.clone());
         let mut fetched_hash = None;
-        let text_and_location = if openapi::is_url(&settings.spec) {
+        let (key, text_and_location) = if openapi::is_url(&settings.spec) {
             let text = self.fetch().await?;
-            let hash = {
-                use std::hash::{Hash, Hasher};
-                let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                text.hash(&mut hasher);
-                hasher.finish()
-            };
+            let hash = hash_of(&text);
             let same = self.fetched.lock().is_ok_and(|last| *last == Some(hash));
             if same && let Some(previous) = &previous {
                 return Ok(previous.clone());
             }
             fetched_hash = Some(hash);
-            Some((text, Location::Url(settings.spec.clone())))
+            (Some(hash), Some((text, Location::Url(settings.spec.clone()))))
         } else {
             let stamp = file_stamp(&settings.spec);
             let unchanged = self.stamp.lock().is_ok_and(|s| s.is_some() && *s == stamp);
             if unchanged && let Some(previous) = &previous {
                 return Ok(previous.clone());
             }
-            None
+            // A file is read again at every refresh until one maps: the files its refs
+            // name may have changed.
+            (None, None)
         };
+        if let Some(refusal) = self.refused.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && key.is_some()
+            && refusal.key == key
+        {
+            return Err(UpstreamError::Protocol(refusal.reason.clone()));
+        }
         let (selection, limits, max_definition) =
             (settings.selection.clone(), settings.limits, settings.max_definition_bytes);
-        let spec = settings.spec.clone();
-        let mapped = tokio::task::spawn_blocking(move || match text_and_location {
-            Some((text, location)) => openapi::map_text(&text, location, &selection, limits, max_definition),
-            None => openapi::load_file(std::path::Path::new(&spec), &selection, limits, max_definition),
+        let (spec, refused) = (settings.spec.clone(), self.refused.clone());
+        let mapped = tokio::task::spawn_blocking(move || {
+            let mapped = match text_and_location {
+                Some((text, location)) => {
+                    openapi::map_text(&text, location, &selection, limits, max_definition)
+                }
+                None => openapi::load_file(std::path::Path::new(&spec), &selection, limits, max_definition),
+            };
+            let mut refused = refused.lock().unwrap_or_else(|p| p.into_inner());
+            match mapped {
+                Ok(mapped) => {
+                    *refused = None;
+                    Ok(mapped)
+                }
+                Err(e) => {
+                    let reason = format!("OpenAPI document refused: {e}");
+                    *refused = Some(Refusal { key, reason: reason.clone() });
+                    Err(reason)
+                }
+            }
         })
         .await
         .map_err(|e| UpstreamError::Protocol(format!("OpenAPI document not mapped: {e}")))?
-        .map_err(|e| UpstreamError::Protocol(format!("OpenAPI document refused: {e}")))?;
+        .map_err(UpstreamError::Protocol)?;
         if settings.base_url.is_none() && mapped.server_url.is_none() {
             return Err(UpstreamError::Protocol(format!(
                 "OpenAPI document {}: no absolute `servers` URL; set servers.{}.base_url",
@@ -204,6 +419,12 @@ impl Inner {
         }
         let mapped = Arc::new(mapped);
         report(&settings.server, &mapped, previous.as_deref());
+        if settings.base_url.is_none()
+            && let Some(url) = &mapped.server_url
+        {
+            let pins = self.pins.get().map(|p| &**p);
+            self.origin.lock().unwrap_or_else(|p| p.into_inner()).offer(&settings.server, url, pins);
+        }
         if !openapi::is_url(&settings.spec)
             && let Ok(mut stamp) = self.stamp.lock()
         {
@@ -227,10 +448,29 @@ impl Inner {
             .spec
             .parse()
             .map_err(|e| UpstreamError::Protocol(format!("spec URL not valid: {e}")))?;
-        let response =
-            self.client.request(Method::GET, uri).headers(self.settings.headers.clone()).send().await;
+        // The static headers are the target's: sent to the document's host only when it is
+        // the target's origin (`base_url`'s, else the approved one; none before the first).
+        let target = match &self.settings.base_url {
+            Some(base) => origin_of(base),
+            None => self
+                .origin
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .approved
+                .as_ref()
+                .map(|a| a.origin.clone()),
+        };
+        let same_origin = target.is_some() && target == origin_of(&self.settings.spec);
+        let headers = if same_origin { self.settings.headers.clone() } else { HeaderMap::new() };
+        let response = self.client.request(Method::GET, uri).headers(headers).send().await;
         let response = response.map_err(request_error)?;
         let status = response.status().as_u16();
+        if matches!(status, 401 | 403) && !same_origin && !self.settings.headers.is_empty() {
+            return Err(UpstreamError::Protocol(format!(
+                "the OpenAPI document's host answered HTTP {status}; the static headers are sent to it only when it is the target's origin: set servers.{}.base_url to a URL of the document's origin to send them",
+                self.settings.server
+            )));
+        }
         if !(200..300).contains(&status) {
             return Err(UpstreamError::Status { status });
         }
@@ -259,7 +499,28 @@ impl Inner {
             Ok(built) => built,
             Err(invalid) => return Ok(refusal(-32602, invalid)),
         };
-        let base = self.settings.base_url.as_deref().or(mapped.server_url.as_deref()).unwrap_or("");
+        let approved;
+        let base = match &self.settings.base_url {
+            Some(base) => base.as_str(),
+            None => {
+                approved = self
+                    .origin
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .approved
+                    .as_ref()
+                    .map(|a| a.url.clone());
+                match &approved {
+                    Some(url) => url.as_str(),
+                    None => {
+                        return Err(UpstreamError::Protocol(format!(
+                            "OpenAPI document {}: no approved target; set servers.{}.base_url",
+                            mapped.source, self.settings.server
+                        )));
+                    }
+                }
+            }
+        };
         let schemes = self.schemes_for(&operation, &mapped)?;
         let mut path_and_query = built.path_and_query;
         let mut cookies = built.cookies;
@@ -408,7 +669,7 @@ impl Inner {
         }
         let wanted: Vec<String> = operation.security.iter().map(|alt| alt.join(" + ")).collect();
         Err(UpstreamError::Credentials {
-            failure: CredentialFailure::Unavailable,
+            failure: CredentialFailure::NotConfigured,
             detail: format!(
                 "operation {} needs security scheme {}; none is configured (servers.{}.security)",
                 operation.tool,
@@ -439,7 +700,7 @@ enum SchemeValue {
 
 fn sensitive(text: String) -> Result<HeaderValue, UpstreamError> {
     let mut value = HeaderValue::try_from(text).map_err(|_| UpstreamError::Credentials {
-        failure: CredentialFailure::Unavailable,
+        failure: CredentialFailure::NotConfigured,
         detail: "a configured secret is not a valid header value".into(),
     })?;
     value.set_sensitive(true);
@@ -500,6 +761,51 @@ mod tests {
             }
             _ => panic!("not a header"),
         }
+    }
+
+    #[test]
+    fn the_first_origin_is_pinned_and_another_waits_while_a_path_change_is_followed() {
+        assert_eq!(
+            origin_of("HTTPS://API.Example.com/v1?x=1").as_deref(),
+            Some("https://api.example.com:443")
+        );
+        assert_eq!(origin_of("http://h:8080/").as_deref(), Some("http://h:8080"));
+        assert_eq!(origin_of("/relative"), None);
+        let mut pin = OriginPin::default();
+        pin.offer("s", "https://api.example.com/v1", None);
+        pin.offer("s", "https://api.example.com:443/v2", None);
+        assert_eq!(pin.approved.as_ref().map(|a| a.url.as_str()), Some("https://api.example.com:443/v2"));
+        assert!(pin.pending.is_none(), "the same origin is followed");
+        pin.offer("s", "https://evil.example.net/v2", None);
+        assert_eq!(pin.approved.as_ref().map(|a| a.origin.as_str()), Some("https://api.example.com:443"));
+        assert_eq!(
+            pin.pending.as_ref().map(|(p, _)| p.origin.as_str()),
+            Some("https://evil.example.net:443")
+        );
+        pin.offer("s", "https://api.example.com/v3", None);
+        assert!(pin.pending.is_none(), "back at the approved origin: nothing pending");
+
+        // A pin store's origin wins over a document first seen after a restart.
+        let pins = PinStore::load(None).unwrap();
+        pins.pin_origin("s", "https://api.example.com:443");
+        let mut restarted = OriginPin::default();
+        restarted.offer("s", "https://evil.example.net/v2?k=1", Some(&pins));
+        let approved = restarted.approved.clone().unwrap();
+        assert_eq!(
+            approved.url, "https://api.example.com/v2?k=1",
+            "the approved origin, the document's path"
+        );
+        assert!(restarted.pending.is_some());
+        // A file document mapped before the store was attached is reconciled with it.
+        let mut loaded = OriginPin::default();
+        loaded.offer("s", "https://evil.example.net/", None);
+        loaded.reconcile("s", &pins);
+        assert_eq!(loaded.approved.as_ref().map(|a| a.origin.as_str()), Some("https://api.example.com:443"));
+        assert!(loaded.pending.is_some());
+        let mut fresh = OriginPin::default();
+        fresh.offer("t", "https://first.example/", None);
+        fresh.reconcile("t", &pins);
+        assert_eq!(pins.origin("t").as_deref(), Some("https://first.example:443"), "written to the store");
     }
 
     #[test]

@@ -185,6 +185,8 @@ fn a_registry_entry_over_the_definition_bound_is_not_served() {
     stores.put(false, &fat);
     let config = format!("refresh_interval_secs = 3600\nready_min_tools = 0\n{}", stores.config());
     let gateway = Gateway::start(&config, REGISTRY_LOOPBACK);
+    // Ready with no tool (`ready_min_tools = 0`): the scan's catalogue comes in one snapshot.
+    wait_for("the registry scan's catalogue", || !gateway.tool_names().is_empty());
     assert_eq!(gateway.tool_names(), ["manga_search"], "the scan served the entry within the bound only");
     // A lookup below memory (the name is not in the catalogue) refuses it too.
     expect_error(&gateway.call("fat_entry", json!({"manga_id": "MNG-00000001"})), -32002, "unknown_tool");

@@ -57,6 +57,11 @@ fn the_overview_counts_real_calls_names_a_failing_servers_last_error_and_shows_a
         let answer = gw.call("manga_search", json!({"query": query}));
         assert!(answer.get("result").is_some(), "{answer}");
     }
+    // The caller's own errors — bad arguments, once directly and once from the playground —
+    // never reached the store: they say nothing of its health.
+    expect_error(&gw.call("manga_search", json!({"max_results": 99})), -32602, "bad_input");
+    let bad = playground(&gw, &json!({"tool": "manga_search", "arguments": {"max_results": 99}}));
+    assert_eq!(bad["error"]["data"]["category"], "bad_input", "{bad}");
     let failed = gw.call("legacy_search", json!({}));
     let category =
         failed["error"]["data"]["category"].as_str().unwrap_or_else(|| panic!("{failed}")).to_owned();
@@ -66,11 +71,11 @@ fn the_overview_counts_real_calls_names_a_failing_servers_last_error_and_shows_a
     let gateway = &first["gateway"];
     assert_eq!(gateway["ready"], true, "{first}");
     assert_eq!(gateway["tools"], gw.tool_names().len(), "{first}");
-    assert_eq!(gateway["calls"], 4, "every call is counted: {first}");
-    assert_eq!(gateway["error_ratio"], 0.25, "{first}");
+    assert_eq!(gateway["calls"], 6, "every call is counted: {first}");
+    assert_eq!(gateway["error_ratio"], 0.25, "of the four calls that reached a server: {first}");
     assert!(gateway["calls_per_sec"].as_f64().is_some_and(|r| r > 0.0), "{first}");
     let store = server_of(&first, "store");
-    assert_eq!((store["calls"].as_u64(), store["error_ratio"].as_f64()), (Some(3), Some(0.0)), "{first}");
+    assert_eq!((store["calls"].as_u64(), store["error_ratio"].as_f64()), (Some(5), Some(0.0)), "{first}");
     assert_eq!(store["transport"], "http");
     assert_eq!(store["breaker"], "closed");
     assert!(store["last_error"].is_null(), "{first}");
@@ -84,7 +89,13 @@ fn the_overview_counts_real_calls_names_a_failing_servers_last_error_and_shows_a
     // A breaker forced open shows as open, and a call is refused without reaching the server.
     let forced = gw.admin_post("/admin/breakers/store/open").send().unwrap();
     assert_eq!(forced.status(), 200);
-    assert_eq!(server_of(&overview(&gw), "store")["breaker"], "open");
+    let down = overview(&gw);
+    assert_eq!(server_of(&down, "store")["breaker"], "open");
+    assert_eq!(server_of(&down, "store")["breaker_reason"], "forced open by an operator", "{down}");
+    assert!(
+        server_of(&down, "store")["breaker_since"].as_str().is_some_and(|at| at.ends_with('Z')),
+        "{down}"
+    );
     let refused = gw.call("manga_search", json!({"query": "naruto"}));
     expect_error(&refused, refused["error"]["code"].as_i64().unwrap(), "circuit_open");
     assert_eq!(demo.stats()["calls"], 3, "the refused call never reached the server");

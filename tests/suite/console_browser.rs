@@ -24,6 +24,7 @@ fn drive(gateway: &Gateway, shots: &Path, docs_shot: &Path) -> Value {
         .args(["--url", &gateway.url(""), "--token", ADMIN_TOKEN])
         .args(["--server", "shop", "--dead", "dead", "--pinned-server", "words", "--pinned-tool", "lookup"])
         .args(["--tool", "manga_search", "--surface-server", "b"])
+        .args(["--endpoint", "browse", "--outside-tool", "ping_dead"])
         .arg("--shots")
         .arg(shots)
         .arg("--docs-shot")
@@ -81,7 +82,9 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
          [servers.words]\ntransport = \"http\"\nurl = \"http://{words}/rugpull\"\n\
          [tools.manga_recommendations]\nrename = \"recommend_manga\"\n\
          [tools.price_lookup]\nfixed_arguments = {{ include_history = false }}\n\
-         [tools.checkout]\nhide = true\n{fixtures}",
+         [tools.checkout]\nhide = true\n\
+         [endpoints.browse.select]\nservers = [\"shop\"]\nread_only = true\n\
+         [[hooks]]\nname = \"no-emails\"\nphase = \"after\"\nmatch_servers = [\"shop\"]\nbuiltin = \"redact\"\ndetect = [\"email\"]\n{fixtures}",
         policy = policy.arg(),
         demo = http_server("shop", &demo.url()),
         dead = http_server("dead", &dead),
@@ -134,6 +137,17 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
             .to_string()
     };
     assert!(row("shop").contains("closed"), "{}", row("shop"));
+    // The endpoints (what each serves) and the hooks (their decisions so far).
+    let endpoints: Vec<&str> = items(&servers["endpoints"]).iter().filter_map(Value::as_str).collect();
+    assert!(
+        endpoints.iter().any(|r| r.starts_with("/mcp/browse")
+            && r.contains("servers: shop")
+            && r.contains("manga_search")),
+        "{servers}"
+    );
+    assert!(endpoints.iter().all(|r| !r.contains("ping_dead")), "browse serves only shop's tools: {servers}");
+    let hooks: Vec<&str> = items(&servers["hooks"]).iter().filter_map(Value::as_str).collect();
+    assert!(hooks.iter().any(|r| r.starts_with("no-emails") && r.contains("allow 1")), "{servers}");
     let (_, overview) = admin_get_json(&gateway, "/admin/overview");
     let dead_overview =
         items(&overview["servers"]).iter().find(|s| s["name"] == "dead").cloned().unwrap_or_default();
@@ -236,6 +250,10 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     assert_eq!(flow["after_open"]["ui"], "open", "{flow}");
     assert_eq!(flow["after_open"]["api"]["state"], "open", "{flow}");
     assert_eq!(flow["after_open"]["api"]["forced_open"], true, "{flow}");
+    // A server that is down says why, and since when.
+    assert_eq!(flow["after_open"]["api"]["reason"], "forced open by an operator", "{flow}");
+    let cell = flow["after_open"]["cell"].as_str().unwrap_or_default();
+    assert!(cell.contains("forced open by an operator") && cell.contains("since"), "{flow}");
     assert_eq!(flow["after_close"]["ui"], "closed", "{flow}");
     assert_eq!(flow["after_close"]["api"]["state"], "closed", "{flow}");
     assert_eq!(gateway.breaker("shop")["state"], "closed");
@@ -278,7 +296,7 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     assert_eq!(field("language")["options"], json!(["(not set)", "ja", "en"]));
     assert_eq!(field("max_results")["value"], "5", "the default is prefilled");
     let answers = items(&flow["playground_answers"]);
-    assert_eq!(answers.len(), 2, "{flow}");
+    assert_eq!(answers.len(), 3, "{flow}");
     let violations = items(&answers[0]["body"]["error"]["data"]["violations"]);
     assert!(violations.iter().any(|v| v["path"] == "/max_results"), "{}", answers[0]);
     let shown = &flow["playground_error"];
@@ -288,6 +306,13 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     );
     assert_eq!(answers[1]["body"]["result"]["isError"], false, "{}", answers[1]);
     assert!(flow["playground_result"]["shown"].as_str().is_some_and(|s| s.contains("Result")), "{flow}");
+    // Through the chosen endpoint: a tool outside its selection is unknown there.
+    assert_eq!(flow["endpoints_offered"], json!(["", "browse"]), "{flow}");
+    assert_eq!(answers[2]["body"]["error"]["data"]["category"], "unknown_tool", "{}", answers[2]);
+    assert!(
+        flow["playground_outside"]["shown"].as_str().is_some_and(|s| s.contains("unknown_tool")),
+        "{flow}"
+    );
 
     // Live figures: a call made meanwhile is shown without a reload; a hidden tab pauses.
     let live = &report["live"];

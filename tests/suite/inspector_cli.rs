@@ -392,3 +392,32 @@ fn the_inspectors_mcpdo_completes_prompt_and_template_arguments_through_the_gate
         "{metrics}"
     );
 }
+
+#[test]
+fn the_typescript_sdk_client_shows_a_violation_as_the_tools_answer() {
+    // The Inspector's CLI is the TypeScript SDK's client: a 2025-11-25-or-later caller.
+    let gw = Gateway::start_with_args("", &[], &["--demo"]);
+    let inspector = Inspector::new();
+    let through = gw.url("/mcp");
+    let args = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "manga_search",
+        "--tool-arg",
+        "query=naruto",
+        "--tool-arg",
+        "max_results=99",
+    ];
+    // The CLI prints the tool's answer, then says it was an error and exits 5.
+    let output = inspector.cli_output(&through, &args);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(5), "{stdout}");
+    let first = stdout.lines().next().unwrap_or_default();
+    let printed: Value =
+        serde_json::from_str(first).unwrap_or_else(|e| panic!("no JSON answer ({e}): {stdout}"));
+    let result = &printed["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("/max_results"), "the violation is not in the text the model reads: {result}");
+}

@@ -220,6 +220,31 @@ fn questions_pass_through_and_no_round_is_answered_from_the_cache() {
 }
 
 #[test]
+fn a_well_formed_question_passes_a_servers_after_hooks_redacted_and_its_answer_meets_them() {
+    // The outbound step (docs/hooks.md): only `input_required` passes without a hook's decision
+    // (its questions redacted by the built-in hooks); the final result of the retry meets the
+    // hooks as any result does.
+    let server = MrtrServer::start();
+    let hooks = "[[hooks]]\nname = \"stars\"\nphase = \"after\"\nmatch_servers = [\"mrtr\"]\nbuiltin = \"redact\"\npatterns = [\"ten stars\", \"Naruto\"]\n";
+    let gateway = gateway_with(&server, hooks);
+    let through = gateway.url("/mcp");
+    let call = json!({"name": "summarise_reviews", "arguments": {"title": "Naruto"}});
+    let asked = modern_call(&through, call.clone());
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let key = result["inputRequests"].as_object().and_then(|r| r.keys().next().cloned()).expect("a question");
+    // What it asks is the server's words: redacted as a relayed request's are.
+    let question = &result["inputRequests"][&key]["params"]["messages"][0]["content"]["text"];
+    assert_eq!(question, "Summarise reviews of [redacted]", "{asked}");
+    let mut retry = call;
+    retry["requestState"] = result["requestState"].clone();
+    retry["inputResponses"] =
+        json!({key: {"role": "assistant", "content": {"type": "text", "text": "ten stars"}, "model": "m"}});
+    let answered = modern_call(&through, retry);
+    assert_eq!(answered["result"]["content"][0]["text"], "[redacted]: [redacted]", "{answered}");
+}
+
+#[test]
 fn a_session_era_caller_of_a_modern_only_server_is_asked_on_its_stream() {
     let server = MrtrServer::start_with(&["--modern-only"]);
     let gateway = gateway_for(&server);

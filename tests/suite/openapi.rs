@@ -297,7 +297,9 @@ fn statuses_map_to_tool_errors_auth_rate_limits_and_breaker_failures() {
     assert_eq!(gateway.breaker("flaky")["state"], "closed");
 
     let needs_key = gateway.call("createOrder", json!({"product_id": "MNG-00000001", "quantity": 1}));
-    expect_error(&needs_key, -32011, "credentials_unavailable");
+    // Missing from the configuration: not retryable (trying again cannot help).
+    expect_error(&needs_key, -32006, "upstream_misconfigured");
+    assert_eq!(needs_key["error"]["data"]["retryable"], false, "{needs_key}");
     assert_eq!(store.hits("/orders"), 0, "an operation whose security is not configured is never sent");
 
     // 5xx: counted against the breaker, which opens after two; the third call is not sent.

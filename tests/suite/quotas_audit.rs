@@ -110,7 +110,7 @@ fn a_rate_quota_holds_across_two_gateways_and_through_a_redis_restart() {
         let limited = metric(
             &gw.metrics(),
             "mcp_gateway_tool_calls_total",
-            &["tool=\"price_lookup\"", "outcome=\"rate_limited\""],
+            &["tool=\"price_lookup\"", "outcome=\"quota_refused\""],
         );
         assert_eq!(limited, rejected);
         // The breaker saw none of it.
@@ -328,7 +328,7 @@ fn every_call_leaves_one_audit_line_without_its_arguments() {
         [
             ("ok", "allow", "no_policy"),
             ("ok", "allow", "no_policy"),
-            ("rate_limited", "deny", "search-rate"),
+            ("quota_refused", "deny", "search-rate"),
             ("unknown_tool", "allow", "no_policy"),
             ("tool_error", "allow", "no_policy"),
         ]

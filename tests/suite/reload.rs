@@ -685,3 +685,74 @@ fn the_catalogue_is_in_force_when_the_reload_answers() {
     assert!(priced.get("result").is_some(), "{priced}");
     gated.open_lists();
 }
+
+// --- Names: the same file gives the same names after a reload as after a restart -------------
+
+/// The tool names a gateway lists, sorted (`tools/list` is ordered by name already).
+fn names_of(gw: &Gateway) -> Vec<String> {
+    gw.tool_names()
+}
+
+#[test]
+fn a_reload_and_a_restart_of_the_same_file_give_the_same_tool_names() {
+    let (shop, mirror) = (Demo::http(), Demo::http());
+    let gw = Gateway::start(&http_server("shop", &shop.url()), &[]);
+    wait_listed(&gw, "manga_search", true);
+
+    // A second server offering the same tools joins by a reload: every shared name is
+    // namespaced on both, as a restart with that file names them; nobody's `manga_search`
+    // silently reaches the newcomer.
+    let both = format!("{}{}", http_server("shop", &shop.url()), http_server("mirror", &mirror.url()));
+    gw.rewrite_config(&both);
+    reload_by_signal(&gw, "applied");
+    wait_listed(&gw, "shop__manga_search", true);
+    let reloaded = names_of(&gw);
+    assert!(reloaded.contains(&"mirror__manga_search".to_string()), "{reloaded:?}");
+    assert!(!reloaded.contains(&"manga_search".to_string()), "{reloaded:?}");
+    expect_unknown(&gw.call("manga_search", json!({"query": "x"})));
+    let restarted = Gateway::start(&both, &[]);
+    wait_listed(&restarted, "shop__manga_search", true);
+    assert_eq!(names_of(&restarted), reloaded, "a restart named the tools otherwise than the reload");
+
+    // `prefix = "never"` on shop: shop keeps its names, the mirror's copies are namespaced —
+    // after a reload and after a restart alike.
+    let kept = format!(
+        "{}prefix = \"never\"\n{}",
+        http_server("shop", &shop.url()),
+        http_server("mirror", &mirror.url())
+    );
+    gw.rewrite_config(&kept);
+    reload_by_signal(&gw, "applied");
+    wait_listed(&gw, "manga_search", true);
+    let reloaded = names_of(&gw);
+    assert!(reloaded.contains(&"mirror__manga_search".to_string()), "{reloaded:?}");
+    assert!(!reloaded.contains(&"shop__manga_search".to_string()), "{reloaded:?}");
+    let restarted = Gateway::start(&kept, &[]);
+    wait_listed(&restarted, "manga_search", true);
+    assert_eq!(names_of(&restarted), reloaded, "a restart named the tools otherwise than the reload");
+}
+
+#[test]
+fn a_reload_of_an_unchanged_file_under_demo_awaits_no_restart() {
+    // No admin token configured: `--demo` makes a one-off one (printed once on stderr), which
+    // a reload of the same file must keep rather than report `admin` as changed.
+    let gw = Gateway::start_with_args_as_configured("log_level = \"info\"\n", &[], &["--demo"]);
+    let output = gw.proc.output();
+    let token = output
+        .lines()
+        .find_map(|line| line.split("admin token (this run only): ").nth(1))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no one-off token printed: {output}"))
+        .to_string();
+    let response = gw
+        .client
+        .post(gw.url("/admin/config/reload"))
+        .bearer_auth(&token)
+        .send()
+        .expect("the gateway answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let report: Value = response.json().expect("a JSON report");
+    assert_eq!(report["outcome"], "unchanged", "{report}");
+    assert_eq!(report["restart_required"], json!([]), "{report}");
+    assert_eq!(servers(&report, "kept"), ["demo"], "{report}");
+}

@@ -200,6 +200,31 @@ fn the_sdk_clients_callbacks_answer_the_fixtures_requests_and_closing_ends_the_u
 }
 
 #[test]
+fn relayed_requests_of_a_hooked_server_reach_the_sdk_clients_callbacks_redacted() {
+    // The outbound step (docs/hooks.md#what-each-kind-gives-a-hook): a server's question to the
+    // caller is upstream data like its results.
+    let (_fixtures, upstream) = fixtures();
+    let hooks = "[[hooks]]\nname = \"places\"\nphase = \"after\"\nmatch_servers = [\"fixtures\"]\nbuiltin = \"redact\"\npatterns = [\"Japan\", \"ordering\"]\n";
+    let gw = gateway(&upstream, hooks);
+    let output = Command::new(python())
+        .arg(peers_dir().join("clients/relay_client.py"))
+        .arg(gw.url("/mcp"))
+        .output()
+        .expect("the relay client runs");
+    assert!(output.status.success(), "relay client failed: {}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["asked"],
+        json!([
+            {"method": "sampling/createMessage", "text": "What is the capital of [redacted]?"},
+            {"method": "elicitation/create", "text": "Who is [redacted]?"},
+        ]),
+        "{report}"
+    );
+    assert_eq!(report["sampling"]["isError"], false, "the caller's answer still goes back: {report}");
+}
+
+#[test]
 fn a_caller_without_the_capability_gets_no_session_and_the_fixtures_is_error() {
     let (fixtures, upstream) = fixtures();
     let gw = gateway(&upstream, "");

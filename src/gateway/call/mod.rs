@@ -30,7 +30,7 @@ use std::{sync::Arc, time::Instant};
 
 use serde_json::{Map, Value, json, value::RawValue};
 
-use super::{Gateway, settings::Settings};
+use super::{Gateway, outbound::Released, settings::Settings};
 use crate::{
     audit::Decision,
     backchannel::Relay,
@@ -54,12 +54,13 @@ impl Gateway {
     }
 
     /// Runs a `tools/call`; the `Ok` value is the result (the upstream's, passed through
-    /// untouched unless a fallback or the size budget changed it).
+    /// untouched unless a fallback, an after-hook or the size budget changed it), released by
+    /// the outbound step (`gateway/outbound.rs`); an upstream's own error is released by it too.
     pub async fn call_tool(
         &self,
         params: Option<Value>,
         ctx: &CallContext,
-    ) -> Result<Box<RawValue>, GatewayError> {
+    ) -> Result<Released<Box<RawValue>>, GatewayError> {
         let started = Instant::now();
         // The settings in force now are this call's to its end (`settings`).
         let settings = self.settings();
@@ -82,6 +83,7 @@ impl Gateway {
             if name == crate::tool_control::SEARCH_TOOLS {
                 return self
                     .search_tools(&params, &ctx.caller)
+                    .map(Released::search_answer)
                     .map_err(|err| self.refuse(ctx, started, None, err));
             }
             if let Err(err) = super::search::unwrap_call_tool(&mut params) {
@@ -153,13 +155,25 @@ impl Gateway {
                     ran: None,
                     guardrails: refusal.guardrails,
                 };
-                let outcome = err.category.as_str();
+                // A quota's refusal is the caller's, not an upstream's 429: its own outcome, out
+                // of the server's error ratio.
+                let outcome = match err.category {
+                    Category::RateLimited => "quota_refused",
+                    category => category.as_str(),
+                };
                 self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
                 return Err(err);
             }
         };
         unanswered.args_hash = admitted.args_hash().to_owned();
         unanswered.decision = admitted.decision().clone();
+        // The outbound step screens what the call's stream carries (progress, log entries,
+        // relayed requests) when after-hooks guard this tool.
+        // Boxed: taken only when hooks match; inline it would grow every call's future.
+        let screened = self.screened_notifications(&settings, &tool.name, &tool.server, &ctx.notifications);
+        let screened_ctx =
+            screened.map(|notifications| Box::new(CallContext { notifications, ..ctx.clone() }));
+        let ctx = screened_ctx.as_deref().unwrap_or(ctx);
         // Tasks: a 2025-11-25 `task` parameter goes to the server as the caller sent it (checked);
         // a modern caller declaring the tasks extension lets the gateway ask for a task where
         // the tool can only run as one. Such a call holds a slot of the task table.
@@ -220,7 +234,17 @@ impl Gateway {
                             arguments: admitted.arguments().clone(),
                         }
                     });
-                    self.record_task(slot, raw.clone(), upstream, owner, dedicated, task_form(meta), guard)
+                    let form = task_form(meta);
+                    self.record_task(
+                        slot,
+                        raw.clone(),
+                        upstream,
+                        owner,
+                        dedicated,
+                        form,
+                        guard,
+                        tool.name.clone(),
+                    )
                 }
                 Err(err) => Err(err),
             };
@@ -244,27 +268,34 @@ impl Gateway {
             ran = fallback.alternative.clone();
             result = Ok(fallback.result);
         }
-        // After-hooks on the answer the caller gets (a cache hit, a shared or a fallback result
-        // too), before the size budget; a task's creation and a question to the caller pass.
+        // The outbound step on the answer the caller gets (a cache hit, a shared or a fallback
+        // result too), before the size budget: the `resultType` rule and the after-hooks; a
+        // task's creation passes (the task table's), a well-formed question to the caller too.
         let mut guardrails = admitted.guardrails().to_vec();
-        if task.is_none()
-            && settings.has_hooks()
-            && let Ok(raw) = result
-        {
-            result = if mrtr::is_complete(&raw) {
+        result = match result {
+            Ok(raw) => {
                 let arguments = admitted.arguments();
-                self.guard_result(&settings, &ctx.caller, &tool, arguments, raw, deadline, &mut guardrails)
-                    .await
-            } else {
-                Ok(raw)
-            };
-            if let Err(err) = &result
-                && err.category == Category::Guardrail
-            {
-                ending.outcome = Category::Guardrail.as_str();
+                let released = self.release_result(
+                    &settings,
+                    &ctx.caller,
+                    &tool,
+                    arguments,
+                    raw,
+                    task.is_some(),
+                    deadline,
+                    &mut guardrails,
+                );
+                let released = released.await;
+                if let Err(err) = &released
+                    && matches!(err.category, Category::Guardrail | Category::UpstreamProtocol)
+                {
+                    ending.outcome = err.category.as_str();
+                }
+                released
             }
-        }
-        let result = result.map(|raw| self.fit_budget(&settings, &tool, raw));
+            Err(err) => Err(self.release_error(&settings, &tool.name, &tool.server, err)),
+        };
+        let result = result.map(|raw| Self::released_result(self.fit_budget(&settings, &tool, raw)));
         unanswered.armed = false;
         let args_hash = std::mem::take(&mut unanswered.args_hash);
         let decided = Decided { decision: admitted.decision().clone(), requested: alias, ran, guardrails };

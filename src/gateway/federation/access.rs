@@ -30,10 +30,8 @@ impl Gateway {
         // Outside the caller's endpoint: unknown there, as for what no server offers.
         if !self.endpoint_selects(caller, item) {
             let error = match item {
-                SurfaceItem::Resource { uri, template: false, .. } => {
-                    not_found(uri, index::Unroutable::Unknown)
-                }
-                SurfaceItem::Resource { .. } => {
+                SurfaceItem::Resource { uri, .. } => not_found(uri, index::Unroutable::Unknown),
+                SurfaceItem::Template { .. } => {
                     bad_input("params.ref names no resource template a server offers")
                 }
                 SurfaceItem::Prompt { name, .. } => {
@@ -47,7 +45,9 @@ impl Gateway {
         let Some(policy) = &settings.policy else { return Ok(()) };
         let verdict = policy.decide_item(caller, item);
         let server = match item {
-            SurfaceItem::Resource { server, .. } | SurfaceItem::Prompt { server, .. } => server,
+            SurfaceItem::Resource { server, .. }
+            | SurfaceItem::Template { server, .. }
+            | SurfaceItem::Prompt { server, .. } => server,
         };
         let outcome = if verdict.allowed { "allow" } else { "deny" };
         self.metrics.policy_decisions.with_label_values(&[&verdict.rule, server, outcome]).inc();
@@ -55,7 +55,7 @@ impl Gateway {
             return Ok(());
         }
         let what = match item {
-            SurfaceItem::Resource { .. } => "read this resource",
+            SurfaceItem::Resource { .. } | SurfaceItem::Template { .. } => "read this resource",
             SurfaceItem::Prompt { .. } => "get this prompt",
         };
         let err = GatewayError::new(
@@ -74,11 +74,11 @@ impl Gateway {
         let index = self.federation.index();
         let state = foldhash::quality::FixedState::with_seed(0x7375_7266);
         let mut resources = state.build_hasher();
-        for r in index.resources.iter().filter(|r| self.may_read(caller, r, false)) {
-            (r.uri.as_ref(), r.server.as_ref(), r.definition.to_string()).hash(&mut resources);
+        for r in index.resources.iter().filter(|r| self.may_read(caller, r)) {
+            (r.uri.as_str(), r.server.as_ref(), r.definition.to_string()).hash(&mut resources);
         }
-        for (t, _) in index.templates.iter().filter(|(t, _)| self.may_read(caller, t, true)) {
-            (t.uri.as_ref(), t.server.as_ref(), t.definition.to_string()).hash(&mut resources);
+        for (t, _) in index.templates.iter().filter(|(t, _)| self.may_read_template(caller, t)) {
+            (t.text.as_ref(), t.server.as_ref(), t.definition.to_string()).hash(&mut resources);
         }
         let mut prompts = state.build_hasher();
         for p in index.prompts.iter().filter(|p| self.may_get(caller, p).is_ok()) {
@@ -87,13 +87,25 @@ impl Gateway {
         (resources.finish(), prompts.finish())
     }
 
-    pub(super) fn may_read(&self, caller: &Caller, resource: &index::Resource, template: bool) -> bool {
+    pub(super) fn may_read(&self, caller: &Caller, resource: &index::Resource) -> bool {
         let item = SurfaceItem::Resource {
             uri: &resource.uri,
             server: &resource.server,
             mime_type: resource.mime_type.as_deref(),
-            template,
         };
+        self.may_see(caller, item)
+    }
+
+    pub(super) fn may_read_template(&self, caller: &Caller, template: &index::Template) -> bool {
+        let item = SurfaceItem::Template {
+            text: &template.text,
+            server: &template.server,
+            mime_type: template.mime_type.as_deref(),
+        };
+        self.may_see(caller, item)
+    }
+
+    fn may_see(&self, caller: &Caller, item: SurfaceItem<'_>) -> bool {
         self.endpoint_selects(caller, item)
             && self.settings().policy.as_ref().is_none_or(|policy| policy.decide_item(caller, item).allowed)
     }
@@ -104,6 +116,9 @@ impl Gateway {
         match item {
             SurfaceItem::Resource { uri, server, .. } => {
                 self.settings().endpoints.selects_resource(endpoint, uri, server)
+            }
+            SurfaceItem::Template { text, server, .. } => {
+                self.settings().endpoints.selects_template(endpoint, text, server)
             }
             SurfaceItem::Prompt { name, server, .. } => {
                 self.settings().endpoints.selects_prompt(endpoint, name, server)

@@ -6,7 +6,10 @@ use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use serde_json::{Map, Value, json};
 
 use super::{PAGE_SIZE, Unroutable};
-use crate::error::{Category, GatewayError};
+use crate::{
+    error::{Category, GatewayError},
+    resource_uri::{CanonicalUri, UriRefusal},
+};
 
 /// The prefix of the gateway's own list cursors.
 const CURSOR_PREFIX: &str = "mcpgw-cursor.";
@@ -49,7 +52,7 @@ pub(super) fn bad_input(detail: &str) -> GatewayError {
     GatewayError::new(Category::BadInput, detail)
 }
 
-pub(in crate::gateway) fn not_found(uri: &str, why: Unroutable) -> GatewayError {
+pub(in crate::gateway) fn not_found(uri: &CanonicalUri, why: Unroutable) -> GatewayError {
     let detail = match why {
         Unroutable::Unknown => {
             "no server lists it, and no template or configured prefix covers it".to_string()
@@ -64,7 +67,27 @@ pub(in crate::gateway) fn not_found(uri: &str, why: Unroutable) -> GatewayError 
     };
     // `data.uri`, as the specification's resource-not-found error carries it.
     GatewayError::new(Category::ResourceNotFound, format!("no server serves this resource URI: {detail}"))
-        .with_extra("uri", json!(crate::redact::url(uri)))
+        .with_extra("uri", json!(crate::redact::url(uri.as_str())))
+}
+
+/// A resource URI that has no canonical form (`crate::resource_uri`): refused before any
+/// decision, with the reason in `error.data.reason`.
+fn refused_uri(refusal: UriRefusal) -> GatewayError {
+    GatewayError::new(Category::BadInput, format!("params.uri is refused: {refusal}"))
+        .with_extra("reason", json!(refusal.reason()))
+}
+
+/// `params.uri` of a request in its canonical form, or the caller's error.
+pub(in crate::gateway) fn canonical_param(uri: Option<&Value>) -> Result<CanonicalUri, GatewayError> {
+    let Some(uri) = uri.and_then(Value::as_str) else {
+        return Err(bad_input("params.uri must be a string"));
+    };
+    canonical_uri(uri)
+}
+
+/// A caller's resource URI in its canonical form, or the caller's error.
+pub(in crate::gateway) fn canonical_uri(raw: &str) -> Result<CanonicalUri, GatewayError> {
+    CanonicalUri::parse(raw).map_err(refused_uri)
 }
 
 fn protocol(detail: &str) -> GatewayError {

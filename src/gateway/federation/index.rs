@@ -6,9 +6,14 @@
 //!   (`servers.NAME.resource_prefixes`, longest prefix first: the operator's word is final,
 //!   and it is how a collision gets an owner), else to the one server that listed the URI,
 //!   else to the one server whose template matches it.
+//! - **One canonical form.** A listed URI and a URI read are both taken in their canonical form
+//!   ([`CanonicalUri`], RFC 3986 §6.2.2) before any prefix, listing, template or hide decision;
+//!   a listed URI that has none is not served (logged).
 //! - **A URI (or template) two servers both list is a collision**: served by neither (unless a
 //!   prefix names the owner), shown in `GET /admin/registry/collisions`, counted and logged.
-//!   A URI that matches templates of two servers is refused the same way.
+//!   So is a URI one server lists and another's template matches (the listing would otherwise
+//!   silently take the template's reads), and, when read, a URI that matches templates of two
+//!   servers.
 //! - **Prompt names follow the tool-name rule of collisions**: a name one server offers is
 //!   served as it is; a name several servers offer is served as `server__name` for each.
 //! - **Catalogue control** (`[prompts.NAME]`, `[resources]`) applies last: a hidden prompt or
@@ -19,8 +24,14 @@ use std::{collections::HashMap, sync::Arc};
 
 use serde_json::{Value, json, value::RawValue};
 
-use super::{listed::Listed, uri_template::UriTemplate};
-use crate::config::surface_control::{PromptControl, ResourceControl};
+use super::{
+    listed::{self, Listed, ListedResource, ListedTemplate},
+    uri_template::UriTemplate,
+};
+use crate::{
+    config::surface_control::{PromptControl, ResourceControl},
+    resource_uri::CanonicalUri,
+};
 
 /// The operator's catalogue control of prompts and resources.
 #[derive(Debug, Clone, Default)]
@@ -30,12 +41,13 @@ pub struct Control {
 }
 
 /// What one server offers besides tools, as its lists said (definitions checked objects;
-/// resources and templates kept compact, see [`Listed`]).
+/// resources and templates kept compact, resources under their canonical URIs: see
+/// [`Listed`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerSurface {
     /// Shared by the surface as listed and as served (only prompts differ between them).
-    pub resources: Arc<[Listed]>,
-    pub templates: Arc<[Listed]>,
+    pub resources: Arc<[ListedResource]>,
+    pub templates: Arc<[ListedTemplate]>,
     pub prompts: Vec<Value>,
     /// The server answered `completion/complete` in its capabilities (or it offers prompts or
     /// templates, which completion is about).
@@ -55,11 +67,22 @@ pub struct Prompt {
     pub definition: Value,
 }
 
-/// A listed resource or resource template.
+/// A listed resource.
 #[derive(Debug, Clone)]
 pub struct Resource {
-    /// `uri`, or `uriTemplate` for a template.
-    pub uri: Arc<str>,
+    /// Its `uri`, canonical (the definition's `uri` is this form too).
+    pub uri: CanonicalUri,
+    pub server: Arc<str>,
+    pub mime_type: Option<Arc<str>>,
+    /// The definition as listed (shared with the server's surface: see [`Listed`]).
+    pub definition: Arc<RawValue>,
+}
+
+/// A listed resource template.
+#[derive(Debug, Clone)]
+pub struct Template {
+    /// Its `uriTemplate`, as the server wrote it.
+    pub text: Arc<str>,
     pub server: Arc<str>,
     pub mime_type: Option<Arc<str>>,
     /// The definition as listed (shared with the server's surface: see [`Listed`]).
@@ -90,10 +113,10 @@ pub struct Index {
     /// Sorted by URI (served resources only: collisions left out).
     pub resources: Vec<Resource>,
     /// Sorted by template text.
-    pub templates: Vec<(Resource, UriTemplate)>,
+    pub templates: Vec<(Template, UriTemplate)>,
     /// Sorted by name.
     pub prompts: Vec<Prompt>,
-    by_uri: HashMap<Arc<str>, usize>,
+    by_uri: HashMap<CanonicalUri, usize>,
     by_prompt: HashMap<Arc<str>, usize>,
     /// Operator-assigned prefixes, longest first.
     prefixes: Vec<(String, Arc<str>)>,
@@ -136,8 +159,9 @@ impl Index {
                 index.subscribing.push(server.clone());
             }
         }
-        // Resources and templates: who lists each URI (one sorted list, no map of lists: a
-        // rebuild of 10,000 resources allocates nothing per resource but its index entry).
+        // Resources and templates: who lists each URI (in its canonical form, which a listed
+        // resource is kept under: a URI with none was not kept) — one sorted list, no map of
+        // lists: a rebuild of 10,000 resources allocates nothing per resource but its entry.
         let uris = listers(servers, |s| &s.resources);
         for claimants in uris.chunk_by(|a, b| a.1.key == b.1.key) {
             let uri = &claimants[0].1.key;
@@ -148,7 +172,7 @@ impl Index {
                     Some((server, definition)) => index.resources.push(resource(server, definition)),
                     None => index.claim(
                         "resource",
-                        uri.to_string(),
+                        uri.as_str().to_string(),
                         claimants.iter().map(|(s, _)| (*s).clone()).collect(),
                     ),
                 },
@@ -159,7 +183,7 @@ impl Index {
             let text = &claimants[0].1.key;
             match (claimants, UriTemplate::parse(text)) {
                 ([(server, definition)], Ok(parsed)) => {
-                    index.templates.push((resource(server, definition), parsed));
+                    index.templates.push((template(server, definition), parsed));
                 }
                 ([(server, _)], Err(reason)) => {
                     tracing::warn!(server = %server, reason, "resource template not served: not an RFC 6570 template");
@@ -200,18 +224,21 @@ impl Index {
         // Catalogue control of resources: hidden ones out, descriptions replaced.
         let hidden = &control.resources;
         index.resources.retain(|r| !hidden.hides(&r.uri));
-        index.templates.retain(|(t, _)| !hidden.hides(&t.uri));
-        for resource in index.resources.iter_mut().chain(index.templates.iter_mut().map(|(t, _)| t)) {
-            if let Some(description) = hidden.descriptions.get(resource.uri.as_ref()) {
-                let listed = Listed {
-                    key: resource.uri.clone(),
-                    mime_type: resource.mime_type.clone(),
-                    definition: resource.definition.clone(),
-                };
-                resource.definition = listed.with_field("description", json!(description)).definition;
+        index.templates.retain(|(t, _)| !hidden.hides_template(&t.text));
+        for resource in &mut index.resources {
+            if let Some(description) = hidden.descriptions.get(resource.uri.as_str()) {
+                resource.definition =
+                    listed::with_field(&resource.definition, "description", json!(description));
+            }
+        }
+        for (template, _) in &mut index.templates {
+            if let Some(description) = hidden.descriptions.get(template.text.as_ref()) {
+                template.definition =
+                    listed::with_field(&template.definition, "description", json!(description));
             }
         }
         index.hidden = hidden.hide.clone();
+        index.contest_listed_uris();
         // A rename may meet another prompt's name: the one served under its own name keeps it.
         index.prompts.sort_by(|a, b| (&a.name, renamed(a)).cmp(&(&b.name, renamed(b))));
         index.prompts.dedup_by(|later, kept| {
@@ -222,7 +249,7 @@ impl Index {
             twice
         });
         index.resources.sort_by(|a, b| a.uri.cmp(&b.uri));
-        index.templates.sort_by(|a, b| a.0.uri.cmp(&b.0.uri));
+        index.templates.sort_by(|a, b| a.0.text.cmp(&b.0.text));
         index.prompts.sort_by(|a, b| a.name.cmp(&b.name));
         index.collisions.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         index.by_uri = index.resources.iter().enumerate().map(|(i, r)| (r.uri.clone(), i)).collect();
@@ -233,11 +260,56 @@ impl Index {
     /// The claimant a configured prefix covering `uri` names, if any.
     fn owner_among<'v>(
         &self,
-        uri: &str,
-        claimants: &[(&'v Arc<str>, &'v Listed)],
-    ) -> Option<(&'v Arc<str>, &'v Listed)> {
-        let (_, owner) = self.prefixes.iter().find(|(prefix, _)| uri.starts_with(prefix.as_str()))?;
+        uri: &CanonicalUri,
+        claimants: &[(&'v Arc<str>, &'v ListedResource)],
+    ) -> Option<(&'v Arc<str>, &'v ListedResource)> {
+        let owner = self.prefix_owner(uri)?;
         claimants.iter().find(|(server, _)| *server == owner).copied()
+    }
+
+    /// The server a configured prefix covering `uri` names (longest prefix first).
+    fn prefix_owner(&self, uri: &CanonicalUri) -> Option<&Arc<str>> {
+        self.prefixes.iter().find(|(prefix, _)| uri.is_under(prefix)).map(|(_, server)| server)
+    }
+
+    /// A URI one server lists that another server's template matches is claimed by both: the
+    /// listing must not silently take the template's reads. Unless a prefix covers it (reads
+    /// follow the prefix): it stays listed when the prefix names its lister, and is left out
+    /// otherwise. Each template is tried only on the listed URIs under its literal head.
+    fn contest_listed_uris(&mut self) {
+        self.resources.sort_by(|a, b| a.uri.cmp(&b.uri));
+        let mut contested: HashMap<usize, Vec<Arc<str>>> = HashMap::new();
+        for (template, parsed) in &self.templates {
+            let head = parsed.head();
+            let start = self.resources.partition_point(|r| r.uri.as_str() < head);
+            for (i, listed) in self.resources.iter().enumerate().skip(start) {
+                if !listed.uri.is_under(head) {
+                    break;
+                }
+                if listed.server != template.server && parsed.matches(&listed.uri) {
+                    let servers = contested.entry(i).or_insert_with(|| vec![listed.server.clone()]);
+                    if !servers.contains(&template.server) {
+                        servers.push(template.server.clone());
+                    }
+                }
+            }
+        }
+        if contested.is_empty() {
+            return;
+        }
+        let mut kept = Vec::with_capacity(self.resources.len());
+        for (i, listed) in std::mem::take(&mut self.resources).into_iter().enumerate() {
+            let Some(servers) = contested.remove(&i) else {
+                kept.push(listed);
+                continue;
+            };
+            match self.prefix_owner(&listed.uri) {
+                Some(owner) if *owner == listed.server => kept.push(listed),
+                Some(_) => {}
+                None => self.claim("resource", listed.uri.as_str().to_string(), servers),
+            }
+        }
+        self.resources = kept;
     }
 
     fn claim(&mut self, kind: &'static str, name: String, mut servers: Vec<Arc<str>>) {
@@ -247,17 +319,17 @@ impl Index {
     }
 
     /// The server `uri` is read from (see the module documentation for the order).
-    pub fn route_uri(&self, uri: &str) -> Result<Arc<str>, Unroutable> {
-        if self.hidden.iter().any(|prefix| uri.starts_with(prefix.as_str())) {
+    pub fn route_uri(&self, uri: &CanonicalUri) -> Result<Arc<str>, Unroutable> {
+        if self.hidden.iter().any(|prefix| uri.is_under(prefix)) {
             return Err(Unroutable::Unknown);
         }
-        if let Some((_, server)) = self.prefixes.iter().find(|(prefix, _)| uri.starts_with(prefix.as_str())) {
+        if let Some(server) = self.prefix_owner(uri) {
             return Ok(server.clone());
         }
         if let Some(&i) = self.by_uri.get(uri) {
             return Ok(self.resources[i].server.clone());
         }
-        if let Some(servers) = self.claimed.get(uri) {
+        if let Some(servers) = self.claimed.get(uri.as_str()) {
             return Err(Unroutable::Claimed(servers.clone()));
         }
         let mut matching: Vec<Arc<str>> =
@@ -272,14 +344,14 @@ impl Index {
     }
 
     /// What is known of a listed resource (its MIME type, for the policy).
-    pub fn resource(&self, uri: &str) -> Option<&Resource> {
+    pub fn resource(&self, uri: &CanonicalUri) -> Option<&Resource> {
         self.by_uri.get(uri).map(|&i| &self.resources[i])
     }
 
     /// The server of a resource template, by its exact text (`completion/complete`'s
     /// `ref/resource`); a template two servers list goes through a prefix, if one covers it.
-    pub fn route_template(&self, text: &str) -> Option<&Resource> {
-        self.templates.iter().find(|(r, _)| &*r.uri == text).map(|(r, _)| r)
+    pub fn route_template(&self, text: &str) -> Option<&Template> {
+        self.templates.iter().find(|(t, _)| &*t.text == text).map(|(t, _)| t)
     }
 
     pub fn prompt(&self, name: &str) -> Option<&Prompt> {
@@ -311,18 +383,19 @@ fn renamed(prompt: &Prompt) -> bool {
 
 /// Every server's listed resources (or templates, as `list` picks), with their server: sorted
 /// by URI (or template), the listers of one in server order.
-fn listers<'a>(
+fn listers<'a, K: Ord>(
     servers: &'a [(Arc<str>, ServerSurface)],
-    list: impl Fn(&'a ServerSurface) -> &'a [Listed],
-) -> Vec<(&'a Arc<str>, &'a Listed)> {
-    let mut all: Vec<(&Arc<str>, &Listed)> =
+    list: impl Fn(&'a ServerSurface) -> &'a [Listed<K>],
+) -> Vec<(&'a Arc<str>, &'a Listed<K>)> {
+    let mut all: Vec<(&Arc<str>, &Listed<K>)> =
         servers.iter().flat_map(|(server, surface)| list(surface).iter().map(move |l| (server, l))).collect();
     all.sort_by(|a, b| a.1.key.cmp(&b.1.key));
     all
 }
 
-/// A listed resource or template in the index: its parts shared, not copied.
-fn resource(server: &Arc<str>, listed: &Listed) -> Resource {
+/// A listed resource in the index, under its canonical URI (its definition says that form
+/// too, see [`Listed`]): its parts shared, not copied.
+fn resource(server: &Arc<str>, listed: &ListedResource) -> Resource {
     Resource {
         uri: listed.key.clone(),
         server: server.clone(),
@@ -331,30 +404,36 @@ fn resource(server: &Arc<str>, listed: &Listed) -> Resource {
     }
 }
 
+/// A listed template in the index, under its text as written: its parts shared, not copied.
+fn template(server: &Arc<str>, listed: &ListedTemplate) -> Template {
+    Template {
+        text: listed.key.clone(),
+        server: server.clone(),
+        mime_type: listed.mime_type.clone(),
+        definition: listed.definition.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{super::listed, *};
+    use super::*;
+
+    fn uri(text: &str) -> CanonicalUri {
+        CanonicalUri::parse(text).unwrap()
+    }
 
     fn surface(resources: &[&str], templates: &[&str], prompts: &[&str]) -> ServerSurface {
         ServerSurface {
             resources: resources
                 .iter()
                 .filter_map(|u| {
-                    Listed::of(
-                        &json!({"uri": u, "name": u}),
-                        listed::RESOURCE_KEY,
-                        &mut listed::MimeTypes::default(),
-                    )
+                    Listed::resource(json!({"uri": u, "name": u}), &mut listed::MimeTypes::default()).ok()
                 })
                 .collect(),
             templates: templates
                 .iter()
                 .filter_map(|t| {
-                    Listed::of(
-                        &json!({"uriTemplate": t, "name": t}),
-                        listed::TEMPLATE_KEY,
-                        &mut listed::MimeTypes::default(),
-                    )
+                    Listed::template(&json!({"uriTemplate": t, "name": t}), &mut listed::MimeTypes::default())
                 })
                 .collect(),
             prompts: prompts.iter().map(|n| json!({"name": n})).collect(),
@@ -388,13 +467,16 @@ mod tests {
     #[test]
     fn uris_route_by_listing_then_template_and_a_claimed_one_by_nobody() {
         let index = index(&[]);
-        assert_eq!(&*index.route_uri("manga://cart/current").unwrap(), "cart");
-        assert_eq!(&*index.route_uri("manga://catalog/top").unwrap(), "catalog");
-        assert_eq!(&*index.route_uri("manga://catalog/MNG-1").unwrap(), "catalog", "by template");
-        assert_eq!(index.route_uri("manga://nowhere/1"), Err(Unroutable::Unknown));
-        let claimed = index.route_uri("shared://x").unwrap_err();
+        assert_eq!(&*index.route_uri(&uri("manga://cart/current")).unwrap(), "cart");
+        assert_eq!(&*index.route_uri(&uri("manga://catalog/top")).unwrap(), "catalog");
+        assert_eq!(&*index.route_uri(&uri("manga://catalog/MNG-1")).unwrap(), "catalog", "by template");
+        assert_eq!(index.route_uri(&uri("manga://nowhere/1")), Err(Unroutable::Unknown));
+        let claimed = index.route_uri(&uri("shared://x")).unwrap_err();
         assert_eq!(claimed, Unroutable::Claimed(vec!["cart".into(), "catalog".into()]));
-        assert!(index.resources.iter().all(|r| &*r.uri != "shared://x"), "a claimed URI is not listed");
+        assert!(
+            index.resources.iter().all(|r| r.uri.as_str() != "shared://x"),
+            "a claimed URI is not listed"
+        );
         let resource = Collision {
             kind: "resource",
             name: "shared://x".into(),
@@ -406,10 +488,14 @@ mod tests {
     #[test]
     fn an_operator_prefix_wins_and_names_the_owner_of_a_claimed_uri() {
         let index = index(&[("catalog", &["shared://"]), ("cart", &["manga://catalog/special/"])]);
-        assert_eq!(&*index.route_uri("shared://x").unwrap(), "catalog");
-        assert_eq!(&*index.route_uri("manga://catalog/special/1").unwrap(), "cart", "longest prefix first");
-        assert_eq!(&*index.route_uri("shared://unlisted/thing").unwrap(), "catalog");
-        let listed = index.resource("shared://x").expect("the named owner's definition is listed");
+        assert_eq!(&*index.route_uri(&uri("shared://x")).unwrap(), "catalog");
+        assert_eq!(
+            &*index.route_uri(&uri("manga://catalog/special/1")).unwrap(),
+            "cart",
+            "longest prefix first"
+        );
+        assert_eq!(&*index.route_uri(&uri("shared://unlisted/thing")).unwrap(), "catalog");
+        let listed = index.resource(&uri("shared://x")).expect("the named owner's definition is listed");
         assert_eq!(&*listed.server, "catalog");
         assert!(index.collisions.iter().all(|c| c.name != "shared://x"), "an owned URI is no collision");
     }
@@ -465,9 +551,75 @@ mod tests {
         );
         assert!(index.prompt("reply").is_none() && index.prompt("debug").is_none());
         assert_eq!(index.resources.len(), 1);
-        let described: Value = serde_json::from_str(index.resources[0].definition.get()).unwrap();
-        assert_eq!(described["description"], "The cart.");
+        assert_eq!(listed::parsed(&index.resources[0].definition)["description"], "The cart.");
         assert!(index.templates.is_empty(), "a hidden template is not listed");
-        assert_eq!(index.route_uri("manga://internal/7"), Err(Unroutable::Unknown), "nor routed");
+        assert_eq!(index.route_uri(&uri("manga://internal/7")), Err(Unroutable::Unknown), "nor routed");
+    }
+
+    #[test]
+    fn a_uri_is_routed_hidden_and_looked_up_in_its_canonical_form_only() {
+        let servers = vec![
+            (Arc::from("files"), surface(&["file:///public/readme", "FILE:///public/./Caf%c3%a9"], &[], &[])),
+            (Arc::from("other"), surface(&["file:///private/%2e%2e/private/key"], &[], &[])),
+        ];
+        let control = Control {
+            resources: ResourceControl {
+                hide: vec!["file:///private/".into()],
+                ..ResourceControl::default()
+            },
+            ..Control::default()
+        };
+        let index = Index::build(&servers, &[], &control);
+        let listed: Vec<&str> = index.resources.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(listed, ["file:///public/Caf%C3%A9", "file:///public/readme"], "the hidden one left out");
+        let cafe = index.resource(&uri("file:///public/Café")).expect("listed under its canonical form");
+        assert_eq!(listed::parsed(&cafe.definition)["uri"], "file:///public/Caf%C3%A9", "and listed so");
+        assert_eq!(&*index.route_uri(&uri("file:///public/sub/../readme")).unwrap(), "files");
+        for hidden in
+            ["file:///public/../private/key", "file:///./private/key", "file:///public/%2E%2E/private/key"]
+        {
+            assert_eq!(index.route_uri(&uri(hidden)), Err(Unroutable::Unknown), "{hidden}");
+        }
+    }
+
+    #[test]
+    fn a_uri_one_server_lists_and_another_templates_is_a_collision_unless_a_prefix_names_the_owner() {
+        let servers = |with_own_template: bool| {
+            vec![
+                (Arc::from("lister"), surface(&["notes://shared/1", "notes://mine/1"], &[], &[])),
+                (
+                    Arc::from("templater"),
+                    surface(
+                        &[],
+                        if with_own_template { &["notes://shared/{id}"] } else { &["other://{id}"] },
+                        &[],
+                    ),
+                ),
+            ]
+        };
+        let index = Index::build(&servers(true), &[], &Control::default());
+        let both = vec![Arc::<str>::from("lister"), Arc::from("templater")];
+        assert_eq!(index.route_uri(&uri("notes://shared/1")), Err(Unroutable::Claimed(both.clone())));
+        assert!(index.resource(&uri("notes://shared/1")).is_none(), "not listed");
+        let collision = Collision { kind: "resource", name: "notes://shared/1".into(), servers: both };
+        assert!(index.collisions.contains(&collision), "{:?}", index.collisions);
+        assert_eq!(&*index.route_uri(&uri("notes://shared/2")).unwrap(), "templater", "an unlisted one");
+        assert_eq!(&*index.route_uri(&uri("notes://mine/1")).unwrap(), "lister", "no template matches");
+
+        let prefix = |server: &str| vec![(Arc::from(server), vec!["notes://shared/".to_string()])];
+        let lister_owns = Index::build(&servers(true), &prefix("lister"), &Control::default());
+        assert_eq!(&*lister_owns.route_uri(&uri("notes://shared/1")).unwrap(), "lister");
+        assert!(
+            lister_owns.resource(&uri("notes://shared/1")).is_some() && lister_owns.collisions.is_empty()
+        );
+        let templater_owns = Index::build(&servers(true), &prefix("templater"), &Control::default());
+        assert_eq!(&*templater_owns.route_uri(&uri("notes://shared/1")).unwrap(), "templater");
+        assert!(
+            templater_owns.resource(&uri("notes://shared/1")).is_none()
+                && templater_owns.collisions.is_empty()
+        );
+
+        let apart = Index::build(&servers(false), &[], &Control::default());
+        assert!(apart.collisions.is_empty() && apart.resource(&uri("notes://shared/1")).is_some());
     }
 }

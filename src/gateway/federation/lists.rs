@@ -18,7 +18,7 @@ use tower::ServiceExt;
 
 use super::{
     ServerSurface,
-    listed::{Listed, MimeTypes, RESOURCE_KEY, TEMPLATE_KEY},
+    listed::{Listed, MimeTypes, NotKept},
 };
 use crate::{
     config::{ListBounds, TransportKind},
@@ -75,12 +75,21 @@ pub async fn list_surface(
         let mut mimes = MimeTypes::default();
         let listed = match kind {
             ListKind::Resources => {
-                list_all(upstream, method, key, bounds, |v| Listed::of(&v, RESOURCE_KEY, &mut mimes))
+                // A resource is kept under its canonical URI; one with none is not served.
+                let keep = |v| match Listed::resource(v, &mut mimes) {
+                    Ok(kept) => Some(kept),
+                    Err(NotKept::NoUri) => None,
+                    Err(NotKept::Refused(uri, refusal)) => {
+                        tracing::warn!(server = %upstream.name, uri = %crate::redact::url(&uri), reason = refusal.reason(), "resource not served: {refusal}");
+                        None
+                    }
+                };
+                list_all(upstream, method, key, bounds, keep)
                     .await
                     .map(|items| surface.resources = items.into())
             }
             ListKind::ResourceTemplates => {
-                list_all(upstream, method, key, bounds, |v| Listed::of(&v, TEMPLATE_KEY, &mut mimes))
+                list_all(upstream, method, key, bounds, |v| Listed::template(&v, &mut mimes))
                     .await
                     .map(|items| surface.templates = items.into())
             }

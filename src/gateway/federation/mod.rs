@@ -14,9 +14,11 @@
 //! - **Prompts are pinned like tools** (`catalogue.pin_tool_definitions`): a prompt whose
 //!   definition changed after it was pinned keeps its approved definition in the lists until
 //!   an operator approves the change.
-//! - **Routing** is the index's ([`index`]): a URI is never rewritten; a prompt name is the
-//!   server's own unless two servers offer it (`server__name`); `completion/complete` goes to
-//!   the server of the prompt or template its `ref` names.
+//! - **Routing** is the index's ([`index`]): a URI is taken in its one canonical form
+//!   (`crate::resource_uri`: RFC 3986 normalisation, what cannot be normalised safely refused)
+//!   before any decision, and the server is sent that form; a prompt name is the server's own
+//!   unless two servers offer it (`server__name`); `completion/complete` goes to the server of
+//!   the prompt or template its `ref` names.
 //! - **The same control as tools.** With `[policy]`, Cedar decides on each resource, template
 //!   and prompt (`Action::"read"`, `Action::"get"`; see `policy::engine`): what is denied is
 //!   absent from the lists and refused `forbidden`. Reads, gets and completions go through the
@@ -46,7 +48,7 @@ use std::{
     time::Instant,
 };
 
-pub(in crate::gateway) use answers::not_found;
+pub(in crate::gateway) use answers::{canonical_param, canonical_uri, not_found};
 pub use index::{Control, Index, ServerSurface, Unroutable};
 pub use listed::Listed;
 use lists::LISTS;

@@ -10,7 +10,8 @@ use super::{SurfaceCall, access::Denied};
 use crate::{
     audit::{AuditEntry, Decision},
     error::{Category, GatewayError},
-    gateway::Gateway,
+    gateway::{Gateway, outbound::Released},
+    guardrail::Mark,
 };
 
 impl Gateway {
@@ -26,6 +27,24 @@ impl Gateway {
     ) -> Result<Value, GatewayError> {
         let outcome = result.as_ref().map_or_else(|e| e.category.as_str(), |_| "success");
         self.record_surface(call, started, method, item, Some(server), outcome, None);
+        result.map_err(|e| e.with_server(server.clone()))
+    }
+
+    /// Records a forwarded item's outcome, with the hooks' decisions on it, and returns its
+    /// answer as the outbound step released it (an error names the server).
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::gateway) fn answered_item(
+        &self,
+        call: &SurfaceCall,
+        started: Instant,
+        method: &'static str,
+        item: &str,
+        server: &Arc<str>,
+        result: Result<Released<Value>, GatewayError>,
+        guardrails: Vec<Mark>,
+    ) -> Result<Released<Value>, GatewayError> {
+        let outcome = result.as_ref().map_or_else(|e| e.category.as_str(), |_| "success");
+        self.record_surface_marked(call, started, method, item, Some(server), outcome, None, guardrails);
         result.map_err(|e| e.with_server(server.clone()))
     }
 
@@ -64,6 +83,22 @@ impl Gateway {
         outcome: &str,
         denied: Option<Decision>,
     ) {
+        self.record_surface_marked(call, started, method, item, server, outcome, denied, Vec::new());
+    }
+
+    /// [`Self::record_surface`] with the guardrail hooks' decisions for the audit line.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::gateway) fn record_surface_marked(
+        &self,
+        call: &SurfaceCall,
+        started: Instant,
+        method: &'static str,
+        item: &str,
+        server: Option<&str>,
+        outcome: &str,
+        denied: Option<Decision>,
+        guardrails: Vec<Mark>,
+    ) {
         let elapsed = started.elapsed();
         let server_label = server.unwrap_or("");
         self.metrics.surface_requests.with_label_values(&[method, server_label, outcome]).inc();
@@ -92,7 +127,7 @@ impl Gateway {
                 },
                 args_sha256: None,
                 latency_us,
-                guardrails: Vec::new(),
+                guardrails,
             };
             let audit = audit.clone();
             crate::telemetry::after_answer::defer(move || {

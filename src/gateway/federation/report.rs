@@ -56,7 +56,7 @@ pub fn report(index: &Index) -> Value {
         .take(MAX_ITEMS)
         .map(|r| {
             json!({
-                "uri": crate::redact::url(&r.uri),
+                "uri": crate::redact::url(r.uri.as_str()),
                 "name": serde_json::from_str::<Value>(r.definition.get()).ok().and_then(|d| d.get("name").cloned()).filter(Value::is_string),
                 "server": r.server.as_ref(),
                 "mime_type": r.mime_type.as_deref(),
@@ -67,7 +67,7 @@ pub fn report(index: &Index) -> Value {
         .templates
         .iter()
         .take(MAX_ITEMS)
-        .map(|(t, _)| json!({"uri_template": t.uri.as_ref(), "server": t.server.as_ref(), "mime_type": t.mime_type.as_deref()}))
+        .map(|(t, _)| json!({"uri_template": t.text.as_ref(), "server": t.server.as_ref(), "mime_type": t.mime_type.as_deref()}))
         .collect();
     let prompts: Vec<Value> = index
         .prompts

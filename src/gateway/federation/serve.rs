@@ -11,11 +11,22 @@ use tower::ServiceExt;
 use super::{
     Index, SurfaceCall,
     answers::{bad_input, checked_completion, checked_contents, checked_messages, page_of},
-    not_found,
+    canonical_param, not_found,
 };
 use crate::{
+    audit::Decision,
+    config::hooks::HookPhase,
     error::{Category, GatewayError},
-    gateway::Gateway,
+    gateway::{
+        Gateway,
+        guard::Subject,
+        outbound::{Released, item_arguments},
+        settings::Settings,
+    },
+    guardrail::{
+        Mark,
+        contract::{self, ItemKind},
+    },
     policy::SurfaceItem,
     upstream::{UpstreamReply, UpstreamRequest},
 };
@@ -27,9 +38,15 @@ impl Gateway {
         method: &str,
         params: Option<Value>,
         call: &SurfaceCall,
-    ) -> Result<Value, GatewayError> {
-        let mut result = self.surface_answer(method, params, call).await?;
-        let Some(object) = result.as_object_mut() else { return Ok(result) };
+    ) -> Result<Released<Value>, GatewayError> {
+        let released = self.surface_answer(method, params, call).await?;
+        Ok(released.envelope(|result| self.surface_envelope(method, call, result)))
+    }
+
+    /// The gateway's own envelope around an answer: the server's revision fields and identity
+    /// taken off, the caller's revision's put on.
+    fn surface_envelope(&self, method: &str, call: &SurfaceCall, mut result: Value) -> Value {
+        let Some(object) = result.as_object_mut() else { return result };
         // The server's own revision fields and identity are not the gateway's answer.
         for key in ["resultType", "ttlMs", "cacheScope"] {
             object.remove(key);
@@ -55,7 +72,7 @@ impl Gateway {
                 object.insert("cacheScope".into(), json!("private"));
             }
         }
-        Ok(result)
+        result
     }
 
     async fn surface_answer(
@@ -63,7 +80,7 @@ impl Gateway {
         method: &str,
         params: Option<Value>,
         call: &SurfaceCall,
-    ) -> Result<Value, GatewayError> {
+    ) -> Result<Released<Value>, GatewayError> {
         let params = match params {
             None => Map::new(),
             Some(Value::Object(map)) => map,
@@ -72,13 +89,17 @@ impl Gateway {
         let index = self.federation.index();
         match method {
             "resources/list" => {
-                let visible = index.resources.iter().filter(|r| self.may_read(&call.caller, r, false));
-                page_of(visible.map(|r| &*r.definition), &params, "resources")
+                let visible = index.resources.iter().filter(|r| self.may_read(&call.caller, r));
+                page_of(visible.map(|r| &*r.definition), &params, "resources").map(Released::gateways_own)
             }
             "resources/templates/list" => {
-                let visible =
-                    index.templates.iter().map(|(r, _)| r).filter(|r| self.may_read(&call.caller, r, true));
+                let visible = index
+                    .templates
+                    .iter()
+                    .map(|(t, _)| t)
+                    .filter(|t| self.may_read_template(&call.caller, t));
                 page_of(visible.map(|r| &*r.definition), &params, "resourceTemplates")
+                    .map(Released::gateways_own)
             }
             "prompts/list" => {
                 let visible: Vec<std::borrow::Cow<'_, Value>> = index
@@ -87,7 +108,7 @@ impl Gateway {
                     .filter(|p| self.may_get(&call.caller, p).is_ok())
                     .map(|p| self.prompt_as_shown(&call.caller, p))
                     .collect();
-                page_of(visible.iter().map(|p| p.as_ref()), &params, "prompts")
+                page_of(visible.iter().map(|p| p.as_ref()), &params, "prompts").map(Released::gateways_own)
             }
             "resources/read" => self.read_resource(&index, params, call).await,
             "prompts/get" => self.get_prompt(&index, params, call).await,
@@ -98,14 +119,20 @@ impl Gateway {
     async fn read_resource(
         &self,
         index: &Index,
-        params: Map<String, Value>,
+        mut params: Map<String, Value>,
         call: &SurfaceCall,
-    ) -> Result<Value, GatewayError> {
+    ) -> Result<Released<Value>, GatewayError> {
         let started = Instant::now();
-        let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_string) else {
-            return Err(bad_input("params.uri must be a string"));
+        let uri = match canonical_param(params.get("uri")) {
+            Ok(uri) => uri,
+            Err(err) => {
+                self.record_surface(call, started, "resources/read", "", None, err.category.as_str(), None);
+                return Err(err);
+            }
         };
-        let shown = crate::redact::url(&uri);
+        // Every decision below, and the server, see this one form.
+        params.insert("uri".into(), json!(uri.as_str()));
+        let shown = crate::redact::url(uri.as_str());
         let server = match index.route_uri(&uri) {
             Ok(server) => server,
             Err(why) => {
@@ -127,16 +154,41 @@ impl Gateway {
             uri: &uri,
             server: &server,
             mime_type: listed.and_then(|r| r.mime_type.as_deref()),
-            template: false,
         };
         if let Err(denied) = self.decide_item(&call.caller, item) {
             return Err(self.refused(call, started, "resources/read", &shown, &server, *denied));
         }
-        let result = self
+        let settings = self.settings();
+        let budget = settings.config.defaults.max_result_bytes;
+        let subject = Subject {
+            kind: ItemKind::Resource,
+            name: uri.as_str(),
+            server: &server,
+            label: Some("resources/read"),
+        };
+        let mut marks = Vec::new();
+        let result = match self
             .forward_surface(&server, "resources/read", params, Some(uri.as_str().into()), call)
             .await
-            .and_then(|result| checked_contents(result, self.settings().config.defaults.max_result_bytes));
-        self.answered(call, started, "resources/read", &shown, &server, result)
+        {
+            Ok(item) => {
+                let arguments = json!({"uri": uri.as_str()});
+                let check = |item| checked_contents(item, budget);
+                self.release_item(
+                    &settings,
+                    &call.caller,
+                    &subject,
+                    &arguments,
+                    item,
+                    call.deadline,
+                    &mut marks,
+                    check,
+                )
+                .await
+            }
+            Err(err) => Err(self.release_error(&settings, uri.as_str(), &server, err)),
+        };
+        self.answered_item(call, started, "resources/read", &shown, &server, result, marks)
     }
 
     async fn get_prompt(
@@ -144,7 +196,7 @@ impl Gateway {
         index: &Index,
         mut params: Map<String, Value>,
         call: &SurfaceCall,
-    ) -> Result<Value, GatewayError> {
+    ) -> Result<Released<Value>, GatewayError> {
         let started = Instant::now();
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
             return Err(bad_input("params.name must be a string"));
@@ -158,12 +210,101 @@ impl Gateway {
         if let Err(denied) = self.may_get(&call.caller, prompt) {
             return Err(self.refused(call, started, "prompts/get", &prompt.name, &prompt.server, *denied));
         }
+        let settings = self.settings();
+        let subject = Subject {
+            kind: ItemKind::Prompt,
+            name: &prompt.name,
+            server: &prompt.server,
+            label: Some("prompts/get"),
+        };
+        let (arguments, mut marks) =
+            match self.guard_item_arguments(&settings, call, started, &subject, &mut params).await {
+                Ok(guarded) => guarded,
+                Err(err) => return Err(err),
+            };
         params.insert("name".into(), json!(prompt.upstream_name.as_ref()));
-        let result = self
-            .forward_surface(&prompt.server, "prompts/get", params, Some(prompt.upstream_name.clone()), call)
-            .await
-            .and_then(|result| checked_messages(result, self.settings().config.defaults.max_result_bytes));
-        self.answered(call, started, "prompts/get", &prompt.name, &prompt.server, result)
+        let budget = settings.config.defaults.max_result_bytes;
+        let upstream_name = Some(prompt.upstream_name.clone());
+        let result =
+            match self.forward_surface(&prompt.server, "prompts/get", params, upstream_name, call).await {
+                Ok(item) => {
+                    let check = |item| checked_messages(item, budget);
+                    self.release_item(
+                        &settings,
+                        &call.caller,
+                        &subject,
+                        &arguments,
+                        item,
+                        call.deadline,
+                        &mut marks,
+                        check,
+                    )
+                    .await
+                }
+                Err(err) => Err(self.release_error(&settings, &prompt.name, &prompt.server, err)),
+            };
+        self.answered_item(call, started, "prompts/get", &prompt.name, &prompt.server, result, marks)
+    }
+
+    /// The before-hooks of a prompt or a completion on its arguments (none configured or
+    /// matching: as they are); a replacement is put in `params`. A refusal is recorded.
+    async fn guard_item_arguments(
+        &self,
+        settings: &Settings,
+        call: &SurfaceCall,
+        started: Instant,
+        subject: &Subject<'_>,
+        params: &mut Map<String, Value>,
+    ) -> Result<(Value, Vec<Mark>), GatewayError> {
+        let arguments = item_arguments(subject.kind, params);
+        if !settings.has_hooks()
+            || settings.hooks.matching(HookPhase::Before, subject.name, subject.server).next().is_none()
+        {
+            return Ok((arguments, Vec::new()));
+        }
+        let kind = subject.kind;
+        let recheck = |replaced: Value| {
+            contract::check_item_arguments(kind, replaced)
+                .map_err(|e| GatewayError::new(Category::BadInput, e))
+        };
+        let guarded =
+            self.guard_arguments(settings, &call.caller, subject, arguments, call.deadline, recheck).await;
+        let method = subject.label.unwrap_or("prompts/get");
+        match guarded {
+            Ok((arguments, marks)) => {
+                match (kind, &arguments) {
+                    (ItemKind::Prompt, Value::Object(map))
+                        if !map.is_empty() || params.contains_key("arguments") =>
+                    {
+                        params.insert("arguments".into(), arguments.clone());
+                    }
+                    (ItemKind::Completion, _) => {
+                        params.insert("argument".into(), arguments["argument"].clone());
+                        if let Some(context) = arguments.get("context") {
+                            params.insert("context".into(), context.clone());
+                        }
+                    }
+                    _ => {}
+                }
+                Ok((arguments, marks))
+            }
+            Err(guarded) => {
+                let decision =
+                    Decision { allowed: false, rule: format!("guardrail:{}", guarded.hook).into() };
+                let outcome = guarded.error.category.as_str();
+                self.record_surface_marked(
+                    call,
+                    started,
+                    method,
+                    subject.name,
+                    Some(subject.server),
+                    outcome,
+                    Some(decision),
+                    guarded.marks,
+                );
+                Err(guarded.error.with_server(Arc::from(subject.server)))
+            }
+        }
     }
 
     async fn complete(
@@ -171,7 +312,7 @@ impl Gateway {
         index: &Index,
         mut params: Map<String, Value>,
         call: &SurfaceCall,
-    ) -> Result<Value, GatewayError> {
+    ) -> Result<Released<Value>, GatewayError> {
         let started = Instant::now();
         let reference = params.get("ref").cloned().unwrap_or(Value::Null);
         let (server, shown, name_header) = match reference.get("type").and_then(Value::as_str) {
@@ -201,36 +342,57 @@ impl Gateway {
                 let Some(template) = index.route_template(uri) else {
                     return Err(bad_input("params.ref names no resource template a server offers"));
                 };
-                let item = SurfaceItem::Resource {
-                    uri: &template.uri,
+                let item = SurfaceItem::Template {
+                    text: &template.text,
                     server: &template.server,
                     mime_type: template.mime_type.as_deref(),
-                    template: true,
                 };
                 if let Err(denied) = self.decide_item(&call.caller, item) {
                     return Err(self.refused(
                         call,
                         started,
                         "completion/complete",
-                        &template.uri,
+                        &template.text,
                         &template.server,
                         *denied,
                     ));
                 }
-                (template.server.clone(), template.uri.to_string(), None)
+                (template.server.clone(), template.text.to_string(), None)
             }
             _ => return Err(bad_input("params.ref.type must be ref/prompt or ref/resource")),
         };
         // A server that declared no completions is not asked: its completion is empty.
         if !index.completing.contains(&server) {
             self.record_surface(call, started, "completion/complete", &shown, Some(&server), "success", None);
-            return Ok(json!({"completion": {"values": [], "hasMore": false}}));
+            return Ok(Released::gateways_own(json!({"completion": {"values": [], "hasMore": false}})));
         }
-        let result = self
-            .forward_surface(&server, "completion/complete", params, name_header, call)
-            .await
-            .and_then(checked_completion);
-        self.answered(call, started, "completion/complete", &shown, &server, result)
+        let settings = self.settings();
+        let subject = Subject {
+            kind: ItemKind::Completion,
+            name: &shown,
+            server: &server,
+            label: Some("completion/complete"),
+        };
+        let (arguments, mut marks) =
+            self.guard_item_arguments(&settings, call, started, &subject, &mut params).await?;
+        let result =
+            match self.forward_surface(&server, "completion/complete", params, name_header, call).await {
+                Ok(item) => {
+                    self.release_item(
+                        &settings,
+                        &call.caller,
+                        &subject,
+                        &arguments,
+                        item,
+                        call.deadline,
+                        &mut marks,
+                        checked_completion,
+                    )
+                    .await
+                }
+                Err(err) => Err(self.release_error(&settings, &shown, &server, err)),
+            };
+        self.answered_item(call, started, "completion/complete", &shown, &server, result, marks)
     }
 
     /// Sends one request to `server` through its stack and parses the result.

@@ -8,8 +8,8 @@
 //! extracted (the server expands and reads them itself). Every operator may also expand to
 //! nothing (an undefined variable), as RFC 6570 says.
 
-/// Longest URI matched against templates (a longer one matches none).
-pub const MAX_URI_BYTES: usize = 4096;
+use crate::resource_uri::CanonicalUri;
+pub use crate::resource_uri::MAX_URI_BYTES;
 
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,11 +64,28 @@ impl UriTemplate {
                 }
             }
         }
+        // URIs are matched in their canonical form: the scheme and host in lower case.
+        if let Some(Part::Literal(head)) = parts.first_mut() {
+            *head = lower_scheme_and_host(head);
+        }
         Ok(Self { parts })
     }
 
-    /// Whether `uri` is an expansion of this template.
-    pub fn matches(&self, uri: &str) -> bool {
+    /// The literal text every expansion starts with (before the first expression).
+    pub fn head(&self) -> &str {
+        match self.parts.first() {
+            Some(Part::Literal(text)) => text,
+            _ => "",
+        }
+    }
+
+    /// Whether `uri` (in its canonical form: a template is matched against what the server
+    /// will be sent) is an expansion of this template.
+    pub fn matches(&self, uri: &CanonicalUri) -> bool {
+        self.matches_text(uri.as_str())
+    }
+
+    fn matches_text(&self, uri: &str) -> bool {
         if uri.len() > MAX_URI_BYTES {
             return false;
         }
@@ -98,6 +115,20 @@ impl UriTemplate {
         }
         reachable[uri.len()]
     }
+}
+
+/// `literal` (a template's leading text) with its scheme and its host's written part in lower
+/// case, as a canonical URI has them (`crate::resource_uri`).
+fn lower_scheme_and_host(literal: &str) -> String {
+    let Some(colon) = literal.find(':') else { return literal.to_string() };
+    if literal[..colon].contains(['/', '?', '#']) {
+        return literal.to_string();
+    }
+    let end = match literal[colon + 1..].strip_prefix("//") {
+        Some(authority) => colon + 3 + authority.find(['/', '?', '#']).unwrap_or(authority.len()),
+        None => colon,
+    };
+    format!("{}{}", literal[..end].to_ascii_lowercase(), &literal[end..])
 }
 
 impl Operator {
@@ -167,7 +198,7 @@ mod tests {
     use super::*;
 
     fn matches(template: &str, uri: &str) -> bool {
-        UriTemplate::parse(template).unwrap().matches(uri)
+        UriTemplate::parse(template).unwrap().matches_text(uri)
     }
 
     #[test]
@@ -197,7 +228,20 @@ mod tests {
     fn a_long_uri_is_matched_in_bounded_work_and_an_over_long_one_not_at_all() {
         let template = UriTemplate::parse("{+a}{+b}{+c}{+d}/end").unwrap();
         let uri = format!("{}/end", "x".repeat(MAX_URI_BYTES - 4));
-        assert!(template.matches(&uri));
-        assert!(!template.matches(&format!("{}/end", "x".repeat(MAX_URI_BYTES))));
+        assert!(template.matches_text(&uri));
+        assert!(!template.matches_text(&format!("{}/end", "x".repeat(MAX_URI_BYTES))));
+        assert_eq!(template.head(), "");
+        assert_eq!(UriTemplate::parse("manga://catalog/{id}").unwrap().head(), "manga://catalog/");
+    }
+
+    #[test]
+    fn a_templates_scheme_and_host_are_matched_as_canonical_uris_have_them() {
+        let uri = |text: &str| CanonicalUri::parse(text).unwrap();
+        let template = UriTemplate::parse("Manga://Catalog/Books/{id}").unwrap();
+        assert_eq!(template.head(), "manga://catalog/Books/", "the path keeps its case");
+        assert!(template.matches(&uri("MANGA://catalog/Books/7")));
+        assert!(!template.matches(&uri("manga://catalog/books/7")));
+        assert_eq!(UriTemplate::parse("X://Host{/path}").unwrap().head(), "x://host");
+        assert_eq!(UriTemplate::parse("Urn:Isbn:{n}").unwrap().head(), "urn:Isbn:");
     }
 }

@@ -18,7 +18,9 @@
 //!   subscriptions live exactly as long as that stream.
 //!
 //! The rules, in one place:
-//! - **Routing and policy** as `resources/read`: the federation index routes the URI
+//! - **Routing and policy** as `resources/read`: the URI is taken in its canonical form
+//!   (`crate::resource_uri`; no form: `-32602` `bad_input`), which every decision, the table
+//!   and the server see (a caller's updates name that form); the federation index routes it
 //!   (unroutable: `-32002` `resource_not_found`), the server must have declared
 //!   `resources.subscribe`, and the policy's `Action::"read"` decides (a caller who may not
 //!   read a resource may not watch it either; denied: `forbidden`). The policy is asked again
@@ -52,6 +54,7 @@ use crate::{
     backchannel::resource_updates::ResourceUpdated,
     error::{Category, GatewayError},
     identity::Caller,
+    resource_uri::CanonicalUri,
 };
 
 /// The methods of session-era callers this module answers.
@@ -75,7 +78,7 @@ pub fn session_key(session: &str) -> SubscriberKey {
 }
 
 /// A (server, URI) the gateway may be subscribed to upstream.
-type Target = (Arc<str>, Arc<str>);
+type Target = (Arc<str>, CanonicalUri);
 
 /// The subscription table (see the module doc).
 pub struct ResourceSubscriptions {
@@ -229,14 +232,10 @@ impl ResourceSubscriptions {
     }
 
     /// The URIs the gateway is subscribed to on `server`.
-    fn targets_of(&self, server: &str) -> Vec<String> {
+    fn targets_of(&self, server: &str) -> Vec<CanonicalUri> {
         let Ok(state) = self.state.lock() else { return Vec::new() };
-        let mut uris: Vec<String> = state
-            .by_target
-            .keys()
-            .filter(|(s, _)| s.as_ref() == server)
-            .map(|(_, u)| u.to_string())
-            .collect();
+        let mut uris: Vec<CanonicalUri> =
+            state.by_target.keys().filter(|(s, _)| s.as_ref() == server).map(|(_, u)| u.clone()).collect();
         uris.sort();
         uris
     }
@@ -335,23 +334,31 @@ impl Gateway {
         format!("listen:{n}").into()
     }
 
-    /// Subscribes `key` (whose caller is `call.caller`) to `uri`: routed, checked by the
-    /// policy, within the bounds, and subscribed upstream when it is the first (see the module
-    /// doc). Logged, counted and audited as `resources/subscribe`.
+    /// Subscribes `key` (whose caller is `call.caller`) to `uri`: taken in its canonical form,
+    /// routed, checked by the policy, within the bounds, and subscribed upstream when it is the
+    /// first (see the module doc); the form subscribed to. Logged, counted and audited as
+    /// `resources/subscribe`.
     pub async fn subscribe_resource(
         &self,
         key: &SubscriberKey,
         uri: &str,
         call: &super::federation::SurfaceCall,
-    ) -> Result<(), GatewayError> {
+    ) -> Result<CanonicalUri, GatewayError> {
         let started = std::time::Instant::now();
-        let shown = crate::redact::url(uri);
         const METHOD: &str = "resources/subscribe";
+        let uri = match super::federation::canonical_uri(uri) {
+            Ok(uri) => uri,
+            Err(err) => {
+                self.record_surface(call, started, METHOD, "", None, err.category.as_str(), None);
+                return Err(err);
+            }
+        };
+        let shown = crate::redact::url(uri.as_str());
         let index = self.federation().index();
-        let server = match index.route_uri(uri) {
+        let server = match index.route_uri(&uri) {
             Ok(server) => server,
             Err(why) => {
-                let err = super::federation::not_found(uri, why);
+                let err = super::federation::not_found(&uri, why);
                 self.record_surface(call, started, METHOD, &shown, None, err.category.as_str(), None);
                 return Err(err);
             }
@@ -366,22 +373,22 @@ impl Gateway {
             return Err(err);
         }
         let item = crate::policy::SurfaceItem::Resource {
-            uri,
+            uri: &uri,
             server: &server,
-            mime_type: index.resource(uri).and_then(|r| r.mime_type.as_deref()),
-            template: false,
+            mime_type: index.resource(&uri).and_then(|r| r.mime_type.as_deref()),
         };
         if let Err(denied) = self.decide_item(&call.caller, item) {
             return Err(self.refused(call, started, METHOD, &shown, &server, *denied));
         }
-        let result = self.join_upstream(key, &call.caller, (server.clone(), Arc::from(uri))).await;
-        self.answered(call, started, METHOD, &shown, &server, result.map(|()| json!({}))).map(|_| ())
+        let result = self.join_upstream(key, &call.caller, (server.clone(), uri.clone())).await;
+        self.answered(call, started, METHOD, &shown, &server, result.map(|()| json!({})))?;
+        Ok(uri)
     }
 
     /// Unsubscribes `key` from `uri` (on whichever server it was subscribed through); nothing
     /// to do when it was not subscribed. The upstream is told when it was the last subscriber.
-    pub async fn unsubscribe_resource(&self, key: &SubscriberKey, uri: &str) {
-        for target in self.resource_subscriptions.wants(key).into_iter().filter(|(_, u)| u.as_ref() == uri) {
+    pub async fn unsubscribe_resource(&self, key: &SubscriberKey, uri: &CanonicalUri) {
+        for target in self.resource_subscriptions.wants(key).into_iter().filter(|(_, u)| u == uri) {
             self.part_upstream(key, &target).await;
         }
     }
@@ -431,7 +438,8 @@ impl Gateway {
         if method == METHODS[0] {
             self.subscribe_resource(&key, uri, call).await?;
         } else {
-            self.unsubscribe_resource(&key, uri).await;
+            let uri = super::federation::canonical_param(params.as_ref().and_then(|p| p.get("uri")))?;
+            self.unsubscribe_resource(&key, &uri).await;
         }
         Ok(json!({}))
     }

@@ -29,6 +29,7 @@ use crate::{
     gateway::{Gateway, Upstream},
     identity::Caller,
     protocol::mcp::Era,
+    resource_uri::CanonicalUri,
     upstream::{UpstreamReply, UpstreamRequest},
 };
 
@@ -65,7 +66,7 @@ impl Gateway {
         if table.part(key, target)
             && let Err(err) = self.tell_upstream(target, false).await
         {
-            tracing::warn!(server = %target.0, uri = %crate::redact::url(&target.1), error = %crate::redact::shown(&err), "resources/unsubscribe upstream failed");
+            tracing::warn!(server = %target.0, uri = %crate::redact::url(target.1.as_str()), error = %crate::redact::shown(&err), "resources/unsubscribe upstream failed");
         }
     }
 
@@ -81,12 +82,13 @@ impl Gateway {
         if let Some(http) = &upstream.http
             && http.era() == Some(Era::Modern)
         {
-            http.want_resources(self.resource_subscriptions.targets_of(server));
+            let uris = self.resource_subscriptions.targets_of(server);
+            http.want_resources(uris.iter().map(|u| u.as_str().to_string()).collect());
             return Ok(());
         }
         let method = if subscribe { "resources/subscribe" } else { "resources/unsubscribe" };
         let mut params = Map::new();
-        params.insert("uri".into(), json!(uri.as_ref()));
+        params.insert("uri".into(), json!(uri.as_str()));
         match upstream.service.clone().oneshot(UpstreamRequest::new(method, params)).await {
             Ok(UpstreamReply::Result(_)) => Ok(()),
             Ok(UpstreamReply::Error(error)) => Err(GatewayError::from_upstream_reply(error, false)),
@@ -101,18 +103,24 @@ impl Gateway {
         let lock = table.op_lock(server);
         let _held = lock.lock().await;
         for uri in table.targets_of(server) {
-            let target = (server.clone(), Arc::from(uri.as_str()));
+            let target = (server.clone(), uri);
             if let Err(err) = self.tell_upstream(&target, true).await {
-                tracing::warn!(server = %server, uri = %crate::redact::url(&uri), error = %crate::redact::shown(&err), "subscribing again after a reconnect failed");
+                tracing::warn!(server = %server, uri = %crate::redact::url(target.1.as_str()), error = %crate::redact::shown(&err), "subscribing again after a reconnect failed");
             }
         }
     }
 
-    /// Relays one update from `server` to the callers subscribed to its URI who may still
-    /// read it (the policy asked again), each to its stream without waiting.
+    /// Relays one update from `server` to the callers subscribed to its URI (in its canonical
+    /// form, which the relayed update names) who may still read it (the policy asked again),
+    /// each to its stream without waiting.
     pub(super) fn relay_update(&self, server: &Arc<str>, update: &ResourceUpdated) {
         let table = &self.resource_subscriptions;
-        let target: Target = (server.clone(), Arc::from(update.uri()));
+        // No subscription is to a URI without a canonical form.
+        let Ok(uri) = CanonicalUri::parse(update.uri()) else {
+            return table.count(server, "unsubscribed", 1);
+        };
+        let update = &update.with_uri(uri.as_str());
+        let target: Target = (server.clone(), uri);
         let receivers: Vec<(Arc<Caller>, Option<tokio::sync::mpsc::Sender<ResourceUpdated>>)> =
             match table.state.lock() {
                 Ok(state) => state
@@ -129,13 +137,12 @@ impl Gateway {
             return table.count(server, "unsubscribed", 1);
         }
         let index = self.federation().index();
-        let mime_type = index.resource(update.uri()).and_then(|r| r.mime_type.clone());
+        let mime_type = index.resource(&target.1).and_then(|r| r.mime_type.clone());
         for (caller, sink) in receivers {
             let item = crate::policy::SurfaceItem::Resource {
-                uri: update.uri(),
+                uri: &target.1,
                 server,
                 mime_type: mime_type.as_deref(),
-                template: false,
             };
             let result =
                 if !self.settings().policy.as_ref().is_none_or(|p| p.decide_item(&caller, item).allowed) {

@@ -10,7 +10,7 @@ fn table(per_caller: usize, total: usize) -> ResourceSubscriptions {
 }
 
 fn target(server: &str, uri: &str) -> Target {
-    (Arc::from(server), Arc::from(uri))
+    (Arc::from(server), crate::resource_uri::CanonicalUri::parse(uri).unwrap())
 }
 
 fn caller() -> Arc<Caller> {
@@ -34,7 +34,7 @@ fn the_first_subscriber_subscribes_upstream_and_the_last_one_leaving_unsubscribe
         table.state.lock().unwrap().subscribers.is_empty(),
         "nothing kept for subscribers without streams"
     );
-    assert_eq!(table.targets_of("s"), Vec::<String>::new());
+    assert!(table.targets_of("s").is_empty());
 }
 
 #[test]

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     registry::{entry::RegistryEntry, record::ToolRecord, search::SearchIndex},
-    tool_control::META_TOOLS,
+    tool_control::{META_TOOLS, ToolPrefix},
 };
 
 /// A tool that got a catalogue name, before catalogue control.
@@ -50,7 +50,6 @@ impl Catalog {
                 }
             }
         }
-        let previous = self.snapshot();
         let server_prefixes: Vec<(String, &str)> = servers
             .iter()
             .map(|s| s.server.as_str())
@@ -86,19 +85,39 @@ impl Catalog {
                 continue;
             }
             let routed = control.routes.get(*name);
-            // Without a route, a server that held the bare name keeps it.
-            let holder = match routed {
-                Some(owner) => Some(owner.clone()),
-                None if granted.len() > 1 => previous
-                    .by_name
-                    .get(*name)
-                    .filter(|held| held.origin.is_none() && &*held.upstream_name == *name)
-                    .filter(|held| granted.iter().any(|(s, _)| *s.server == *held.server))
-                    .map(|held| held.server.to_string()),
-                None => None,
+            let prefix_of = |server: &str| control.prefixes.get(server).copied().unwrap_or_default();
+            // Who holds the bare name: the route's server; else the one `never` server
+            // offering it; else the one server offering it that does not always prefix.
+            // Never the server that held it before: names do not depend on history.
+            let claimants: Vec<&str> = granted
+                .iter()
+                .map(|(s, _)| s.server.as_str())
+                .filter(|s| prefix_of(s) != ToolPrefix::Always)
+                .collect();
+            let nevers: Vec<&str> =
+                claimants.iter().copied().filter(|s| prefix_of(s) == ToolPrefix::Never).collect();
+            let holder: Option<String> = match (routed, nevers.as_slice(), claimants.as_slice()) {
+                (Some(owner), _, _) => Some(owner.clone()),
+                (None, [never], _) => Some(never.to_string()),
+                (None, [], [only]) => Some(only.to_string()),
+                _ => None,
             };
             for (server, tool) in &granted {
-                let bare = granted.len() == 1 || holder.as_deref() == Some(server.server.as_str());
+                let prefix = prefix_of(&server.server);
+                let bare = holder.as_deref() == Some(server.server.as_str());
+                if !bare && prefix == ToolPrefix::Never {
+                    // Its own name is another's (a route) or claimed by another `never`
+                    // server: refused rather than renamed against the configuration.
+                    collisions.push(Collision {
+                        name: name.to_string(),
+                        server: server.server.clone(),
+                        owner: holder.clone(),
+                        kind: "never_prefixed_clash",
+                        exposed: None,
+                        detail: None,
+                    });
+                    continue;
+                }
                 let exposed = if bare { name.to_string() } else { namespaced(&server.server, name) };
                 if natural.contains(exposed.as_str()) {
                     let owner =
@@ -113,7 +132,7 @@ impl Catalog {
                     });
                     continue;
                 }
-                if !bare {
+                if !bare && prefix != ToolPrefix::Always {
                     let kind = match (routed, &holder) {
                         (Some(_), _) => "routed",
                         (None, Some(_)) => "name_held",

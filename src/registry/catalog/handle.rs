@@ -19,7 +19,7 @@ use super::{
 use crate::{
     config::{SearchConfig, TransportKind},
     registry::{bounds::Refusals, entry::RegistryEntry, record::ToolRecord},
-    tool_control::{META_TOOLS, ToolOverrides},
+    tool_control::{META_TOOLS, ToolOverrides, ToolPrefix},
     validation::SchemaCache,
 };
 
@@ -53,6 +53,8 @@ pub struct Catalog {
 pub(super) struct Configured {
     /// Tool name → server that owns the bare name (`[tools.NAME] server`).
     pub(super) routes: BTreeMap<String, String>,
+    /// Server → its `prefix` choice (absent: `on_collision`).
+    pub(super) prefixes: BTreeMap<String, ToolPrefix>,
     /// Catalogue control, by catalogue name (`[tools.NAME]`).
     pub(super) overrides: BTreeMap<String, ToolOverrides>,
     /// The search mode's settings (`None`: `tools/list` holds every tool).
@@ -76,8 +78,16 @@ impl Catalog {
     /// With catalogue control (`overrides` by catalogue name) and the search mode when
     /// `search.enabled`.
     pub fn controlled(self, overrides: BTreeMap<String, ToolOverrides>, search: &SearchConfig) -> Self {
-        let routes = self.control().routes.clone();
-        self.reconfigure(routes, overrides, search);
+        let control = self.control();
+        self.reconfigure(control.routes.clone(), control.prefixes.clone(), overrides, search);
+        self
+    }
+
+    /// With each server's `prefix` choice (absent: `on_collision`).
+    pub fn prefixed(self, prefixes: BTreeMap<String, ToolPrefix>) -> Self {
+        let control = self.control();
+        let search = control.search.clone().unwrap_or_default();
+        self.reconfigure(control.routes.clone(), prefixes, control.overrides.clone(), &search);
         self
     }
 
@@ -86,11 +96,13 @@ impl Catalog {
     pub fn reconfigure(
         &self,
         routes: BTreeMap<String, String>,
+        prefixes: BTreeMap<String, ToolPrefix>,
         overrides: BTreeMap<String, ToolOverrides>,
         search: &SearchConfig,
     ) {
         let control = Configured {
             routes,
+            prefixes: prefixes.into_iter().filter(|(_, p)| *p != ToolPrefix::OnCollision).collect(),
             overrides: overrides.into_iter().filter(|(_, o)| !o.is_empty()).collect(),
             search: search.enabled.then(|| search.clone()),
         };

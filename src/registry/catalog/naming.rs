@@ -1,10 +1,12 @@
 //! How a tool gets its exposed name, and what is kept of the names it did not get.
 //!
-//! Name conflicts resolve deterministically: a route in configuration
-//! (`[tools.NAME] server = …`) wins and keeps the bare name; otherwise a server that held the
-//! bare name in the previous catalogue keeps it and the newcomer is exposed as
-//! `newcomer__tool`; with no holder every copy is exposed as `server__tool`, still matching
-//! `^[a-zA-Z0-9_-]{1,64}$`. A tool name of the form `other__…`, where `other` is another
+//! Names depend on the configuration and the servers' lists only, never on history, so a
+//! reload and a restart of the same file give the same names. A server's `prefix` choice
+//! ([`crate::tool_control::ToolPrefix`]) says whether its tools are `server__tool` always,
+//! never, or on a collision (the default). A name several servers offer goes bare to a route
+//! in configuration (`[tools.NAME] server = …`), else to the one `never` server offering it;
+//! every other copy is exposed as `server__tool` (still matching `^[a-zA-Z0-9_-]{1,64}$`),
+//! and a `never` server's copy that cannot be bare is refused. A tool name of the form `other__…`, where `other` is another
 //! server, is that server's namespaced alias: it is refused, whoever offers it. Every
 //! collision is kept in the snapshot ([`super::Snapshot::collisions`]:
 //! `GET /admin/registry/collisions`, `mcp_gateway_tool_name_collisions{kind}`) and logged once.
@@ -22,10 +24,12 @@ pub struct Collision {
     pub server: String,
     /// The server the name belongs to (the alias's server, the holder, the route's server).
     pub owner: Option<String>,
-    /// [`Collision::kind`] values: `alias_of_another_server` (refused), `name_held` (the
-    /// holder kept the bare name, the newcomer is namespaced), `routed` (configuration routes
-    /// the name elsewhere, this copy is namespaced), `shared_name` (no holder: every copy
-    /// namespaced), `namespaced_clash` (the namespaced name was taken: refused); catalogue
+    /// [`Collision::kind`] values: `alias_of_another_server` (refused), `name_held` (a
+    /// `prefix = "never"` server holds the bare name, this copy is namespaced), `routed`
+    /// (configuration routes the name elsewhere, this copy is namespaced), `shared_name` (no
+    /// holder: every copy namespaced), `never_prefixed_clash` (a `never` server's tool whose
+    /// name is routed elsewhere or claimed by another `never` server: refused),
+    /// `namespaced_clash` (the namespaced name was taken: refused); catalogue
     /// control: `rename_clash` (a rename to a name another tool is served under: refused),
     /// `override_invalid` (an override the tool's definition does not take: refused, see
     /// `detail`), `reserved_name` (a meta-tool's name in search mode: namespaced, or refused
@@ -44,6 +48,7 @@ pub const COLLISION_KINDS: &[&str] = &[
     "name_held",
     "routed",
     "shared_name",
+    "never_prefixed_clash",
     "namespaced_clash",
     "rename_clash",
     "override_invalid",

@@ -13,7 +13,7 @@ use crate::{
     config::{SearchConfig, TransportKind},
     export::names,
     registry::entry::{RegistryEntry, ServerRef},
-    tool_control::ToolOverrides,
+    tool_control::{ToolOverrides, ToolPrefix},
 };
 use serde_json::json;
 
@@ -76,20 +76,64 @@ fn conflicts_are_namespaced_unless_configuration_routes_them() {
 }
 
 #[test]
-fn another_servers_alias_is_refused_and_a_held_name_stays_with_its_holder() {
+fn another_servers_alias_is_refused_and_names_do_not_depend_on_history() {
     let catalog = Catalog::new(BTreeMap::new());
     catalog.rebuild(&[server("demo", &["search"]), server("evil", &["demo__search"])], &[]);
     assert!(catalog.get("demo__search").is_none(), "another server's alias is refused");
     let snapshot = catalog.snapshot();
     let refused = &snapshot.collisions()[0];
     assert_eq!((refused.kind, refused.server.as_str()), ("alias_of_another_server", "evil"));
-    // demo holds `search`; evil starts offering it too: demo keeps it, evil is namespaced.
-    catalog.rebuild(&[server("demo", &["search"]), server("evil", &["search", "demo__search"])], &[]);
-    assert_eq!(&*catalog.get("search").unwrap().server, "demo");
-    assert_eq!(&*catalog.get("evil__search").unwrap().server, "evil");
-    assert!(catalog.get("demo__search").is_none());
-    let kinds: Vec<&str> = catalog.snapshot().collisions().iter().map(|c| c.kind).collect();
-    assert_eq!(kinds, ["alias_of_another_server", "name_held"]);
+    // demo served `search` alone; evil starts offering it too: both are namespaced, exactly as
+    // a catalogue built afresh (a restart) from the same lists names them. Nobody's call to
+    // `search` silently reaches evil.
+    let lists = [server("demo", &["search"]), server("evil", &["search", "demo__search"])];
+    catalog.rebuild(&lists, &[]);
+    let fresh = Catalog::new(BTreeMap::new());
+    fresh.rebuild(&lists, &[]);
+    for catalog in [&catalog, &fresh] {
+        assert!(catalog.get("search").is_none());
+        assert_eq!(&*catalog.get("demo__search").unwrap().server, "demo");
+        assert_eq!(&*catalog.get("evil__search").unwrap().server, "evil");
+        let kinds: Vec<&str> = catalog.snapshot().collisions().iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, ["alias_of_another_server", "shared_name", "shared_name"]);
+    }
+}
+
+#[test]
+fn a_servers_prefix_choice_decides_its_names() {
+    let prefixes = |pairs: &[(&str, ToolPrefix)]| -> BTreeMap<String, ToolPrefix> {
+        pairs.iter().map(|(s, p)| (s.to_string(), *p)).collect()
+    };
+    let lists = [server("library", &["echo", "only_library"]), server("mirror", &["echo"])];
+    // `never`: library keeps `echo` whoever else offers it; mirror's copy is namespaced.
+    let never = Catalog::new(BTreeMap::new()).prefixed(prefixes(&[("library", ToolPrefix::Never)]));
+    never.rebuild(&lists, &[]);
+    assert_eq!(&*never.get("echo").unwrap().server, "library");
+    assert_eq!(&*never.get("mirror__echo").unwrap().server, "mirror");
+    assert!(never.get("library__echo").is_none());
+    // `always`: every tool of library is namespaced, colliding or not; mirror alone offers
+    // the bare name then, and keeps it.
+    let always = Catalog::new(BTreeMap::new()).prefixed(prefixes(&[("library", ToolPrefix::Always)]));
+    always.rebuild(&lists, &[]);
+    assert_eq!(&*always.get("library__only_library").unwrap().server, "library");
+    assert_eq!(&*always.get("library__echo").unwrap().server, "library");
+    assert_eq!(&*always.get("echo").unwrap().server, "mirror");
+    assert!(always.snapshot().collisions().is_empty(), "a chosen prefix is no collision");
+    // Two `never` servers offering one name: refused on both, unless a route names one.
+    let both = prefixes(&[("library", ToolPrefix::Never), ("mirror", ToolPrefix::Never)]);
+    let clash = Catalog::new(BTreeMap::new()).prefixed(both.clone());
+    clash.rebuild(&lists, &[]);
+    assert!(
+        clash.get("echo").is_none()
+            && clash.get("library__echo").is_none()
+            && clash.get("mirror__echo").is_none()
+    );
+    let kinds: Vec<&str> = clash.snapshot().collisions().iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, ["never_prefixed_clash", "never_prefixed_clash"]);
+    let routed = Catalog::new(BTreeMap::from([("echo".to_string(), "mirror".to_string())])).prefixed(both);
+    routed.rebuild(&lists, &[]);
+    assert_eq!(&*routed.get("echo").unwrap().server, "mirror");
+    assert!(routed.get("library__echo").is_none(), "a never server's copy is refused, not renamed");
 }
 
 #[test]

@@ -29,6 +29,7 @@ impl Breaker {
         match inner.state {
             State::Closed => {
                 tracing::info!(server = %self.server, "a peer opened this server's circuit");
+                inner.reason = Some("opened by another instance of the fleet".into());
                 self.transition(&mut inner, State::Open { until });
                 inner.consecutive = 0;
                 inner.buckets.iter_mut().for_each(|b| *b = Bucket::default());

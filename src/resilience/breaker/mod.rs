@@ -63,6 +63,9 @@ struct Inner {
     left_closed_at: Option<SystemTime>,
     /// A peer's health probe succeeded: this instance's prober probes at once, unclaimed.
     peer_recovered: bool,
+    /// Why it is not closed, in words for an operator (`None` while closed): what tripped it,
+    /// a failed probe, an operator, a peer.
+    reason: Option<String>,
 }
 
 /// A change the other instances of the fleet should hear about (shared breaker state).
@@ -124,6 +127,7 @@ impl Breaker {
                 wants_probe: false,
                 left_closed_at: None,
                 peer_recovered: false,
+                reason: None,
             }),
             metrics,
             notify: Mutex::new(None),
@@ -160,6 +164,8 @@ impl Breaker {
         json!({
             "state": inner.state.name(),
             "forced_open": inner.forced_open,
+            "reason": inner.reason,
+            "since": inner.left_closed_at.map(crate::registry::entry::rfc3339),
             "consecutive_failures": inner.consecutive,
             "next_open_ms": inner.backoff.as_millis() as u64,
             "retry_after_ms": retry_after_ms,

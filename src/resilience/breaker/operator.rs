@@ -22,6 +22,7 @@ impl Breaker {
     pub fn apply_forced_open(&self) {
         let mut inner = self.lock();
         inner.forced_open = true;
+        inner.reason = Some("forced open by an operator".into());
         let open_for = Duration::from_millis(self.settings.open_max_ms);
         self.transition(&mut inner, State::Open { until: crate::clock::after(open_for) });
     }

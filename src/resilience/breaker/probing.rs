@@ -46,6 +46,10 @@ impl Breaker {
         } else {
             let interval = Duration::from_millis(self.settings.probe_interval_ms);
             inner.state = State::Open { until: crate::clock::after(interval) };
+            if !inner.reason.as_deref().is_some_and(|r| r.ends_with("; health probes unanswered")) {
+                let tripped = inner.reason.take().unwrap_or_else(|| "open".into());
+                inner.reason = Some(format!("{tripped}; health probes unanswered"));
+            }
         }
     }
 }

@@ -117,6 +117,7 @@ impl Breaker {
                     Attribution::HardFailure | Attribution::RateFailure => {
                         inner.backoff =
                             (inner.backoff * 2).min(Duration::from_millis(self.settings.open_max_ms));
+                        inner.reason = Some(format!("a probe call failed ({})", outcome.label()));
                         self.open(&mut inner, now);
                     }
                     Attribution::Success => {
@@ -163,6 +164,15 @@ impl Breaker {
                 window_failures = failures,
                 "circuit breaker opens"
             );
+            inner.reason = Some(if inner.consecutive >= self.settings.consecutive_failures {
+                format!("{} consecutive failures, the last {}", inner.consecutive, outcome.label())
+            } else {
+                format!(
+                    "{failures} of {calls} calls failed within {} s, the last {}",
+                    self.settings.window_secs,
+                    outcome.label()
+                )
+            });
             let until = self.open(&mut inner, now);
             self.publish(Transition::Tripped { until });
         }
@@ -189,6 +199,7 @@ impl Breaker {
 
     pub(super) fn close(&self, inner: &mut Inner) {
         self.transition(inner, State::Closed);
+        inner.reason = None;
         inner.consecutive = 0;
         inner.probe_granted = false;
         inner.wants_probe = false;
@@ -243,6 +254,22 @@ mod tests {
         assert!(matches!(b.admit(), Admission::Rejected { .. }));
         b.record(Outcome::Success, true);
         assert_eq!(b.state(), State::Closed);
+    }
+
+    #[test]
+    fn an_open_breaker_says_why_and_since_when_until_it_closes() {
+        let b = breaker(BreakerSettings { consecutive_failures: 2, ..callers_probe() });
+        assert_eq!(b.report()["reason"], serde_json::Value::Null);
+        b.record(DOWN, false);
+        b.record(DOWN, false);
+        let report = b.report();
+        let expected = format!("2 consecutive failures, the last {}", DOWN.label());
+        assert_eq!(report["reason"], expected.as_str(), "{report}");
+        assert!(report["since"].as_str().is_some_and(|at| at.ends_with('Z')), "{report}");
+        b.force_close();
+        assert_eq!(b.report()["reason"], serde_json::Value::Null);
+        b.force_open();
+        assert_eq!(b.report()["reason"], "forced open by an operator");
     }
 
     #[test]

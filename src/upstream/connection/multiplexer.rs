@@ -447,7 +447,7 @@ mod tests {
         let sent: Value = serde_json::from_str(&encode_call(7, &request)).unwrap();
         assert_eq!(sent["params"]["_meta"], json!({"k": 1}));
         assert_eq!(sent["id"], 7);
-        request.progress = Some(mpsc::channel(1).0);
+        request.progress = Some(mpsc::channel(1).0.into());
         let sent: Value = serde_json::from_str(&encode_call(8, &request)).unwrap();
         assert_eq!(sent["params"]["_meta"]["progressToken"], 8);
     }
@@ -531,7 +531,7 @@ mod tests {
         let mut connection = Connection::start(Box::new(ScriptedPeer), settings, &metrics);
         let (sink, mut progress) = mpsc::channel(4);
         let mut request = UpstreamRequest::new("tools/call", Map::new());
-        request.progress = Some(sink);
+        request.progress = Some(sink.into());
         let reply = connection.call(request).await.unwrap();
         assert!(matches!(reply, UpstreamReply::Result(_)));
         let Ok(ToCaller::Progress(update)) = progress.try_recv() else { panic!("the progress notification") };

@@ -143,6 +143,8 @@ async function main() {
       if (name === "servers") {
         info.rows = await rowTexts(page, "#servers-table tbody tr");
         info.figures = await page.innerText("#gateway-figures");
+        info.endpoints = await rowTexts(page, "#endpoints-table tbody tr");
+        info.hooks = await rowTexts(page, "#hooks-table tbody tr");
       }
       if (name === "catalogue") {
         info.rows = await rowTexts(page, "#catalogue-table tbody tr");
@@ -200,6 +202,7 @@ async function main() {
     await page.waitForSelector(row + ' td.breaker-state[data-state="open"]', WAIT);
     result.flow.after_open = {
       ui: await breakerCell(page, opts.server),
+      cell: await page.textContent(row + " td.breaker-state"),
       status: await page.textContent("#status"),
       api: (await admin("/admin/breakers")).body[opts.server],
     };
@@ -273,6 +276,16 @@ async function main() {
     await call();
     await page.waitForSelector('#outcome-body[data-outcome="result"]', WAIT);
     result.flow.playground_result = { shown: await page.innerText("#outcome-body") };
+    // Through a chosen endpoint: a tool outside its selection is unknown there.
+    if (opts.endpoint) {
+      result.flow.endpoints_offered = await page.$$eval("#playground-endpoint option", (o) => o.map((x) => x.value));
+      await page.selectOption("#playground-endpoint", opts.endpoint);
+      await page.selectOption("#playground-tool", opts["outside-tool"]);
+      await call();
+      await page.waitForSelector('#outcome-body[data-outcome="error"]', WAIT);
+      result.flow.playground_outside = { shown: await page.innerText("#outcome-body") };
+      await page.selectOption("#playground-endpoint", "");
+    }
     result.flow.playground_answers = answers;
     await page.screenshot({ path: join(opts.shots, "playground-result.png"), fullPage: true });
 

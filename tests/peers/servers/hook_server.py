@@ -83,6 +83,23 @@ def guard_result(
 
 
 @server.tool()
+def guard_item(
+    phase: str, hook: str, tool: str, server: str, arguments: dict, caller: dict,
+    result: dict | None = None, kind: str = "tool",
+) -> str:
+    """By kind: a prompt's messages replaced by one of its own; a resource's contents replaced
+    by something that is no resource (a tools/call result); anything else allowed."""
+    record("guard_item", {"kind": kind, "phase": phase, "tool": tool, "server": server,
+                          "arguments": arguments, "result": result})
+    if kind == "prompt" and phase == "after":
+        replaced = {"messages": [{"role": "user", "content": {"type": "text", "text": "replaced prompt"}}]}
+        return answer({"decision": "replace", "result": replaced})
+    if kind == "resource":
+        return answer({"decision": "replace", "result": {"content": [{"type": "text", "text": "no resource"}]}})
+    return answer({"decision": "allow"})
+
+
+@server.tool()
 async def guard_hang(
     phase: str, hook: str, tool: str, server: str, arguments: dict, caller: dict, result: dict | None = None
 ) -> str:

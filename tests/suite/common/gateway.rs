@@ -80,9 +80,38 @@ impl Gateway {
         gateway
     }
 
+    /// Like [`Gateway::start_as_configured`], with extra command-line arguments.
+    pub fn start_with_args_as_configured(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
+        let gateway = Self::spawn(config, env, args);
+        gateway.wait_ready();
+        gateway
+    }
+
+    /// Starts `mcp-gateway serve` like [`Gateway::start`] with its address space limited to
+    /// `kib` KiB (`ulimit -v`, as a container's memory limit would do): an allocation past it
+    /// aborts the process.
+    pub fn start_within_memory(config: &str, env: &[(&str, &str)], kib: u64) -> Self {
+        let mut with_token = vec![("MCP_GATEWAY_ADMIN__TOKEN", ADMIN_TOKEN)];
+        with_token.extend_from_slice(env);
+        let gateway = Self::spawn_limited(config, &with_token, &[], Some(kib));
+        gateway.wait_ready();
+        gateway
+    }
+
     fn spawn(config: &str, env: &[(&str, &str)], args: &[&str]) -> Self {
+        Self::spawn_limited(config, env, args, None)
+    }
+
+    fn spawn_limited(config: &str, env: &[(&str, &str)], args: &[&str], kib: Option<u64>) -> Self {
         let config_file = TempFile::with("gateway.toml", config);
-        let mut command = Command::new(bin());
+        let mut command = match kib {
+            None => Command::new(bin()),
+            Some(kib) => {
+                let mut sh = Command::new("sh");
+                sh.args(["-c", "ulimit -v \"$0\" && exec \"$@\"", &kib.to_string(), &bin()]);
+                sh
+            }
+        };
         command
             .args(["serve", "--config", config_file.arg(), "--listen", "127.0.0.1:0"])
             .args(args)

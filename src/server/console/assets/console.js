@@ -233,13 +233,17 @@
   }
 
   async function loadServers() {
-    const [overview, connections, breakers, reloads] = await Promise.all([
+    const [overview, connections, breakers, reloads, endpoints, hooks] = await Promise.all([
       optional("/admin/overview"),
       apiJson("/admin/connections"),
       apiJson("/admin/breakers"),
       optional("/admin/config/reload"),
+      optional("/admin/endpoints"),
+      optional("/admin/hooks"),
     ]);
     showConfig(reloads);
+    showEndpoints(endpoints);
+    showHooks(hooks);
     const gateway = (overview && overview.gateway) || {};
     const figures = [
       ["Ready", gateway.ready === undefined ? "—" : gateway.ready ? "yes" : "no"],
@@ -267,6 +271,11 @@
           ? text(connection.last_error)
           : "—";
       const forced = breaker.forced_open ? [" ", badge("forced", "warn")] : [];
+      // Why it is not closed, and since when: a server that is down says why.
+      const why =
+        state && state !== "closed" && breaker.reason
+          ? [el("br"), el("span", { class: "hint breaker-reason", text: breaker.reason + (breaker.since ? " · since " + when(breaker.since) : "") })]
+          : [];
       return el(
         "tr",
         { "data-server": name },
@@ -274,7 +283,7 @@
         el("td", {}, text(server.transport || connection.transport)),
         el("td", {}, text(server.era || connection.protocol_version)),
         el("td", {}, stateBadge(server.connection || connection.state || null)),
-        el("td", { class: "breaker-state", "data-state": text(state) }, stateBadge(state), ...forced),
+        el("td", { class: "breaker-state", "data-state": text(state) }, stateBadge(state), ...forced, ...why),
         el("td", { class: "num" }, fixed(server.calls_per_sec, 2)),
         el("td", { class: "num" }, percent(server.error_ratio)),
         el("td", { class: "num" }, ms(server.p50_ms)),
@@ -318,6 +327,63 @@
       const again = $("servers-table").querySelector('tr[data-server="' + CSS.escape(focused[0]) + '"] button[data-action="' + focused[1] + '"]');
       if (again) again.focus();
     }
+  }
+
+  // Each endpoint: its path, its selection as configured, the tools it serves now.
+  function showEndpoints(report) {
+    const endpoints = (report && report.endpoints) || [];
+    const rows = endpoints.map((endpoint) => {
+      const select = endpoint.select || {};
+      const criteria = Object.keys(select)
+        .filter((key) => select[key] !== null && !(Array.isArray(select[key]) && select[key].length === 0))
+        .map((key) => key + ": " + (Array.isArray(select[key]) ? select[key].join(", ") : String(select[key])));
+      const tools = endpoint.tools || [];
+      return el(
+        "tr",
+        { "data-endpoint": endpoint.name },
+        el("th", { scope: "row" }, el("code", { text: endpoint.path })),
+        el("td", { text: criteria.length ? criteria.join(" · ") : "everything" }),
+        el("td", {}, text(endpoint.tool_count), tools.length ? [el("br"), el("span", { class: "hint", text: tools.join(", ") })] : []),
+      );
+    });
+    replaceRows($("endpoints-table").querySelector("tbody"), rows, 3, "No endpoints configured: every caller uses /mcp.");
+    fillPlaygroundEndpoints(endpoints);
+  }
+
+  // The playground calls through the plain /mcp or a chosen endpoint.
+  function fillPlaygroundEndpoints(endpoints) {
+    const select = $("playground-endpoint");
+    const previous = select.value;
+    select.replaceChildren(
+      el("option", { value: "", text: "/mcp (every tool)" }),
+      ...endpoints.map((endpoint) => el("option", { value: endpoint.name, text: endpoint.path })),
+    );
+    if (endpoints.some((endpoint) => endpoint.name === previous)) select.value = previous;
+  }
+
+  // Each guardrail hook: what it matches and does, and its decisions since start.
+  function showHooks(report) {
+    const hooks = (report && report.hooks) || [];
+    const rows = hooks.map((hook) => {
+      const matches = [
+        (hook.match_tools || []).length ? "tools: " + hook.match_tools.join(", ") : null,
+        (hook.match_servers || []).length ? "servers: " + hook.match_servers.join(", ") : null,
+      ].filter(Boolean);
+      const does = hook.builtin
+        ? "built-in " + hook.builtin + ((hook.detect || []).length ? " (" + hook.detect.join(", ") + ")" : "")
+        : "tool " + text(hook.tool) + " on " + text(hook.server);
+      const decisions = Object.entries(hook.decisions || {}).map(([decision, count]) => decision + " " + count);
+      return el(
+        "tr",
+        { "data-hook": hook.name },
+        el("th", { scope: "row", text: hook.name }),
+        el("td", { text: text(hook.phase) }),
+        el("td", { text: matches.length ? matches.join(" · ") : "every tool" }),
+        el("td", { text: does + (hook.failure ? " · fails " + hook.failure : "") }),
+        el("td", { class: "hook-decisions", text: decisions.length ? decisions.join(" · ") : "none yet" }),
+      );
+    });
+    replaceRows($("hooks-table").querySelector("tbody"), rows, 5, "No guardrail hooks configured.");
   }
 
   // The configuration in force and the last reload (docs/reload.md).
@@ -550,7 +616,8 @@
           detail = [
             (report.added || []).length ? "added: " + report.added.join(", ") + ". " : "",
             (report.removed || []).length ? "removed: " + report.removed.join(", ") + ". " : "",
-            (report.schema_changed || []).length ? "schema changed: " + report.schema_changed.map((c) => c.tool).join(", ") + "." : "",
+            (report.schema_changed || []).length ? "schema changed: " + report.schema_changed.map((c) => c.tool).join(", ") + ". " : "",
+            report.origin_changed ? "target origin changed: " + text(report.origin_changed.approved) + " → " + text(report.origin_changed.offered) + " (waiting for approval)." : "",
           ];
         }
         return el("tr", {}, el("th", { scope: "row" }, server), el("td", {}, detail));
@@ -643,7 +710,9 @@
     $("pending-badge").textContent = pending.length ? String(pending.length) : "";
     $("pending-badge").hidden = !pending.length;
     if (!pins.enabled) {
-      $("pins-summary").textContent = "Definition pinning is off (catalogue.pin_tool_definitions = false): nothing waits for approval.";
+      $("pins-summary").textContent = pending.length
+        ? "Definition pinning is off (catalogue.pin_tool_definitions = false); " + pending.length + " OpenAPI target origin change(s) waiting for approval."
+        : "Definition pinning is off (catalogue.pin_tool_definitions = false): nothing waits for approval.";
     } else {
       $("pins-summary").textContent = text(pins.pinned) + " definitions pinned in " + text(pins.pin_file) + "; " + pending.length + " waiting for approval.";
     }
@@ -659,10 +728,11 @@
     list.replaceChildren(
       ...pending.map((item, index) => {
         const titleId = "pending-" + index;
+        const what = pendingName(item);
         return el(
           "article",
           { class: "pending", "aria-labelledby": titleId, "data-server": item.server, "data-tool": item.tool },
-          el("h3", { id: titleId }, item.tool + " on " + item.server),
+          el("h3", { id: titleId }, what + " on " + item.server),
           el(
             "dl",
             {},
@@ -675,7 +745,7 @@
           el("p", {}, el("button", {
             type: "button",
             "data-action": "approve",
-            "aria-label": "Approve the new definition of " + item.tool + " on " + item.server,
+            "aria-label": "Approve the new definition of " + what + " on " + item.server,
             text: "Approve",
             onclick: (event) => approve(item, event.currentTarget),
           })),
@@ -684,16 +754,24 @@
     );
   }
 
+  // What a pending change is of: a tool, a prompt, or an OpenAPI server's target origin.
+  function pendingName(item) {
+    if (item.kind === "origin") return "the target origin";
+    return item.kind === "prompt" ? item.prompt : item.tool;
+  }
+
   async function approve(item, button) {
     button.disabled = true;
+    const what = pendingName(item);
+    const body = item.kind === "origin" ? { origin: item.server } : item.kind === "prompt" ? { prompt: item.prompt, server: item.server } : { tool: item.tool, server: item.server };
     try {
-      const answer = await api("/admin/registry/approve", { body: { tool: item.tool, server: item.server } });
+      const answer = await api("/admin/registry/approve", { body });
       if (!answer.ok) {
-        say("Approval of " + item.tool + " refused: " + ((answer.body && answer.body.error) || answer.status), true);
+        say("Approval of " + what + " refused: " + ((answer.body && answer.body.error) || answer.status), true);
         button.disabled = false;
         return;
       }
-      say("Approved the new definition of " + item.tool + " on " + item.server + ".");
+      say("Approved the new definition of " + what + " on " + item.server + ".");
       await load("approvals", false);
     } catch (error) {
       failed(error);
@@ -741,7 +819,8 @@
   // ---------------------------------------------------------------- Playground
   async function loadPlayground(first) {
     if (!first && catalogue.schemas) return;
-    await loadTools();
+    const [endpoints] = await Promise.all([optional("/admin/endpoints"), loadTools()]);
+    fillPlaygroundEndpoints((endpoints && endpoints.endpoints) || []);
     const schemas = new Map();
     for (const tool of catalogue.tools) {
       // A tool listed with no inputSchema takes any object: an empty form.
@@ -874,7 +953,9 @@
     button.disabled = true;
     $("outcome-body").setAttribute("data-outcome", "pending");
     try {
-      const answer = await api("/admin/playground", { body: { tool, arguments: args } });
+      const endpoint = $("playground-endpoint").value;
+      const call = endpoint ? { tool, arguments: args, endpoint } : { tool, arguments: args };
+      const answer = await api("/admin/playground", { body: call });
       const body = answer.body || {};
       if (body.error) {
         const error = body.error;
