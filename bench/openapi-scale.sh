@@ -7,8 +7,12 @@
 #   the Swagger Petstore (20 operations; @readme/oas-examples), for the floor.
 # scripts/install-test-deps.sh puts the documents in tests/peers/openapi-docs/ and node_modules.
 # Each configuration is started RUNS times (default 3); the table gives the median and range of
-# the time to ready, the peak RSS (VmHWM) and the RSS once ready (VmRSS), the tools listed and
-# the operations skipped. Nothing is called: base_url is a closed port.
+# the time to ready, the peak RSS (VmHWM) and the RSS once ready (VmRSS), the tools listed, the
+# operations skipped, the tools served with a schema trimmed, and the gateway's own estimate of
+# the server's memory (GET /admin/registry/memory). Nothing is called: base_url is a closed port.
+# FastMCP's `from_openapi` is run in the same run on the whole documents as the peer
+# (bench/openapi_fastmcp_side.py, one process per document: seconds from the parsed document to
+# listed tools, peak RSS): GitHub always, Graph whole with FASTMCP_GRAPH=1 (about 7 minutes).
 # Usage: bash bench/openapi-scale.sh [runs]      (appends its table to bench/results.md)
 # BENCH_BIN=path uses that gateway binary instead of building the shipped one.
 set -euo pipefail
@@ -78,9 +82,23 @@ PY
 )
   local skipped
   skipped=$(curl -s -H "authorization: Bearer $ADMIN" "http://127.0.0.1:$port/admin/registry" \
-    | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["openapi"]["api"]["skipped"]))')
+    | python3 -c 'import json, sys; r = json.load(sys.stdin)["openapi"]["api"]; print(len(r["skipped"]), len(r.get("trimmed", [])))')
+  local estimate
+  estimate=$(curl -s -H "authorization: Bearer $ADMIN" "http://127.0.0.1:$port/admin/registry/memory" \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["servers"]["api"]["total"] // 1024)')
   kill "$pid"; wait "$pid" 2>/dev/null || true
-  echo "$(( (t1 - t0) / 1000000 )) $peak $rss $tools $skipped"
+  echo "$(( (t1 - t0) / 1000000 )) $peak $rss $tools $skipped $estimate"
+}
+
+# FastMCP on a whole document: prints "seconds peak_kib tools".
+fastmcp() { # document
+  local out="$WORK/fastmcp.json"
+  tests/peers/.venv-lambda/bin/python bench/openapi_fastmcp_side.py "$1" "$out" > /dev/null 2>&1 || { echo "- - -"; return; }
+  python3 - "$out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["seconds"], r["peak_rss_kib"], r["tools"])
+PY
 }
 
 ROWS=()
@@ -93,25 +111,46 @@ for case in "${CASES[@]}"; do
   done
 done
 
+PEERS=()
+if [ -x tests/peers/.venv-lambda/bin/python ]; then
+  echo "==> FastMCP from_openapi, github"; PEERS+=("github|$(fastmcp "$DOCS/github-rest.json")")
+  if [ -n "${FASTMCP_GRAPH:-}" ]; then
+    echo "==> FastMCP from_openapi, graph"; PEERS+=("graph|$(fastmcp "$DOCS/msgraph-v1.0.json")")
+  fi
+fi
+printf '%s\n' "${PEERS[@]}" > "$WORK/peers"
+
 printf '%s\n' "${ROWS[@]}" > "$WORK/rows"
-python3 - "$RUNS" "$BIN" "$WORK/rows" <<'PY' | tee -a bench/results.md
+python3 - "$RUNS" "$BIN" "$WORK/rows" "$WORK/peers" <<'PY' | tee -a bench/results.md
 import statistics, subprocess, sys
-runs, binary, rows_file = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+runs, binary, rows_file, peers_file = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 rows = {}
 for line in open(rows_file).read().splitlines():
     name, figures = line.split("|")
     rows.setdefault(name, []).append([int(x) for x in figures.split()])
+peers = {}
+for line in open(peers_file).read().splitlines():
+    if "|" in line:
+        name, figures = line.split("|")
+        peers[name] = figures.split()
 load = " ".join(open("/proc/loadavg").read().split()[:3])
 date = subprocess.run(["date", "-u", "+%Y-%m-%d %H:%M"], capture_output=True, text=True).stdout.strip()
 print(f"\n## OpenAPI targets at scale (bench/openapi-scale.sh)\n")
 print(f"Measured {date} UTC, {runs} starts per row (median, min–max), load average {load} at the end; binary `{binary}`. "
       "Time to ready: from the process's start to `/readyz` 200 (document read and parsed, every selected operation mapped, the tools in the catalogue). "
       "Peak RSS: VmHWM at that moment; RSS: VmRSS then. Nothing is called.\n")
-print("| document, selection | tools listed | operations skipped (GET /admin/registry) | time to ready (ms) | peak RSS (MiB) | RSS when ready (MiB) |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| document, selection | tools listed | operations skipped | tools trimmed | time to ready (ms) | peak RSS (MiB) | RSS when ready (MiB) | estimated by the gateway (MiB) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for name, values in rows.items():
     col = lambda i: [v[i] for v in values]
     med = lambda i: statistics.median(col(i))
     ms = f"{med(0):.0f} ({min(col(0))}–{max(col(0))})"
-    print(f"| {name} | {values[0][3]} | {values[0][4]} | {ms} | {med(1) / 1024:.1f} | {med(2) / 1024:.1f} |")
+    print(f"| {name} | {values[0][3]} | {values[0][4]} | {values[0][5]} | {ms} | {med(1) / 1024:.1f} | {med(2) / 1024:.1f} | {med(6) / 1024:.1f} |")
+if peers:
+    print("\nFastMCP `from_openapi` in the same run (bench/openapi_fastmcp_side.py: seconds from the parsed document to listed tools, the process's peak RSS):\n")
+    print("| document | tools | seconds | peak RSS (MiB) |")
+    print("|---|---:|---:|---:|")
+    for name, (seconds, peak, tools) in peers.items():
+        shown = f"{int(peak) / 1024:.1f}" if peak != "-" else "—"
+        print(f"| {name} | {tools} | {seconds} | {shown} |")
 PY

@@ -78,6 +78,14 @@ pub async fn run(config: Option<PathBuf>, json: bool, demo: bool) -> anyhow::Res
             }
         }
     }
+    for (name, server) in &config.servers {
+        for trimmed in server.openapi_document.iter().flat_map(|m| m.trimmed.iter()) {
+            warn(format!(
+                "servers.{name}: OpenAPI tool {} ({} {}) trimmed: {}",
+                trimmed.tool, trimmed.method, trimmed.path, trimmed.reason
+            ));
+        }
+    }
     let verdict = verdict(&config, warnings);
     // Header values are usually credentials: never print them.
     for server in config.servers.values_mut() {
@@ -119,7 +127,7 @@ fn verdict(config: &Config, warnings: usize) -> String {
     for server in config.servers.values() {
         *kinds.entry(server.transport.as_str()).or_default() += 1;
         tools += server.tools.len() + server.file_tools.len();
-        tools += server.openapi_document.as_ref().map_or(0, |mapped| mapped.tools.len());
+        tools += server.openapi_document.as_ref().map_or(0, |mapped| mapped.tool_count);
     }
     let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
     let kinds = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) };

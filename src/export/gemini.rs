@@ -7,7 +7,10 @@
 //! otherwise). JSON Schema is converted keyword by keyword, and every change that loses
 //! something is a line in the tool's `warnings`:
 //! - `$ref` to `$defs`/`definitions` (any local pointer) is inlined; a recursive reference is
-//!   cut after one expansion and the value left untyped (reported).
+//!   cut after one expansion and the value left untyped (reported), and so is every reference
+//!   met once the inlined schema holds [`MAX_INLINED_VALUES`] values (a definition reached by
+//!   many paths is copied at each: an OpenAPI document's shared components would otherwise
+//!   multiply; reported with the bound).
 //! - `allOf` is merged into one schema (properties and `required` united; reported).
 //! - `oneOf` becomes `anyOf` (reported: exclusivity not enforced); an `anyOf`/`type` branch
 //!   `null` becomes `nullable: true`; a type list `["string","integer"]` becomes an `anyOf`.
@@ -49,6 +52,9 @@ const KEEP: &[&str] = &[
 
 /// How many `$ref`s may be open at once (a cycle is cut at its second visit anyway).
 const MAX_REF_DEPTH: usize = 16;
+/// Most schema values one tool's parameters may hold once their `$ref`s are inlined; a `$ref`
+/// met past it is cut (left untyped, reported).
+pub const MAX_INLINED_VALUES: usize = 5_000;
 
 pub fn tool(tool: &Value, name: &str, notes: &mut schema::Notes) -> Converted {
     let (root, description) = schema::prepare(tool, notes);
@@ -56,7 +62,7 @@ pub fn tool(tool: &Value, name: &str, notes: &mut schema::Notes) -> Converted {
     if let Some(description) = description {
         out["description"] = json!(description);
     }
-    let mut converter = Converter { root: &root, notes, stack: Vec::new() };
+    let mut converter = Converter { root: &root, notes, stack: Vec::new(), values: 0 };
     let parameters = converter.node(&root, "");
     if let Some(Value::Object(properties)) = parameters.get("properties") {
         for key in properties.keys() {
@@ -115,10 +121,13 @@ struct Converter<'a, 'n> {
     notes: &'n mut schema::Notes,
     /// `$ref`s being expanded (cycle detection).
     stack: Vec<String>,
+    /// Schema values converted so far (against [`MAX_INLINED_VALUES`]).
+    values: usize,
 }
 
 impl Converter<'_, '_> {
     fn node(&mut self, value: &Value, path: &str) -> Value {
+        self.values += 1;
         let Value::Object(object) = value else {
             self.notes.add("boolean schema: value left untyped", path);
             return json!({});
@@ -136,9 +145,10 @@ impl Converter<'_, '_> {
     fn reference(&mut self, object: &Map<String, Value>, reference: &str, path: &str) -> Value {
         let siblings = schema::without(object, &["$ref"]);
         let target = schema::lookup(self.root, reference);
-        let cut = self.stack.iter().any(|r| r == reference) || self.stack.len() >= MAX_REF_DEPTH;
+        let recursive = self.stack.iter().any(|r| r == reference) || self.stack.len() >= MAX_REF_DEPTH;
+        let over = self.values >= MAX_INLINED_VALUES;
         match target {
-            Some(Value::Object(target)) if !cut => {
+            Some(Value::Object(target)) if !recursive && !over => {
                 let mut merged = target.clone();
                 merged.extend(siblings);
                 self.stack.push(reference.to_string());
@@ -147,8 +157,14 @@ impl Converter<'_, '_> {
                 out
             }
             _ => {
-                let why = if cut { "recursive" } else { "unresolvable" };
-                self.notes.add(format!("{why} $ref {reference} cut: value left untyped"), path);
+                let line = match (recursive, over, target.is_some()) {
+                    (true, _, _) => format!("recursive $ref {reference} cut: value left untyped"),
+                    (false, true, true) => format!(
+                        "$ref {reference} cut: the inlined parameters would hold more than {MAX_INLINED_VALUES} schema values; value left untyped"
+                    ),
+                    _ => format!("unresolvable $ref {reference} cut: value left untyped"),
+                };
+                self.notes.add(line, path);
                 let mut out = Map::new();
                 if let Some(d) = siblings.get("description") {
                     out.insert("description".into(), d.clone());

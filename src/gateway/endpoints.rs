@@ -247,7 +247,7 @@ impl Endpoint {
             if control.rename.is_none() && control.description.is_none() {
                 continue;
             }
-            let mut definition = tool.definition.clone();
+            let mut definition = Value::clone(&tool.definition);
             if let Some(object) = definition.as_object_mut() {
                 if let Some(rename) = &control.rename {
                     object.insert("name".into(), Value::String(rename.clone()));
@@ -263,7 +263,7 @@ impl Endpoint {
         let listed = tools
             .iter()
             .filter(|t| listing.lists(&t.name))
-            .map(|t| shown.get(&t.name).unwrap_or(&t.definition));
+            .map(|t| shown.get(&t.name).unwrap_or(&*t.definition));
         let list = ToolList::build(listing.meta(), listed);
         ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list, shown }
     }

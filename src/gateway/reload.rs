@@ -399,7 +399,7 @@ impl Gateway {
 fn same_server(running: &Config, new: &Config, name: &str) -> bool {
     let (Some(a), Some(b)) = (running.servers.get(name), new.servers.get(name)) else { return false };
     let loaded = |server: &crate::config::ServerConfig| {
-        let document = server.openapi_document.as_ref().map(|d| json!([d.tools, d.server_url, d.schemes]));
+        let document = server.openapi_document.as_ref().map(|d| json!([&*d.list, d.server_url, d.schemes]));
         json!([server.file_tools, document])
     };
     same(a, b) && same(&running.defaults, &new.defaults) && loaded(a) == loaded(b)

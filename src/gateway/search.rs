@@ -88,7 +88,7 @@ impl Gateway {
             .filter_map(|(name, _)| snapshot.get(name))
             .filter(|tool| !unavailable.contains(tool.server.as_ref()))
             .take(wanted)
-            .map(|tool| view.as_ref().map_or(&tool.definition, |v| v.definition(tool)))
+            .map(|tool| view.as_ref().map_or(&*tool.definition, |v| v.definition(tool)))
             .collect();
         tracing::debug!(query_chars = query.chars().count(), matches, returned = found.len(), "search_tools");
         let listing = json!({ "tools": found });

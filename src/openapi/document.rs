@@ -160,6 +160,16 @@ impl Documents {
         self.docs.get(&self.root).cloned().unwrap_or_else(|| Arc::new(Value::Null))
     }
 
+    /// Bytes of text read: the document and the files its refs reached.
+    pub fn bytes_read(&self) -> usize {
+        self.bytes_read
+    }
+
+    /// The parsed document at `at`, if it was read.
+    pub fn value_of(&self, at: &Location) -> Option<Arc<Value>> {
+        self.docs.get(at).cloned()
+    }
+
     /// Resolves `reference` (as written in a document at `from`) to its target.
     pub fn resolve(&mut self, from: &Location, reference: &str) -> Result<Found, String> {
         let (file, pointer) = reference.split_once('#').unwrap_or((reference, ""));

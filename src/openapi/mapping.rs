@@ -10,8 +10,9 @@ use serde_json::{Map, Value, json};
 
 use super::{
     document::{Documents, Location, token},
-    schema::{Inliner, is_plain_object},
+    schema::{Converted, Schemas, is_plain_object},
 };
+use crate::registry::bounds::json_len;
 
 /// Where a parameter goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,12 +227,25 @@ pub struct Route<'a> {
     pub root_security: Option<&'a Value>,
 }
 
-/// Maps one operation to its tool definition and call plan, or says why it cannot.
+/// One operation mapped: its tool definition, its call plan, and what of its schemas was left
+/// out or cut to fit the definition's bound (empty: nothing).
+pub struct MappedOperation {
+    pub definition: Value,
+    pub operation: Operation,
+    pub trimmed: Vec<String>,
+}
+
+/// Maps one operation to its tool definition and call plan, or says why it cannot. The
+/// definition fits `max_definition_bytes`: an output schema that does not is left out, an
+/// input schema's components that do not are cut (both reported in
+/// [`MappedOperation::trimmed`]); only an input schema whose own properties do not fit skips
+/// the operation.
 pub fn map_operation(
-    inliner: &mut Inliner<'_>,
+    inliner: &mut Schemas<'_>,
     route: &Route<'_>,
     tool: String,
-) -> Result<(Value, Operation), String> {
+    max_definition_bytes: usize,
+) -> Result<MappedOperation, String> {
     let op = route.operation;
     let from = route.from;
     // Parameters: the path item's, replaced by the operation's of the same name and place.
@@ -270,12 +284,12 @@ pub fn map_operation(
                         ParamIn::Query | ParamIn::Cookie => Style::Form,
                     },
                 };
-                (style, inliner.inline(at, schema)?)
+                (style, inliner.convert(at, schema)?.value)
             }
             (None, Some(content)) => {
                 let schema =
                     content.values().next().and_then(|m| m.get("schema")).cloned().unwrap_or(json!({}));
-                (Style::Content, inliner.inline(at, &schema)?)
+                (Style::Content, inliner.convert(at, &schema)?.value)
             }
             (None, None) => (Style::Simple, json!({"type": "string"})),
         };
@@ -326,7 +340,14 @@ pub fn map_operation(
     if !required.is_empty() {
         input["required"] = json!(required);
     }
-    let (output, wrap_result) = output_schema(inliner, from, op);
+    let mut trimmed = Vec::new();
+    let (output, mut wrap_result) = match output_schema(inliner, from, op) {
+        Ok(found) => found,
+        Err(reason) => {
+            trimmed.push(format!("outputSchema left out: {reason}"));
+            (None, false)
+        }
+    };
     let summary = op.get("summary").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
     let details = op.get("description").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
     let description = match (summary, details) {
@@ -341,8 +362,59 @@ pub fn map_operation(
         "inputSchema": input,
         "annotations": annotations(&route.verb, summary),
     });
-    if let Some(output) = output {
-        definition["outputSchema"] = output;
+    // The input schema's components, within what the definition may still take (`"$defs":{}`
+    // counted); cut when they do not fit.
+    let refs = inliner.refs_in(&definition["inputSchema"]);
+    if !refs.is_empty() {
+        let used = json_len(&definition) + r#","$defs":{}"#.len();
+        let budget = max_definition_bytes.checked_sub(used).ok_or_else(|| {
+            format!("its tool definition of {used} bytes exceeds max_tool_definition_bytes ({max_definition_bytes})")
+        })?;
+        let defs = inliner.defs(&refs, budget).map_err(|e| format!("inputSchema: {e}"))?;
+        if !defs.cut.is_empty() {
+            trimmed.push(format!(
+                "inputSchema cut to fit max_tool_definition_bytes ({max_definition_bytes}): {} of its components left open ({})",
+                defs.cut.len(),
+                shown_names(&defs.cut)
+            ));
+        }
+        definition["inputSchema"]["$defs"] = Value::Object(defs.map);
+    }
+    let used = json_len(&definition);
+    if used > max_definition_bytes {
+        return Err(format!(
+            "its tool definition of {used} bytes exceeds max_tool_definition_bytes ({max_definition_bytes})"
+        ));
+    }
+    if let Some(mut output) = output {
+        let refs = inliner.refs_in(&output);
+        let own = json_len(&output)
+            + r#","outputSchema":"#.len()
+            + if refs.is_empty() { 0 } else { r#","$defs":{}"#.len() };
+        let fitted = match max_definition_bytes.checked_sub(used + own) {
+            None => Err(format!("{} bytes without its components", own)),
+            Some(_) if refs.is_empty() => Ok(()),
+            Some(budget) => match inliner.defs(&refs, budget) {
+                Ok(defs) if defs.cut.is_empty() => {
+                    output["$defs"] = Value::Object(defs.map);
+                    Ok(())
+                }
+                Ok(defs) => Err(format!(
+                    "its components take more than the {budget} bytes left ({} of them would be cut)",
+                    defs.cut.len()
+                )),
+                Err(e) => Err(e),
+            },
+        };
+        match fitted {
+            Ok(()) => definition["outputSchema"] = output,
+            Err(reason) => {
+                wrap_result = false;
+                trimmed.push(format!(
+                    "outputSchema left out: it does not fit max_tool_definition_bytes ({max_definition_bytes}): {reason}"
+                ));
+            }
+        }
     }
     let security = match op.get("security").or(route.root_security) {
         Some(Value::Array(alternatives)) => alternatives
@@ -361,12 +433,21 @@ pub fn map_operation(
         security,
         wrap_result,
     };
-    Ok((definition, operation))
+    Ok(MappedOperation { definition, operation, trimmed })
+}
+
+/// Up to five names, then how many more.
+fn shown_names(names: &[String]) -> String {
+    let mut shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 5 {
+        shown.push_str(&format!(", +{} more", names.len() - 5));
+    }
+    shown
 }
 
 /// The request body: its media type and where its value sits among the arguments.
 fn map_body(
-    inliner: &mut Inliner<'_>,
+    inliner: &mut Schemas<'_>,
     from: &Location,
     body: &Value,
     properties: &mut Map<String, Value>,
@@ -390,27 +471,30 @@ fn map_body(
     };
     let body_required = body.get("required").and_then(Value::as_bool) == Some(true);
     let schema = match media_object.get("schema") {
-        Some(schema) => inliner.inline(&at, schema)?,
-        None => json!({}),
+        Some(schema) => inliner.convert(&at, schema)?,
+        None => Converted { value: json!({}), ..Converted::default() },
     };
-    let names: Vec<String> = schema
+    // Its shape at the root, refs followed (a `$ref` to an object component spreads as the
+    // object would).
+    let view = inliner.view(&schema)?.value;
+    let names: Vec<String> = view
         .get("properties")
         .and_then(Value::as_object)
         .map(|p| p.keys().cloned().collect())
         .unwrap_or_default();
-    let free_form = schema.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false));
-    let spread = is_plain_object(&schema)
+    let free_form = view.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false));
+    let spread = is_plain_object(&view)
         && !free_form
         && !names.is_empty()
         && names.iter().all(|n| !properties.contains_key(n));
     let shape = if spread {
-        let inner_required: Vec<String> = schema
+        let inner_required: Vec<String> = view
             .get("required")
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).map(str::to_string).collect())
             .unwrap_or_default();
         for name in &names {
-            properties.insert(name.clone(), schema["properties"][name].clone());
+            properties.insert(name.clone(), view["properties"][name].clone());
             if body_required && inner_required.contains(name) {
                 required.push(name.clone());
             }
@@ -422,7 +506,7 @@ fn map_body(
             .find(|n| !properties.contains_key(*n))
             .ok_or("the body's argument names are all taken")?
             .to_string();
-        let mut schema = schema;
+        let mut schema = schema.value;
         if let Some(description) = body.get("description").and_then(Value::as_str)
             && let Value::Object(map) = &mut schema
         {
@@ -443,31 +527,35 @@ pub fn is_json(media_type: &str) -> bool {
 }
 
 /// The JSON schema of the first success response (200, 201, … then `2XX`), as an object
-/// schema: an object as it is, anything else as `{"result": …}` (then `true`: results are
-/// wrapped so). `None` when no success response has a JSON body, its schema says nothing
-/// (`{}`, as FastAPI writes for an untyped answer) or cannot be inlined: the tool has no
-/// `outputSchema`, and an object answer is its structured content as it is.
-fn output_schema(inliner: &mut Inliner<'_>, from: &Location, op: &Value) -> (Option<Value>, bool) {
-    let Some(responses) = op.get("responses").and_then(Value::as_object) else { return (None, false) };
+/// schema: an object as it is (its root `$ref` followed), anything else as `{"result": …}`
+/// (then `true`: results are wrapped so). `Ok(None)` when no success response has a JSON body
+/// or its schema says nothing (`{}`, as FastAPI writes for an untyped answer): the tool has
+/// no `outputSchema`, and an object answer is its structured content as it is. `Err` when the
+/// schema cannot be converted (reported; the tool is served without it).
+fn output_schema(
+    inliner: &mut Schemas<'_>,
+    from: &Location,
+    op: &Value,
+) -> Result<(Option<Value>, bool), String> {
+    let Some(responses) = op.get("responses").and_then(Value::as_object) else { return Ok((None, false)) };
     let mut codes: Vec<&String> = responses.keys().filter(|c| c.starts_with('2')).collect();
     codes.sort();
-    let Some(code) = codes.first() else { return (None, false) };
-    let Ok((at, response)) = inliner.docs().deref(from, &responses[code.as_str()]) else {
-        return (None, false);
-    };
-    let Some(content) = response.get("content").and_then(Value::as_object) else { return (None, false) };
+    let Some(code) = codes.first() else { return Ok((None, false)) };
+    let (at, response) = inliner.docs().deref(from, &responses[code.as_str()])?;
+    let Some(content) = response.get("content").and_then(Value::as_object) else { return Ok((None, false)) };
     let Some(schema) = content.iter().find(|(t, _)| is_json(t)).and_then(|(_, m)| m.get("schema")) else {
-        return (None, false);
+        return Ok((None, false));
     };
-    let Ok(schema) = inliner.inline(&at, schema) else { return (None, false) };
-    if says_nothing(&schema) {
-        return (None, false);
+    let schema = inliner.convert(&at, schema)?;
+    let view = inliner.view(&schema)?;
+    if says_nothing(&view.value) {
+        return Ok((None, false));
     }
-    if is_plain_object(&schema) {
-        return (Some(schema), false);
+    if is_plain_object(&view.value) {
+        return Ok((Some(view.value), false));
     }
-    let wrapped = json!({"type": "object", "properties": {"result": schema}, "required": ["result"]});
-    (Some(wrapped), true)
+    let wrapped = json!({"type": "object", "properties": {"result": schema.value}, "required": ["result"]});
+    Ok((Some(wrapped), true))
 }
 
 /// A schema with no constraint (only annotations): any value.

@@ -9,7 +9,7 @@
 //! - [`budget`]: text to a JSON value within a memory budget, YAML aliases included;
 //! - [`document`]: text to JSON (line and column on a parse error), whole-document checks,
 //!   `$ref` resolution across the document and the files beside it;
-//! - [`schema`]: schemas made self-contained (refs inlined, bounded);
+//! - [`schema`]: schemas as tool schemas (refs into `$defs`, each component converted once);
 //! - [`select`]: `include` / `exclude`;
 //! - [`mapping`]: one operation → one tool and its call plan, or a reason to skip it;
 //! - [`request`]: a call's HTTP request from its arguments;
@@ -36,7 +36,7 @@ use serde_json::Value;
 use self::{
     document::Documents,
     mapping::{Route, map_operation, name_from_id, name_from_route, unique},
-    schema::Inliner,
+    schema::Schemas,
 };
 pub use self::{
     document::{DocError, Location},
@@ -56,16 +56,25 @@ pub struct Limits {
     pub max_list_bytes: usize,
 }
 
-/// A document mapped: the tools, their call plans, what was skipped and why.
+/// A document mapped: the tools, their call plans, what was skipped or trimmed and why.
+///
+/// The parsed document is not kept: only this. The tools are kept as the `tools/list` result
+/// text the transport answers with (serialised once, a fraction of the memory the same
+/// definitions take as `serde_json::Value`s); [`Mapped::tools`] parses it for the rare reader
+/// that needs values.
 #[derive(Debug)]
 pub struct Mapped {
     /// Where the document came from (shown in reports).
     pub source: String,
-    /// Tool definitions, in the document's order.
-    pub tools: Vec<Value>,
+    /// `{"tools":[…]}`: the tool definitions in the document's order, as JSON text.
+    pub list: Arc<str>,
+    /// How many tools `list` holds.
+    pub tool_count: usize,
     /// Call plans by tool name.
     pub operations: HashMap<String, Arc<Operation>>,
     pub skipped: Vec<Skipped>,
+    /// Tools served with part of a schema left out or cut to fit their definition's bound.
+    pub trimmed: Vec<Trimmed>,
     /// The document's first server URL (variables at their defaults), if it has one.
     pub server_url: Option<String>,
     /// `components.securitySchemes`, refs followed.
@@ -74,6 +83,37 @@ pub struct Mapped {
     pub total_operations: usize,
     /// The `include`/`exclude` selectors, as written, that match no operation of the document.
     pub unmatched_selectors: Vec<String>,
+    /// Bytes of the document's text (and the files its refs reached), read to map it.
+    pub document_bytes: usize,
+    /// Components the tools' schemas refer to (each converted once, shared through `$defs`),
+    /// and their bytes as JSON text.
+    pub components: usize,
+    pub component_bytes: usize,
+}
+
+/// A tool served with part of its schemas left out or cut, and what.
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+pub struct Trimmed {
+    pub tool: String,
+    pub method: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
+    pub reason: String,
+}
+
+impl Mapped {
+    /// The tool definitions as values (parsed from [`Mapped::list`]).
+    pub fn tools(&self) -> Vec<Value> {
+        serde_json::from_str::<Value>(&self.list)
+            .ok()
+            .and_then(|mut v| v.get_mut("tools").map(Value::take))
+            .and_then(|t| match t {
+                Value::Array(tools) => Some(tools),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// Whether `spec` names an http(s) URL (else it is a file path).
@@ -132,18 +172,24 @@ pub fn map_text(
     let root_security = root.get("security").cloned();
     let mut mapped = Mapped {
         source: source.clone(),
-        tools: Vec::new(),
+        list: Arc::from(""),
+        tool_count: 0,
         operations: HashMap::new(),
         skipped: Vec::new(),
+        trimmed: Vec::new(),
         server_url,
         schemes,
         total_operations: all.len(),
         unmatched_selectors: Vec::new(),
+        document_bytes: 0,
+        components: 0,
+        component_bytes: 0,
     };
     let mut hits = select::Hits::default();
+    let mut list = String::from(r#"{"tools":["#);
     let mut taken = HashSet::new();
     let mut list_bytes = 0usize;
-    let mut inliner = Inliner::new(&mut docs, limits.max_schema_depth);
+    let mut inliner = Schemas::new(&mut docs, limits.max_schema_depth);
     for (path, method_name, verb, pointer) in all {
         let item = &paths[&path];
         // A path item is borrowed as it is; only one given by `$ref` is resolved (a copy).
@@ -203,18 +249,12 @@ pub fn map_text(
             root_security: root_security.as_ref(),
         };
         let name = unique(base, &mut taken);
-        inliner.begin_operation();
-        match map_operation(&mut inliner, &route, name.clone()) {
-            Ok((definition, operation)) => {
-                let size = serde_json::to_vec(&definition).map(|v| v.len()).unwrap_or(usize::MAX);
-                if size > max_definition_bytes {
-                    taken.remove(&name);
-                    mapped.skipped.push(skip(format!(
-                        "its tool definition of {size} bytes exceeds max_tool_definition_bytes ({max_definition_bytes})"
-                    )));
-                    continue;
-                }
-                list_bytes = list_bytes.saturating_add(size);
+        match map_operation(&mut inliner, &route, name.clone(), max_definition_bytes) {
+            Ok(done) => {
+                let definition = done.definition.to_string();
+                // The definitions together stop at the server's catalogue bound: past it the
+                // document is refused, as its list would be, before more is held.
+                list_bytes = list_bytes.saturating_add(definition.len());
                 if list_bytes > limits.max_list_bytes {
                     return Err(DocError::new(
                         &source,
@@ -225,8 +265,21 @@ pub fn map_text(
                         ),
                     ));
                 }
-                mapped.tools.push(definition);
-                mapped.operations.insert(name, Arc::new(operation));
+                if mapped.tool_count > 0 {
+                    list.push(',');
+                }
+                list.push_str(&definition);
+                mapped.tool_count += 1;
+                for reason in done.trimmed {
+                    mapped.trimmed.push(Trimmed {
+                        tool: name.clone(),
+                        method: verb.to_string(),
+                        path: path.clone(),
+                        operation_id: operation_id.clone(),
+                        reason,
+                    });
+                }
+                mapped.operations.insert(name, Arc::new(done.operation));
             }
             Err(reason) => {
                 taken.remove(&name);
@@ -235,6 +288,10 @@ pub fn map_text(
         }
     }
     mapped.unmatched_selectors = selection.unmatched(&hits);
+    (mapped.components, mapped.component_bytes) = inliner.stats();
+    mapped.document_bytes = docs.bytes_read();
+    list.push_str("]}");
+    mapped.list = Arc::from(list);
     Ok(mapped)
 }
 

@@ -55,19 +55,20 @@ fn store() -> Value {
     })
 }
 
-fn tool<'a>(mapped: &'a Mapped, name: &str) -> &'a Value {
+fn tool(mapped: &Mapped, name: &str) -> Value {
     mapped
-        .tools
-        .iter()
+        .tools()
+        .into_iter()
         .find(|t| t["name"] == name)
-        .unwrap_or_else(|| panic!("no tool {name}: {:?}", mapped.tools))
+        .unwrap_or_else(|| panic!("no tool {name}: {}", mapped.list))
 }
 
 #[test]
 fn operations_become_tools() {
     let mapped = map(store(), &Selection::default());
     assert_eq!(mapped.server_url.as_deref(), Some("http://store.test/api/v1"));
-    let names: Vec<&str> = mapped.tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    let tools = mapped.tools();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(
         names,
         ["getProduct", "putProduct", "delete_products_id", "listProducts", "createProduct"],
@@ -108,7 +109,8 @@ fn operations_become_tools() {
 fn selection_and_bounds() {
     let selection = Selection::parse(&["tag:catalogue".into()], &["operation:putProduct".into()]).unwrap();
     let mapped = map(store(), &selection);
-    let names: Vec<&str> = mapped.tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    let tools = mapped.tools();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names, ["getProduct"]);
     assert!(mapped.skipped.is_empty(), "an operation not selected is not reported");
     let few = Limits { max_operations: 3, ..limits() };
@@ -136,9 +138,11 @@ fn selection_and_bounds() {
     );
 }
 #[test]
-fn data_keywords_and_strings_reused_through_refs_are_counted_by_the_inliner() {
+fn data_keywords_and_strings_reused_through_refs_never_expand() {
     // One `enum` of 20,000 values, or one 256 KiB description, reused 20,000 times through
-    // refs: 4×10⁸ values or 5 GB if inlined, from well under a megabyte of text.
+    // refs: 4×10⁸ values or 5 GB if inlined, from well under a megabyte of text. Refs stay refs
+    // (`$defs`): the component is held once per tool, and a definition over its bound is cut
+    // or its operation skipped with the reason — nothing is expanded.
     let refs = vec!["{$ref: '#/components/schemas/S'}"; 20_000].join(",");
     for target in [
         format!("{{type: integer, enum: [{}]}}", vec!["0"; 20_000].join(",")),
@@ -148,52 +152,27 @@ fn data_keywords_and_strings_reused_through_refs_are_counted_by_the_inliner() {
             "openapi: 3.0.3\ninfo: {{title: x, version: '1'}}\npaths:\n  /a:\n    get:\n      operationId: a\n      parameters: [{{name: q, in: query, schema: {{allOf: [{refs}]}}}}]\n      responses: {{'200': {{description: ok}}}}\ncomponents:\n  schemas:\n    S: {target}\n"
         );
         assert!(doc.len() < 1 << 20, "{}", doc.len());
-        let mapped = map_text(
-            &doc,
-            Location::Url("http://store.test/openapi.yaml".into()),
-            &Selection::default(),
-            Limits {
-                max_spec_bytes: 4 << 20,
-                max_operations: 100,
-                max_schema_depth: 32,
-                max_list_bytes: 8 << 20,
-            },
-            64 * 1024,
-        )
-        .expect("mapped");
-        assert!(mapped.tools.is_empty());
-        assert!(
-            mapped.skipped[0].reason.contains("once")
-                && mapped.skipped[0].reason.contains("$refs are inlined"),
-            "{:?}",
-            mapped.skipped
-        );
-    }
-    // Many parameters, each within the bound of one schema: bounded together.
-    let described = format!("{{type: string, description: '{}'}}", "d".repeat(64 * 1024));
-    let params: Vec<String> = (0..400)
-        .map(|i| format!("{{name: p{i}, in: query, schema: {{$ref: '#/components/schemas/S'}}}}"))
-        .collect();
-    let doc = format!(
-        "openapi: 3.0.3\ninfo: {{title: x, version: '1'}}\npaths:\n  /a:\n    get:\n      operationId: a\n      parameters: [{}]\n      responses: {{'200': {{description: ok}}}}\n  /b:\n    get:\n      operationId: b\n      parameters: [{{name: q, in: query, schema: {{$ref: '#/components/schemas/S'}}}}]\n      responses: {{'200': {{description: ok}}}}\ncomponents:\n  schemas:\n    S: {described}\n",
-        params.join(",")
-    );
-    let mapped = map_text(
-        &doc,
-        Location::Url("http://store.test/openapi.yaml".into()),
-        &Selection::default(),
-        Limits {
+        let limits = Limits {
             max_spec_bytes: 4 << 20,
             max_operations: 100,
             max_schema_depth: 32,
             max_list_bytes: 8 << 20,
-        },
-        1 << 20,
-    )
-    .expect("mapped");
-    assert_eq!(mapped.skipped.len(), 1, "{:?}", mapped.skipped);
-    assert!(mapped.skipped[0].reason.contains("bytes of strings"), "{:?}", mapped.skipped);
-    assert_eq!(mapped.tools.len(), 1, "the next operation starts its own count");
+        };
+        let mapped = map_text(
+            &doc,
+            Location::Url("http://store.test/openapi.yaml".into()),
+            &Selection::default(),
+            limits,
+            64 * 1024,
+        )
+        .expect("mapped");
+        assert!(mapped.list.len() <= 64 * 1024 + 16, "{} bytes of definitions", mapped.list.len());
+        assert!(
+            mapped.tool_count + mapped.skipped.len() == 1,
+            "served or skipped with a reason: {:?}",
+            mapped.skipped
+        );
+    }
 }
 
 #[test]
@@ -221,5 +200,109 @@ fn the_mapped_definitions_stop_at_the_servers_catalogue_bytes() {
     let roomy = Limits { max_list_bytes: 128 << 20, ..limits };
     let mapped =
         map_text(&doc, Location::Url("http://store.test/d".into()), &Selection::default(), roomy, 64 * 1024);
-    assert_eq!(mapped.expect("mapped").tools.len(), 2_000);
+    assert_eq!(mapped.expect("mapped").tool_count, 2_000);
+}
+
+/// A document whose `Repo` answer is large (`fields` properties) and shared by two operations,
+/// with a recursive `Node` and an OpenAPI 3.0 `nullable`.
+fn shared(fields: usize) -> Value {
+    let mut repo = serde_json::Map::new();
+    for i in 0..fields {
+        repo.insert(format!("field_{i}"), json!({"type": "string", "description": "x".repeat(40)}));
+    }
+    repo.insert("owner".into(), json!({"$ref": "#/components/schemas/User"}));
+    repo.insert("tree".into(), json!({"$ref": "#/components/schemas/Node"}));
+    let answer = json!({"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Repo"}}}}});
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "repos", "version": "1"},
+        "servers": [{"url": "http://repos.test"}],
+        "paths": {
+            "/repos/{id}": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "get": {"operationId": "repos/get", "responses": answer},
+                "patch": {
+                    "operationId": "repos/update",
+                    "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/RepoUpdate"}}}},
+                    "responses": answer
+                }
+            }
+        },
+        "components": {"schemas": {
+            "Repo": {"type": "object", "properties": repo},
+            "User": {"type": "object", "properties": {"login": {"type": "string"}, "site": {"type": "string", "nullable": true}}},
+            "Node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}},
+            "RepoUpdate": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "owner": {"$ref": "#/components/schemas/User"},
+                "tree": {"$ref": "#/components/schemas/Node"},
+                "visibility": {"type": "string", "enum": ["public", "private"], "default": "public"}
+            }}
+        }}
+    })
+}
+
+#[test]
+fn components_are_shared_through_defs_and_recursion_is_kept() {
+    let mapped = map(shared(3), &Selection::default());
+    assert!(
+        mapped.skipped.is_empty() && mapped.trimmed.is_empty(),
+        "{:?} {:?}",
+        mapped.skipped,
+        mapped.trimmed
+    );
+    let get = tool(&mapped, "repos_get");
+    let output = &get["outputSchema"];
+    assert_eq!(output["type"], "object", "the root ref is followed: MCP wants an object root");
+    assert_eq!(output["properties"]["owner"], json!({"$ref": "#/$defs/User"}));
+    assert_eq!(output["$defs"]["User"]["properties"]["site"]["type"], json!(["string", "null"]));
+    assert_eq!(
+        output["$defs"]["Node"]["properties"]["children"]["items"],
+        json!({"$ref": "#/$defs/Node"}),
+        "a recursive type stays recursive"
+    );
+    let update = tool(&mapped, "repos_update");
+    let input = &update["inputSchema"];
+    assert_eq!(input["properties"]["owner"], json!({"$ref": "#/$defs/User"}), "body spread through its $ref");
+    assert_eq!(input["$defs"]["User"], output["$defs"]["User"], "the same component, the same body");
+    assert!(input["$defs"].get("Repo").is_none(), "only what the schema reaches");
+    assert_eq!(mapped.components, 4, "each component converted once for the whole document");
+}
+
+#[test]
+fn an_output_schema_over_the_bound_is_left_out_and_the_operation_kept() {
+    // `Repo` with 2,000 fields: over 64 KiB as JSON.
+    let mapped = map(shared(2_000), &Selection::default());
+    assert!(mapped.skipped.is_empty(), "no operation skipped: {:?}", mapped.skipped);
+    let get = tool(&mapped, "repos_get");
+    assert!(get.get("outputSchema").is_none(), "{get}");
+    assert!(!mapped.operations["repos_get"].wrap_result, "answered as a tool without outputSchema");
+    let trimmed: Vec<(&str, &str)> =
+        mapped.trimmed.iter().map(|t| (t.tool.as_str(), t.reason.as_str())).collect();
+    assert_eq!(trimmed.len(), 2, "{trimmed:?}");
+    assert!(trimmed.iter().all(|(_, r)| r.starts_with("outputSchema left out")), "{trimmed:?}");
+    assert!(trimmed[0].1.contains("max_tool_definition_bytes (65536)"), "{trimmed:?}");
+    assert!(mapped.list.len() < 64 * 1024, "both definitions fit their bound");
+    // The input schema keeps its components.
+    assert_eq!(tool(&mapped, "repos_update")["inputSchema"]["$defs"]["User"]["type"], "object");
+}
+
+#[test]
+fn an_input_schema_over_the_bound_is_cut_and_reported() {
+    let mut doc = shared(3);
+    let mut big = serde_json::Map::new();
+    for i in 0..2_000 {
+        big.insert(format!("p{i}"), json!({"type": "integer", "description": "y".repeat(40)}));
+    }
+    doc["components"]["schemas"]["User"]["properties"]["profile"] =
+        json!({"$ref": "#/components/schemas/Big"});
+    doc["components"]["schemas"]["Big"] = json!({"type": "object", "properties": big});
+    let mapped = map(doc, &Selection::default());
+    assert!(mapped.skipped.is_empty(), "{:?}", mapped.skipped);
+    let update = tool(&mapped, "repos_update");
+    let defs = &update["inputSchema"]["$defs"];
+    assert!(defs["Big"]["$comment"].as_str().unwrap().contains("not expanded"), "{defs}");
+    assert!(defs["User"]["properties"].get("login").is_some(), "the nearer component is kept whole");
+    let reasons: Vec<&str> = mapped.trimmed.iter().map(|t| t.reason.as_str()).collect();
+    assert!(reasons.iter().any(|r| r.starts_with("inputSchema cut") && r.contains("Big")), "{reasons:?}");
 }

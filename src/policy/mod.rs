@@ -54,7 +54,7 @@ impl ToolView {
 
     /// The definition of `tool` as this view's caller sees it.
     pub fn definition<'a>(&'a self, tool: &'a ToolRecord) -> &'a serde_json::Value {
-        self.shown.get(&tool.name).unwrap_or(&tool.definition)
+        self.shown.get(&tool.name).unwrap_or(&*tool.definition)
     }
 }
 
@@ -162,7 +162,7 @@ impl Policy {
         // What `tools/list` holds: every visible tool, or in search mode the meta-tools and
         // the visible pinned tools (the others stay callable, and findable by search).
         let listing = snapshot.listing();
-        let listed = tools.iter().filter(|t| listing.lists(&t.name)).map(|t| &t.definition);
+        let listed = tools.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition);
         let list = ToolList::build(listing.meta(), listed);
         let view = Arc::new(ToolView {
             visible: tools.iter().map(|t| t.name.clone()).collect(),

@@ -13,6 +13,7 @@ pub mod dynamic;
 pub mod dynamodb;
 pub mod entry;
 pub mod hash;
+pub mod memory;
 pub mod pins;
 pub mod record;
 pub mod redis_tier;

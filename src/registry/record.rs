@@ -17,7 +17,7 @@ pub struct ToolRecord {
     pub server: Arc<str>,
     pub transport: TransportKind,
     /// The `tools/list` entry callers see (with `name` set to [`Self::name`]).
-    pub definition: Value,
+    pub definition: Definition,
     /// Hash of the canonical `inputSchema`; compiled validators are shared by this key.
     pub schema_hash: String,
     /// Hash of description + schema + annotations: a change alters what the LLM sees.
@@ -44,7 +44,7 @@ impl ToolRecord {
             upstream_name: name.into(),
             server: server.into(),
             transport: TransportKind::Http,
-            definition,
+            definition: definition.into(),
             schema_hash: String::new(),
             definition_hash: String::new(),
             schema: Arc::new(schema),
@@ -53,6 +53,54 @@ impl ToolRecord {
             origin: None,
             control: None,
         }
+    }
+}
+
+/// A tool's definition as callers see it: the value in its server's list itself, shared (not
+/// copied) when the catalogue serves it as the server described it under its own name, else a
+/// value of its own (renamed, namespaced, under catalogue control). A server's list is held by
+/// the refresher until the server lists again; the catalogue built from it lends from it,
+/// so a catalogue of 10,000 definitions holds them once, not twice.
+#[derive(Debug, Clone)]
+pub enum Definition {
+    Shared(Arc<Vec<Value>>, usize),
+    Owned(Value),
+}
+
+impl Definition {
+    /// `tool` (an element of `list`) named `name`: shared when it already has that name.
+    pub fn of(list: &Arc<Vec<Value>>, tool: &Value, name: &str) -> Self {
+        let start = list.as_ptr() as usize;
+        let at = (tool as *const Value as usize).wrapping_sub(start) / std::mem::size_of::<Value>().max(1);
+        let same = list.get(at).is_some_and(|t| std::ptr::eq(t, tool));
+        if same && tool.get("name").and_then(Value::as_str) == Some(name) {
+            return Definition::Shared(list.clone(), at);
+        }
+        let mut own = tool.clone();
+        own["name"] = Value::String(name.to_string());
+        Definition::Owned(own)
+    }
+
+    /// Whether it is the server's own value, shared.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Definition::Shared(..))
+    }
+}
+
+impl std::ops::Deref for Definition {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        match self {
+            Definition::Shared(list, at) => list.get(*at).unwrap_or(&Value::Null),
+            Definition::Owned(value) => value,
+        }
+    }
+}
+
+impl From<Value> for Definition {
+    fn from(value: Value) -> Self {
+        Definition::Owned(value)
     }
 }
 

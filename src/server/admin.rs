@@ -1,7 +1,7 @@
 //! Operator endpoints: `GET /admin/breakers`, `POST /admin/breakers/{server}/open|close`,
 //! `GET /admin/connections`, `GET /admin/registry`, `POST /admin/registry/refresh`,
 //! `GET /admin/registry/drift`, `GET /admin/registry/collisions`, `GET /admin/registry/surface`,
-//! `GET /admin/registry/pins`, `POST /admin/registry/approve`, and for the console
+//! `GET /admin/registry/pins`, `POST /admin/registry/approve`, `GET /admin/registry/memory`, and for the console
 //! (`docs/console.md`): `GET /admin/overview`, `GET /admin/calls`, `POST /admin/playground`
 //! ([`super::playground`]) and the console's page, script and style ([`super::console`]).
 //!
@@ -33,7 +33,14 @@ use axum::{
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::{config::AdminSettings, gateway::Gateway};
+use crate::{
+    config::AdminSettings,
+    gateway::Gateway,
+    registry::{
+        bounds::json_len,
+        memory::{ServerMemory, value_heap},
+    },
+};
 
 /// How the admin routes are reached, from `[admin]`.
 #[derive(Clone, Default)]
@@ -158,6 +165,7 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/connections", get(connections))
         .route("/admin/registry", get(registry))
         .route("/admin/registry/refresh", post(registry_refresh))
+        .route("/admin/registry/memory", get(registry_memory))
         .route("/admin/config/reload", get(reload_status).post(reload_now))
         .route("/admin/registry/drift", get(registry_drift))
         .route("/admin/registry/collisions", get(registry_collisions))
@@ -297,14 +305,62 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
             if let Some(mapped) = transport.mapped() {
                 report["source"] = json!(mapped.source);
                 report["operations"] = json!(mapped.total_operations);
-                report["tools"] = json!(mapped.tools.len());
+                report["tools"] = json!(mapped.tool_count);
                 report["skipped"] = json!(mapped.skipped);
+                report["trimmed"] = json!(mapped.trimmed);
             }
             Some((u.name.to_string(), report))
         })
         .collect();
-    Json(json!({"tools": tools, "tiers": tiers, "refused": refused, "refusals": refusals, "hidden": hidden, "openapi": openapi}))
+    let memory = memory_report(&gateway);
+    Json(json!({"tools": tools, "tiers": tiers, "refused": refused, "refusals": refusals, "hidden": hidden, "openapi": openapi, "memory": memory}))
         .into_response()
+}
+
+/// `GET /admin/registry/memory`: per server, the estimated bytes its tools, schemas,
+/// resources and documents hold ([`crate::registry::memory`] says how it is estimated).
+pub async fn registry_memory(State(gateway): State<Arc<Gateway>>) -> Response {
+    Json(json!({"servers": memory_report(&gateway), "estimated": MEMORY_ESTIMATE})).into_response()
+}
+
+const MEMORY_ESTIMATE: &str = "heap bytes of the values held, by serde_json's layout, plus text kept as text; allocator overhead and the catalogue's name tables not counted";
+
+/// Per server: what its tools, schemas, resources and OpenAPI document hold (estimated).
+pub fn memory_report(gateway: &Gateway) -> BTreeMap<String, ServerMemory> {
+    let mut report: BTreeMap<String, ServerMemory> = BTreeMap::new();
+    let mut schemas_seen = std::collections::HashSet::new();
+    for tool in gateway.catalog().snapshot().tools() {
+        let entry = report.entry(tool.server.to_string()).or_default();
+        entry.tools += value_heap(&tool.definition) + json_len(&tool.definition);
+        if schemas_seen.insert(tool.schema_hash.clone()) {
+            entry.schemas += tool.schema.text_len();
+            entry.schemas_compiled += usize::from(tool.schema.is_compiled());
+        }
+    }
+    let index = gateway.federation().index();
+    // Resources and templates are kept as their compact text (federation's `Listed`, shared
+    // with the server's surface: counted once), prompts as values.
+    let resources = index.resources.iter().map(|r| (&r.server, r.definition.get().len()));
+    let templates = index.templates.iter().map(|(t, _)| (&t.server, t.definition.get().len()));
+    let prompts = index.prompts.iter().map(|p| (&p.server, value_heap(&p.definition)));
+    for (server, bytes) in resources.chain(templates).chain(prompts) {
+        report.entry(server.to_string()).or_default().resources += bytes;
+    }
+    for upstream in gateway.all_upstreams() {
+        let Some(mapped) = upstream.openapi.as_ref().and_then(|o| o.mapped()) else { continue };
+        let entry = report.entry(upstream.name.to_string()).or_default();
+        let plans: usize = mapped
+            .operations
+            .iter()
+            .map(|(name, op)| {
+                let params: usize = op.params.iter().map(|p| 64 + p.property.len() + p.name.len()).sum();
+                256 + 2 * name.len() + op.path.len() + params
+            })
+            .sum();
+        entry.documents += mapped.list.len() + plans;
+        entry.document_read += mapped.document_bytes;
+    }
+    report.into_iter().map(|(server, memory)| (server, memory.finish())).collect()
 }
 
 /// What catalogue control (`[tools.NAME]`) changed on a tool; `null`: nothing. Argument values

@@ -337,15 +337,20 @@ fn file_stamp(path: &str) -> Option<(u64, Option<SystemTime>)> {
 
 /// Logs what a (new) document maps to, and every skipped operation with its reason.
 fn report(server: &str, mapped: &Mapped, previous: Option<&Mapped>) {
-    if previous.is_some_and(|p| p.skipped == mapped.skipped && p.tools == mapped.tools) {
+    if previous
+        .is_some_and(|p| p.skipped == mapped.skipped && p.trimmed == mapped.trimmed && p.list == mapped.list)
+    {
         return;
     }
-    tracing::info!(server, source = %mapped.source, operations = mapped.total_operations, tools = mapped.tools.len(), skipped = mapped.skipped.len(), "OpenAPI document mapped");
+    tracing::info!(server, source = %mapped.source, operations = mapped.total_operations, tools = mapped.tool_count, skipped = mapped.skipped.len(), trimmed = mapped.trimmed.len(), components = mapped.components, "OpenAPI document mapped");
     for skipped in &mapped.skipped {
         tracing::warn!(server, method = %skipped.method, path = %skipped.path, operation = skipped.operation_id.as_deref().unwrap_or(""), reason = %skipped.reason, "OpenAPI operation skipped");
     }
     for selector in &mapped.unmatched_selectors {
         tracing::warn!(server, selector = %selector, "OpenAPI selector matches no operation of the document");
+    }
+    for trimmed in &mapped.trimmed {
+        tracing::warn!(server, tool = %trimmed.tool, method = %trimmed.method, path = %trimmed.path, reason = %trimmed.reason, "OpenAPI tool served with a schema trimmed");
     }
 }
 
@@ -353,7 +358,9 @@ impl Inner {
     /// The tools, the document re-read first when it may have changed.
     async fn list(&self) -> Result<UpstreamReply, UpstreamError> {
         let mapped = self.reload().await?;
-        answer(&json!({"tools": mapped.tools}))
+        RawValue::from_string(mapped.list.to_string())
+            .map(|raw| UpstreamReply::Result(RawResult::new(raw)))
+            .map_err(|e| UpstreamError::Protocol(e.to_string()))
     }
 
     async fn reload(&self) -> Result<Arc<Mapped>, UpstreamError> {

@@ -148,6 +148,8 @@ fn the_console_shows_every_page_and_runs_the_operators_flow_in_a_real_browser() 
     assert!(endpoints.iter().all(|r| !r.contains("ping_dead")), "browse serves only shop's tools: {servers}");
     let hooks: Vec<&str> = items(&servers["hooks"]).iter().filter_map(Value::as_str).collect();
     assert!(hooks.iter().any(|r| r.starts_with("no-emails") && r.contains("allow 1")), "{servers}");
+    // Each server's estimated memory (GET /admin/registry/memory) is in its row.
+    assert!(row("shop").contains(" MiB"), "the memory column: {}", row("shop"));
     let (_, overview) = admin_get_json(&gateway, "/admin/overview");
     let dead_overview =
         items(&overview["servers"]).iter().find(|s| s["name"] == "dead").cloned().unwrap_or_default();

@@ -127,10 +127,10 @@ fn the_fastapi_document_maps_to_tools_with_schemas_and_annotations() {
     assert_eq!(get["annotations"]["readOnlyHint"], true);
     let search = tool(&listed, "searchProducts");
     assert_eq!(search["outputSchema"]["properties"]["result"]["type"], "array", "an array answer is wrapped");
-    assert_eq!(
-        search["outputSchema"]["properties"]["result"]["items"]["properties"]["title"]["type"],
-        "string"
-    );
+    // Components are shared through `$defs`, not inlined (docs/openapi.md).
+    let items = &search["outputSchema"]["properties"]["result"]["items"];
+    assert_eq!(items["$ref"], "#/$defs/Product", "{items}");
+    assert_eq!(search["outputSchema"]["$defs"]["Product"]["properties"]["title"]["type"], "string");
     let order = tool(&listed, "createOrder");
     assert_eq!(order["inputSchema"]["required"], json!(["product_id", "quantity"]), "the body spread");
     assert_eq!(order["inputSchema"]["properties"]["quantity"]["minimum"], 1.0, "as pydantic wrote it");
@@ -144,8 +144,13 @@ fn the_fastapi_document_maps_to_tools_with_schemas_and_annotations() {
     let cancel = tool(&listed, "cancel_order_orders__order_id__delete");
     assert_eq!(cancel["annotations"]["destructiveHint"], true);
     let echo_body = tool(&listed, "echoBody");
+    let body = &echo_body["inputSchema"]["properties"]["body"];
+    let body = body["$ref"]
+        .as_str()
+        .and_then(|r| r.strip_prefix("#/$defs/"))
+        .map_or(body, |name| &echo_body["inputSchema"]["$defs"][name]);
     assert_eq!(
-        echo_body["inputSchema"]["properties"]["body"]["properties"]["product_id"]["type"], "string",
+        body["properties"]["product_id"]["type"], "string",
         "a body property named like a path parameter keeps the body whole, under `body`"
     );
     assert_eq!(echo_body["inputSchema"]["required"], json!(["product_id", "body"]));

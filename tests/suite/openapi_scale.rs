@@ -125,6 +125,53 @@ fn github_rest_api_whole_every_operation_is_a_tool_or_a_reported_skip() {
     assert_eq!(report["tools"], names.len());
     let unique: BTreeSet<&String> = names.iter().collect();
     assert_eq!(unique.len(), names.len(), "tool names are unique");
+    // No operation is skipped for the size of a schema: `repos/get` and `repos/update`, whose
+    // repository answer once passed 64 KiB inlined, are tools; only the two bodies the gateway
+    // does not send (text/plain, application/octet-stream) are skipped.
+    for name in ["repos_get", "repos_update"] {
+        assert!(names.contains(&name.to_string()), "{name} is a tool");
+    }
+    assert_eq!(skipped.len(), 2, "{}", report["skipped"]);
+    assert!(
+        report["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["reason"].as_str().unwrap().contains("is not served"))
+    );
+    // Every schema listed is a JSON Schema (2020-12) whose `$ref`s all resolve inside it.
+    let (status, body) = gateway.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert_eq!(status, 200);
+    let tools = body["result"]["tools"].as_array().expect("tools");
+    let mut with_defs = 0;
+    for tool in tools {
+        for key in ["inputSchema", "outputSchema"] {
+            let Some(schema) = tool.get(key) else { continue };
+            assert_eq!(schema["type"], "object", "{}: {key} has an object root", tool["name"]);
+            with_defs += usize::from(schema.get("$defs").is_some());
+            let validator = jsonschema::options()
+                .with_draft(jsonschema::Draft::Draft202012)
+                .build(schema)
+                .unwrap_or_else(|e| panic!("{} {key}: {e}", tool["name"]));
+            let _ = validator.is_valid(&json!({}));
+        }
+    }
+    assert!(with_defs > 100, "components shared through $defs ({with_defs} schemas)");
+    // The server's memory, estimated by the gateway: its tools and its kept document (the
+    // tools/list text and call plans), not the document read.
+    let (status, memory) = admin_get_json(&gateway, "/admin/registry/memory");
+    assert_eq!(status, 200, "{memory}");
+    let api = &memory["servers"]["api"];
+    let figure = |key: &str| api[key].as_u64().unwrap_or_else(|| panic!("{key}: {memory}"));
+    assert!(figure("tools") > 0 && figure("documents") > 0 && figure("schemas") > 0, "{memory}");
+    assert_eq!(figure("schemas_compiled"), 0, "nothing called, nothing compiled");
+    assert_eq!(figure("document_read"), 5_727_915, "the document's bytes");
+    assert_eq!(
+        figure("total"),
+        figure("tools") + figure("schemas") + figure("resources") + figure("documents")
+    );
+    let get = tools.iter().find(|t| t["name"] == "repos_get").unwrap();
+    assert!(get["outputSchema"]["$defs"].get("simple-user").is_some(), "{}", get["outputSchema"]);
 }
 
 #[test]

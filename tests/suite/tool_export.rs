@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 const ZOO: &str = "zoo.schema/heavy";
 const NINE: &str = "9-lives";
+const SHARED: &str = "shared_defs";
 
 fn long_name() -> String {
     "z".repeat(100)
@@ -21,7 +22,23 @@ fn long_name() -> String {
 /// Tools no model API takes as they are: odd names and every JSON Schema feature that
 /// needs converting.
 fn zoo_tools() -> Value {
+    // Shared definitions as an OpenAPI server's tools carry them: each level refers to the next
+    // twice, so inlined (Gemini has no `$ref`) they would be 2^14 copies.
+    let mut defs = serde_json::Map::new();
+    for i in 0..14 {
+        let next = format!("#/$defs/L{}", i + 1);
+        defs.insert(
+            format!("L{i}"),
+            json!({"type": "object", "properties": {"left": {"$ref": next}, "right": {"$ref": next}}}),
+        );
+    }
+    defs.insert("L14".into(), json!({"type": "string"}));
     json!([
+        {
+            "name": SHARED,
+            "description": "Shared definitions reached by many paths.",
+            "inputSchema": {"type": "object", "properties": {"tree": {"$ref": "#/$defs/L0"}}, "$defs": defs}
+        },
         {
             "name": ZOO,
             "description": "Exercises the schema conversions.",
@@ -185,6 +202,17 @@ fn every_tool_validates_against_each_providers_own_types_and_names_map_back() {
     ] {
         assert!(text.contains(expected), "Gemini warnings of {ZOO} lack {expected:?}:\n{text}");
     }
+
+    // Shared `$defs`: kept as they are where the API takes `$ref`, inlined for Gemini within
+    // its bound and the cut reported.
+    let anthropic = export(&gateway, "anthropic", false);
+    let shared = anthropic["tools"].as_array().unwrap().iter().find(|t| t["name"] == SHARED).unwrap();
+    assert_eq!(shared["input_schema"]["$defs"].as_object().map(|d| d.len()), Some(15), "{shared}");
+    let warnings = gemini["gateway"]["warnings"][SHARED].to_string();
+    assert!(warnings.contains("more than 5000 schema values"), "{warnings}");
+    let declared = gemini["tools"][0]["functionDeclarations"].as_array().unwrap();
+    let tree = &declared.iter().find(|t| t["name"] == SHARED).unwrap()["parameters"]["properties"]["tree"];
+    assert!(tree.to_string().len() < 2_000_000, "bounded: {} bytes", tree.to_string().len());
 
     // OpenAI strict: the zoo cannot be strict (reported), the store's tools all are.
     let strict = export(&gateway, "openai", true);

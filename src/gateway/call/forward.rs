@@ -116,7 +116,7 @@ fn upstream_request(call: Forwarded<'_>, honours_keys: bool) -> UpstreamRequest 
     }
     let param_headers = if tool.schema.declares_param_headers() {
         // The schema calls are checked against: the server's own, fixed arguments included.
-        param_headers::for_call(Some(tool.schema.schema()), arguments)
+        param_headers::for_call(tool.schema.value(), arguments)
     } else {
         Vec::new()
     };

@@ -190,7 +190,7 @@ impl Catalog {
                 }
             }
         };
-        let listed = list.iter().filter(|t| listing.lists(&t.name)).map(|t| &t.definition);
+        let listed = list.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition);
         let list = ToolList::build(listing.meta(), listed);
         Snapshot { by_name, list, collisions, listing, aliases: OnceLock::new() }
     }

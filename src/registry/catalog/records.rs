@@ -15,7 +15,7 @@ use crate::{
     config::TransportKind,
     registry::{
         entry::{RegistryEntry, ServerRef},
-        record::{Control, ToolRecord, canonical_hash, definition_hash},
+        record::{Control, Definition, ToolRecord, canonical_hash, definition_hash},
     },
     tool_control::{Controlled, META_TOOLS, ToolOverrides},
 };
@@ -84,7 +84,7 @@ impl Catalog {
             definition_hash: definition_hash(&definition),
             read_only: hint("readOnlyHint"),
             idempotent: hint("idempotentHint"),
-            definition,
+            definition: definition.into(),
             schema_hash,
             schema: compiled,
             origin: None,
@@ -110,8 +110,7 @@ impl Catalog {
         server: &ServerTools,
         tool: &Value,
     ) -> ToolRecord {
-        let mut definition = tool.clone();
-        definition["name"] = Value::String(exposed.to_string());
+        let definition = Definition::of(&server.tools, tool, exposed);
         let empty_schema = serde_json::json!({"type": "object"});
         let input_schema = tool.get("inputSchema").unwrap_or(&empty_schema);
         let schema_hash = canonical_hash(input_schema);

@@ -243,7 +243,7 @@ fn the_alias_map_is_built_once_per_snapshot_and_resolves_what_the_exports_give()
     catalog.rebuild(&[server("s", &names)], &[]);
     let snapshot = catalog.snapshot();
     let builds = std::cell::Cell::new(0);
-    let tools: Vec<Value> = snapshot.tools().iter().map(|t| t.definition.clone()).collect();
+    let tools: Vec<Value> = snapshot.tools().iter().map(|t| Value::clone(&t.definition)).collect();
     for format in crate::export::Format::ALL {
         let body = crate::export::export(format, &tools, crate::export::Options::default());
         let mapped = body["gateway"]["names"].as_object().cloned().unwrap_or_default();
@@ -284,4 +284,18 @@ fn list_is_sorted_and_names_stay_valid() {
     assert_eq!(list["tools"][0]["name"], "a");
     let long = namespaced(&"s".repeat(40), &"t.x".repeat(20));
     assert!(long.len() <= 64 && long.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+}
+
+#[test]
+fn a_tool_served_as_described_shares_its_servers_definition() {
+    let catalog = Catalog::new(BTreeMap::new());
+    let a = server("a", &["search", "only_a"]);
+    catalog.rebuild(&[a.clone(), server("b", &["search"])], &[]);
+    let only = catalog.get("only_a").unwrap();
+    assert!(only.definition.is_shared(), "no copy of a definition served unchanged");
+    assert!(std::ptr::eq(&*only.definition, &a.tools[1]), "the very value of the server's list");
+    let namespaced = catalog.get("a__search").unwrap();
+    assert!(!namespaced.definition.is_shared(), "a renamed tool has its own definition");
+    assert_eq!(namespaced.definition["name"], "a__search");
+    assert_eq!(a.tools[0]["name"], "search", "the server's list is left as it was");
 }

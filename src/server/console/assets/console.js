@@ -39,6 +39,7 @@
   const fixed = (value, digits) => (typeof value === "number" && isFinite(value) ? value.toFixed(digits) : "—");
   const percent = (value) => (typeof value === "number" && isFinite(value) ? (value * 100).toFixed(1) + " %" : "—");
   const ms = (value) => (typeof value === "number" && isFinite(value) ? value.toFixed(1) + " ms" : "—");
+  const mib = (value) => (typeof value === "number" && isFinite(value) ? (value / 1048576).toFixed(1) + " MiB" : "—");
   const shortHash = (hash) => (typeof hash === "string" && hash.length > 16 ? hash.slice(0, 12) + "…" : text(hash));
   function when(value) {
     if (!value) return "—";
@@ -233,14 +234,16 @@
   }
 
   async function loadServers() {
-    const [overview, connections, breakers, reloads, endpoints, hooks] = await Promise.all([
+    const [overview, connections, breakers, reloads, endpoints, hooks, memory] = await Promise.all([
       optional("/admin/overview"),
       apiJson("/admin/connections"),
       apiJson("/admin/breakers"),
       optional("/admin/config/reload"),
       optional("/admin/endpoints"),
       optional("/admin/hooks"),
+      optional("/admin/registry/memory"),
     ]);
+    const memoryOf = (memory && memory.servers) || {};
     showConfig(reloads);
     showEndpoints(endpoints);
     showHooks(hooks);
@@ -276,6 +279,15 @@
         state && state !== "closed" && breaker.reason
           ? [el("br"), el("span", { class: "hint breaker-reason", text: breaker.reason + (breaker.since ? " · since " + when(breaker.since) : "") })]
           : [];
+      const held = memoryOf[name];
+      const memoryCell = held
+        ? el("td", {
+            class: "num",
+            title: "estimated: tools " + mib(held.tools) + ", schemas " + mib(held.schemas) + " (" + held.schemas_compiled +
+              " compiled), resources " + mib(held.resources) + ", documents " + mib(held.documents),
+            text: mib(held.total),
+          })
+        : el("td", { class: "num" }, "—");
       return el(
         "tr",
         { "data-server": name },
@@ -288,6 +300,7 @@
         el("td", { class: "num" }, percent(server.error_ratio)),
         el("td", { class: "num" }, ms(server.p50_ms)),
         el("td", { class: "num" }, ms(server.p99_ms)),
+        memoryCell,
         el("td", {}, lastError),
         el(
           "td",
@@ -320,7 +333,7 @@
     const focused = active && active.closest("#servers-table tr[data-server]") && active.getAttribute("data-action")
       ? [active.closest("tr").getAttribute("data-server"), active.getAttribute("data-action")]
       : null;
-    replaceRows($("servers-table").querySelector("tbody"), rows, 11, "No servers configured.");
+    replaceRows($("servers-table").querySelector("tbody"), rows, 12, "No servers configured.");
     const table = $("servers-table");
     table.setAttribute("data-renders", String(Number(table.getAttribute("data-renders") || 0) + 1));
     if (focused) {
