@@ -262,7 +262,7 @@ fn cli_export(args: &[&str], config: Option<&str>) -> Value {
 fn each_validator_rejects_a_broken_export() {
     let demo = Demo::http();
     let gateway = Gateway::start(&config(&demo.url(), None), &[]);
-    wait_for("the demo tools", || gateway.tool_names().len() == 9);
+    wait_for("the demo tools and the four declared ones", || gateway.tool_names().len() == 10);
     type Break = fn(&mut Value);
     let cases: [(&str, bool, Break, &str); 8] = [
         (
