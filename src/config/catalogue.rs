@@ -39,6 +39,9 @@ pub struct CatalogueConfig {
     /// server keeps its last good list. Every server's tools count (configured ones too);
     /// registry entries do not (each is bounded by `defaults.max_tool_definition_bytes`).
     pub max_total_tools: usize,
+    /// Most tools one `tools/list` page holds; a longer list is paged with `nextCursor`, as
+    /// resources are (the exports, `GET /tools` and `search_tools` always see every tool).
+    pub tools_page_size: usize,
     /// Tool search (`[catalogue.search]`): `tools/list` holds `search_tools` and `call_tool`
     /// (plus the pinned tools) instead of the whole catalogue.
     pub search: SearchConfig,
@@ -58,6 +61,11 @@ pub struct SearchConfig {
     pub max_results: usize,
 }
 
+/// Default `catalogue.tools_page_size`: a first page is at most 250 tools' bytes (about 1.25
+/// times a whole 200-tool catalogue's) whatever the catalogue's size; bench/catalogue-scale.sh
+/// measures its p50 against a 200-tool catalogue's.
+pub const DEFAULT_TOOLS_PAGE_SIZE: usize = 250;
+
 /// Largest `catalogue.search.max_results`: an answer carries every tool's schema.
 pub const MAX_SEARCH_RESULTS: usize = 50;
 
@@ -76,6 +84,7 @@ impl Default for CatalogueConfig {
             pin_file: None,
             max_tool_label_values: 20_000,
             max_total_tools: 100_000,
+            tools_page_size: DEFAULT_TOOLS_PAGE_SIZE,
             search: SearchConfig::default(),
         }
     }
@@ -91,6 +100,9 @@ impl CatalogueConfig {
         }
         if self.max_total_tools == 0 {
             bail!("catalogue.max_total_tools must be positive");
+        }
+        if self.tools_page_size == 0 {
+            bail!("catalogue.tools_page_size must be positive");
         }
         if self.max_tool_label_values == 0 {
             bail!("catalogue.max_tool_label_values must be positive");

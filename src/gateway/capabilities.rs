@@ -246,30 +246,29 @@ pub fn report(gateway: &Gateway, view: Option<&crate::policy::ToolView>) -> Valu
 /// the cache hint cap (ms) to apply. `None` while everything is fine: the caller sends the
 /// catalogue's pre-serialized list as it is (the healthy path parses nothing).
 ///
-/// `view`: the tools the caller may see under a tool policy (`None`: every tool).
+/// `view`: the tools the caller may see under a tool policy (`None`: every tool); `page`: the
+/// page of them asked for (an unavailable tool hidden leaves its page one tool shorter: the
+/// cursors stay those of the whole list).
 pub fn degraded_tools_list(
     gateway: &Gateway,
     view: Option<&crate::policy::ToolView>,
+    page: &crate::registry::catalog::Page,
 ) -> Option<(Box<RawValue>, u64)> {
     let health = server_health(gateway);
     if health.is_empty() {
         return None;
     }
     let summary = summarize(gateway, &health, view);
-    let raw = match view {
-        Some(view) => view.list_result.clone(),
-        None => gateway.catalog().list_result(),
-    };
-    // The catalogue always serialises an object; anything else would be sent as it is.
-    let Ok(Value::Object(mut result)) = serde_json::from_slice::<Value>(&raw) else {
-        return None;
-    };
-    if gateway.settings().config.hide_unavailable_tools
-        && let Some(Value::Array(tools)) = result.get_mut("tools")
-    {
+    let mut tools = page.definitions();
+    if gateway.settings().config.hide_unavailable_tools {
         tools.retain(|t| {
             t.get("name").and_then(Value::as_str).is_none_or(|n| !summary.unavailable.contains(n))
         });
+    }
+    let mut result = serde_json::Map::new();
+    result.insert("tools".into(), Value::Array(tools));
+    if let Some(cursor) = &page.next_cursor {
+        result.insert("nextCursor".into(), json!(cursor));
     }
     result.insert("_meta".into(), json!({ META_KEY: summary.report }));
     let answer = serde_json::value::to_raw_value(&result).ok()?;

@@ -20,7 +20,6 @@ use std::{
     sync::{Arc, Mutex, Weak},
 };
 
-use bytes::Bytes;
 use serde_json::Value;
 
 use crate::{
@@ -29,7 +28,10 @@ use crate::{
         surface_control::PromptControl,
     },
     policy::ToolView,
-    registry::{ToolRecord, catalog::Snapshot},
+    registry::{
+        ToolRecord,
+        catalog::{Snapshot, ToolList},
+    },
     resource_uri::CanonicalUri,
 };
 
@@ -200,11 +202,7 @@ fn on_server(select: &Selection, server: &str) -> bool {
 }
 
 fn empty_view() -> ToolView {
-    ToolView {
-        visible: HashSet::new(),
-        list_result: Bytes::from_static(br#"{"tools":[]}"#),
-        shown: HashMap::new(),
-    }
+    ToolView { visible: HashSet::new(), list: ToolList::default(), shown: HashMap::new() }
 }
 
 impl Endpoint {
@@ -261,20 +259,13 @@ impl Endpoint {
             shown.insert(tool.name.clone(), definition);
         }
         let listing = snapshot.listing();
-        let definitions: Vec<&Value> = listing
-            .meta()
+        // Ordered by the names this endpoint shows (a rename moves a tool), as pages need.
+        let listed = tools
             .iter()
-            .chain(
-                tools
-                    .iter()
-                    .filter(|t| listing.lists(&t.name))
-                    .map(|t| shown.get(&t.name).unwrap_or(&*t.definition)),
-            )
-            .collect();
-        let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
-            .map(Bytes::from)
-            .unwrap_or_else(|_| Bytes::from_static(br#"{"tools":[]}"#));
-        ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list_result, shown }
+            .filter(|t| listing.lists(&t.name))
+            .map(|t| shown.get(&t.name).unwrap_or(&*t.definition));
+        let list = ToolList::build(listing.meta(), listed);
+        ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list, shown }
     }
 }
 

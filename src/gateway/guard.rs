@@ -317,7 +317,7 @@ impl Gateway {
         // A tool's own label (bounded by the catalogue); a federated item's is its method.
         let tool_label = match tool.label {
             Some(method) => method,
-            None => self.metrics.tool_label(tool.name),
+            None => self.metrics.tool_label(tool.name, tool.server),
         };
         self.metrics.guardrail_decisions.with_label_values(&[&hook.name, tool_label, label]).inc();
         tracing::info!(hook = %hook.name, phase = hook.phase.as_str(), kind = tool.kind.as_str(), tool = %logged, decision = label, "guardrail decision");

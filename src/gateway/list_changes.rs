@@ -230,7 +230,7 @@ async fn watch_availability(gateway: Weak<Gateway>) {
 pub fn fingerprint(gateway: &Gateway, caller: &Caller) -> u64 {
     let view = gateway.tool_view(caller);
     let list = match &view {
-        Some(view) => view.list_result.clone(),
+        Some(view) => view.list.whole(),
         None => gateway.catalog().list_result(),
     };
     let mut hasher = foldhash::quality::FixedState::with_seed(0x6669_6e67).build_hasher();

@@ -405,6 +405,11 @@ impl Gateway {
     }
 
     /// Time the refresh loop waits between full refreshes.
+    /// Most tools one `tools/list` page holds (`catalogue.tools_page_size`).
+    pub fn tools_page_size(&self) -> usize {
+        self.settings().config.catalogue.tools_page_size
+    }
+
     pub fn refresh_interval(&self) -> Duration {
         Duration::from_secs(self.settings().config.refresh_interval_secs.max(1))
     }

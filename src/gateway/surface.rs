@@ -73,16 +73,11 @@ impl Gateway {
         self.metrics.in_flight.get()
     }
 
-    /// The Prometheus text, with a zero series for every known tool and server (see
-    /// [`crate::telemetry::metrics`]).
+    /// The Prometheus text, with a zero series for every known server and every tool called
+    /// so far (see [`crate::telemetry::metrics`]).
     pub fn render_metrics(&self) -> Vec<u8> {
-        let snapshot = self.catalog().snapshot();
-        let tools = snapshot.tools();
         let upstreams = self.all_upstreams();
-        self.metrics.ensure_series(
-            tools.iter().map(|t| (t.name.as_ref(), t.server.as_ref())),
-            upstreams.iter().map(|u| (u.name.as_ref(), u.transport.as_str())),
-        );
+        self.metrics.ensure_series(upstreams.iter().map(|u| (u.name.as_ref(), u.transport.as_str())));
         self.metrics.render()
     }
 

@@ -22,15 +22,16 @@ use std::{
     sync::{Arc, Mutex, Weak},
 };
 
-use bytes::Bytes;
-
 pub use engine::{PolicyEngine, Principal, SurfaceItem, Verdict};
 use reload::PolicyStore;
 
 use crate::{
     config::PolicyConfig,
     identity::Caller,
-    registry::{ToolRecord, catalog::Snapshot},
+    registry::{
+        ToolRecord,
+        catalog::{Snapshot, ToolList},
+    },
 };
 
 /// The tools one caller may see in one catalogue snapshot.
@@ -38,8 +39,9 @@ use crate::{
 pub struct ToolView {
     /// Exposed names of the visible tools (every tool the caller may call, listed or not).
     pub visible: HashSet<Arc<str>>,
-    /// The `tools/list` result of the visible tools (`{"tools":[…]}`), serialised once.
-    pub list_result: Bytes,
+    /// The `tools/list` result of the visible tools (`{"tools":[…]}`), serialised once, in
+    /// pages.
+    pub list: ToolList,
     /// Definitions shown instead of the catalogue's, by catalogue name: an endpoint's own
     /// catalogue control (`[endpoints.NAME.tools.TOOL]`); empty under the policy alone.
     pub shown: HashMap<Arc<str>, serde_json::Value>,
@@ -160,17 +162,11 @@ impl Policy {
         // What `tools/list` holds: every visible tool, or in search mode the meta-tools and
         // the visible pinned tools (the others stay callable, and findable by search).
         let listing = snapshot.listing();
-        let definitions: Vec<&serde_json::Value> = listing
-            .meta()
-            .iter()
-            .chain(tools.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition))
-            .collect();
-        let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
-            .map(Bytes::from)
-            .unwrap_or_else(|_| Bytes::from_static(br#"{"tools":[]}"#));
+        let listed = tools.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition);
+        let list = ToolList::build(listing.meta(), listed);
         let view = Arc::new(ToolView {
             visible: tools.iter().map(|t| t.name.clone()).collect(),
-            list_result,
+            list,
             shown: HashMap::new(),
         });
         if self.max_views > 0

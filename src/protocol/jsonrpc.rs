@@ -156,9 +156,10 @@ fn message(value: Value) -> Entry {
 pub enum Payload {
     /// One answer's JSON (an upstream result passed through, or a gateway-made one).
     Raw(Box<RawValue>),
-    /// A result shared by many requests (the `tools/list` snapshot): `head` then `tail` are
-    /// together one JSON value; `tail` is written out without being copied or re-serialised.
-    Shared { head: Bytes, tail: Bytes },
+    /// A result shared by many requests (a `tools/list` page): `head`, `tail` and `end` are
+    /// together one JSON value; `tail` (a slice of the catalogue's list) is written out
+    /// without being copied or re-serialised.
+    Shared { head: Bytes, tail: Bytes, end: Bytes },
 }
 
 impl Serialize for Payload {
@@ -166,10 +167,11 @@ impl Serialize for Payload {
         match self {
             Payload::Raw(raw) => raw.serialize(serializer),
             // Inside a batch (rare): copied once into one raw value.
-            Payload::Shared { head, tail } => {
-                let mut text = Vec::with_capacity(head.len() + tail.len());
+            Payload::Shared { head, tail, end } => {
+                let mut text = Vec::with_capacity(head.len() + tail.len() + end.len());
                 text.extend_from_slice(head);
                 text.extend_from_slice(tail);
+                text.extend_from_slice(end);
                 let text = String::from_utf8(text).map_err(serde::ser::Error::custom)?;
                 RawValue::from_string(text).map_err(serde::ser::Error::custom)?.serialize(serializer)
             }
@@ -189,9 +191,9 @@ impl Response {
         Self { id, body: Ok(Payload::Raw(result)) }
     }
 
-    /// A result of shared bytes: `head` followed by `tail` (see [`Payload::Shared`]).
-    pub fn shared(id: Value, head: Bytes, tail: Bytes) -> Self {
-        Self { id, body: Ok(Payload::Shared { head, tail }) }
+    /// A result of shared bytes: `head`, `tail` then `end` (see [`Payload::Shared`]).
+    pub fn shared(id: Value, head: Bytes, tail: Bytes, end: Bytes) -> Self {
+        Self { id, body: Ok(Payload::Shared { head, tail, end }) }
     }
 
     /// A result built from a `serde_json::Value` (for small gateway-made results).
@@ -205,13 +207,16 @@ impl Response {
     /// envelope around the shared bytes (which are not copied).
     pub fn encode(&self) -> Result<Vec<Bytes>, serde_json::Error> {
         match &self.body {
-            Ok(Payload::Shared { head, tail }) => {
+            Ok(Payload::Shared { head, tail, end }) => {
                 let mut envelope = Vec::with_capacity(64 + head.len());
                 envelope.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
                 serde_json::to_writer(&mut envelope, &self.id)?;
                 envelope.extend_from_slice(br#","result":"#);
                 envelope.extend_from_slice(head);
-                Ok(vec![Bytes::from(envelope), tail.clone(), Bytes::from_static(b"}")])
+                let mut closing = Vec::with_capacity(end.len() + 1);
+                closing.extend_from_slice(end);
+                closing.push(b'}');
+                Ok(vec![Bytes::from(envelope), tail.clone(), Bytes::from(closing)])
             }
             body => {
                 // Sized for the whole answer up front: growing it copied the result twice.
@@ -365,8 +370,9 @@ mod tests {
     fn shared_results_encode_as_their_serialised_form() {
         let shared = Response::shared(
             json!(7),
-            Bytes::from_static(br#"{"ttlMs":5,"#),
-            Bytes::from_static(br#""tools":[{"name":"a"}]}"#),
+            Bytes::from_static(br#"{"ttlMs":5,"tools":["#),
+            Bytes::from_static(br#"{"name":"a"}"#),
+            Bytes::from_static(b"]}"),
         );
         let segments = shared.encode().unwrap();
         let joined: Vec<u8> = segments.concat();

@@ -148,21 +148,11 @@ pub fn with_result_type(raw: Box<serde_json::value::RawValue>) -> Box<serde_json
     serde_json::value::RawValue::from_string(spliced).unwrap_or(raw)
 }
 
-/// The cache hints modern list results must carry (`resultType`, `ttlMs`, `cacheScope`)
-/// added to a serialised list without copying or scanning it: returns the head to write
-/// before the returned tail. The catalogue's list is `{"tools":[…]}` with `tools` its only
-/// key, so the hints are spliced in after its `{` (O(1) in its size); anything else goes
-/// through [`cacheable`] (parsed and re-serialised).
-pub fn cacheable_shared(list: bytes::Bytes, ttl_ms: u64) -> (bytes::Bytes, bytes::Bytes) {
-    if list.starts_with(br#"{"tools":"#) {
-        let head = format!(r#"{{"resultType":"complete","ttlMs":{ttl_ms},"cacheScope":"public","#);
-        return (bytes::Bytes::from(head), list.slice(1..));
-    }
-    let merged = std::str::from_utf8(&list)
-        .ok()
-        .and_then(|text| serde_json::value::RawValue::from_string(text.to_string()).ok())
-        .map(|raw| bytes::Bytes::from(cacheable(raw, ttl_ms).get().to_string()));
-    (bytes::Bytes::new(), merged.unwrap_or(list))
+/// The cache hints modern list results must carry (`resultType`, `ttlMs`, `cacheScope`) as
+/// the leading fields of a serialised result (each followed by a comma): written before a
+/// `tools/list` page's shared bytes, so the list is neither copied nor scanned.
+pub fn cache_fields(ttl_ms: u64) -> String {
+    format!(r#""resultType":"complete","ttlMs":{ttl_ms},"cacheScope":"public","#)
 }
 
 /// Adds the cache hints modern list results must carry (`ttlMs`, `cacheScope`).
@@ -457,9 +447,9 @@ mod tests {
         let listed: Value = serde_json::from_str(cacheable(raw(r#"{"tools":[]}"#), 5).get()).unwrap();
         assert_eq!(listed["ttlMs"], 5);
         assert_eq!(listed["cacheScope"], "public");
-        for list in [r#"{"tools":[{"name":"a"}]}"#, r#"{"tools":[]}"#, "{}", r#"{"ttlMs":1,"tools":[]}"#] {
-            let (head, tail) = cacheable_shared(bytes::Bytes::from(list), 5);
-            let spliced: Value = serde_json::from_slice(&[head, tail].concat()).unwrap();
+        for list in [r#"{"tools":[{"name":"a"}]}"#, r#"{"tools":[]}"#] {
+            let spliced = format!("{{{}{}", cache_fields(5), &list[1..]);
+            let spliced: Value = serde_json::from_str(&spliced).unwrap();
             let copied: Value = serde_json::from_str(cacheable(raw(list), 5).get()).unwrap();
             assert_eq!(spliced, copied, "{list}");
         }

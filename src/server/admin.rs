@@ -338,11 +338,13 @@ pub fn memory_report(gateway: &Gateway) -> BTreeMap<String, ServerMemory> {
         }
     }
     let index = gateway.federation().index();
-    let resources = index.resources.iter().map(|r| (&r.server, &r.definition));
-    let templates = index.templates.iter().map(|(r, _)| (&r.server, &r.definition));
-    let prompts = index.prompts.iter().map(|p| (&p.server, &p.definition));
-    for (server, definition) in resources.chain(templates).chain(prompts) {
-        report.entry(server.to_string()).or_default().resources += value_heap(definition);
+    // Resources and templates are kept as their compact text (federation's `Listed`, shared
+    // with the server's surface: counted once), prompts as values.
+    let resources = index.resources.iter().map(|r| (&r.server, r.definition.get().len()));
+    let templates = index.templates.iter().map(|(t, _)| (&t.server, t.definition.get().len()));
+    let prompts = index.prompts.iter().map(|p| (&p.server, value_heap(&p.definition)));
+    for (server, bytes) in resources.chain(templates).chain(prompts) {
+        report.entry(server.to_string()).or_default().resources += bytes;
     }
     for upstream in gateway.all_upstreams() {
         let Some(mapped) = upstream.openapi.as_ref().and_then(|o| o.mapped()) else { continue };

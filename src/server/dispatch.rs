@@ -237,23 +237,27 @@ async fn message_answer(
             // While some server is not fine: the list with the degradation summary (and
             // without unavailable tools when `hide_unavailable_tools`).
             // Under a tool policy: only the tools this caller may call (a cached view).
+            // In pages of `catalogue.tools_page_size`, with the gateway's own cursors.
             let view = gateway.tool_view(&info.caller);
-            if let Some((list, ttl_cap)) = capabilities::degraded_tools_list(gateway, view.as_deref()) {
+            let list = match &view {
+                Some(view) => view.list.clone(),
+                None => gateway.catalog().tool_list(),
+            };
+            let page = match tools_page(gateway, &list, params.as_ref()) {
+                Ok(page) => page,
+                Err(err) => return Some(Response { id, body: Err(err.to_error_object_for(modern)) }),
+            };
+            if let Some((list, ttl_cap)) = capabilities::degraded_tools_list(gateway, view.as_deref(), &page)
+            {
                 if modern {
                     return Some(Response::result(id, mcp::cacheable(list, ttl_cap.min(ttl_ms))));
                 }
                 return Some(Response::result(id, list));
             }
-            // Otherwise the pre-serialised list, shared (not copied) by every request.
-            let list = match view {
-                Some(view) => view.list_result.clone(),
-                None => gateway.catalog().list_result(),
-            };
-            if modern {
-                let (head, tail) = mcp::cacheable_shared(list, ttl_ms);
-                return Some(Response::shared(id, head, tail));
-            }
-            return Some(Response::shared(id, bytes::Bytes::new(), list));
+            // Otherwise a slice of the pre-serialised list, shared (not copied) by every request.
+            let fields = if modern { mcp::cache_fields(ttl_ms) } else { String::new() };
+            let (head, tail, end) = page.result_parts(&fields);
+            return Some(Response::shared(id, head, tail, end));
         }
         "initialize" => {
             let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
@@ -423,4 +427,20 @@ fn caller_deadline(header: Option<std::time::Instant>, params: Option<&Value>) -
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// The `tools/list` page `params.cursor` asks for (the first without one); a cursor this
+/// gateway did not give is refused as the resources' lists refuse it.
+fn tools_page(
+    gateway: &Gateway,
+    list: &crate::registry::catalog::ToolList,
+    params: Option<&Value>,
+) -> Result<crate::registry::catalog::Page, GatewayError> {
+    let cursor = match params.and_then(|p| p.get("cursor")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(cursor)) => Some(cursor.as_str()),
+        Some(_) => return Err(GatewayError::new(Category::BadInput, "params.cursor must be a string")),
+    };
+    list.page(cursor, gateway.tools_page_size())
+        .map_err(|detail| GatewayError::new(Category::BadInput, detail))
 }

@@ -22,10 +22,13 @@ fn a_ttl_hint_refreshes_its_own_server_only_and_departed_tools_lose_their_series
     );
     let gateway = Gateway::start(&config, &[]);
     let series = |gw: &Gateway| {
-        // Two scrapes: the first creates the zero series of what the catalogue holds now. Only
-        // the series labelled by a tool count: others (a server's change stream, its
+        // A tool's series appear at its first call: every tool listed now is called (the
+        // renamed one may be gone by then: an unknown name gets no tool series). Only the
+        // series labelled by a tool count: others (a server's change stream, its
         // subscriptions) may appear later on a busy machine, and are not what renames grow.
-        gw.metrics();
+        for name in gw.tool_names() {
+            gw.call(&name, json!({}));
+        }
         let text = gw.metrics();
         text.lines().filter(|l| !l.starts_with('#') && l.contains("tool=\"")).count() as f64
     };
@@ -58,15 +61,33 @@ fn tools_over_the_label_cap_are_counted_as_other() {
         demo.url()
     );
     let gateway = Gateway::start(&config, &[]);
-    let answer = gateway.call("price_lookup", json!({"manga_id": "MNG-00000001"}));
-    assert!(answer.get("result").is_some(), "{answer}");
+    // No tool is a label value before its first call.
+    assert_eq!(metric(&gateway.metrics(), "mcp_gateway_metric_tool_label_values", &[]), 0.0);
+    // Calls spread over every tool: the first two called are admitted, the rest are `other`.
+    for tool in ["price_lookup", "inventory_check", "manga_search", "checkout", "add_to_cart"] {
+        gateway.call(tool, json!({}));
+    }
+    let answer = gateway.call("manga_recommendations", json!({}));
+    assert!(answer.get("result").is_some() || answer.get("error").is_some(), "{answer}");
     let metrics = gateway.metrics();
     let tools = distinct_label_values(&metrics, "mcp_gateway_tool_calls_total", "tool");
-    assert!(!tools.contains("price_lookup"), "{tools:?}");
-    assert!(tools.len() <= 3, "two tools and `other`: {tools:?}");
-    let other = metric(&metrics, "mcp_gateway_tool_calls_total", &["tool=\"other\"", "outcome=\"success\""]);
-    assert_eq!(other, 1.0, "{metrics}");
+    let expected: std::collections::BTreeSet<String> =
+        ["price_lookup", "inventory_check", "other"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(tools, expected);
+    let others: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("mcp_gateway_tool_calls_total{") && l.contains("tool=\"other\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert_eq!(others, 4.0, "{metrics}");
     assert_eq!(metric(&metrics, "mcp_gateway_metric_tool_label_values", &[]), 2.0);
+    // Two tools and `other`, each with one zero set: the series stay bounded.
+    let per_tool = |tool: &str| {
+        metrics.lines().filter(|l| !l.starts_with('#') && l.contains(&format!("tool=\"{tool}\""))).count()
+    };
+    let tool_series = metrics.lines().filter(|l| !l.starts_with('#') && l.contains("tool=\"")).count();
+    assert_eq!(tool_series, per_tool("price_lookup") + per_tool("inventory_check") + per_tool("other"));
+    assert_eq!(per_tool("price_lookup"), per_tool("other"), "{metrics}");
 }
 
 #[test]

@@ -54,6 +54,7 @@ mod registry;
 mod registry_pressure;
 mod reload;
 mod resilience;
+mod resource_memory;
 mod resource_uris;
 mod sampling_relay;
 mod shared_breakers;

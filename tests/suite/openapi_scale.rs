@@ -48,7 +48,13 @@ fn operations(doc: &Value, keep: impl Fn(&[&str]) -> bool) -> BTreeSet<(String, 
 
 /// Every tool name of the gateway's `tools/list`, following `nextCursor`.
 fn all_tools(gateway: &Gateway) -> Vec<String> {
-    let mut names = Vec::new();
+    all_definitions(gateway).iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+}
+
+/// Every tool definition of the gateway's `tools/list`, following `nextCursor` (a list is
+/// served in pages of `catalogue.tools_page_size`).
+fn all_definitions(gateway: &Gateway) -> Vec<Value> {
+    let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         let params = cursor.as_ref().map_or_else(|| json!({}), |c| json!({"cursor": c}));
@@ -56,16 +62,10 @@ fn all_tools(gateway: &Gateway) -> Vec<String> {
             gateway.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}));
         assert_eq!(status, 200, "{body}");
         let result = &body["result"];
-        names.extend(
-            result["tools"]
-                .as_array()
-                .expect("tools")
-                .iter()
-                .map(|t| t["name"].as_str().unwrap().to_string()),
-        );
+        tools.extend(result["tools"].as_array().expect("tools").iter().cloned());
         match result["nextCursor"].as_str() {
             Some(next) => cursor = Some(next.to_string()),
-            None => return names,
+            None => return tools,
         }
     }
 }
@@ -140,11 +140,10 @@ fn github_rest_api_whole_every_operation_is_a_tool_or_a_reported_skip() {
             .all(|s| s["reason"].as_str().unwrap().contains("is not served"))
     );
     // Every schema listed is a JSON Schema (2020-12) whose `$ref`s all resolve inside it.
-    let (status, body) = gateway.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
-    assert_eq!(status, 200);
-    let tools = body["result"]["tools"].as_array().expect("tools");
+    let tools = all_definitions(&gateway);
+    assert_eq!(tools.len(), names.len(), "every page read");
     let mut with_defs = 0;
-    for tool in tools {
+    for tool in &tools {
         for key in ["inputSchema", "outputSchema"] {
             let Some(schema) = tool.get(key) else { continue };
             assert_eq!(schema["type"], "object", "{}: {key} has an object root", tool["name"]);

@@ -260,7 +260,10 @@ impl Gateway {
                 .await
         {
             let kind = fallback.kind();
-            self.metrics.fallbacks.with_label_values(&[self.metrics.tool_label(&tool.name), kind]).inc();
+            self.metrics
+                .fallbacks
+                .with_label_values(&[self.metrics.tool_label(&tool.name, &tool.server), kind])
+                .inc();
             ending.outcome = if kind == "stale" { "fallback_stale" } else { "fallback_alternative" };
             ran = fallback.alternative.clone();
             result = Ok(fallback.result);
@@ -329,7 +332,10 @@ impl Gateway {
             settings.settings_of(tool).max_result_bytes.unwrap_or(settings.config.defaults.max_result_bytes);
         match truncate::truncate(&raw, budget) {
             Some(cut) => {
-                self.metrics.truncations.with_label_values(&[self.metrics.tool_label(&tool.name)]).inc();
+                self.metrics
+                    .truncations
+                    .with_label_values(&[self.metrics.tool_label(&tool.name, &tool.server)])
+                    .inc();
                 cut
             }
             None => raw,

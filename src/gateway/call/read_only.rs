@@ -43,7 +43,10 @@ impl Gateway {
         if !ttl.is_zero()
             && let Some(hit) = self.results.fresh(key, ttl)
         {
-            self.metrics.result_cache.with_label_values(&[self.metrics.tool_label(&tool.name), "hit"]).inc();
+            self.metrics
+                .result_cache
+                .with_label_values(&[self.metrics.tool_label(&tool.name, &tool.server), "hit"])
+                .inc();
             return (Ok(hit), Ending::unsent("cache_hit"));
         }
         let mut role = self.in_flight.join(key);
@@ -52,7 +55,7 @@ impl Gateway {
                 Join::Leader(leader) => {
                     self.metrics
                         .result_cache
-                        .with_label_values(&[self.metrics.tool_label(&tool.name), "miss"])
+                        .with_label_values(&[self.metrics.tool_label(&tool.name, &tool.server), "miss"])
                         .inc();
                     let call =
                         Forwarded { admitted, meta, round: mrtr::Round::default(), deadline, task: None };
@@ -74,7 +77,10 @@ impl Gateway {
                         Waited::Done(shared) => {
                             self.metrics
                                 .result_cache
-                                .with_label_values(&[self.metrics.tool_label(&tool.name), "shared"])
+                                .with_label_values(&[
+                                    self.metrics.tool_label(&tool.name, &tool.server),
+                                    "shared",
+                                ])
                                 .inc();
                             let outcome = if shared.is_ok() { "shared" } else { "shared_failure" };
                             return (shared, Ending::unsent(outcome));

@@ -159,7 +159,7 @@ impl Gateway {
             });
         }
         let (tool_name, server, transport) = labels(tool);
-        let tool_name = if tool.is_some() { self.metrics.tool_label(tool_name) } else { tool_name };
+        let tool_name = if tool.is_some() { self.metrics.tool_label(tool_name, server) } else { tool_name };
         self.metrics.tool_calls.with_label_values(&[tool_name, server, outcome]).inc();
         if tool.is_some() {
             self.metrics

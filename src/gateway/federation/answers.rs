@@ -17,8 +17,8 @@ const CURSOR_PREFIX: &str = "mcpgw-cursor.";
 const MAX_COMPLETION_VALUES: usize = 100;
 
 /// One page of `items` after the caller's cursor, as `{key: [...], nextCursor?}`.
-pub(super) fn page_of<'a>(
-    items: impl Iterator<Item = &'a Value>,
+pub(super) fn page_of<'a, T: serde::Serialize + ?Sized + 'a>(
+    items: impl Iterator<Item = &'a T>,
     params: &Map<String, Value>,
     key: &str,
 ) -> Result<Value, GatewayError> {
@@ -28,7 +28,7 @@ pub(super) fn page_of<'a>(
             .ok_or_else(|| bad_input("params.cursor is not a cursor this gateway gave"))?,
         Some(_) => return Err(bad_input("params.cursor must be a string")),
     };
-    let mut page: Vec<&Value> = items.skip(start).take(PAGE_SIZE + 1).collect();
+    let mut page: Vec<&T> = items.skip(start).take(PAGE_SIZE + 1).collect();
     let more = page.len() > PAGE_SIZE;
     page.truncate(PAGE_SIZE);
     let mut result = json!({ key: page });

@@ -22,9 +22,12 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use serde_json::{Value, json};
+use serde_json::{Value, json, value::RawValue};
 
-use super::uri_template::UriTemplate;
+use super::{
+    listed::{self, Listed, ListedResource, ListedTemplate},
+    uri_template::UriTemplate,
+};
 use crate::{
     config::surface_control::{PromptControl, ResourceControl},
     resource_uri::CanonicalUri,
@@ -37,11 +40,14 @@ pub struct Control {
     pub resources: ResourceControl,
 }
 
-/// What one server offers besides tools, as its lists said (definitions checked objects).
+/// What one server offers besides tools, as its lists said (definitions checked objects;
+/// resources and templates kept compact, resources under their canonical URIs: see
+/// [`Listed`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerSurface {
-    pub resources: Vec<Value>,
-    pub templates: Vec<Value>,
+    /// Shared by the surface as listed and as served (only prompts differ between them).
+    pub resources: Arc<[ListedResource]>,
+    pub templates: Arc<[ListedTemplate]>,
     pub prompts: Vec<Value>,
     /// The server answered `completion/complete` in its capabilities (or it offers prompts or
     /// templates, which completion is about).
@@ -68,7 +74,8 @@ pub struct Resource {
     pub uri: CanonicalUri,
     pub server: Arc<str>,
     pub mime_type: Option<Arc<str>>,
-    pub definition: Value,
+    /// The definition as listed (shared with the server's surface: see [`Listed`]).
+    pub definition: Arc<RawValue>,
 }
 
 /// A listed resource template.
@@ -78,7 +85,8 @@ pub struct Template {
     pub text: Arc<str>,
     pub server: Arc<str>,
     pub mime_type: Option<Arc<str>>,
-    pub definition: Value,
+    /// The definition as listed (shared with the server's surface: see [`Listed`]).
+    pub definition: Arc<RawValue>,
 }
 
 /// A name, URI or template more than one server claims.
@@ -137,25 +145,8 @@ impl Index {
         }
         index.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
 
-        // Resources and templates: who lists each URI (in its canonical form).
-        let mut uris: HashMap<CanonicalUri, Vec<(Arc<str>, &Value)>> = HashMap::new();
-        let mut templates: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
         let mut prompts: HashMap<String, Vec<(Arc<str>, &Value)>> = HashMap::new();
         for (server, surface) in servers {
-            for resource in &surface.resources {
-                let Some(uri) = resource.get("uri").and_then(Value::as_str) else { continue };
-                match CanonicalUri::parse(uri) {
-                    Ok(uri) => uris.entry(uri).or_default().push((server.clone(), resource)),
-                    Err(refusal) => {
-                        tracing::warn!(server = %server, uri = %crate::redact::url(uri), reason = refusal.reason(), "resource not served: {refusal}");
-                    }
-                }
-            }
-            for template in &surface.templates {
-                if let Some(text) = template.get("uriTemplate").and_then(Value::as_str) {
-                    templates.entry(text.to_string()).or_default().push((server.clone(), template));
-                }
-            }
             for prompt in &surface.prompts {
                 if let Some(name) = prompt.get("name").and_then(Value::as_str) {
                     prompts.entry(name.to_string()).or_default().push((server.clone(), prompt));
@@ -168,31 +159,40 @@ impl Index {
                 index.subscribing.push(server.clone());
             }
         }
-        for (uri, claimants) in uris {
-            match claimants.as_slice() {
-                [(server, definition)] => index.resources.push(resource(&uri, server, definition)),
-                _ => match index.owner_among(&uri, &claimants) {
+        // Resources and templates: who lists each URI (in its canonical form, which a listed
+        // resource is kept under: a URI with none was not kept) — one sorted list, no map of
+        // lists: a rebuild of 10,000 resources allocates nothing per resource but its entry.
+        let uris = listers(servers, |s| &s.resources);
+        for claimants in uris.chunk_by(|a, b| a.1.key == b.1.key) {
+            let uri = &claimants[0].1.key;
+            match claimants {
+                [(server, definition)] => index.resources.push(resource(server, definition)),
+                _ => match index.owner_among(uri, claimants) {
                     // A prefix names the owner: its definition is the one listed.
-                    Some((server, definition)) => index.resources.push(resource(&uri, &server, definition)),
+                    Some((server, definition)) => index.resources.push(resource(server, definition)),
                     None => index.claim(
                         "resource",
                         uri.as_str().to_string(),
-                        claimants.iter().map(|(s, _)| s.clone()).collect(),
+                        claimants.iter().map(|(s, _)| (*s).clone()).collect(),
                     ),
                 },
             }
         }
-        for (text, claimants) in templates {
-            match (claimants.as_slice(), UriTemplate::parse(&text)) {
+        let templates = listers(servers, |s| &s.templates);
+        for claimants in templates.chunk_by(|a, b| a.1.key == b.1.key) {
+            let text = &claimants[0].1.key;
+            match (claimants, UriTemplate::parse(text)) {
                 ([(server, definition)], Ok(parsed)) => {
-                    index.templates.push((template(&text, server, definition), parsed));
+                    index.templates.push((template(server, definition), parsed));
                 }
                 ([(server, _)], Err(reason)) => {
                     tracing::warn!(server = %server, reason, "resource template not served: not an RFC 6570 template");
                 }
-                _ => {
-                    index.claim("resource_template", text, claimants.iter().map(|(s, _)| s.clone()).collect())
-                }
+                _ => index.claim(
+                    "resource_template",
+                    text.to_string(),
+                    claimants.iter().map(|(s, _)| (*s).clone()).collect(),
+                ),
             }
         }
         for (name, claimants) in prompts {
@@ -227,12 +227,14 @@ impl Index {
         index.templates.retain(|(t, _)| !hidden.hides_template(&t.text));
         for resource in &mut index.resources {
             if let Some(description) = hidden.descriptions.get(resource.uri.as_str()) {
-                resource.definition["description"] = json!(description);
+                resource.definition =
+                    listed::with_field(&resource.definition, "description", json!(description));
             }
         }
         for (template, _) in &mut index.templates {
             if let Some(description) = hidden.descriptions.get(template.text.as_ref()) {
-                template.definition["description"] = json!(description);
+                template.definition =
+                    listed::with_field(&template.definition, "description", json!(description));
             }
         }
         index.hidden = hidden.hide.clone();
@@ -259,13 +261,10 @@ impl Index {
     fn owner_among<'v>(
         &self,
         uri: &CanonicalUri,
-        claimants: &[(Arc<str>, &'v Value)],
-    ) -> Option<(Arc<str>, &'v Value)> {
+        claimants: &[(&'v Arc<str>, &'v ListedResource)],
+    ) -> Option<(&'v Arc<str>, &'v ListedResource)> {
         let owner = self.prefix_owner(uri)?;
-        claimants
-            .iter()
-            .find(|(server, _)| server == owner)
-            .map(|(server, definition)| (server.clone(), *definition))
+        claimants.iter().find(|(server, _)| *server == owner).copied()
     }
 
     /// The server a configured prefix covering `uri` names (longest prefix first).
@@ -382,26 +381,37 @@ fn renamed(prompt: &Prompt) -> bool {
     *prompt.name != *prompt.upstream_name && !prompt.name.ends_with(&format!("__{}", prompt.upstream_name))
 }
 
-/// A listed resource under its canonical URI (its definition says that form too).
-fn resource(uri: &CanonicalUri, server: &Arc<str>, definition: &Value) -> Resource {
-    let mut definition = definition.clone();
-    if definition.get("uri").and_then(Value::as_str) != Some(uri.as_str()) {
-        definition["uri"] = json!(uri.as_str());
-    }
-    Resource { uri: uri.clone(), server: server.clone(), mime_type: mime_type(&definition), definition }
+/// Every server's listed resources (or templates, as `list` picks), with their server: sorted
+/// by URI (or template), the listers of one in server order.
+fn listers<'a, K: Ord>(
+    servers: &'a [(Arc<str>, ServerSurface)],
+    list: impl Fn(&'a ServerSurface) -> &'a [Listed<K>],
+) -> Vec<(&'a Arc<str>, &'a Listed<K>)> {
+    let mut all: Vec<(&Arc<str>, &Listed<K>)> =
+        servers.iter().flat_map(|(server, surface)| list(surface).iter().map(move |l| (server, l))).collect();
+    all.sort_by(|a, b| a.1.key.cmp(&b.1.key));
+    all
 }
 
-fn template(text: &str, server: &Arc<str>, definition: &Value) -> Template {
-    Template {
-        text: text.into(),
+/// A listed resource in the index, under its canonical URI (its definition says that form
+/// too, see [`Listed`]): its parts shared, not copied.
+fn resource(server: &Arc<str>, listed: &ListedResource) -> Resource {
+    Resource {
+        uri: listed.key.clone(),
         server: server.clone(),
-        mime_type: mime_type(definition),
-        definition: definition.clone(),
+        mime_type: listed.mime_type.clone(),
+        definition: listed.definition.clone(),
     }
 }
 
-fn mime_type(definition: &Value) -> Option<Arc<str>> {
-    definition.get("mimeType").and_then(Value::as_str).map(Arc::from)
+/// A listed template in the index, under its text as written: its parts shared, not copied.
+fn template(server: &Arc<str>, listed: &ListedTemplate) -> Template {
+    Template {
+        text: listed.key.clone(),
+        server: server.clone(),
+        mime_type: listed.mime_type.clone(),
+        definition: listed.definition.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -414,8 +424,18 @@ mod tests {
 
     fn surface(resources: &[&str], templates: &[&str], prompts: &[&str]) -> ServerSurface {
         ServerSurface {
-            resources: resources.iter().map(|u| json!({"uri": u, "name": u})).collect(),
-            templates: templates.iter().map(|t| json!({"uriTemplate": t, "name": t})).collect(),
+            resources: resources
+                .iter()
+                .filter_map(|u| {
+                    Listed::resource(json!({"uri": u, "name": u}), &mut listed::MimeTypes::default()).ok()
+                })
+                .collect(),
+            templates: templates
+                .iter()
+                .filter_map(|t| {
+                    Listed::template(&json!({"uriTemplate": t, "name": t}), &mut listed::MimeTypes::default())
+                })
+                .collect(),
             prompts: prompts.iter().map(|n| json!({"name": n})).collect(),
             completions: !prompts.is_empty(),
             subscribe: false,
@@ -531,7 +551,7 @@ mod tests {
         );
         assert!(index.prompt("reply").is_none() && index.prompt("debug").is_none());
         assert_eq!(index.resources.len(), 1);
-        assert_eq!(index.resources[0].definition["description"], "The cart.");
+        assert_eq!(listed::parsed(&index.resources[0].definition)["description"], "The cart.");
         assert!(index.templates.is_empty(), "a hidden template is not listed");
         assert_eq!(index.route_uri(&uri("manga://internal/7")), Err(Unroutable::Unknown), "nor routed");
     }
@@ -553,7 +573,7 @@ mod tests {
         let listed: Vec<&str> = index.resources.iter().map(|r| r.uri.as_str()).collect();
         assert_eq!(listed, ["file:///public/Caf%C3%A9", "file:///public/readme"], "the hidden one left out");
         let cafe = index.resource(&uri("file:///public/Café")).expect("listed under its canonical form");
-        assert_eq!(cafe.definition["uri"], "file:///public/Caf%C3%A9", "and listed so");
+        assert_eq!(listed::parsed(&cafe.definition)["uri"], "file:///public/Caf%C3%A9", "and listed so");
         assert_eq!(&*index.route_uri(&uri("file:///public/sub/../readme")).unwrap(), "files");
         for hidden in
             ["file:///public/../private/key", "file:///./private/key", "file:///public/%2E%2E/private/key"]

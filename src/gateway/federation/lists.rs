@@ -11,10 +11,15 @@
 //! AgentCore-style target (`lambda_event = "agentcore"`) carries tool calls only: it offers
 //! nothing else.
 
-use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json, value::RawValue};
 use tower::ServiceExt;
 
-use super::ServerSurface;
+use super::{
+    ServerSurface,
+    listed::{Listed, MimeTypes, NotKept},
+};
 use crate::{
     config::{ListBounds, TransportKind},
     gateway::{Upstream, tool_list::ListFailure},
@@ -66,12 +71,31 @@ pub async fn list_surface(
         if !offered {
             continue;
         }
-        let items = list_all(upstream, method, key, bounds).await.map_err(|failure| (kind, failure))?;
-        match kind {
-            ListKind::Resources => surface.resources = items,
-            ListKind::ResourceTemplates => surface.templates = items,
-            _ => surface.prompts = items,
-        }
+        // A list's MIME types are kept once each (see `listed`).
+        let mut mimes = MimeTypes::default();
+        let listed = match kind {
+            ListKind::Resources => {
+                // A resource is kept under its canonical URI; one with none is not served.
+                let keep = |v| match Listed::resource(v, &mut mimes) {
+                    Ok(kept) => Some(kept),
+                    Err(NotKept::NoUri) => None,
+                    Err(NotKept::Refused(uri, refusal)) => {
+                        tracing::warn!(server = %upstream.name, uri = %crate::redact::url(&uri), reason = refusal.reason(), "resource not served: {refusal}");
+                        None
+                    }
+                };
+                list_all(upstream, method, key, bounds, keep)
+                    .await
+                    .map(|items| surface.resources = items.into())
+            }
+            ListKind::ResourceTemplates => {
+                list_all(upstream, method, key, bounds, |v| Listed::template(&v, &mut mimes))
+                    .await
+                    .map(|items| surface.templates = items.into())
+            }
+            _ => list_all(upstream, method, key, bounds, Some).await.map(|items| surface.prompts = items),
+        };
+        listed.map_err(|failure| (kind, failure))?;
     }
     if !learned.declared {
         // Nothing declared: completion is asked of a server with something to complete.
@@ -106,13 +130,16 @@ async fn lambda_offers(upstream: &Upstream) -> Result<Learned, ListFailure> {
     })
 }
 
-/// Every page of one list (`method`, items under `key`), each definition counted on the way.
-async fn list_all(
+/// Every page of one list (`method`, items under `key`), each definition counted on the way
+/// and kept as `keep` makes it (objects only). A page is parsed item by item, so a list is
+/// never held as one tree of values besides the kept items.
+async fn list_all<T>(
     upstream: &Upstream,
     method: &'static str,
     key: &str,
     bounds: ListBounds,
-) -> Result<Vec<Value>, ListFailure> {
+    mut keep: impl FnMut(Value) -> Option<T>,
+) -> Result<Vec<T>, ListFailure> {
     let mut items = Vec::new();
     let mut tally = Tally::new(bounds);
     let mut cursor: Option<String> = None;
@@ -136,22 +163,24 @@ async fn list_all(
         let protocol = |detail: String| {
             ListFailure::Upstream(UpstreamError::Protocol(format!("{method} result: {detail}")))
         };
-        let page: Map<String, Value> =
+        let page: BTreeMap<String, &RawValue> =
             serde_json::from_str(raw.get()).map_err(|e| protocol(e.to_string()))?;
-        let listed = match page.get(key) {
-            Some(Value::Array(listed)) => listed,
-            None => return Ok(items),
-            Some(_) => return Err(protocol(format!("{key} is not an array"))),
-        };
+        let Some(listed) = page.get(key) else { return Ok(items) };
+        let listed: Vec<&RawValue> =
+            serde_json::from_str(listed.get()).map_err(|_| protocol(format!("{key} is not an array")))?;
         for item in listed {
-            tally.item(crate::registry::bounds::json_len(item)).map_err(ListFailure::Refused)?;
+            let item: Value = serde_json::from_str(item.get()).map_err(|e| protocol(e.to_string()))?;
+            tally.item(crate::registry::bounds::json_len(&item)).map_err(ListFailure::Refused)?;
             // Only objects: what is listed is what callers receive.
-            if item.is_object() {
-                items.push(item.clone());
+            if item.is_object()
+                && let Some(kept) = keep(item)
+            {
+                items.push(kept);
             }
         }
-        match page.get("nextCursor").and_then(Value::as_str) {
-            Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
+        let next = page.get("nextCursor").and_then(|next| serde_json::from_str::<String>(next.get()).ok());
+        match next {
+            Some(next) if !next.is_empty() => cursor = Some(next),
             _ => return Ok(items),
         }
     }

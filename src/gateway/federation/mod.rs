@@ -34,6 +34,7 @@
 mod access;
 mod answers;
 pub mod index;
+mod listed;
 mod lists;
 mod record;
 mod registry_built;
@@ -49,6 +50,7 @@ use std::{
 
 pub(in crate::gateway) use answers::{canonical_param, canonical_uri, not_found};
 pub use index::{Control, Index, ServerSurface, Unroutable};
+pub use listed::Listed;
 use lists::LISTS;
 pub use lists::list_surface;
 

@@ -57,7 +57,7 @@ pub fn report(index: &Index) -> Value {
         .map(|r| {
             json!({
                 "uri": crate::redact::url(r.uri.as_str()),
-                "name": r.definition.get("name").and_then(Value::as_str),
+                "name": serde_json::from_str::<Value>(r.definition.get()).ok().and_then(|d| d.get("name").cloned()).filter(Value::is_string),
                 "server": r.server.as_ref(),
                 "mime_type": r.mime_type.as_deref(),
             })

@@ -90,7 +90,7 @@ impl Gateway {
         match method {
             "resources/list" => {
                 let visible = index.resources.iter().filter(|r| self.may_read(&call.caller, r));
-                page_of(visible.map(|r| &r.definition), &params, "resources").map(Released::gateways_own)
+                page_of(visible.map(|r| &*r.definition), &params, "resources").map(Released::gateways_own)
             }
             "resources/templates/list" => {
                 let visible = index
@@ -98,7 +98,7 @@ impl Gateway {
                     .iter()
                     .map(|(t, _)| t)
                     .filter(|t| self.may_read_template(&call.caller, t));
-                page_of(visible.map(|r| &r.definition), &params, "resourceTemplates")
+                page_of(visible.map(|r| &*r.definition), &params, "resourceTemplates")
                     .map(Released::gateways_own)
             }
             "prompts/list" => {

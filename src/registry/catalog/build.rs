@@ -8,13 +8,13 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use bytes::Bytes;
 use serde_json::Value;
 
 use super::{
     handle::{Catalog, ServerTools},
     naming::{Collision, clean, namespaced},
-    snapshot::{ByName, EMPTY_LIST, Listing, Snapshot},
+    pages::ToolList,
+    snapshot::{ByName, Listing, Snapshot},
 };
 use crate::{
     registry::{entry::RegistryEntry, record::ToolRecord, search::SearchIndex},
@@ -190,15 +190,9 @@ impl Catalog {
                 }
             }
         };
-        let definitions: Vec<&Value> = listing
-            .meta()
-            .iter()
-            .chain(list.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition))
-            .collect();
-        let list_result = serde_json::to_vec(&serde_json::json!({ "tools": definitions }))
-            .map(Bytes::from)
-            .unwrap_or_else(|_| Bytes::from_static(EMPTY_LIST.as_bytes()));
-        Snapshot { by_name, list_result, collisions, listing, aliases: OnceLock::new() }
+        let listed = list.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition);
+        let list = ToolList::build(listing.meta(), listed);
+        Snapshot { by_name, list, collisions, listing, aliases: OnceLock::new() }
     }
 
     /// Serves the tools that got a catalogue name, with catalogue control applied: tools

@@ -135,9 +135,14 @@ impl Catalog {
         self.current.read().ok()?.by_name.get(name).cloned()
     }
 
-    /// The `tools/list` result (all tools, by exposed name): shared bytes of a JSON object.
+    /// The whole `tools/list` result (all tools, by exposed name): shared bytes of a JSON object.
     pub fn list_result(&self) -> Bytes {
         self.snapshot().list_result()
+    }
+
+    /// The `tools/list` result (all tools, by exposed name), in pages.
+    pub fn tool_list(&self) -> super::ToolList {
+        self.snapshot().tool_list()
     }
 
     /// Rebuilds the catalogue from every server's tools and the registry's entries, and

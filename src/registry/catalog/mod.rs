@@ -4,7 +4,7 @@
 //! lock and a hash probe. The handle that holds the current snapshot and rebuilds it is
 //! `handle`; how names are granted is `naming`; one version of the catalogue is a
 //! [`Snapshot`]; the build itself is `build`, a tool's record under catalogue control
-//! `records`, and what a rebuild changed `changes`. This file only names the parts.
+//! `records`, what a rebuild changed `changes`, and `tools/list` in pages `pages`. This file only names the parts.
 //!
 //! A build is CPU work proportional to the catalogue (every definition hashed and copied, the
 //! list serialised): with 10,006 tools about 200 ms. The refresher runs it on tokio's
@@ -15,6 +15,7 @@ mod build;
 mod changes;
 mod handle;
 mod naming;
+pub mod pages;
 mod records;
 mod snapshot;
 #[cfg(test)]
@@ -23,4 +24,5 @@ mod tests;
 pub use changes::Changes;
 pub use handle::{Catalog, ServerTools};
 pub use naming::{COLLISION_KINDS, Collision, namespaced};
+pub use pages::{Page, ToolList};
 pub use snapshot::{Listing, Snapshot};

@@ -1,7 +1,8 @@
 //! One immutable version of the catalogue, and what `tools/list` holds of it.
 //!
 //! The `tools/list` result is serialised once per snapshot into shared bytes: a request
-//! clones a reference to them (no copy, no serialisation), whatever the catalogue's size.
+//! takes its page as a slice of them (no copy, no serialisation), whatever the catalogue's
+//! size (see `pages`).
 //! Separate from the build: a snapshot is only read, by every call.
 
 use std::{
@@ -12,7 +13,7 @@ use std::{
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::naming::Collision;
+use super::{naming::Collision, pages::ToolList};
 use crate::{
     export::names,
     registry::{record::ToolRecord, search::SearchIndex},
@@ -57,8 +58,8 @@ impl Listing {
 #[derive(Debug)]
 pub struct Snapshot {
     pub(super) by_name: ByName,
-    /// The `tools/list` result (`{"tools":[…]}`), serialised once per snapshot.
-    pub(super) list_result: Bytes,
+    /// The `tools/list` result (`{"tools":[…]}`), serialised once per snapshot, in pages.
+    pub(super) list: ToolList,
     /// Names offered and not granted as asked, by name then server.
     pub(super) collisions: Vec<Collision>,
     /// What `tools/list` holds (and the search index in search mode).
@@ -71,13 +72,11 @@ pub struct Snapshot {
 /// Tools by every name `GET /tools?format=…` exports them under.
 type Aliases = HashMap<String, Arc<ToolRecord>, foldhash::fast::RandomState>;
 
-pub(super) const EMPTY_LIST: &str = r#"{"tools":[]}"#;
-
 impl Snapshot {
     pub(super) fn empty() -> Self {
         Self {
             by_name: ByName::default(),
-            list_result: Bytes::from_static(EMPTY_LIST.as_bytes()),
+            list: ToolList::default(),
             collisions: Vec::new(),
             listing: Listing::All,
             aliases: OnceLock::new(),
@@ -102,9 +101,14 @@ impl Snapshot {
         &self.collisions
     }
 
-    /// The `tools/list` result of this snapshot: shared bytes, a JSON object.
+    /// The whole `tools/list` result of this snapshot: shared bytes, a JSON object.
     pub fn list_result(&self) -> Bytes {
-        self.list_result.clone()
+        self.list.whole()
+    }
+
+    /// The `tools/list` result of this snapshot, in pages.
+    pub fn tool_list(&self) -> ToolList {
+        self.list.clone()
     }
 
     pub fn len(&self) -> usize {

@@ -3,8 +3,9 @@
 //! input, so a caller cannot blow up cardinality with made-up tool names.
 //!
 //! This file holds the families' struct and the exposition; their registration is
-//! `register`, the bounded `tool` label `labels`, and the zero series each tool and server
-//! gets (and loses) `series`.
+//! `register`, the bounded `tool` label (a tool's series exist from its first use, never for
+//! the whole catalogue) `labels`, and the zero series each tool and server gets (and loses)
+//! `series`.
 
 mod labels;
 mod register;
@@ -208,17 +209,20 @@ pub struct Metrics {
     /// `mcp_gateway_upstream_auth_retries_total{server}`: calls run again with a renewed
     /// token after the server refused the cached one (HTTP 401)
     pub upstream_auth_retries: IntCounterVec,
-    /// Tools (`tool\0server`) and servers whose series exist already.
+    /// Servers (`\0server`) whose series exist already.
     initialised: std::sync::Arc<Mutex<HashSet<String>>>,
     /// The tools admitted as label values.
     tool_labels: Arc<RwLock<ToolLabels>>,
 }
 
-/// The tool label values in use, bounded by a cap.
+/// The tool label values in use, bounded by a cap: the tools called so far, each with its
+/// zero series.
 #[derive(Debug)]
 pub(super) struct ToolLabels {
     /// Admitted tool → the server its series carry.
     pub(super) admitted: HashMap<Arc<str>, Arc<str>, foldhash::fast::RandomState>,
+    /// Servers whose `tool="other"` zero series exist.
+    pub(super) others: HashSet<Arc<str>, foldhash::fast::RandomState>,
     pub(super) cap: usize,
 }
 

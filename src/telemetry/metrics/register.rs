@@ -506,6 +506,7 @@ impl Metrics {
             initialised: Default::default(),
             tool_labels: Arc::new(RwLock::new(ToolLabels {
                 admitted: HashMap::default(),
+                others: Default::default(),
                 cap: DEFAULT_TOOL_LABEL_CAP,
             })),
         };

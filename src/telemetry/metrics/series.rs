@@ -1,11 +1,12 @@
-//! Series upkeep. Labelled counters are pre-initialised: every known tool and server gets a
-//! zero series for each outcome an alert divides by or counts (call outcomes and error
-//! categories, upstream statuses, breaker transitions, fallbacks, shedding, retries, registry
-//! tier errors), so a ratio such as `errors / calls` is 0 rather than empty before the first
-//! error. Fixed label sets are created at construction (`register`); per-tool and per-server
-//! ones by [`Metrics::ensure_series`], which the `/metrics` handlers call with the current
-//! catalogue, so tools learned by a refresh have their series at the next scrape. A tool that
-//! leaves the catalogue loses them ([`Metrics::retain_tools`]).
+//! Series upkeep. Labelled counters are pre-initialised: every server, and every tool from its
+//! first use, gets a zero series for each outcome an alert divides by or counts (call
+//! outcomes and error categories, upstream statuses, breaker transitions, fallbacks, shedding,
+//! retries, registry tier errors), so a ratio such as `errors / calls` is 0 rather than empty
+//! before the first error. Fixed label sets are created at construction (`register`);
+//! per-server ones by [`Metrics::ensure_series`], which the `/metrics` handlers call with the
+//! servers in force (a few dozen series each, whatever their catalogues' size); per-tool ones
+//! at the tool's first use ([`Metrics::tool_label`], see `labels`), never for a tool nobody
+//! called. A tool that leaves the catalogue loses them ([`Metrics::retain_tools`]).
 
 use super::Metrics;
 use crate::error::Category;
@@ -91,14 +92,9 @@ impl Metrics {
         }
     }
 
-    /// Creates the zero series of every `(tool, server)` and `(server, transport)` not seen
-    /// before (cheap when nothing is new: one set lookup each). Tools not admitted as label
-    /// values get theirs under [`OTHER_TOOL`](super::OTHER_TOOL).
-    pub fn ensure_series<'a>(
-        &self,
-        tools: impl IntoIterator<Item = (&'a str, &'a str)>,
-        servers: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) {
+    /// Creates the zero series of every server (`(server, transport)`) not seen before (cheap
+    /// when nothing is new: one set lookup each).
+    pub fn ensure_series<'a>(&self, servers: impl IntoIterator<Item = (&'a str, &'a str)>) {
         let Ok(mut seen) = self.initialised.lock() else { return };
         for (server, transport) in servers {
             if !seen.insert(format!("\0{server}")) {
@@ -139,24 +135,23 @@ impl Metrics {
                 }
             }
         }
-        for (tool, server) in tools {
-            let tool = self.tool_label(tool);
-            if !seen.insert(format!("{tool}\0{server}")) {
-                continue;
-            }
-            let outcomes =
-                CALL_OUTCOMES.iter().copied().chain(CALL_ERROR_CATEGORIES.iter().map(|c| c.as_str()));
-            for outcome in outcomes {
-                self.tool_calls.with_label_values(&[tool, server, outcome]);
-            }
-            self.tool_call_duration.with_label_values(&[tool, server]);
-            for kind in ["stale", "alternative"] {
-                self.fallbacks.with_label_values(&[tool, kind]);
-            }
-            for result in ["hit", "miss", "shared"] {
-                self.result_cache.with_label_values(&[tool, result]);
-            }
-            self.truncations.with_label_values(&[tool]);
+    }
+
+    /// Creates the zero series of `tool` (a label value: an admitted tool, or `other`) on
+    /// `server`: every call outcome an alert counts, the latency histogram, the fallback kinds,
+    /// the cache results and truncations.
+    pub(super) fn create_tool_series(&self, tool: &str, server: &str) {
+        let outcomes = CALL_OUTCOMES.iter().copied().chain(CALL_ERROR_CATEGORIES.iter().map(|c| c.as_str()));
+        for outcome in outcomes {
+            self.tool_calls.with_label_values(&[tool, server, outcome]);
         }
+        self.tool_call_duration.with_label_values(&[tool, server]);
+        for kind in ["stale", "alternative"] {
+            self.fallbacks.with_label_values(&[tool, kind]);
+        }
+        for result in ["hit", "miss", "shared"] {
+            self.result_cache.with_label_values(&[tool, result]);
+        }
+        self.truncations.with_label_values(&[tool]);
     }
 }

@@ -6,9 +6,10 @@ MODE is the SDK's connect mode: "legacy" (initialize handshake, Mcp-Session-Id),
 (server/discover, falling back to initialize) or a modern protocol version such as
 "2026-07-28" (stateless per-request envelope, no handshake).
 
-Connects to URL with `mcp.client.streamable_http.streamable_http_client`, lists the tools, calls
+Connects to URL with `mcp.client.streamable_http.streamable_http_client`, lists the tools (every
+page, following nextCursor as the SDK's `list_tools(cursor=...)` lets an application do), calls
 TOOL with the JSON arguments and prints ONE JSON line on stdout:
-    {"tools": [names...], "result": <CallToolResult as JSON, by alias, without nulls>}
+    {"tools": [names...], "pages": N, "result": <CallToolResult as JSON, by alias, without nulls>}
 A tool error (`isError: true`) is a result, not a failure. Any failure (connection, protocol,
 JSON-RPC error) exits 1 with the error on stderr.
 """
@@ -42,11 +43,17 @@ async def main(argv: list[str]) -> None:
     # cache=None: every list/call reaches the server (the SDK caches 2026-07-28 results by default).
     async with Client(streamable_http_client(url), mode=mode, cache=None) as client:
         listed = await client.list_tools()
+        names, pages = [t.name for t in listed.tools], 1
+        while listed.next_cursor:
+            listed = await client.list_tools(cursor=listed.next_cursor)
+            names.extend(t.name for t in listed.tools)
+            pages += 1
         result = await client.call_tool(tool, arguments)
     print(
         json.dumps(
             {
-                "tools": [t.name for t in listed.tools],
+                "tools": names,
+                "pages": pages,
                 "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
             }
         ),

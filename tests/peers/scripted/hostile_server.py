@@ -39,6 +39,9 @@ MCP modes (modern-era servers answering server/discover, ping, tools/list and to
                     requests with a cursor; a list is a request without one)
   /bearer           as /recorder, but every request without `Authorization: Bearer forever-token`
                     is recorded and answered HTTP 401
+  /resources        as /recorder, and 10,000 resources (`bench://item/00000` …, each with a
+                    name, title, description and MIME type, as examples/resource_server.rs
+                    lists them), 100 a page with a nextCursor
 
 Token endpoint:
   /token-forever    an OAuth token answer whose `expires_in` is 18446744073709551615 (u64::MAX
@@ -65,7 +68,9 @@ LOCK = threading.Lock()
 GATE = threading.Condition(LOCK)
 OPEN = [False]
 MCP_MODES = ("/steady", "/renaming", "/shadow", "/rugpull", "/recorder", "/flaky", "/bearer",
-             "/bloat-count", "/bloat-definition", "/bloat-bytes", "/bloat-pages")
+             "/bloat-count", "/bloat-definition", "/bloat-bytes", "/bloat-pages", "/resources")
+# The resources of /resources, and how many a page lists.
+RESOURCE_COUNT, RESOURCE_PAGE = 10_000, 100
 # The token /token-forever issues and /bearer admits.
 FOREVER_TOKEN = "forever-token"
 METHODS = {}
@@ -234,8 +239,19 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         if method == "server/discover":
-            result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            capabilities = {"tools": {}, "resources": {}} if path == "/resources" else {"tools": {}}
+            result = {"supportedVersions": ["2026-07-28"], "capabilities": capabilities,
                       "serverInfo": {"name": "hostile", "version": "1"}}
+        elif method == "resources/list" and path == "/resources":
+            start = int(params.get("cursor") or 0)
+            end = min(start + RESOURCE_PAGE, RESOURCE_COUNT)
+            result = {"resources": [{
+                "uri": "bench://item/%05d" % i, "name": "item-%05d" % i,
+                "title": "Catalogue item %d" % i,
+                "description": "One manga volume of the benchmark's catalogue (item %d)" % i,
+                "mimeType": "application/json"} for i in range(start, end)]}
+            if end < RESOURCE_COUNT:
+                result["nextCursor"] = str(end)
         elif method == "ping":
             result = {}
         elif method == "tools/list":

@@ -212,14 +212,21 @@ impl Gateway {
         body
     }
 
+    /// Every tool name of `tools/list`, following `nextCursor` through every page.
     pub fn tool_names(&self) -> Vec<String> {
-        let (_, body) = self.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
-        body["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_string())
-            .collect()
+        let mut names = Vec::new();
+        let mut params = json!({});
+        loop {
+            let (_, body) =
+                self.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}));
+            let result = &body["result"];
+            let tools = result["tools"].as_array().unwrap_or_else(|| panic!("no tools in {body}"));
+            names.extend(tools.iter().map(|t| t["name"].as_str().unwrap().to_string()));
+            match result["nextCursor"].as_str() {
+                Some(cursor) => params = json!({"cursor": cursor}),
+                None => return names,
+            }
+        }
     }
 
     /// `GET /metrics` on the MCP listener, with the admin token (what a gateway with `[auth]`
