@@ -150,6 +150,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("tools.NAME_T.annotations"), "{readOnlyHint = true}", json!({"readOnlyHint": true})),
         (s("tools.NAME_T.fixed_arguments"), r#"{tenant = "acme"}"#, json!({"tenant": "acme"})),
         (s("tools.NAME_T.default_arguments"), "{limit = 5}", json!({"limit": 5})),
+        (s("catalogue.tools_page_size"), "120", json!(120)),
         (s("catalogue.search.enabled"), "true", json!(true)),
         (s("catalogue.search.pinned"), r#"["order_status"]"#, json!(["order_status"])),
         (s("catalogue.search.max_results"), "7", json!(7)),
