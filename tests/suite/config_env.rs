@@ -387,6 +387,9 @@ fn every_documented_key_can_be_set_through_the_environment() {
     let mut env: Vec<(String, String)> = vec![
         ("MCP_GATEWAY_CONFIG".into(), file.arg().to_string()),
         ("MCP_GATEWAY_LOG_FORMAT".into(), "text".into()),
+        // The secrets the cases name: check-config reads them as serve does.
+        ("CAT7_SECRET".into(), "client-secret".into()),
+        ("CAT7_KEY".into(), "api-key".into()),
     ];
     env.extend(documented.iter().map(|k| (env_name(k), cases[k].0.to_string())));
     let effective = check_config(&env);
