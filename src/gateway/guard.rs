@@ -198,34 +198,6 @@ impl Gateway {
         }
     }
 
-    /// A task's result (`tasks/result`) through the after-hooks of the call that created the
-    /// task, for the caller reading it (none guard it: as it is).
-    pub(super) async fn guard_task_result(
-        &self,
-        guard: Option<&super::tasks::TaskGuard>,
-        call: &super::tasks::TaskCall,
-        result: Value,
-    ) -> Result<(Value, Vec<Mark>), GatewayError> {
-        let Some(guard) = guard else { return Ok((result, Vec::new())) };
-        let mut marks = Vec::new();
-        let (subject, arguments) = (Subject::tool(&guard.tool), &guard.arguments);
-        let check = |replacement: Value| contract::check_result(&replacement).map(|()| replacement);
-        let settings = self.settings();
-        let (result, _) = self
-            .guard_value(
-                &settings,
-                &call.caller,
-                &subject,
-                arguments,
-                result,
-                call.deadline,
-                &mut marks,
-                check,
-            )
-            .await?;
-        Ok((result, marks))
-    }
-
     /// The after-hooks on a result (or item) of `tool`; whether one changed it. A replacement
     /// is checked by `check` as an upstream's answer of that kind is (and may be fitted by it).
     #[allow(clippy::too_many_arguments)]

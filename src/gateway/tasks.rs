@@ -610,6 +610,38 @@ fn with_result_type(mut result: Value) -> Value {
     result
 }
 
+/// The after-hooks of a task's result live with the task: the guard (`guard.rs`) knows no task.
+impl Gateway {
+    /// A task's result (`tasks/result`) through the after-hooks of the call that created the
+    /// task, for the caller reading it (none guard it: as it is).
+    pub(super) async fn guard_task_result(
+        &self,
+        guard: Option<&TaskGuard>,
+        call: &TaskCall,
+        result: Value,
+    ) -> Result<(Value, Vec<crate::guardrail::Mark>), GatewayError> {
+        let Some(guard) = guard else { return Ok((result, Vec::new())) };
+        let mut marks = Vec::new();
+        let (subject, arguments) = (super::guard::Subject::tool(&guard.tool), &guard.arguments);
+        let check =
+            |replacement: Value| crate::guardrail::contract::check_result(&replacement).map(|()| replacement);
+        let settings = self.settings();
+        let (result, _) = self
+            .guard_value(
+                &settings,
+                &call.caller,
+                &subject,
+                arguments,
+                result,
+                call.deadline,
+                &mut marks,
+                check,
+            )
+            .await?;
+        Ok((result, marks))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
