@@ -45,8 +45,9 @@ fn a_ttl_hint_refreshes_its_own_server_only_and_departed_tools_lose_their_series
         .filter(|t| t.starts_with("renamed_"))
         .collect();
     assert!(renamed.len() <= 1, "series of tools that left the catalogue remain: {renamed:?}");
-    // Eight more renames: each would add ~60 series; the count stays put.
-    assert!(late <= early + 30.0, "series grew from {early} to {late}");
+    // Eight more renames: each would add a tool's set of 46 series; the count stays put. One
+    // set may be in flight between a rename and the next refresh dropping the departed tool.
+    assert!(late <= early + 46.0, "series grew from {early} to {late}");
     assert!(early > 0.0);
     // The current tools still work.
     let answer = gateway.call("stable_tool", json!({}));

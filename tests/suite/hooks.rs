@@ -104,7 +104,8 @@ patterns = ["ORD-[0-9]{{8}}"]
     assert_eq!(lines[1]["guardrails"], json!([{"hook": "orders", "phase": "after", "decision": "replace"}]));
     assert_eq!(lines[2]["guardrails"][0]["decision"], "allow");
     let raw = std::fs::read_to_string(&audit).unwrap_or_default();
-    assert!(!raw.contains("ann@example.com") && !raw.contains("4111"), "{raw}");
+    // The card number as written (a bare "4111" may be part of a timestamp).
+    assert!(!raw.contains("ann@example.com") && !raw.contains("4111 1111"), "{raw}");
 }
 
 #[test]
