@@ -506,7 +506,7 @@ impl Inner {
         let arguments = request.params.get("arguments").and_then(Value::as_object).unwrap_or(&empty);
         let built = match openapi::request::build(&operation, arguments, self.settings.max_request_bytes) {
             Ok(built) => built,
-            Err(invalid) => return Ok(refusal(-32602, invalid)),
+            Err(invalid) => return Err(UpstreamError::BadArguments(invalid)),
         };
         let approved;
         let base = match &self.settings.base_url {
