@@ -131,6 +131,9 @@ pub(super) fn validate(
             bail!("servers.{name}.{key} must be at least 1");
         }
     }
+    if server.max_request_bytes == Some(0) {
+        bail!("servers.{name}.max_request_bytes must be at least 1");
+    }
     // Inlining recurses once per level: a bound far above any real schema, well within a stack.
     if limits.max_schema_depth > MAX_SCHEMA_DEPTH_CAP {
         bail!("servers.{name}.max_schema_depth must be at most {MAX_SCHEMA_DEPTH_CAP}");

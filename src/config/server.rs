@@ -278,6 +278,10 @@ pub struct ServerConfig {
     pub max_operations: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_schema_depth: Option<usize>,
+    /// `transport = "openapi"`: the most bytes one request body may take as sent (files
+    /// decoded, multipart framing included); default: the gateway's `max_body_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_bytes: Option<usize>,
     /// The document of a file `spec`, read and mapped at load (`check-config` reports it).
     #[serde(skip)]
     pub openapi_document: Option<std::sync::Arc<crate::openapi::Mapped>>,
@@ -336,6 +340,7 @@ impl ServerConfig {
             exclude: Vec::new(),
             security: BTreeMap::new(),
             max_spec_bytes: None,
+            max_request_bytes: None,
             max_operations: None,
             max_schema_depth: None,
             openapi_document: None,

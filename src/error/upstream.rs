@@ -34,6 +34,11 @@ pub enum UpstreamError {
     /// The endpoint or function does not exist: a configuration error.
     #[error("not found: {0}")]
     NotFound(String),
+    /// The call's arguments cannot make a request as the transport must build it (an OpenAPI
+    /// operation's: a missing required argument, a file that is not base64 or over
+    /// `max_request_bytes`): the caller's mistake, refused before sending (`bad_input`).
+    #[error("{0}")]
+    BadArguments(String),
     /// The request is too large for the transport (Lambda's 6 MB), refused before sending.
     #[error("request of {size} bytes exceeds the {limit}-byte limit")]
     PayloadTooLarge { size: usize, limit: usize },
@@ -132,6 +137,7 @@ impl UpstreamError {
                 Category::UpstreamRejected
             }
             UpstreamError::PayloadTooLarge { .. } => Category::PayloadTooLarge,
+            UpstreamError::BadArguments(_) => Category::BadInput,
             UpstreamError::ResponseTooLarge { .. } => Category::ResponseTooLarge,
             UpstreamError::Protocol(_) => Category::UpstreamProtocol,
             UpstreamError::Unauthorized { .. } => Category::UpstreamAuth,

@@ -332,6 +332,7 @@ fn openapi_transport(
         connect_timeout: server.connect_timeout(&config.defaults),
         headers: static_headers(name, server)?,
         max_response_bytes: server.max_response_bytes(&config.defaults),
+        max_request_bytes: server.max_request_bytes.unwrap_or(config.max_body_bytes),
         credentials,
         secrets,
     })

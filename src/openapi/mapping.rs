@@ -93,7 +93,41 @@ pub enum BodyMedia {
     Json(String),
     /// `application/x-www-form-urlencoded`.
     Form,
+    /// `multipart/form-data`: one part per property (the body object's), each sent as planned.
+    Multipart(Vec<PartPlan>),
+    /// Any other single media type (`application/octet-stream`, `image/png`, `*/*`, …): the
+    /// body is one file argument ([`FILE_SCHEMA`]), its bytes sent as they are with this media
+    /// type (a range such as `image/*` takes the caller's `mediaType` within it).
+    Raw(String),
 }
+
+/// How one property of a `multipart/form-data` body is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartPlan {
+    /// The property (and part) name.
+    pub name: String,
+    pub kind: PartKind,
+    /// The `encoding` object's `contentType` for this property, when it names one media type.
+    pub content_type: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartKind {
+    /// A text part: a string as it is, a number or boolean as its JSON text, an object as JSON
+    /// (`application/json`); an array as one part per item.
+    Text,
+    /// A file argument (or an array of them): its bytes, decoded from base64, as a file part.
+    File,
+    /// A file argument whose schema says the part itself is base64 text (OpenAPI 3.1
+    /// `contentEncoding: base64`): the argument's `data` is checked and sent as it is.
+    Base64File,
+}
+
+/// A file argument's schema: the bytes as base64 text, with the media type and file name.
+/// Base64 content, not a URI the gateway would read: a URI would have the gateway fetch
+/// (or open) whatever a model names with the gateway's own network position and files — a
+/// server-side request forgery and confused-deputy risk — so the bytes come with the call.
+pub const FILE_SCHEMA: &str = r#"{"type":"object","properties":{"data":{"type":"string","contentEncoding":"base64","description":"The file's bytes, base64 (RFC 4648 standard alphabet)."},"mediaType":{"type":"string","description":"The file's media type (e.g. image/png)."},"filename":{"type":"string","description":"The file's name, as the service will see it."}},"required":["data"],"additionalProperties":false}"#;
 
 /// Where the body's value comes from in the arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -445,7 +479,9 @@ fn shown_names(names: &[String]) -> String {
     shown
 }
 
-/// The request body: its media type and where its value sits among the arguments.
+/// The request body: its media type and where its value sits among the arguments. JSON wins
+/// over a form, a form over `multipart/form-data`, that over any other media type (the first
+/// in the document's order of names).
 fn map_body(
     inliner: &mut Schemas<'_>,
     from: &Location,
@@ -455,28 +491,54 @@ fn map_body(
 ) -> Result<Body, String> {
     let (at, body) = inliner.docs().deref(from, body)?;
     let content = body.get("content").and_then(Value::as_object).ok_or("requestBody without content")?;
-    let json_type = content.keys().find(|t| is_json(t)).cloned();
-    let (media, media_object) = match json_type {
-        Some(t) => (BodyMedia::Json(t.clone()), &content[&t]),
-        None => match content.get("application/x-www-form-urlencoded") {
-            Some(form) => (BodyMedia::Form, form),
-            None => {
-                let types: Vec<&str> = content.keys().map(String::as_str).collect();
-                return Err(format!(
-                    "request body of type {} is not served (JSON and application/x-www-form-urlencoded are)",
-                    types.join(", ")
-                ));
-            }
-        },
+    let essence = |t: &str| t.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let pick = |wanted: &str| content.iter().find(|(t, _)| essence(t) == wanted);
+    let (media, media_object) = if let Some((t, m)) = content.iter().find(|(t, _)| is_json(t)) {
+        (BodyMedia::Json(t.clone()), m)
+    } else if let Some((_, m)) = pick("application/x-www-form-urlencoded") {
+        (BodyMedia::Form, m)
+    } else if let Some((_, m)) = pick("multipart/form-data") {
+        (BodyMedia::Multipart(Vec::new()), m)
+    } else if let Some((t, m)) = content.iter().next() {
+        if essence(t).starts_with("multipart/") {
+            return Err(format!("request body of type {t} is not served (multipart/form-data is)"));
+        }
+        if !is_media_type(t.trim()) {
+            return Err(format!("request body media type {t:?} is not a media type"));
+        }
+        (BodyMedia::Raw(t.trim().to_string()), m)
+    } else {
+        return Err("requestBody with an empty content".into());
     };
     let body_required = body.get("required").and_then(Value::as_bool) == Some(true);
+    if let BodyMedia::Raw(media_type) = &media {
+        let property = body_argument(properties)?;
+        let mut schema = file_schema(body.get("description"), Some(media_type));
+        if let Some(Value::Object(described)) = media_object.get("schema")
+            && let Some(title) = described.get("title")
+        {
+            schema["title"] = title.clone();
+        }
+        properties.insert(property.clone(), schema);
+        if body_required {
+            required.push(property.clone());
+        }
+        return Ok(Body { media, shape: BodyShape::Whole(property), required: body_required });
+    }
     let schema = match media_object.get("schema") {
         Some(schema) => inliner.convert(&at, schema)?,
         None => Converted { value: json!({}), ..Converted::default() },
     };
     // Its shape at the root, refs followed (a `$ref` to an object component spreads as the
     // object would).
-    let view = inliner.view(&schema)?.value;
+    let mut view = inliner.view(&schema)?.value;
+    let media = match media {
+        BodyMedia::Multipart(_) => {
+            let plans = multipart_plans(inliner, media_object, &mut view)?;
+            BodyMedia::Multipart(plans)
+        }
+        other => other,
+    };
     let names: Vec<String> = view
         .get("properties")
         .and_then(Value::as_object)
@@ -501,12 +563,12 @@ fn map_body(
         }
         BodyShape::Spread(names)
     } else {
-        let property = ["body", "request_body", "_body"]
-            .into_iter()
-            .find(|n| !properties.contains_key(*n))
-            .ok_or("the body's argument names are all taken")?
-            .to_string();
-        let mut schema = schema.value;
+        let property = body_argument(properties)?;
+        // A multipart body's file properties are rewritten in the view: it is the schema.
+        let mut schema = match media {
+            BodyMedia::Multipart(_) => view,
+            _ => schema.value,
+        };
         if let Some(description) = body.get("description").and_then(Value::as_str)
             && let Value::Object(map) = &mut schema
         {
@@ -519,6 +581,126 @@ fn map_body(
         BodyShape::Whole(property)
     };
     Ok(Body { media, shape, required: body_required })
+}
+
+/// The name of a body given whole: `body`, else `request_body`, else `_body`.
+fn body_argument(properties: &Map<String, Value>) -> Result<String, String> {
+    ["body", "request_body", "_body"]
+        .into_iter()
+        .find(|n| !properties.contains_key(*n))
+        .map(str::to_string)
+        .ok_or_else(|| "the body's argument names are all taken".to_string())
+}
+
+/// A file argument's schema ([`FILE_SCHEMA`]) with the property's description, and the media
+/// type sent when the caller gives none.
+fn file_schema(description: Option<&Value>, media_type: Option<&str>) -> Value {
+    let mut schema: Value = serde_json::from_str(FILE_SCHEMA).unwrap_or_else(|_| json!({"type": "object"}));
+    let mut said = match description.and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty()) {
+        Some(d) => format!("{d} (a file: its bytes as base64 in `data`)"),
+        None => "A file: its bytes as base64 in `data`.".to_string(),
+    };
+    if let Some(media_type) = media_type {
+        let hint = if media_type.contains('*') {
+            format!(" `mediaType` must be within {media_type}.")
+        } else {
+            format!(" Sent as {media_type}.")
+        };
+        said.push_str(&hint);
+    }
+    schema["description"] = json!(said);
+    schema
+}
+
+/// The parts of a `multipart/form-data` body (its view, an object schema, whose file
+/// properties are rewritten to file arguments here), and how each is sent.
+fn multipart_plans(
+    inliner: &mut Schemas<'_>,
+    media_object: &Value,
+    view: &mut Value,
+) -> Result<Vec<PartPlan>, String> {
+    let Some(props) = view.get_mut("properties").and_then(Value::as_object_mut) else {
+        return Err("a multipart/form-data body needs an object schema with properties".into());
+    };
+    let mut plans = Vec::new();
+    for (name, schema) in props.iter_mut() {
+        // Part names go into `Content-Disposition` as they are: nothing that could end the
+        // quoted name or the header line.
+        if name.is_empty() || name.chars().any(|c| c == '"' || c == '\\' || c.is_control()) {
+            return Err(format!("multipart property {name:?}: its name cannot be sent as a part name"));
+        }
+        let converted = Converted { value: schema.clone(), ..Converted::default() };
+        let root = inliner.view(&converted)?.value;
+        let items = match root.get("type").and_then(Value::as_str) {
+            Some("array") => match root.get("items") {
+                Some(items) => {
+                    Some(inliner.view(&Converted { value: items.clone(), ..Converted::default() })?.value)
+                }
+                None => None,
+            },
+            _ => None,
+        };
+        let kind = match (file_kind(&root), items.as_ref().and_then(file_kind)) {
+            (Some(kind), _) => {
+                *schema = file_schema(root.get("description"), None);
+                kind
+            }
+            (None, Some(kind)) => {
+                let mut array = json!({"type": "array", "items": file_schema(None, None)});
+                if let Some(description) = root.get("description") {
+                    array["description"] = description.clone();
+                }
+                *schema = array;
+                kind
+            }
+            (None, None) => PartKind::Text,
+        };
+        let content_type = media_object
+            .pointer(&format!("/encoding/{}/contentType", token(name)))
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|t| !t.contains(',') && !t.contains('*') && is_media_type(t))
+            .map(str::to_string);
+        plans.push(PartPlan { name: name.clone(), kind, content_type });
+    }
+    Ok(plans)
+}
+
+/// Whether a schema (its root) is a file: OpenAPI 3.0's `type: string, format: binary`, or
+/// 3.1's `contentMediaType` / `contentEncoding` on a string.
+fn file_kind(schema: &Value) -> Option<PartKind> {
+    let string = match schema.get("type") {
+        Some(Value::String(t)) => t == "string",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "string"),
+        None => true,
+        _ => false,
+    };
+    if !string {
+        return None;
+    }
+    if let Some(encoding) = schema.get("contentEncoding").and_then(Value::as_str) {
+        return encoding.eq_ignore_ascii_case("base64").then_some(PartKind::Base64File);
+    }
+    let binary = schema.get("format").and_then(Value::as_str) == Some("binary");
+    (binary || schema.get("contentMediaType").is_some()).then_some(PartKind::File)
+}
+
+/// `type/subtype` with optional `; parameters`, in header-safe characters (RFC 9110 tokens).
+pub fn is_media_type(text: &str) -> bool {
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    let mut pieces = text.splitn(2, ';');
+    let essence = pieces.next().unwrap_or("").trim();
+    let params_ok = pieces.next().is_none_or(|p| p.chars().all(|c| c == '\t' || (' '..='~').contains(&c)));
+    match essence.split_once('/') {
+        Some((kind, sub)) => {
+            !kind.is_empty()
+                && !sub.is_empty()
+                && kind.chars().all(tchar)
+                && sub.chars().all(tchar)
+                && params_ok
+        }
+        None => false,
+    }
 }
 
 pub fn is_json(media_type: &str) -> bool {

@@ -1,8 +1,12 @@
 //! A call's HTTP request, built from the operation's plan and the call's arguments as the
 //! document says: path parameters percent-encoded in their style (`simple`, `label`,
 //! `matrix`), query parameters in theirs (`form` exploded or not, `spaceDelimited`,
-//! `pipeDelimited`, `deepObject`), header and cookie parameters, and a JSON or
-//! `application/x-www-form-urlencoded` body. Every name and value is percent-encoded except
+//! `pipeDelimited`, `deepObject`), header and cookie parameters, and a JSON,
+//! `application/x-www-form-urlencoded`, `multipart/form-data` (framed by reqwest's multipart
+//! form) or raw (`application/octet-stream`, `image/png`, …) body. A file argument is base64
+//! in the call: checked and decoded here (the input schema's `contentEncoding` is not enforced
+//! by validation), its decoded size charged against the server's `max_request_bytes` before
+//! it is decoded, and the whole body checked against the same bound: nothing over it is sent. Every name and value is percent-encoded except
 //! the unreserved characters (RFC 3986), so an argument can never add a path segment, a query
 //! parameter or a header of its own.
 //!
@@ -14,10 +18,13 @@
 //! path with a `.`, `..` (plain or percent-encoded) or emptied segment. Refused, not
 //! encoded: `%2E%2E` is a dot segment to WHATWG parsers too.
 
+use base64::Engine;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
 
-use super::mapping::{BodyMedia, BodyShape, Operation, ParamIn, Style};
+use super::mapping::{
+    Body, BodyMedia, BodyShape, Operation, ParamIn, PartKind, PartPlan, Style, is_media_type,
+};
 
 /// Everything but `A-Z a-z 0-9 - . _ ~` is encoded.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
@@ -41,7 +48,12 @@ pub fn encode(text: &str) -> String {
 /// Why a call's arguments cannot make a request (answered as invalid params, nothing sent).
 pub type Invalid = String;
 
-pub fn build(op: &Operation, arguments: &Map<String, Value>) -> Result<Request, Invalid> {
+/// The request of one call; its body (files decoded) within `max_body_bytes`.
+pub fn build(
+    op: &Operation,
+    arguments: &Map<String, Value>,
+    max_body_bytes: usize,
+) -> Result<Request, Invalid> {
     let mut path = op.path.clone();
     let mut query: Vec<String> = Vec::new();
     let mut headers = Vec::new();
@@ -79,46 +91,7 @@ pub fn build(op: &Operation, arguments: &Map<String, Value>) -> Result<Request, 
     }
     let body = match &op.body {
         None => None,
-        Some(body) => {
-            let value = match &body.shape {
-                BodyShape::Whole(property) => arguments.get(property).filter(|v| !v.is_null()).cloned(),
-                BodyShape::Spread(names) => {
-                    let object: Map<String, Value> = names
-                        .iter()
-                        .filter_map(|n| arguments.get(n).map(|v| (n.clone(), v.clone())))
-                        .collect();
-                    (!object.is_empty() || body.required).then_some(Value::Object(object))
-                }
-            };
-            match (value, &body.media) {
-                (None, _) if body.required => {
-                    let name = match &body.shape {
-                        BodyShape::Whole(property) => property.as_str(),
-                        BodyShape::Spread(_) => "body",
-                    };
-                    return Err(format!("missing required argument {name:?}"));
-                }
-                (None, _) => None,
-                (Some(value), BodyMedia::Json(content_type)) => {
-                    let bytes = serde_json::to_vec(&value).map_err(|e| format!("body not encoded: {e}"))?;
-                    Some((content_type.clone(), bytes))
-                }
-                (Some(Value::Object(fields)), BodyMedia::Form) => {
-                    let mut pairs = Vec::new();
-                    for (name, value) in &fields {
-                        match value {
-                            Value::Null => {}
-                            Value::Array(items) => pairs.extend(
-                                items.iter().map(|i| format!("{}={}", encode(name), encode(&scalar(i)))),
-                            ),
-                            other => pairs.push(format!("{}={}", encode(name), encode(&scalar(other)))),
-                        }
-                    }
-                    Some(("application/x-www-form-urlencoded".to_string(), pairs.join("&").into_bytes()))
-                }
-                (Some(_), BodyMedia::Form) => return Err("a form body must be an object".into()),
-            }
-        }
+        Some(body) => body_bytes(body, arguments, max_body_bytes)?,
     };
     stays_in_template(&op.path, &path)?;
     let mut path_and_query = path;
@@ -127,6 +100,279 @@ pub fn build(op: &Operation, arguments: &Map<String, Value>) -> Result<Request, 
         path_and_query.push_str(&query.join("&"));
     }
     Ok(Request { path_and_query, headers, cookies, body })
+}
+
+/// The body's `(content type, bytes)`, `None` when the arguments give none and it is optional.
+fn body_bytes(
+    body: &Body,
+    arguments: &Map<String, Value>,
+    limit: usize,
+) -> Result<Option<(String, Vec<u8>)>, Invalid> {
+    let value = match &body.shape {
+        BodyShape::Whole(property) => arguments.get(property).filter(|v| !v.is_null()).cloned(),
+        BodyShape::Spread(names) => {
+            let object: Map<String, Value> =
+                names.iter().filter_map(|n| arguments.get(n).map(|v| (n.clone(), v.clone()))).collect();
+            (!object.is_empty() || body.required).then_some(Value::Object(object))
+        }
+    };
+    // How an argument of the body is named in errors: `cover`, or `body.cover` when whole.
+    let label = |name: &str| match &body.shape {
+        BodyShape::Whole(property) if name.is_empty() => property.clone(),
+        BodyShape::Whole(property) => format!("{property}.{name}"),
+        BodyShape::Spread(_) => name.to_string(),
+    };
+    let built = match (value, &body.media) {
+        (None, _) if body.required => {
+            let name = match &body.shape {
+                BodyShape::Whole(property) => property.as_str(),
+                BodyShape::Spread(_) => "body",
+            };
+            return Err(format!("missing required argument {name:?}"));
+        }
+        (None, _) => return Ok(None),
+        (Some(value), BodyMedia::Json(content_type)) => {
+            let bytes = serde_json::to_vec(&value).map_err(|e| format!("body not encoded: {e}"))?;
+            (content_type.clone(), bytes)
+        }
+        (Some(Value::Object(fields)), BodyMedia::Form) => {
+            let mut pairs = Vec::new();
+            for (name, value) in &fields {
+                match value {
+                    Value::Null => {}
+                    Value::Array(items) => {
+                        pairs.extend(items.iter().map(|i| format!("{}={}", encode(name), encode(&scalar(i)))))
+                    }
+                    other => pairs.push(format!("{}={}", encode(name), encode(&scalar(other)))),
+                }
+            }
+            ("application/x-www-form-urlencoded".to_string(), pairs.join("&").into_bytes())
+        }
+        (Some(_), BodyMedia::Form) => return Err("a form body must be an object".into()),
+        (Some(Value::Object(fields)), BodyMedia::Multipart(plans)) => {
+            let mut charged = 0usize;
+            let mut parts = Vec::new();
+            for plan in plans {
+                let value = match fields.get(&plan.name) {
+                    None | Some(Value::Null) => continue,
+                    Some(value) => value,
+                };
+                let items: Vec<(String, &Value)> = match value {
+                    Value::Array(items) => items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (format!("{}[{i}]", label(&plan.name)), v))
+                        .collect(),
+                    one => vec![(label(&plan.name), one)],
+                };
+                for (shown, item) in items {
+                    parts.push(part(plan, &shown, item, limit, &mut charged)?);
+                }
+            }
+            multipart(parts)?
+        }
+        (Some(_), BodyMedia::Multipart(_)) => {
+            return Err("a multipart/form-data body must be an object".into());
+        }
+        (Some(value), BodyMedia::Raw(media_type)) => {
+            let shown = label("");
+            let mut charged = 0;
+            let file = file_argument(&shown, &value, limit, &mut charged, false)?;
+            (raw_media_type(&shown, media_type, file.media_type.as_deref())?, file.bytes)
+        }
+    };
+    if built.1.len() > limit {
+        return Err(format!(
+            "the request body of {} bytes exceeds max_request_bytes ({limit}): not sent",
+            built.1.len()
+        ));
+    }
+    Ok(Some(built))
+}
+
+/// One file argument, decoded and checked.
+struct File {
+    bytes: Vec<u8>,
+    media_type: Option<String>,
+    filename: Option<String>,
+}
+
+/// The standard base64 alphabet, padding optional (models often drop it), nothing else
+/// accepted: no URL-safe characters, no whitespace.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
+
+/// A file argument (`{data, mediaType?, filename?}`; a bare string is its `data`), its bytes
+/// decoded (`keep_text`: checked but kept as the base64 text) and charged to `charged`, which
+/// may not pass `limit`. `jsonschema` does not enforce `contentEncoding`: checked here.
+fn file_argument(
+    shown: &str,
+    value: &Value,
+    limit: usize,
+    charged: &mut usize,
+    keep_text: bool,
+) -> Result<File, Invalid> {
+    let (data, media_type, filename) = match value {
+        Value::String(data) => (data.as_str(), None, None),
+        Value::Object(map) => {
+            let text = |key: &str| match map.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.as_str())),
+                Some(_) => Err(format!("argument {shown:?}: {key} must be a string")),
+            };
+            let data = text("data")?
+                .ok_or_else(|| format!("argument {shown:?}: a file needs `data` (its bytes as base64)"))?;
+            (data, text("mediaType")?, text("filename")?)
+        }
+        _ => return Err(format!("argument {shown:?}: a file is an object {{data, mediaType, filename}}")),
+    };
+    // The decoded size is known before decoding: a file over the bound is refused unread.
+    let padding = data.bytes().rev().take_while(|b| *b == b'=').count().min(2);
+    let unpadded = data.len() - padding;
+    let size = unpadded / 4 * 3 + (unpadded % 4).saturating_sub(1);
+    let total = charged.saturating_add(size);
+    if total > limit {
+        return Err(match *charged {
+            0 => format!(
+                "argument {shown:?}: the file's {size} bytes exceed max_request_bytes ({limit}): not sent"
+            ),
+            before => format!(
+                "argument {shown:?}: the file's {size} bytes after {before} bytes of other files exceed max_request_bytes ({limit}): not sent"
+            ),
+        });
+    }
+    let bytes = BASE64
+        .decode(data)
+        .map_err(|e| format!("argument {shown:?}: data is not base64 (RFC 4648 standard alphabet): {e}"))?;
+    *charged = charged.saturating_add(bytes.len());
+    if let Some(media_type) = media_type
+        && (media_type.contains('*') || !is_media_type(media_type))
+    {
+        return Err(format!(
+            "argument {shown:?}: mediaType {media_type:?} is not a media type (type/subtype)"
+        ));
+    }
+    if let Some(name) = filename
+        && (name.is_empty() || name.chars().any(char::is_control))
+    {
+        return Err(format!("argument {shown:?}: filename must be non-empty, without control characters"));
+    }
+    Ok(File {
+        bytes: if keep_text { data.as_bytes().to_vec() } else { bytes },
+        media_type: media_type.map(str::to_string),
+        filename: filename.map(str::to_string),
+    })
+}
+
+/// The media type a raw body is sent with: the document's; within a range (`image/*`, `*/*`)
+/// the caller's `mediaType` (`application/octet-stream` for `*/*` without one). A caller's
+/// type outside the document's is refused: the service said what it takes.
+fn raw_media_type(shown: &str, document: &str, caller: Option<&str>) -> Result<String, Invalid> {
+    let essence = |t: &str| t.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let wanted = essence(document);
+    let within = |t: &str| {
+        let t = essence(t);
+        match wanted.as_str() {
+            "*/*" => true,
+            range if range.ends_with("/*") => t.split('/').next() == range.split('/').next(),
+            exact => t == exact,
+        }
+    };
+    match caller {
+        Some(given) if within(given) => {
+            Ok(if wanted.contains('*') { given.to_string() } else { document.to_string() })
+        }
+        Some(given) => {
+            Err(format!("argument {shown:?}: mediaType {given:?} is not the operation's {document}"))
+        }
+        None if wanted == "*/*" => Ok("application/octet-stream".into()),
+        None if wanted.contains('*') => {
+            Err(format!("argument {shown:?}: needs a mediaType within {document}"))
+        }
+        None => Ok(document.to_string()),
+    }
+}
+
+/// One part of a multipart body, before framing.
+struct Part {
+    name: String,
+    content_type: Option<String>,
+    filename: Option<String>,
+    bytes: Vec<u8>,
+}
+
+/// The part of one value (an item, for an array) of a multipart property.
+fn part(
+    plan: &PartPlan,
+    shown: &str,
+    value: &Value,
+    limit: usize,
+    charged: &mut usize,
+) -> Result<Part, Invalid> {
+    let name = plan.name.clone();
+    match plan.kind {
+        PartKind::File | PartKind::Base64File => {
+            let file = file_argument(shown, value, limit, charged, plan.kind == PartKind::Base64File)?;
+            Ok(Part {
+                content_type: Some(
+                    file.media_type
+                        .or_else(|| plan.content_type.clone())
+                        .unwrap_or_else(|| "application/octet-stream".into()),
+                ),
+                // A part without a file name is a plain field to most frameworks (Starlette,
+                // Spring, multer): the part's name stands in.
+                filename: Some(file.filename.unwrap_or_else(|| plan.name.clone())),
+                bytes: file.bytes,
+                name,
+            })
+        }
+        PartKind::Text => {
+            let (bytes, json) = match value {
+                Value::String(s) => (s.clone().into_bytes(), false),
+                Value::Object(_) | Value::Array(_) => {
+                    (serde_json::to_vec(value).map_err(|e| format!("argument {shown:?}: {e}"))?, true)
+                }
+                other => (other.to_string().into_bytes(), false),
+            };
+            let content_type =
+                plan.content_type.clone().or_else(|| json.then(|| "application/json".to_string()));
+            Ok(Part { name, content_type, filename: None, bytes })
+        }
+    }
+}
+
+/// A `multipart/form-data` body (RFC 7578) framed by reqwest's multipart form: `(content
+/// type with its boundary, bytes)`. Every part is in memory, so its stream is ready at once.
+fn multipart(parts: Vec<Part>) -> Result<(String, Vec<u8>), Invalid> {
+    use futures_util::{FutureExt, TryStreamExt};
+    let mut form = reqwest::multipart::Form::new().percent_encode_noop();
+    for part in parts {
+        let mut framed = reqwest::multipart::Part::bytes(part.bytes);
+        if let Some(content_type) = &part.content_type {
+            framed = framed
+                .mime_str(content_type)
+                .map_err(|_| format!("part {:?}: {content_type:?} is not a media type", part.name))?;
+        }
+        if let Some(filename) = part.filename {
+            framed = framed.file_name(filename);
+        }
+        form = form.part(part.name, framed);
+    }
+    let content_type = format!("multipart/form-data; boundary={}", form.boundary());
+    let collected = form
+        .into_stream()
+        .try_fold(Vec::new(), |mut all, chunk| {
+            all.extend_from_slice(&chunk);
+            std::future::ready(Ok(all))
+        })
+        .now_or_never();
+    match collected {
+        Some(Ok(bytes)) => Ok((content_type, bytes)),
+        _ => Err("the multipart body could not be framed".into()),
+    }
 }
 
 /// Refuses a path value any of whose texts (the value, an item, a key) has a `.` or `..`
@@ -257,6 +503,11 @@ mod tests {
         }
     }
 
+    /// Built without a body bound.
+    fn build(op: &Operation, arguments: &Map<String, Value>) -> Result<Request, Invalid> {
+        super::build(op, arguments, usize::MAX)
+    }
+
     fn args(value: Value) -> Map<String, Value> {
         value.as_object().cloned().unwrap()
     }
@@ -372,5 +623,175 @@ mod tests {
                 .unwrap();
         assert_eq!(built.body.unwrap().1, b"q=a%26b%3Dc&n=1&n=2".to_vec());
         assert!(build(&op("/f", vec![], Some(form)), &args(json!({}))).unwrap().body.is_none());
+    }
+
+    fn multipart_op(plans: Vec<PartPlan>, required: bool) -> Operation {
+        let names = plans.iter().map(|p| p.name.clone()).collect();
+        let body = Body { media: BodyMedia::Multipart(plans), shape: BodyShape::Spread(names), required };
+        op("/up", vec![], Some(body))
+    }
+
+    fn plan(name: &str, kind: PartKind, content_type: Option<&str>) -> PartPlan {
+        PartPlan { name: name.into(), kind, content_type: content_type.map(str::to_string) }
+    }
+
+    /// The parts of a multipart body: (headers, content) per part, split at its boundary.
+    fn parts(content_type: &str, body: &[u8]) -> Vec<(String, Vec<u8>)> {
+        let boundary = format!("--{}", content_type.split("boundary=").nth(1).unwrap());
+        assert!(body.ends_with(format!("{boundary}--\r\n").as_bytes()));
+        let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+        let mut found = Vec::new();
+        let mut rest = body;
+        while let Some(at) = find(rest, boundary.as_bytes()) {
+            let after = &rest[at + boundary.len()..];
+            if let Some(part) = after.strip_prefix(b"\r\n") {
+                let end = find(part, boundary.as_bytes()).unwrap();
+                let part = &part[..end - 2];
+                let split = find(part, b"\r\n\r\n").unwrap();
+                found.push((String::from_utf8(part[..split].to_vec()).unwrap(), part[split + 4..].to_vec()));
+            }
+            rest = after;
+        }
+        found
+    }
+
+    #[test]
+    fn multipart_bodies_carry_files_text_and_json_parts() {
+        let op = multipart_op(
+            vec![
+                plan("cover", PartKind::File, None),
+                plan("pages", PartKind::File, Some("image/jpeg")),
+                plan("signed", PartKind::Base64File, None),
+                plan("caption", PartKind::Text, None),
+                plan("tags", PartKind::Text, None),
+                plan("meta", PartKind::Text, None),
+            ],
+            true,
+        );
+        let built = build(
+            &op,
+            &args(json!({
+                "cover": {"data": "iVBORw0KGgo=", "mediaType": "image/png", "filename": "cover 1.png"},
+                "pages": [{"data": "AAEC"}, "/w"],
+                "signed": {"data": "aGk"},
+                "caption": "鬼滅 \"vol\" 1",
+                "tags": ["a", 2],
+                "meta": {"w": 3},
+                "ignored": "x"
+            })),
+        )
+        .unwrap();
+        let (content_type, body) = built.body.unwrap();
+        assert!(content_type.starts_with("multipart/form-data; boundary="), "{content_type}");
+        let got = parts(&content_type, &body);
+        let heads: Vec<&str> = got.iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(
+            heads,
+            [
+                "Content-Disposition: form-data; name=\"cover\"; filename=\"cover 1.png\"\r\nContent-Type: image/png",
+                "Content-Disposition: form-data; name=\"pages\"; filename=\"pages\"\r\nContent-Type: image/jpeg",
+                "Content-Disposition: form-data; name=\"pages\"; filename=\"pages\"\r\nContent-Type: image/jpeg",
+                "Content-Disposition: form-data; name=\"signed\"; filename=\"signed\"\r\nContent-Type: application/octet-stream",
+                "Content-Disposition: form-data; name=\"caption\"",
+                "Content-Disposition: form-data; name=\"tags\"",
+                "Content-Disposition: form-data; name=\"tags\"",
+                "Content-Disposition: form-data; name=\"meta\"\r\nContent-Type: application/json",
+            ]
+        );
+        assert_eq!(got[0].1, b"\x89PNG\r\n\x1a\n".to_vec(), "decoded");
+        assert_eq!(got[1].1, vec![0, 1, 2]);
+        assert_eq!(got[2].1, vec![0xff], "a bare string is the data; padding optional");
+        assert_eq!(got[3].1, b"aGk".to_vec(), "contentEncoding base64: the text as given");
+        assert_eq!(got[4].1, "鬼滅 \"vol\" 1".as_bytes());
+        assert_eq!((got[5].1.clone(), got[6].1.clone()), (b"a".to_vec(), b"2".to_vec()));
+        assert_eq!(got[7].1, br#"{"w":3}"#.to_vec());
+    }
+
+    #[test]
+    fn file_arguments_are_checked_and_bounded_before_anything_is_built() {
+        let op =
+            multipart_op(vec![plan("cover", PartKind::File, None), plan("back", PartKind::File, None)], true);
+        let within = |value: Value, limit| super::build(&op, &args(value), limit).map(|_| ());
+        let err = |value: Value, limit| within(value, limit).unwrap_err();
+        assert_eq!(
+            err(json!({"cover": {"data": "AAE$"}}), 100),
+            "argument \"cover\": data is not base64 (RFC 4648 standard alphabet): Invalid symbol 36, offset 3."
+        );
+        assert!(err(json!({"cover": {"data": "AA-_"}}), 100).contains("not base64"), "no URL-safe alphabet");
+        assert!(err(json!({"cover": {"data": "AA E"}}), 100).contains("not base64"), "no whitespace");
+        // 12 base64 characters are 9 bytes: over a bound of 8, refused (before decoding: the
+        // same text with a bad character says the size, not the alphabet).
+        assert_eq!(
+            err(json!({"cover": {"data": "AAAAAAAAAAA$"}}), 8),
+            "argument \"cover\": the file's 9 bytes exceed max_request_bytes (8): not sent"
+        );
+        assert!(within(json!({"cover": {"data": "AAAAAAAA"}}), 1000).is_ok());
+        // Files are charged together.
+        assert_eq!(
+            err(json!({"cover": "AAAAAAAA", "back": "AAAAAAAA"}), 10),
+            "argument \"back\": the file's 6 bytes after 6 bytes of other files exceed max_request_bytes (10): not sent"
+        );
+        // The framed body is bounded too: 6 bytes of file, but the framing takes more.
+        assert!(
+            err(json!({"cover": "AAAAAAAA"}), 64).starts_with("the request body of "),
+            "{}",
+            err(json!({"cover": "AAAAAAAA"}), 64)
+        );
+        assert!(
+            err(json!({"cover": {"data": "AA==", "filename": "a\r\nX-Evil: 1"}}), 1000).contains("filename")
+        );
+        assert!(
+            err(json!({"cover": {"data": "AA==", "mediaType": "image/png\r\nX: 1"}}), 1000)
+                .contains("mediaType")
+        );
+        assert!(err(json!({"cover": {"data": "AA==", "mediaType": "image/*"}}), 1000).contains("mediaType"));
+        assert!(err(json!({"cover": {"mediaType": "image/png"}}), 1000).contains("needs `data`"));
+        assert!(err(json!({"cover": 3}), 1000).contains("a file is an object"));
+    }
+
+    #[test]
+    fn raw_bodies_are_the_files_bytes_with_the_documents_media_type() {
+        let raw = |media: &str, required| {
+            let body = Body {
+                media: BodyMedia::Raw(media.into()),
+                shape: BodyShape::Whole("body".into()),
+                required,
+            };
+            op("/raw", vec![], Some(body))
+        };
+        let sent = |media: &str, value: Value| {
+            build(&raw(media, true), &args(json!({"body": value}))).map(|b| b.body)
+        };
+        assert_eq!(
+            sent("application/octet-stream", json!({"data": "AAEC"})).unwrap(),
+            Some(("application/octet-stream".into(), vec![0, 1, 2]))
+        );
+        assert_eq!(
+            sent("image/*", json!({"data": "AAEC", "mediaType": "image/png"})).unwrap(),
+            Some(("image/png".into(), vec![0, 1, 2])),
+            "a range takes the caller's type"
+        );
+        assert_eq!(
+            sent("*/*", json!("AAEC")).unwrap(),
+            Some(("application/octet-stream".into(), vec![0, 1, 2]))
+        );
+        assert!(
+            sent("image/*", json!({"data": "AAEC"}))
+                .unwrap_err()
+                .contains("needs a mediaType within image/*")
+        );
+        assert_eq!(
+            sent("image/png", json!({"data": "AAEC", "mediaType": "text/html"})).unwrap_err(),
+            "argument \"body\": mediaType \"text/html\" is not the operation's image/png"
+        );
+        assert_eq!(
+            super::build(&raw("image/png", true), &args(json!({"body": "AAECAw"})), 3).unwrap_err(),
+            "argument \"body\": the file's 4 bytes exceed max_request_bytes (3): not sent"
+        );
+        assert_eq!(
+            build(&raw("image/png", true), &args(json!({}))).unwrap_err(),
+            "missing required argument \"body\""
+        );
+        assert!(build(&raw("image/png", false), &args(json!({}))).unwrap().body.is_none());
     }
 }

@@ -306,3 +306,98 @@ fn an_input_schema_over_the_bound_is_cut_and_reported() {
     let reasons: Vec<&str> = mapped.trimmed.iter().map(|t| t.reason.as_str()).collect();
     assert!(reasons.iter().any(|r| r.starts_with("inputSchema cut") && r.contains("Big")), "{reasons:?}");
 }
+
+/// A document with uploads: multipart (OpenAPI 3.0 `format: binary`, 3.1 `contentMediaType`,
+/// an array of files, `encoding`), a raw `application/octet-stream` body and an `image/*` one.
+fn uploads() -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "uploads", "version": "1"},
+        "paths": {
+            "/covers/{id}": {"post": {
+                "operationId": "uploadCover",
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "requestBody": {"required": true, "content": {"multipart/form-data": {
+                    "schema": {"$ref": "#/components/schemas/Cover"},
+                    "encoding": {"meta": {"contentType": "application/vnd.meta+json"}, "cover": {"contentType": "image/png, image/jpeg"}}
+                }}},
+                "responses": {"200": {"description": "ok"}}
+            }},
+            "/raw": {"put": {
+                "operationId": "putRaw",
+                "requestBody": {"required": true, "description": "The archive.", "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                "responses": {"204": {"description": "stored"}}
+            }},
+            "/picture": {"post": {
+                "operationId": "postPicture",
+                "requestBody": {"content": {"image/*": {}}},
+                "responses": {"204": {"description": "stored"}}
+            }}
+        },
+        "components": {"schemas": {
+            "Cover": {"type": "object", "required": ["cover"], "properties": {
+                "cover": {"type": "string", "contentMediaType": "image/png", "description": "The front cover"},
+                "pages": {"type": "array", "items": {"type": "string", "format": "binary"}},
+                "signed": {"type": "string", "contentEncoding": "base64"},
+                "caption": {"type": "string"},
+                "meta": {"type": "object", "properties": {"w": {"type": "integer"}}}
+            }}
+        }}
+    })
+}
+
+#[test]
+fn uploads_map_to_file_arguments() {
+    use self::mapping::{BodyMedia, BodyShape, PartKind};
+    let mapped = map(uploads(), &Selection::default());
+    assert!(mapped.skipped.is_empty(), "{:?}", mapped.skipped);
+    let cover = tool(&mapped, "uploadCover");
+    let props = &cover["inputSchema"]["properties"];
+    let file: Value = serde_json::from_str(mapping::FILE_SCHEMA).unwrap();
+    for key in ["type", "properties", "required", "additionalProperties"] {
+        assert_eq!(props["cover"][key], file[key], "a 3.1 contentMediaType string is a file: {key}");
+        assert_eq!(props["pages"]["items"][key], file[key], "an array of 3.0 binary strings: {key}");
+        assert_eq!(props["signed"][key], file[key], "contentEncoding: base64: {key}");
+    }
+    assert_eq!(props["cover"]["properties"]["data"]["contentEncoding"], "base64");
+    assert!(props["cover"]["description"].as_str().unwrap().starts_with("The front cover"), "{props}");
+    assert_eq!(props["caption"], json!({"type": "string"}), "other properties as they are");
+    assert_eq!(props["meta"]["type"], "object");
+    assert_eq!(cover["inputSchema"]["required"], json!(["id", "cover"]), "spread, as a JSON body is");
+    let plan = &mapped.operations["uploadCover"];
+    let body = plan.body.as_ref().unwrap();
+    assert!(matches!(&body.shape, BodyShape::Spread(names) if names.len() == 5), "{body:?}");
+    let BodyMedia::Multipart(parts) = &body.media else { panic!("{body:?}") };
+    let kind = |name: &str| parts.iter().find(|p| p.name == name).map(|p| (p.kind, p.content_type.clone()));
+    assert_eq!(kind("cover"), Some((PartKind::File, None)), "a list of media types is no one type");
+    assert_eq!(kind("pages"), Some((PartKind::File, None)));
+    assert_eq!(kind("signed"), Some((PartKind::Base64File, None)));
+    assert_eq!(kind("caption"), Some((PartKind::Text, None)));
+    assert_eq!(kind("meta"), Some((PartKind::Text, Some("application/vnd.meta+json".into()))));
+
+    let raw = tool(&mapped, "putRaw");
+    assert_eq!(raw["inputSchema"]["required"], json!(["body"]));
+    let described = raw["inputSchema"]["properties"]["body"]["description"].as_str().unwrap();
+    assert!(
+        described.starts_with("The archive.") && described.contains("application/octet-stream"),
+        "{described}"
+    );
+    let raw_body = mapped.operations["putRaw"].body.as_ref().unwrap();
+    assert_eq!(raw_body.media, BodyMedia::Raw("application/octet-stream".into()));
+    let picture = mapped.operations["postPicture"].body.as_ref().unwrap();
+    assert_eq!(picture.media, BodyMedia::Raw("image/*".into()));
+    assert!(tool(&mapped, "postPicture")["inputSchema"].get("required").is_none());
+}
+
+#[test]
+fn multipart_names_that_cannot_be_part_names_and_other_multiparts_are_skipped() {
+    let mut doc = uploads();
+    doc["components"]["schemas"]["Cover"]["properties"]["bad\"name"] = json!({"type": "string"});
+    doc["paths"]["/mixed"] = json!({"post": {"operationId": "mixed", "requestBody": {"content": {"multipart/mixed": {}}}, "responses": {"200": {"description": "ok"}}}});
+    let mapped = map(doc, &Selection::default());
+    let reasons: Vec<(Option<&str>, &str)> =
+        mapped.skipped.iter().map(|s| (s.operation_id.as_deref(), s.reason.as_str())).collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(reasons[0].1.contains("cannot be sent as a part name"), "{reasons:?}");
+    assert!(reasons[1].1.contains("multipart/mixed is not served"), "{reasons:?}");
+}

@@ -106,6 +106,8 @@ impl Outcome {
             }
             UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => Outcome::ClientError,
             UpstreamError::PayloadTooLarge { .. } => Outcome::ClientError,
+            // Nothing was sent: the caller's arguments, not the server.
+            UpstreamError::BadArguments(_) => Outcome::Refused,
             UpstreamError::ResponseTooLarge { .. } => Outcome::Oversized,
             UpstreamError::Unauthorized { .. } => Outcome::Unauthorized,
             UpstreamError::CircuitOpen { .. }

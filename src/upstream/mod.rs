@@ -229,6 +229,7 @@ impl UpstreamError {
                 | UpstreamError::Overloaded { .. }
                 | UpstreamError::HeldFull { .. }
                 | UpstreamError::PayloadTooLarge { .. }
+                | UpstreamError::BadArguments(_)
                 | UpstreamError::NotConnected { .. }
                 | UpstreamError::Credentials { .. }
         )
@@ -248,6 +249,7 @@ impl UpstreamError {
             UpstreamError::FunctionError { kind: FunctionErrorKind::Handled, .. } => "function_error_handled",
             UpstreamError::NotFound(_) => "404",
             UpstreamError::PayloadTooLarge { .. } => "payload_too_large",
+            UpstreamError::BadArguments(_) => "bad_arguments",
             UpstreamError::ResponseTooLarge { .. } => "response_too_large",
             UpstreamError::Protocol(_) => "protocol_error",
             UpstreamError::Unauthorized { status } => status_class(*status),

@@ -64,6 +64,8 @@ pub struct OpenApiSettings {
     /// Static `headers`.
     pub headers: HeaderMap,
     pub max_response_bytes: usize,
+    /// Most bytes of one request body as sent (files decoded).
+    pub max_request_bytes: usize,
     pub credentials: Option<Credentials>,
     /// Secrets of the document's security schemes, by scheme name: (user name, secret).
     pub secrets: BTreeMap<String, (Option<String>, String)>,
@@ -502,9 +504,9 @@ impl Inner {
         };
         let empty = Map::new();
         let arguments = request.params.get("arguments").and_then(Value::as_object).unwrap_or(&empty);
-        let built = match openapi::request::build(&operation, arguments) {
+        let built = match openapi::request::build(&operation, arguments, self.settings.max_request_bytes) {
             Ok(built) => built,
-            Err(invalid) => return Ok(refusal(-32602, invalid)),
+            Err(invalid) => return Err(UpstreamError::BadArguments(invalid)),
         };
         let approved;
         let base = match &self.settings.base_url {

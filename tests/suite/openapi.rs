@@ -113,10 +113,12 @@ fn the_fastapi_document_maps_to_tools_with_schemas_and_annotations() {
             "echoBody",
             "echoForm",
             "getProduct",
+            "putBlob",
             "searchProducts",
             "setStock",
+            "uploadCover",
         ],
-        "every selected operation but the multipart upload"
+        "every selected operation, the multipart and octet-stream uploads included"
     );
 
     let get = tool(&listed, "getProduct");
@@ -157,24 +159,21 @@ fn the_fastapi_document_maps_to_tools_with_schemas_and_annotations() {
     let form = tool(&listed, "echoForm");
     assert_eq!(form["inputSchema"]["required"], json!(["title", "quantity"]), "a form body spread too");
 
-    // The skipped operation is reported, with its reason and pointer.
+    // The uploads are file arguments: base64 content, with the media type and file name.
+    let cover = tool(&listed, "uploadCover");
+    let file = &cover["inputSchema"]["properties"]["cover"];
+    assert_eq!(file["properties"]["data"]["contentEncoding"], "base64", "{cover}");
+    assert_eq!(file["required"], json!(["data"]));
+    assert_eq!(cover["inputSchema"]["required"], json!(["product_id", "cover"]), "{cover}");
+    let blob = tool(&listed, "putBlob");
+    assert_eq!(blob["inputSchema"]["properties"]["body"]["properties"], file["properties"], "{blob}");
+
+    // Nothing skipped: the report says so.
     let (status, registry) = admin_get_json(&gateway, "/admin/registry");
     assert_eq!(status, 200);
     let report = &registry["openapi"]["store"];
-    assert_eq!(report["tools"], 8, "{report}");
-    let skipped = report["skipped"].as_array().unwrap();
-    assert_eq!(skipped.len(), 1, "{report}");
-    assert_eq!(skipped[0]["operation_id"], "uploadCover");
-    assert_eq!(skipped[0]["method"], "POST");
-    let reason = skipped[0]["reason"].as_str().unwrap();
-    assert!(
-        reason.contains("multipart/form-data") && reason.contains("/paths/~1covers~1{product_id}/post"),
-        "{reason}"
-    );
-    // The log line is written by the batched log writer: waited for, not raced.
-    wait_for("a log line per skipped operation", || {
-        gateway.proc.output().contains("OpenAPI operation skipped")
-    });
+    assert_eq!(report["tools"], 10, "{report}");
+    assert_eq!(report["skipped"], json!([]), "{report}");
     // Catalogue tools like any other: the registry lists them with their server and hashes.
     let listed_in_registry = registry["tools"].as_array().unwrap();
     let get_entry = listed_in_registry.iter().find(|t| t["name"] == "getProduct").unwrap();
@@ -190,7 +189,7 @@ fn the_fastapi_document_maps_to_tools_with_schemas_and_annotations() {
     assert!(refresh.status().is_success(), "{}", refresh.status());
     wait_for("the refresh to fetch the document again", || store.document_fetches() > fetched);
 
-    // check-config fetches and maps it too, and names the operation it would skip.
+    // check-config fetches and maps it too, and skips nothing.
     let spec = store.spec();
     let env = [
         ("MCP_GATEWAY_SERVERS__STORE__TRANSPORT", "openapi"),
@@ -199,10 +198,7 @@ fn the_fastapi_document_maps_to_tools_with_schemas_and_annotations() {
     let checked = check_config(&["--json"], &env);
     let stderr = String::from_utf8_lossy(&checked.stderr);
     assert!(checked.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("warning: servers.store: OpenAPI operation POST /covers/{product_id} (uploadCover) skipped: request body of type multipart/form-data"),
-        "{stderr}"
-    );
+    assert!(!stderr.contains("skipped"), "{stderr}");
 }
 
 #[test]
@@ -267,6 +263,81 @@ fn calls_encode_path_query_header_cookie_and_bodies_as_the_document_says() {
     let refused = gateway.call("getProduct", json!({}));
     assert!(refused.get("error").is_some() || refused["result"]["isError"] == true, "{refused}");
     assert_eq!(store.received().len(), before, "nothing sent for invalid arguments");
+}
+
+/// Base64 and SHA-256 of `bytes`, as a call sends them and the service reports them.
+fn b64_and_sha(bytes: &[u8]) -> (String, String) {
+    use base64::Engine;
+    use sha2::Digest;
+    let sha: String = sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+    (base64::engine::general_purpose::STANDARD.encode(bytes), sha)
+}
+
+#[test]
+fn uploads_reach_the_service_as_files_and_bad_or_oversized_ones_are_never_sent() {
+    let store = Store::start();
+    let config = store_config(&store).replacen(
+        "[servers.store.security",
+        "max_request_bytes = 4096\n[servers.store.security",
+        1,
+    );
+    let gateway = Gateway::start(&config, &[("STORE_API_KEY", API_KEY)]);
+
+    // multipart/form-data: the file part with its name and type, a text part beside it.
+    let png: Vec<u8> =
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".iter().copied().chain((0..=255u8).cycle().take(1000)).collect();
+    let (data, sha) = b64_and_sha(&png);
+    let uploaded = gateway.call(
+        "uploadCover",
+        json!({"product_id": "MNG-00000004", "cover": {"data": data, "mediaType": "image/png", "filename": "表紙 1.png"}, "caption": "vol. 1"}),
+    );
+    assert_eq!(
+        structured(&uploaded),
+        &json!({
+            "product_id": "MNG-00000004", "filename": "表紙 1.png", "content_type": "image/png",
+            "bytes": png.len(), "sha256": sha, "caption": "vol. 1"
+        }),
+        "the service parsed the part it received: {uploaded}"
+    );
+    let sent = store.received().into_iter().find(|r| r["path"] == "/covers/MNG-00000004").unwrap();
+    assert!(sent["headers"]["content-type"].as_str().unwrap().starts_with("multipart/form-data; boundary="));
+
+    // application/octet-stream: the bytes as the body, with the document's media type.
+    let bytes: Vec<u8> = (0..=255u8).rev().collect();
+    let (data, sha) = b64_and_sha(&bytes);
+    let put = gateway.call("putBlob", json!({"name": "raw", "body": {"data": data}}));
+    assert_eq!(
+        structured(&put),
+        &json!({"name": "raw", "content_type": "application/octet-stream", "bytes": 256, "sha256": sha}),
+        "{put}"
+    );
+
+    // Refused with a precise invalid-params error, and nothing reaches the service: a file
+    // over max_request_bytes (refused before it is decoded), invalid base64, a media type
+    // the operation does not take.
+    let before = store.received().len();
+    let (big, _) = b64_and_sha(&[7u8; 4097]);
+    let refused = gateway.call("uploadCover", json!({"product_id": "MNG-00000004", "cover": {"data": big}}));
+    let data = expect_error(&refused, -32602, "bad_input");
+    assert_eq!(
+        refused["error"]["message"].as_str().map(|m| m
+            .contains("argument \"cover\": the file's 4097 bytes exceed max_request_bytes (4096): not sent")),
+        Some(true),
+        "{refused}"
+    );
+    assert_eq!(data["retryable"], false, "{refused}");
+    let bad = gateway.call("putBlob", json!({"name": "raw", "body": {"data": "bm90IGJhc2U2N!=="}}));
+    expect_error(&bad, -32602, "bad_input");
+    assert!(
+        bad["error"]["message"].as_str().unwrap().contains("argument \"body\": data is not base64"),
+        "{bad}"
+    );
+    let typed =
+        gateway.call("putBlob", json!({"name": "raw", "body": {"data": "AAAA", "mediaType": "text/html"}}));
+    expect_error(&typed, -32602, "bad_input");
+    let schema = gateway.call("putBlob", json!({"name": "raw", "body": {"bytes": "AAAA"}}));
+    expect_error(&schema, -32602, "bad_input");
+    assert_eq!(store.received().len(), before, "nothing sent for a refused upload");
 }
 
 #[test]
@@ -379,8 +450,8 @@ fn sigv4_signatures_verify_with_botocore_over_the_request_received() {
     assert_eq!(forged["verified"], false, "{forged}");
 }
 
-/// A document for the file tests: one mappable operation whose schema lives in a file beside
-/// it (a relative `$ref`), one that cannot be mapped.
+/// A document for the file tests: one operation whose schema lives in a file beside it (a
+/// relative `$ref`), one whose body is `application/octet-stream` (a file argument).
 const FILE_DOC: &str = r#"openapi: 3.0.3
 info: {title: files, version: "1"}
 servers: [{url: "http://127.0.0.1:9/api"}]
@@ -432,21 +503,19 @@ fn file_documents_resolve_relative_refs_and_bad_ones_are_refused_with_a_pointer(
         check_config(&["--json"], &pairs)
     };
 
-    // Good: loads; the unmappable operation is a warning naming it and why.
+    // Good: loads; the octet-stream upload is a tool too (nothing skipped, no warning).
     let good = run(&dir.path("store.yaml"));
     let stderr = String::from_utf8_lossy(&good.stderr);
     assert!(good.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("warning: servers.prices: OpenAPI operation POST /upload (upload) skipped: request body of type application/octet-stream"),
-        "{stderr}"
-    );
+    assert!(!stderr.contains("skipped"), "{stderr}");
 
     // The served tools carry the schema from the other file (nullable turned into JSON Schema).
     let config =
         format!("[servers.prices]\ntransport = \"openapi\"\nspec = \"{}\"\n", dir.path("store.yaml"));
     let gateway = Gateway::start(&config, &[]);
     let listed = tools(&gateway);
-    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed.len(), 2, "{listed:#?}");
+    assert_eq!(tool(&listed, "upload")["inputSchema"]["properties"]["body"]["required"], json!(["data"]));
     assert_eq!(listed[0]["outputSchema"]["properties"]["currency"]["type"], json!(["string", "null"]));
     // A changed file is read again on the next refresh: its new operation becomes a tool.
     let grown = FILE_DOC.replace(

@@ -178,12 +178,18 @@ fn petstore_operations_built_by_the_gateway_pass_prism_validation() {
         &[("PETSTORE_API_KEY", "special-key-ペット")],
     );
 
-    // The document's 20 operations: `uploadFile` takes multipart/form-data, which the
-    // transport does not serve; it is skipped and reported, the other 19 are tools.
+    // The document's 20 operations are 20 tools, the multipart/form-data upload included.
     let names = gateway.tool_names();
-    assert_eq!(names.len(), 19, "{names:?}");
-    assert!(!names.contains(&"uploadFile".to_string()), "{names:?}");
-    for name in ["findPetsByStatus", "getPetById", "deletePet", "updatePetWithForm", "placeOrder", "addPet"] {
+    assert_eq!(names.len(), 20, "{names:?}");
+    for name in [
+        "uploadFile",
+        "findPetsByStatus",
+        "getPetById",
+        "deletePet",
+        "updatePetWithForm",
+        "placeOrder",
+        "addPet",
+    ] {
         assert!(names.contains(&name.to_string()), "{name} missing from {names:?}");
     }
 
@@ -230,6 +236,14 @@ fn petstore_operations_built_by_the_gateway_pass_prism_validation() {
                "tags": [{"id": 2, "name": "good"}], "status": "available"}),
     );
     assert_ne!(tool_result(&added)["content"], Value::Null, "{added}");
+    // multipart/form-data: a text part and a file part (`format: binary`), as Prism expects.
+    let uploaded = call_validated(
+        &gateway,
+        &prism,
+        "uploadFile",
+        json!({"petId": 7, "additionalMetadata": "front ペット", "file": {"data": "iVBORw0KGgo=", "mediaType": "image/png", "filename": "rex.png"}}),
+    );
+    assert!(!is_error(&uploaded), "{uploaded}");
     // Query strings with reserved characters; a path segment with a space and non-ASCII.
     let login =
         call_validated(&gateway, &prism, "loginUser", json!({"username": "ミカ", "password": "p&ss=1 ?#"}));
@@ -285,12 +299,13 @@ env = "STORE_API_KEY"
     );
     let gateway = Gateway::start(&config, &[("STORE_API_KEY", "store-key-0123")]);
     let names = gateway.tool_names();
-    // uploadCover takes multipart/form-data: skipped and reported, the rest are tools.
-    assert!(!names.contains(&"uploadCover".to_string()), "{names:?}");
+    // Every operation is a tool, the multipart and octet-stream uploads included.
+    assert!(
+        names.contains(&"uploadCover".to_string()) && names.contains(&"putBlob".to_string()),
+        "{names:?}"
+    );
     let (_, registry) = admin_get_json(&gateway, "/admin/registry");
-    let skipped = registry["openapi"]["store"]["skipped"].as_array().expect("the skip report").clone();
-    assert_eq!(skipped.len(), 1, "{skipped:?}");
-    assert_eq!(skipped[0]["operation_id"], "uploadCover", "{skipped:?}");
+    assert_eq!(registry["openapi"]["store"]["skipped"], json!([]), "{registry}");
 
     let mut sent = 0;
     let mut call = |tool: &str, arguments: Value| {
@@ -320,6 +335,24 @@ env = "STORE_API_KEY"
         call("echoBody", json!({"product_id": "MNG-00000001", "body": {"product_id": "other", "note": "n"}}));
     assert_eq!(structured(&echoed)["path_product_id"], "MNG-00000001", "{echoed}");
     assert_eq!(structured(&echoed)["body"]["product_id"], "other", "{echoed}");
+    // Uploads, through Prism's validation: a multipart file part and a raw octet-stream body.
+    // ASCII bytes: Prism's proxy forwards a multipart part as text (a byte over 0x7F comes out
+    // UTF-8 encoded); tests/suite/openapi.rs proves binary bytes arrive exactly, by SHA-256.
+    let cover = call(
+        "uploadCover",
+        json!({"product_id": "MNG-00000001", "cover": {"data": "aGVsbG8gY292ZXI=", "mediaType": "image/png", "filename": "c.png"}, "caption": "front"}),
+    );
+    assert_eq!(
+        (
+            structured(&cover)["filename"].clone(),
+            structured(&cover)["bytes"].clone(),
+            structured(&cover)["caption"].clone()
+        ),
+        (json!("c.png"), json!(11), json!("front")),
+        "{cover}"
+    );
+    let blob = call("putBlob", json!({"name": "b1", "body": {"data": "AAECAw=="}}));
+    assert_eq!(structured(&blob)["bytes"], 4, "{blob}");
     // A form body.
     let form = call("echoForm", json!({"title": "ワンピース & co", "quantity": 3}));
     assert_eq!(structured(&form)["title"], "ワンピース & co", "{form}");

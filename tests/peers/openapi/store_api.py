@@ -6,13 +6,15 @@ headers, body) and `GET /_received` returns the record: the tests assert what th
 saw, not what the gateway says it sent. A few operations exist for the tests' sake:
 `echo*` answer what they received, `statusCode` answers any status (with `Retry-After` on
 request), `signedLookup` checks a SigV4 signature with botocore (the AWS SDK for Python's
-own signer, recomputed over the request as received), `uploadCover` takes a multipart body
-(which the gateway does not map). `createOrder` needs the `X-API-Key` header
+own signer, recomputed over the request as received), `uploadCover` takes a multipart body (a file
+and a text field) and `putBlob` a raw `application/octet-stream` one: both answer what they
+received (file name, content type, size, SHA-256). `createOrder` needs the `X-API-Key` header
 (`STORE_API_KEY`).
 
 Usage: store_api.py PORT  (prints `READY <port>` once it listens)
 """
 
+import hashlib
 import os
 import sys
 from typing import Annotated, Optional
@@ -202,8 +204,37 @@ def status_code(code: int, retry_after: Optional[int] = None):
 
 
 @app.post("/covers/{product_id}", operation_id="uploadCover", tags=["catalogue"])
-async def upload_cover(product_id: str, cover: UploadFile):
-    return {"product_id": product_id, "bytes": len(await cover.read())}
+async def upload_cover(product_id: str, cover: UploadFile, caption: Annotated[Optional[str], Form()] = None):
+    data = await cover.read()
+    return {
+        "product_id": product_id,
+        "filename": cover.filename,
+        "content_type": cover.content_type,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "caption": caption,
+    }
+
+
+@app.put(
+    "/blobs/{name}",
+    operation_id="putBlob",
+    tags=["catalogue"],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
+async def put_blob(name: str, request: Request):
+    data = await request.body()
+    return {
+        "name": name,
+        "content_type": request.headers.get("content-type"),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 @app.post("/signed/{item}", operation_id="signedLookup", tags=["aws"])
