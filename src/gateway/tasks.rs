@@ -256,7 +256,21 @@ impl Gateway {
         let answer = match method {
             "tasks/get" => {
                 let task = self.send(&entry, "tasks/get", &params, &call, false).await?;
+                // A modern server inlines a terminal task's outcome: kept aside, it reaches
+                // a modern caller through the creating call's after-hooks, as a result read
+                // with `tasks/result` does (the task object itself is rebuilt below).
+                let inlined = match (&task, entry.form) {
+                    (Ok(answer), Form::Extension) if call.modern => tasks::inlined_outcome(answer),
+                    _ => None,
+                };
                 let task = self.task_answer(task, id, caller_form, &entry)?;
+                if let Some(read) = inlined {
+                    let released = self.release_task_result(&entry, &call, read, Instant::now()).await;
+                    let outcome = released
+                        .map(|r| tasks::with_related_task(Released::into_inner(r), id))
+                        .map_err(|e| serde_json::to_value(e.to_error_object()).unwrap_or_default());
+                    return Ok(Released::gateways_own(tasks::detailed(task, Some(outcome))));
+                }
                 if call.modern && entry.form == Form::Session {
                     // The extension inlines a terminal task's outcome; a session-era server
                     // gives it from `tasks/result` (which no longer blocks once it has ended).

@@ -68,6 +68,29 @@ pub fn declares_extension(params: Option<&Value>) -> bool {
         .is_some_and(Value::is_object)
 }
 
+/// The outcome a 2026-07-28 server inlines in a terminal task (`tasks/get`): its `result`
+/// (`completed`), or its `error` (`failed`) when that is a JSON-RPC error object. `None`:
+/// the task has not ended, or says nothing usable.
+pub fn inlined_outcome(task: &Value) -> Option<Result<Value, crate::error::ErrorObject>> {
+    match status(task) {
+        Some("completed") => task.get("result").filter(|r| r.is_object()).cloned().map(Ok),
+        Some("failed") => task.get("error").and_then(|e| serde_json::from_value(e.clone()).ok()).map(Err),
+        _ => None,
+    }
+}
+
+/// Whether a `tools/call` result (JSON text) is a task handle of the 2026-07-28 extension
+/// (`resultType: "task"`). Parsed only when the text names one.
+pub fn is_extension_task(result: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "resultType", borrow)]
+        result_type: Option<std::borrow::Cow<'a, str>>,
+    }
+    result.contains("\"task\"")
+        && serde_json::from_str::<Kind<'_>>(result).is_ok_and(|k| k.result_type.as_deref() == Some("task"))
+}
+
 /// The `task` parameter of a 2025-11-25 task-augmented request, checked: an object whose `ttl`,
 /// if any, is a non-negative integer. `Ok(None)`: no `task` parameter.
 pub fn requested(params: &Map<String, Value>) -> Result<Option<Value>, &'static str> {
@@ -291,6 +314,10 @@ mod tests {
         assert!(!declares_extension(Some(&json!({"_meta": {CLIENT_CAPABILITIES: {}}}))));
         assert_eq!(task_support(&json!({"execution": {"taskSupport": "required"}})), TaskSupport::Required);
         assert_eq!(task_support(&json!({})), TaskSupport::Forbidden);
+        assert!(is_extension_task(r#"{"resultType":"task","taskId":"t","status":"working"}"#));
+        assert!(!is_extension_task(r#"{"content":[{"type":"text","text":"a \"task\""}]}"#));
+        assert!(!is_extension_task(r#"{"task":{"taskId":"t"}}"#), "the session form is asked for");
+        assert!(!is_extension_task(r#"{"resultType":"complete","content":[]}"#));
     }
 
     #[test]

@@ -213,6 +213,100 @@ fn a_modern_caller_uses_the_tasks_extension_against_a_session_era_server() {
     assert!(cancel["error"].is_object(), "a completed task cannot be cancelled: {cancel}");
 }
 
+/// Task creation is server-directed in the 2026-07-28 extension: a caller that declared the
+/// extension may get a task for a call without a `task` parameter. Against a modern server
+/// (`hostile_server.py`'s `/tasker`, which answers a task exactly when the call declares the
+/// extension): the task reaches the caller under the gateway's id (not `upstream_protocol`),
+/// its inlined result comes back through `tasks/get`, and a caller that declared nothing gets
+/// the plain result, the server seeing no declaration. Read-only tools keep the result cache:
+/// one that may run as a task (`long_job`) is never served from it to a declaring caller (a
+/// task handle is one caller's); one that never does (`quick_lookup`) is, and goes without
+/// the declaration.
+#[test]
+fn a_modern_server_may_answer_a_task_to_a_caller_that_declared_the_extension() {
+    let (_server, addr) = hostile_server(&[]);
+    // The read-only tool's results are cached: a plain call may be served from the cache, a
+    // declaring one never is.
+    let config = format!(
+        "[servers.jobs]\ntransport = \"http\"\nurl = \"http://{addr}/tasker\"\n[tools.long_job]\ncache_ttl_ms = 600000\n[tools.quick_lookup]\ncache_ttl_ms = 600000\n"
+    );
+    let gw = Gateway::start(&config, &[]);
+    wait_for("the job tool", || gw.tool_names().contains(&"long_job".to_string()));
+    let headers =
+        [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "long_job")];
+    let declared = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    let plain = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+
+    let created =
+        rpc(&gw, "tools/call", json!({"name": "long_job", "arguments": {}, "_meta": declared}), &headers);
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    assert_eq!(created["result"]["status"], "working", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_string();
+    assert!(id.starts_with("mcpgw-task-"), "the caller gets the gateway's id, not job-1: {created}");
+
+    let get_headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tasks/get")];
+    let done = rpc(&gw, "tasks/get", json!({"taskId": id, "_meta": declared}), &get_headers);
+    assert_eq!(
+        (done["result"]["taskId"].clone(), done["result"]["status"].clone()),
+        (json!(id), json!("completed")),
+        "{done}"
+    );
+    assert_eq!(done["result"]["result"]["content"][0]["text"], "done later", "the inlined result: {done}");
+
+    // A tool that is not read-only goes the plain way (no cache): a task too.
+    let submit =
+        [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "submit_job")];
+    let write =
+        rpc(&gw, "tools/call", json!({"name": "submit_job", "arguments": {}, "_meta": declared}), &submit);
+    assert_eq!(write["result"]["resultType"], "task", "not upstream_protocol: {write}");
+    assert!(write["result"]["taskId"].as_str().is_some_and(|t| t.starts_with("mcpgw-task-")), "{write}");
+
+    // The same call, twice, from a caller that declared nothing: the result, not a task (the
+    // second from the cache).
+    for _ in 0..2 {
+        let now =
+            rpc(&gw, "tools/call", json!({"name": "long_job", "arguments": {}, "_meta": plain}), &headers);
+        assert_eq!(now["result"]["content"][0]["text"], "done now", "{now}");
+        assert!(now["result"].get("taskId").is_none(), "{now}");
+    }
+    // A second declaring call after the plain ones: its own task, not a cached answer.
+    let again =
+        rpc(&gw, "tools/call", json!({"name": "long_job", "arguments": {}, "_meta": declared}), &headers);
+    assert_eq!(again["result"]["resultType"], "task", "{again}");
+    assert_ne!(again["result"]["taskId"], json!(id), "{again}");
+
+    // A read-only tool without task support: cached for declaring callers too, the server
+    // asked once, without the declaration, and answering plainly.
+    let quick =
+        [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "quick_lookup")];
+    for _ in 0..2 {
+        let looked = rpc(
+            &gw,
+            "tools/call",
+            json!({"name": "quick_lookup", "arguments": {}, "_meta": declared}),
+            &quick,
+        );
+        assert_eq!(looked["result"]["content"][0]["text"], "done now", "{looked}");
+    }
+
+    // What the server saw, in order: the declaration forwarded exactly when the caller made it.
+    let log = hostile_log(addr);
+    let calls: Vec<bool> =
+        log.iter().filter(|e| e["method"] == "tools/call").map(|e| e["declared"] == true).collect();
+    assert_eq!(
+        calls,
+        [true, true, false, true, false],
+        "the second plain call came from the cache; every declaring one reached the server"
+    );
+    assert_eq!(log.iter().filter(|e| e["method"] == "tasks/get").count(), 1, "{log:?}");
+}
+
 #[test]
 fn a_caller_cannot_use_a_task_it_does_not_own() {
     let (_alpha, _beta, gw) = two_servers("");

@@ -200,6 +200,16 @@ impl Gateway {
             },
             None => None,
         };
+        // Task creation is server-directed in the 2026-07-28 extension: a modern caller that
+        // declared it lets the server answer a call with a task, and a task it is answered with
+        // is recorded as a requested one is (below). A read-only call the gateway may cache or
+        // share goes without the caller's declaration (the server answers it plainly), unless
+        // the tool says it may run as a task: then it is the caller's own call (a task handle
+        // is never cached nor shared).
+        let server_may_task = task.is_none() && declares_tasks(&params);
+        let may_run_as_task = server_may_task
+            && crate::protocol::tasks::task_support(&tool.definition)
+                != crate::protocol::tasks::TaskSupport::Forbidden;
         let meta = params.get("_meta");
         let round = mrtr::Round::of(&params);
         let key = result_key(&tool.name, admitted.args_hash(), meta, ctx.caller.subject.as_deref());
@@ -211,6 +221,7 @@ impl Gateway {
         // multi-round-trip request (the server may ask this caller, or it answers a question).
         let (mut result, mut ending) = if tool.read_only
             && task.is_none()
+            && !may_run_as_task
             && ctx.notifications.relay.is_none()
             && !settings.credentials_per_caller(&tool.server)
             && !round.is_conversation()
@@ -220,6 +231,20 @@ impl Gateway {
             let notifications = self.with_asker(ctx, meta, &round, &tool, admitted.args_hash());
             let call = Forwarded { admitted: &admitted, meta, round, deadline, task: task.clone() };
             self.forward_answering(call, notifications, ctx).await
+        };
+        // A task the server chose to create for a caller that declared it can take one: a
+        // slot of the table now (the table full: refused, the upstream task left to its ttl).
+        let server_tasked = server_may_task
+            && result.as_ref().is_ok_and(|raw| crate::protocol::tasks::is_extension_task(raw.get()));
+        let slot = match slot {
+            None if server_tasked => match self.tasks().reserve() {
+                Ok(slot) => Some(slot),
+                Err(err) => {
+                    result = Err(err);
+                    None
+                }
+            },
+            slot => slot,
         };
         // A task the server created: recorded for routing, its id the gateway's own. The call
         // ends here; the task lives on upstream.
@@ -255,6 +280,7 @@ impl Gateway {
         if let Err(err) = &result
             && !relayed
             && task.is_none()
+            && !server_tasked
             && let Some(fallback) = self
                 .fallback(&settings, &tool, &key, kept, meta, deadline, err, ending.maybe_delivered, ctx)
                 .await
@@ -281,7 +307,7 @@ impl Gateway {
                     &tool,
                     arguments,
                     raw,
-                    task.is_some(),
+                    task.is_some() || server_tasked,
                     deadline,
                     &mut guardrails,
                 );
@@ -315,10 +341,7 @@ impl Gateway {
         if let Some(task) = crate::protocol::tasks::requested(params).map_err(bad_input)? {
             return Ok(Some(task));
         }
-        let wrapped = params.get("_meta").map(|meta| json!({"_meta": meta}));
-        let modern = mcp::is_modern(wrapped.as_ref());
-        if modern
-            && crate::protocol::tasks::declares_extension(wrapped.as_ref())
+        if declares_tasks(params)
             && crate::protocol::tasks::task_support(&tool.definition)
                 == crate::protocol::tasks::TaskSupport::Required
         {
@@ -341,6 +364,13 @@ impl Gateway {
             None => raw,
         }
     }
+}
+
+/// Whether a call comes from a modern (2026-07-28) caller that declared the tasks extension in
+/// its per-request capabilities (forwarded as they are: the server may then answer a task).
+fn declares_tasks(params: &Map<String, Value>) -> bool {
+    let wrapped = params.get("_meta").map(|meta| json!({"_meta": meta}));
+    mcp::is_modern(wrapped.as_ref()) && crate::protocol::tasks::declares_extension(wrapped.as_ref())
 }
 
 fn bad_input(detail: &str) -> GatewayError {
