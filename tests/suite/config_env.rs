@@ -290,6 +290,7 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
         (s("servers.NAME_S.max_spec_bytes"), "1048576", json!(1048576)),
         (s("servers.NAME_S.max_operations"), "500", json!(500)),
         (s("servers.NAME_S.max_schema_depth"), "12", json!(12)),
+        (s("servers.NAME_S.max_request_bytes"), "262144", json!(262144)),
         (
             s("servers.NAME_S.auth"),
             r#"{kind = "client_credentials", token_url = "https://auth.example/token", client_id = "7", client_secret_env = "CAT7_SECRET", scopes = ["catalog:read"], refresh_before_secs = 120}"#,
