@@ -340,3 +340,69 @@ fn a_fastmcp_server_over_stdio_is_carried_as_resources() {
     let answer = rpc_at(&gw, "/mcp", "skills/list", json!({}), true);
     expect_error(&answer, -32601, "method_not_found");
 }
+
+/// A session-era caller's GET stream of list changes; every `data:` message collected.
+fn change_stream(gw: &Gateway) -> std::sync::Arc<std::sync::Mutex<Vec<Value>>> {
+    use std::io::{BufRead, BufReader};
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    let (status, headers, text) = gw.post_raw(init.to_string(), &[]);
+    assert_eq!(status, 200, "{text}");
+    let session = headers["mcp-session-id"].to_str().unwrap().to_string();
+    let client = reqwest::blocking::Client::builder().timeout(None::<std::time::Duration>).build().unwrap();
+    let response = client
+        .get(gw.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = events.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(response).lines().map_while(Result::ok) {
+            if let Some(data) = line.strip_prefix("data: ") {
+                sink.lock().unwrap().push(serde_json::from_str(data).unwrap_or(Value::Null));
+            }
+        }
+    });
+    events
+}
+
+#[test]
+fn a_changed_skill_is_told_as_a_resources_list_change() {
+    let root = Scratch::new("skills-change");
+    write_skill(root.dir(), "git-workflow", "Branch from main.", &[("references/GUIDE.md", "guide\n")]);
+    let port = free_port();
+    let mut command = Command::new(skills_python());
+    command
+        .arg(peers_dir().join("servers/skills_server.py"))
+        .arg(root.dir())
+        .args(["http", &port.to_string()])
+        .env("PYTHONUNBUFFERED", "1")
+        .env("SKILLS_RELOAD", "1");
+    let _server = Proc::spawn_until("fastmcp-skills", command, "READY");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let gw = Gateway::start(&format!("refresh_interval_secs = 1\n{}", http_server("skills", &url)), &[]);
+    let before = listed(&client(&gw.url("/mcp"), &["list"]));
+    let resources_before = rpc_at(&gw, "/mcp", "resources/list", json!({}), false)["result"].clone();
+    let events = change_stream(&gw);
+    wait_for("the change stream", || metric(&gw.metrics(), "mcp_gateway_listen_streams", &[]) >= 1.0);
+
+    // One file of the skill changes: its digest in the skill's entry changes, and nothing
+    // else the caller lists does. SEP-2640 names no list change of its own: the caller is told
+    // its resources changed, and lists the skills again.
+    std::fs::write(root.dir().join("git-workflow/references/GUIDE.md"), "guide, second edition\n").unwrap();
+    wait_for("notifications/resources/list_changed", || {
+        events.lock().unwrap().iter().any(|e| e["method"] == "notifications/resources/list_changed")
+    });
+    let after = listed(&client(&gw.url("/mcp"), &["list"]));
+    assert_ne!(before, after);
+    assert_eq!(after, listed(&client(&url, &["list"])), "the server's new digests");
+    assert_eq!(
+        rpc_at(&gw, "/mcp", "resources/list", json!({}), false)["result"],
+        resources_before,
+        "the resources list itself did not change"
+    );
+}

@@ -5,7 +5,9 @@
 
 Usage: skills_server.py ROOT (http PORT | stdio)
 Over HTTP it prints `READY <port>` once it listens (streamable HTTP at /mcp). SKILLS_PAGE_SIZE
-in the environment sets the server's page size of its lists (`skills/list` included).
+in the environment sets the server's page size of its lists (`skills/list` included);
+SKILLS_RELOAD=1 makes it read the folders again on every request (a changed file is served, and
+its digest changes, at once).
 """
 
 import os
@@ -21,7 +23,7 @@ from fastmcp.skills.provider import SkillsDirectoryProvider
 
 def main() -> None:
     root, transport = sys.argv[1], sys.argv[2]
-    skills = SkillsDirectoryProvider(roots=root)
+    skills = SkillsDirectoryProvider(roots=root, reload=os.environ.get("SKILLS_RELOAD") == "1")
     page_size = int(os.environ.get("SKILLS_PAGE_SIZE", "0")) or None
     app = FastMCP("skills-peer", providers=[skills], list_page_size=page_size)
     app.add_extension(SkillsExtension(providers=[skills]))
