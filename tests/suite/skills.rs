@@ -175,6 +175,13 @@ fn two_servers_skills_are_merged_and_paged_and_a_shared_uri_is_served_by_neither
     assert_eq!(action(&through, "get:skill://shared/SKILL.md")["error"]["code"], -32602, "{through}");
     // A file of b's skill is read from b.
     assert_eq!(action(&through, "read:skill://beta-07/notes.md")["text"], "b\n", "{through}");
+    // Operators see the skills per server, and the collision.
+    let (_, surface) = admin_get_json(&gw, "/admin/registry/surface");
+    assert_eq!(surface["totals"]["skills"], 120, "{surface}");
+    let collision = json!({"kind": "skill", "name": "skill://shared/SKILL.md", "servers": ["a", "b"]});
+    assert!(surface["collisions"].as_array().unwrap().contains(&collision), "{surface}");
+    let b = surface["servers"].as_array().unwrap().iter().find(|s| s["server"] == "b").unwrap();
+    assert_eq!((b["skills"].clone(), b["skills_extension"].clone()), (json!(60), json!(true)), "{b}");
 }
 
 #[test]
@@ -182,6 +189,9 @@ fn a_cedar_forbid_on_a_skill_hides_it_and_refuses_it_and_its_files() {
     let root = Scratch::new("skills-policy");
     write_skill(root.dir(), "git-workflow", "Branch from main.", &[("references/GUIDE.md", "guide\n")]);
     write_skill(root.dir(), "deploy", "Deploy with care.", &[("scripts/run.sh", "echo\n")]);
+    // A SKILL.md nested in the forbidden skill's directory: FastMCP serves it as one of the
+    // skill's files, and the decision on the skill covers it.
+    write_skill(root.dir(), "deploy/rollback", "Roll back.", &[("steps.md", "1. undo\n")]);
     let (_server, url) = skills_server(root.dir(), None);
     let policy = TempFile::with(
         "skills.cedar",
@@ -202,13 +212,19 @@ forbid (principal, action == Action::"read", resource == Resource::"skill://depl
             "get:skill://deploy/SKILL.md",
             "read:skill://deploy/SKILL.md",
             "read:skill://deploy/scripts/run.sh",
+            "read:skill://deploy/rollback/SKILL.md",
+            "read:skill://deploy/rollback/steps.md",
             "read:skill://git-workflow/references/GUIDE.md",
         ],
     );
     assert_eq!(uris(&listed(&seen)), ["skill://git-workflow/SKILL.md"], "{seen}");
-    for refused in
-        ["get:skill://deploy/SKILL.md", "read:skill://deploy/SKILL.md", "read:skill://deploy/scripts/run.sh"]
-    {
+    for refused in [
+        "get:skill://deploy/SKILL.md",
+        "read:skill://deploy/SKILL.md",
+        "read:skill://deploy/scripts/run.sh",
+        "read:skill://deploy/rollback/SKILL.md",
+        "read:skill://deploy/rollback/steps.md",
+    ] {
         assert_eq!(action(&seen, refused)["error"]["code"], -32008, "{refused}: {seen}");
     }
     assert_eq!(action(&seen, "read:skill://git-workflow/references/GUIDE.md")["text"], "guide\n");

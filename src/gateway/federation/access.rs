@@ -82,7 +82,7 @@ impl Gateway {
         }
         // Skills are resources (SEP-2640 names no list change of its own): a change in the
         // skills a caller sees is told as `notifications/resources/list_changed`.
-        for s in index.skills.iter().filter(|s| self.may_read_skill(caller, s)) {
+        for s in index.skills.iter().filter(|s| self.may_read_skill(caller, &index, s)) {
             ("skill", s.uri.as_str(), s.server.as_ref(), s.definition.get()).hash(&mut resources);
         }
         let mut prompts = state.build_hasher();

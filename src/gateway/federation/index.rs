@@ -416,12 +416,22 @@ impl Index {
             .find_map(|(at, _)| self.skill_dirs.get(&text[..=at]))
     }
 
-    /// The listed skill holding the file `uri` (its `SKILL.md` or another of its files).
-    pub fn skill_holding(&self, uri: &CanonicalUri) -> Option<&Resource> {
-        match self.skill_dir_of(uri) {
-            Some(Ok(i)) => self.skills.get(*i),
-            _ => None,
+    /// The listed skills whose directory holds `uri` (a skill's `SKILL.md` or another file:
+    /// the skill itself, and every skill it is nested in), innermost first.
+    pub fn skills_holding(&self, uri: &CanonicalUri) -> Vec<&Resource> {
+        if self.skill_dirs.is_empty() {
+            return Vec::new();
         }
+        let text = uri.as_str();
+        let after_scheme = text.find("://").map_or(0, |i| i + 3);
+        text.match_indices('/')
+            .rev()
+            .filter(|(at, _)| *at >= after_scheme)
+            .filter_map(|(at, _)| match self.skill_dirs.get(&text[..=at]) {
+                Some(Ok(i)) => self.skills.get(*i),
+                _ => None,
+            })
+            .collect()
     }
 
     /// A listed skill, by the canonical URI of its `SKILL.md`.
@@ -742,9 +752,13 @@ mod tests {
         assert!(index.skill(&uri("skill://shared/SKILL.md")).is_none());
         assert_eq!(index.skills.len(), 3);
         assert_eq!(index.skill_servers, vec![Arc::<str>::from("a"), Arc::from("b")]);
+        let holding =
+            |u: &str| -> Vec<&str> { index.skills_holding(&uri(u)).iter().map(|s| s.uri.as_str()).collect() };
+        assert_eq!(holding("skill://git/a/b.md"), ["skill://git/SKILL.md"]);
         assert_eq!(
-            index.skill_holding(&uri("skill://git/a/b.md")).unwrap().uri.as_str(),
-            "skill://git/SKILL.md"
+            holding("skill://acme/refunds/nested/x.md"),
+            ["skill://acme/refunds/nested/SKILL.md", "skill://acme/refunds/SKILL.md"],
+            "innermost first"
         );
 
         let owned =

@@ -159,10 +159,9 @@ impl Gateway {
         if let Err(denied) = self.decide_item(&call.caller, item) {
             return Err(self.refused(call, started, "resources/read", &shown, &server, *denied));
         }
-        // A file of a listed skill of this server: the decision on the skill covers its files.
-        if let Some(skill) = index.skill_holding(&uri).filter(|s| s.server == server)
-            && let Err(denied) = self.decide_skill(&call.caller, &skill.uri, &skill.server)
-        {
+        // A file of a listed skill of this server (or of skills nested in one another): the
+        // decision on each skill covers its files.
+        if let Err(denied) = self.decide_enclosing_skills(&call.caller, index, &uri, &server) {
             return Err(self.refused(call, started, "resources/read", &shown, &server, *denied));
         }
         let settings = self.settings();

@@ -8,7 +8,8 @@
 //!   server (`select.resources`, `exclude_resources`, `servers`), and the policy decides
 //!   `Action::"read"` on `Resource::"<SKILL.md URI>"` (`mimeType` `text/markdown`). A skill the
 //!   policy denies is absent from `skills/list`, `forbidden` on `skills/get`, and so is every
-//!   file under its directory on `resources/read` — a rule on the skill covers its files.
+//!   file under its directory on `resources/read`, nested skills included — a rule on the
+//!   skill covers all beneath it.
 //! - **Entries pass unchanged.** An entry (frontmatter, manifest, digests) is the server's: only
 //!   a non-canonical `uri` is written in its canonical form. The gateway never recomputes a
 //!   digest: a file an after-hook edits no longer matches its digest, and a verifying client
@@ -60,7 +61,7 @@ impl Gateway {
             return Err(GatewayError::new(Category::MethodNotFound, method.to_string()));
         }
         if method == "skills/list" {
-            let visible = index.skills.iter().filter(|s| self.may_read_skill(&call.caller, s));
+            let visible = index.skills.iter().filter(|s| self.may_read_skill(&call.caller, index, s));
             return page_of(visible.map(|s| &*s.definition), &params, "skills").map(Released::gateways_own);
         }
         self.get_skill(index, params, call).await
@@ -76,18 +77,41 @@ impl Gateway {
     }
 
     /// Whether the caller may see a listed skill (its endpoint, then the policy).
-    pub(super) fn may_read_skill(&self, caller: &Caller, skill: &index::Resource) -> bool {
-        self.decide_skill(caller, &skill.uri, &skill.server).is_ok()
+    pub(super) fn may_read_skill(&self, caller: &Caller, index: &Index, skill: &index::Resource) -> bool {
+        self.decide_skill(caller, index, &skill.uri, &skill.server).is_ok()
     }
 
-    /// The decision on the skill `uri` of `server`, as on the resource `uri` (`text/markdown`).
+    /// The decision on the skill `uri` of `server`, as on the resource `uri` (`text/markdown`),
+    /// and on every listed skill of that server it is nested in: a skill's directory is its
+    /// own (SEP-2640: a nested skill's files are the enclosing skill's supporting files too),
+    /// so a rule on a skill covers all beneath it.
     pub(super) fn decide_skill(
         &self,
         caller: &Caller,
+        index: &Index,
         uri: &CanonicalUri,
         server: &str,
     ) -> Result<(), Box<super::access::Denied>> {
-        self.decide_item(caller, SurfaceItem::Resource { uri, server, mime_type: Some(SKILL_MIME) })
+        self.decide_item(caller, SurfaceItem::Resource { uri, server, mime_type: Some(SKILL_MIME) })?;
+        self.decide_enclosing_skills(caller, index, uri, server)
+    }
+
+    /// The decision on every listed skill of `server` whose directory holds `uri` (but the
+    /// skill `uri` itself): a file of a denied skill is denied.
+    pub(super) fn decide_enclosing_skills(
+        &self,
+        caller: &Caller,
+        index: &Index,
+        uri: &CanonicalUri,
+        server: &str,
+    ) -> Result<(), Box<super::access::Denied>> {
+        for skill in index.skills_holding(uri) {
+            if *skill.server == *server && skill.uri != *uri {
+                let item = SurfaceItem::Resource { uri: &skill.uri, server, mime_type: Some(SKILL_MIME) };
+                self.decide_item(caller, item)?;
+            }
+        }
+        Ok(())
     }
 
     async fn get_skill(
@@ -120,7 +144,7 @@ impl Gateway {
             self.record_surface(call, started, method, &shown, None, err.category.as_str(), None);
             return Err(err);
         };
-        if let Err(denied) = self.decide_skill(&call.caller, &uri, &server) {
+        if let Err(denied) = self.decide_skill(&call.caller, index, &uri, &server) {
             let mut denied = *denied;
             // Outside the caller's endpoint: an unknown skill there.
             if denied.error.category == Category::ResourceNotFound {
