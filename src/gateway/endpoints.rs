@@ -139,6 +139,12 @@ impl Endpoints {
         })
     }
 
+    /// Whether `endpoint` selects `server` at all (`select.servers`): what the server offers
+    /// as a whole, such as an extension, is carried there.
+    pub fn selects_server(&self, endpoint: &str, server: &str) -> bool {
+        self.by_name.get(endpoint).is_some_and(|e| on_server(&e.select, server))
+    }
+
     /// Whether `endpoint` serves the prompt the catalogue calls `name`, of `server`.
     pub fn selects_prompt(&self, endpoint: &str, name: &str, server: &str) -> bool {
         self.by_name.get(endpoint).is_some_and(|e| {

@@ -78,6 +78,14 @@ impl Released<Value> {
     pub(super) fn gateways_own(value: Value) -> Self {
         Self(value)
     }
+
+    /// A `skills/get` answer rebuilt from the checked fields of the server's entry (its URI,
+    /// frontmatter and manifest, digests untouched): catalogue data, as a list entry is. The
+    /// skill's files — `SKILL.md` first — reach a caller through `resources/read`, where they
+    /// meet the after-hooks as resource content (`federation/skills.rs`).
+    pub(super) fn skill_entry(value: Value) -> Self {
+        Self(value)
+    }
 }
 
 impl Released<Box<RawValue>> {

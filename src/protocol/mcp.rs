@@ -590,8 +590,12 @@ mod tests {
     }
 }
 
+/// The Skills extension's identifier (SEP-2640), under `capabilities.extensions`.
+pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
+
 /// What a server declares it offers besides tools (`capabilities.resources`, `.prompts`,
-/// `.completions` of its `initialize` or `server/discover` result).
+/// `.completions`, and the Skills extension under `.extensions`, of its `initialize` or
+/// `server/discover` result).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Offers {
     pub resources: bool,
@@ -599,6 +603,9 @@ pub struct Offers {
     pub completions: bool,
     /// `capabilities.resources.subscribe: true`: the server takes `resources/subscribe`.
     pub subscribe: bool,
+    /// `capabilities.extensions["io.modelcontextprotocol/skills"]` is an object: the server
+    /// serves `skills/list` and `skills/get` (SEP-2640).
+    pub skills: bool,
 }
 
 impl Offers {
@@ -610,10 +617,14 @@ impl Offers {
             completions: has("completions"),
             subscribe: result.pointer("/capabilities/resources/subscribe").and_then(Value::as_bool)
                 == Some(true),
+            skills: result
+                .pointer("/capabilities/extensions")
+                .and_then(|extensions| extensions.get(SKILLS_EXTENSION))
+                .is_some_and(Value::is_object),
         }
     }
 
     pub fn any(self) -> bool {
-        self.resources || self.prompts || self.completions
+        self.resources || self.prompts || self.completions || self.skills
     }
 }

@@ -31,6 +31,8 @@ pub enum ListKind {
     Resources,
     ResourceTemplates,
     Prompts,
+    /// `skills/list` (the Skills extension).
+    Skills,
 }
 
 impl ListKind {
@@ -40,6 +42,7 @@ impl ListKind {
             ListKind::Resources => "resources",
             ListKind::ResourceTemplates => "resource_templates",
             ListKind::Prompts => "prompts",
+            ListKind::Skills => "skills",
         }
     }
 }

@@ -273,6 +273,7 @@ async fn message_answer(
             }
             declare_list_changed(&mut result, gateway.lists_changes());
             declare_surface(&mut result, gateway);
+            federation::declare_skills(&mut result, gateway, &info.caller, params.as_ref());
             result
         }
         method if federation::METHODS.contains(&method) => {
@@ -336,6 +337,7 @@ async fn message_answer(
             }
             declare_list_changed(&mut result, gateway.lists_changes());
             declare_surface(&mut result, gateway);
+            federation::declare_skills(&mut result, gateway, &info.caller, params.as_ref());
             result
         }
         "ping" => json!({}),

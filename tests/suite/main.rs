@@ -59,6 +59,7 @@ mod resource_uris;
 mod sampling_relay;
 mod shared_breakers;
 mod single_flight;
+mod skills;
 mod sse_resume;
 mod stdio_registry;
 mod stdio_upstream;

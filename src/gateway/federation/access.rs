@@ -67,7 +67,7 @@ impl Gateway {
         Err(Box::new(Denied { error: err, decision: Decision { allowed: false, rule: verdict.rule } }))
     }
 
-    /// Fingerprints of the resources (and templates) and of the prompts `caller` sees now:
+    /// Fingerprints of the resources (and templates, and skills) and of the prompts `caller` sees now:
     /// equal fingerprints, equal lists (`server/listen.rs` tells a stream when one moves).
     pub fn surface_fingerprints(&self, caller: &Caller) -> (u64, u64) {
         use std::hash::{BuildHasher, Hash, Hasher};
@@ -79,6 +79,11 @@ impl Gateway {
         }
         for (t, _) in index.templates.iter().filter(|(t, _)| self.may_read_template(caller, t)) {
             (t.text.as_ref(), t.server.as_ref(), t.definition.to_string()).hash(&mut resources);
+        }
+        // Skills are resources (SEP-2640 names no list change of its own): a change in the
+        // skills a caller sees is told as `notifications/resources/list_changed`.
+        for s in index.skills.iter().filter(|s| self.may_read_skill(caller, &index, s)) {
+            ("skill", s.uri.as_str(), s.server.as_ref(), s.definition.get()).hash(&mut resources);
         }
         let mut prompts = state.build_hasher();
         for p in index.prompts.iter().filter(|p| self.may_get(caller, p).is_ok()) {

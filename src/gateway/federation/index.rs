@@ -54,6 +54,11 @@ pub struct ServerSurface {
     pub completions: bool,
     /// The server declared `resources.subscribe: true`.
     pub subscribe: bool,
+    /// The server declared the Skills extension (`skills/list`, `skills/get`).
+    pub offers_skills: bool,
+    /// Its `skills/list` entries, each under the canonical URI of its `SKILL.md`
+    /// ([`Listed::skill`]: the entry otherwise as the server sent it).
+    pub skills: Arc<[ListedResource]>,
 }
 
 /// A prompt as callers see it.
@@ -129,6 +134,15 @@ pub struct Index {
     pub completing: Vec<Arc<str>>,
     /// Servers that take `resources/subscribe` (declared `resources.subscribe`).
     pub subscribing: Vec<Arc<str>>,
+    /// Skills listed by one server (or owned through a prefix), sorted by URI; `mime_type` is
+    /// unused, `definition` the entry as listed.
+    pub skills: Vec<Resource>,
+    by_skill: HashMap<CanonicalUri, usize>,
+    /// A skill's directory (its URI without `SKILL.md`, ending in `/`) → the skill, or the
+    /// servers that both list it: the files under it are read from the skill's server.
+    skill_dirs: HashMap<Box<str>, Result<usize, Vec<Arc<str>>>>,
+    /// Servers that declared the Skills extension, in name order.
+    pub skill_servers: Vec<Arc<str>>,
 }
 
 impl Index {
@@ -158,6 +172,9 @@ impl Index {
             if surface.subscribe {
                 index.subscribing.push(server.clone());
             }
+            if surface.offers_skills {
+                index.skill_servers.push(server.clone());
+            }
         }
         // Resources and templates: who lists each URI (in its canonical form, which a listed
         // resource is kept under: a URI with none was not kept) — one sorted list, no map of
@@ -175,6 +192,24 @@ impl Index {
                         uri.as_str().to_string(),
                         claimants.iter().map(|(s, _)| (*s).clone()).collect(),
                     ),
+                },
+            }
+        }
+        // Skills: a skill URI two servers both list is theirs alone to mean (SEP-2640 scopes it
+        // to its server), so neither serves it unless a prefix names the owner.
+        let skills = listers(servers, |s| &s.skills);
+        let mut claimed_skills = Vec::new();
+        for claimants in skills.chunk_by(|a, b| a.1.key == b.1.key) {
+            let uri = &claimants[0].1.key;
+            match claimants {
+                [(server, definition)] => index.skills.push(resource(server, definition)),
+                _ => match index.owner_among(uri, claimants) {
+                    Some((server, definition)) => index.skills.push(resource(server, definition)),
+                    None => {
+                        let servers: Vec<Arc<str>> = claimants.iter().map(|(s, _)| (*s).clone()).collect();
+                        claimed_skills.push((skill_dir(uri).into(), servers.clone()));
+                        index.claim("skill", uri.as_str().to_string(), servers);
+                    }
                 },
             }
         }
@@ -224,6 +259,7 @@ impl Index {
         // Catalogue control of resources: hidden ones out, descriptions replaced.
         let hidden = &control.resources;
         index.resources.retain(|r| !hidden.hides(&r.uri));
+        index.skills.retain(|r| !hidden.hides(&r.uri));
         index.templates.retain(|(t, _)| !hidden.hides_template(&t.text));
         for resource in &mut index.resources {
             if let Some(description) = hidden.descriptions.get(resource.uri.as_str()) {
@@ -252,6 +288,12 @@ impl Index {
         index.templates.sort_by(|a, b| a.0.text.cmp(&b.0.text));
         index.prompts.sort_by(|a, b| a.name.cmp(&b.name));
         index.collisions.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        index.skills.sort_by(|a, b| a.uri.cmp(&b.uri));
+        index.by_skill = index.skills.iter().enumerate().map(|(i, r)| (r.uri.clone(), i)).collect();
+        index.skill_dirs = claimed_skills.into_iter().map(|(dir, servers)| (dir, Err(servers))).collect();
+        for (i, skill) in index.skills.iter().enumerate() {
+            index.skill_dirs.insert(skill_dir(&skill.uri).into(), Ok(i));
+        }
         index.by_uri = index.resources.iter().enumerate().map(|(i, r)| (r.uri.clone(), i)).collect();
         index.by_prompt = index.prompts.iter().enumerate().map(|(i, p)| (p.name.clone(), i)).collect();
         index
@@ -332,6 +374,12 @@ impl Index {
         if let Some(servers) = self.claimed.get(uri.as_str()) {
             return Err(Unroutable::Claimed(servers.clone()));
         }
+        // A file of a listed skill (its manifest's or not): the skill's server.
+        match self.skill_dir_of(uri) {
+            Some(Ok(i)) => return Ok(self.skills[*i].server.clone()),
+            Some(Err(servers)) => return Err(Unroutable::Claimed(servers.clone())),
+            None => {}
+        }
         let mut matching: Vec<Arc<str>> =
             self.templates.iter().filter(|(_, t)| t.matches(uri)).map(|(r, _)| r.server.clone()).collect();
         matching.sort();
@@ -354,6 +402,43 @@ impl Index {
         self.templates.iter().find(|(t, _)| &*t.text == text).map(|(t, _)| t)
     }
 
+    /// The listed skill whose directory holds `uri` (the innermost, for nested skills), or
+    /// the servers that both list that skill.
+    fn skill_dir_of(&self, uri: &CanonicalUri) -> Option<&Result<usize, Vec<Arc<str>>>> {
+        if self.skill_dirs.is_empty() {
+            return None;
+        }
+        let text = uri.as_str();
+        let after_scheme = text.find("://").map_or(0, |i| i + 3);
+        text.match_indices('/')
+            .rev()
+            .filter(|(at, _)| *at >= after_scheme)
+            .find_map(|(at, _)| self.skill_dirs.get(&text[..=at]))
+    }
+
+    /// The listed skills whose directory holds `uri` (a skill's `SKILL.md` or another file:
+    /// the skill itself, and every skill it is nested in), innermost first.
+    pub fn skills_holding(&self, uri: &CanonicalUri) -> Vec<&Resource> {
+        if self.skill_dirs.is_empty() {
+            return Vec::new();
+        }
+        let text = uri.as_str();
+        let after_scheme = text.find("://").map_or(0, |i| i + 3);
+        text.match_indices('/')
+            .rev()
+            .filter(|(at, _)| *at >= after_scheme)
+            .filter_map(|(at, _)| match self.skill_dirs.get(&text[..=at]) {
+                Some(Ok(i)) => self.skills.get(*i),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A listed skill, by the canonical URI of its `SKILL.md`.
+    pub fn skill(&self, uri: &CanonicalUri) -> Option<&Resource> {
+        self.by_skill.get(uri).map(|&i| &self.skills[i])
+    }
+
     pub fn prompt(&self, name: &str) -> Option<&Prompt> {
         self.by_prompt.get(name).map(|&i| &self.prompts[i])
     }
@@ -374,6 +459,11 @@ impl Index {
     pub fn subscribes(&self, server: &str) -> bool {
         self.subscribing.iter().any(|s| s.as_ref() == server)
     }
+}
+
+/// A skill's directory: its `SKILL.md` URI without `SKILL.md` (ending in `/`).
+fn skill_dir(uri: &CanonicalUri) -> &str {
+    uri.as_str().strip_suffix(&listed::SKILL_FILE[1..]).unwrap_or(uri.as_str())
 }
 
 /// Whether a prompt is served under another name than its server's (or namespaced) one.
@@ -439,6 +529,7 @@ mod tests {
             prompts: prompts.iter().map(|n| json!({"name": n})).collect(),
             completions: !prompts.is_empty(),
             subscribe: false,
+            ..ServerSurface::default()
         }
     }
 
@@ -621,5 +712,69 @@ mod tests {
 
         let apart = Index::build(&servers(false), &[], &Control::default());
         assert!(apart.collisions.is_empty() && apart.resource(&uri("notes://shared/1")).is_some());
+    }
+
+    fn skills(uris: &[&str]) -> ServerSurface {
+        let entry = |u: &str| {
+            let name = u.trim_end_matches("/SKILL.md").rsplit('/').next().unwrap_or("x");
+            json!({"uri": u, "frontmatter": {"name": name, "description": "d"}, "resources": "dynamic"})
+        };
+        ServerSurface {
+            offers_skills: true,
+            skills: uris.iter().filter_map(|u| Listed::skill(entry(u)).ok()).collect(),
+            ..ServerSurface::default()
+        }
+    }
+
+    #[test]
+    fn a_skill_routes_its_files_to_its_server_and_a_shared_skill_uri_to_neither() {
+        let servers = vec![
+            (
+                Arc::from("a"),
+                skills(&["skill://git/SKILL.md", "skill://acme/refunds/SKILL.md", "skill://shared/SKILL.md"]),
+            ),
+            (Arc::from("b"), skills(&["skill://acme/refunds/nested/SKILL.md", "skill://shared/SKILL.md"])),
+            (Arc::from("c"), ServerSurface::default()),
+        ];
+        let index = Index::build(&servers, &[], &Control::default());
+        let routed = |u: &str| index.route_uri(&uri(u)).map(|s| s.to_string());
+        assert_eq!(routed("skill://git/references/GUIDE.md"), Ok("a".into()));
+        assert_eq!(routed("skill://acme/refunds/SKILL.md"), Ok("a".into()));
+        assert_eq!(routed("skill://acme/refunds/nested/x.md"), Ok("b".into()), "the innermost skill");
+        assert_eq!(routed("skill://acme/other/SKILL.md"), Err(Unroutable::Unknown));
+        assert_eq!(
+            routed("skill://gitx/SKILL.md"),
+            Err(Unroutable::Unknown),
+            "a directory, not a text prefix"
+        );
+        let both = vec![Arc::<str>::from("a"), Arc::from("b")];
+        assert_eq!(index.route_uri(&uri("skill://shared/f.md")), Err(Unroutable::Claimed(both)));
+        assert!(index.skill(&uri("skill://shared/SKILL.md")).is_none());
+        assert_eq!(index.skills.len(), 3);
+        assert_eq!(index.skill_servers, vec![Arc::<str>::from("a"), Arc::from("b")]);
+        let holding =
+            |u: &str| -> Vec<&str> { index.skills_holding(&uri(u)).iter().map(|s| s.uri.as_str()).collect() };
+        assert_eq!(holding("skill://git/a/b.md"), ["skill://git/SKILL.md"]);
+        assert_eq!(
+            holding("skill://acme/refunds/nested/x.md"),
+            ["skill://acme/refunds/nested/SKILL.md", "skill://acme/refunds/SKILL.md"],
+            "innermost first"
+        );
+
+        let owned =
+            Index::build(&servers, &[(Arc::from("b"), vec!["skill://shared/".into()])], &Control::default());
+        assert_eq!(&*owned.skill(&uri("skill://shared/SKILL.md")).unwrap().server, "b");
+        assert!(
+            Listed::skill(
+                json!({"uri": "skill://x/README.md", "frontmatter": {"name": "x"}, "resources": []})
+            )
+            .is_err()
+        );
+        assert!(
+            Listed::skill(
+                json!({"uri": "skill://x/SKILL.md", "frontmatter": {"name": "x"}, "resources": {}})
+            )
+            .is_err()
+        );
     }
 }

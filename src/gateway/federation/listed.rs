@@ -48,6 +48,8 @@ pub enum NotKept {
     NoUri,
     /// Its URI (as listed) has no canonical form.
     Refused(String, UriRefusal),
+    /// A skill entry that is not one (see [`ListedResource::skill`]).
+    NotASkill(String),
 }
 
 /// The MIME types of one list, each kept once (a list has a handful, repeated on every item);
@@ -90,6 +92,36 @@ impl ListedResource {
         let mime_type = mime_type(&definition, mimes);
         let definition = compact(&definition).ok_or(NotKept::NoUri)?;
         Ok(Self { key: uri, mime_type, definition })
+    }
+}
+
+/// The last segment of a skill's URI: the skill is the directory holding it.
+pub const SKILL_FILE: &str = "/SKILL.md";
+
+impl ListedResource {
+    /// A skill entry of `skills/list` kept under the canonical URI of its `SKILL.md` (written
+    /// into it when the server wrote another form; nothing else of the entry is touched, its
+    /// manifest's digests least of all); or why not: an entry whose `uri` is not a `SKILL.md`,
+    /// or without a `frontmatter` object naming the skill, or whose `resources` is neither an
+    /// array nor `"dynamic"`, is not an entry a host may load (SEP-2640), so not served.
+    pub fn skill(mut definition: Value) -> Result<Self, NotKept> {
+        let entry = definition.as_object().ok_or(NotKept::NoUri)?;
+        let raw = entry.get(RESOURCE_KEY).and_then(Value::as_str).ok_or(NotKept::NoUri)?;
+        let uri = CanonicalUri::parse(raw).map_err(|refusal| NotKept::Refused(raw.to_string(), refusal))?;
+        let named = entry.get("frontmatter").and_then(|f| f.get("name")).is_some_and(Value::is_string);
+        let manifest = match entry.get("resources") {
+            Some(Value::Array(_)) => true,
+            Some(Value::String(s)) => s == "dynamic",
+            _ => false,
+        };
+        if !uri.as_str().ends_with(SKILL_FILE) || !named || !manifest {
+            return Err(NotKept::NotASkill(raw.to_string()));
+        }
+        if uri.as_str() != raw {
+            definition[RESOURCE_KEY] = Value::from(uri.as_str());
+        }
+        let definition = compact(&definition).ok_or(NotKept::NoUri)?;
+        Ok(Self { key: uri, mime_type: None, definition })
     }
 }
 

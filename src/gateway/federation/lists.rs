@@ -9,7 +9,8 @@
 //! that does not answer it with capabilities has each list tried instead, `-32601` meaning
 //! "not offered" (and completion assumed wherever prompts or templates are listed). An
 //! AgentCore-style target (`lambda_event = "agentcore"`) carries tool calls only: it offers
-//! nothing else.
+//! nothing else. A server that declares the Skills extension (`capabilities.extensions`) has
+//! its `skills/list` read too, within the same bounds.
 
 use std::collections::BTreeMap;
 
@@ -78,7 +79,7 @@ pub async fn list_surface(
                 // A resource is kept under its canonical URI; one with none is not served.
                 let keep = |v| match Listed::resource(v, &mut mimes) {
                     Ok(kept) => Some(kept),
-                    Err(NotKept::NoUri) => None,
+                    Err(NotKept::NoUri | NotKept::NotASkill(_)) => None,
                     Err(NotKept::Refused(uri, refusal)) => {
                         tracing::warn!(server = %upstream.name, uri = %crate::redact::url(&uri), reason = refusal.reason(), "resource not served: {refusal}");
                         None
@@ -96,6 +97,25 @@ pub async fn list_surface(
             _ => list_all(upstream, method, key, bounds, Some).await.map(|items| surface.prompts = items),
         };
         listed.map_err(|failure| (kind, failure))?;
+    }
+    if offers.skills {
+        surface.offers_skills = true;
+        // A skill entry is kept whole (its manifest's digests untouched), under the canonical
+        // URI of its SKILL.md; one that is not a SEP-2640 entry is not served.
+        let keep = |v| match Listed::skill(v) {
+            Ok(kept) => Some(kept),
+            Err(NotKept::NoUri) => None,
+            Err(NotKept::Refused(uri, refusal)) => {
+                tracing::warn!(server = %upstream.name, uri = %crate::redact::url(&uri), reason = refusal.reason(), "skill not served: {refusal}");
+                None
+            }
+            Err(NotKept::NotASkill(uri)) => {
+                tracing::warn!(server = %upstream.name, uri = %crate::redact::url(&uri), "skill not served: not a SEP-2640 skill entry (a SKILL.md URI, frontmatter.name, resources)");
+                None
+            }
+        };
+        let skills = list_all(upstream, "skills/list", "skills", bounds, keep).await;
+        surface.skills = skills.map_err(|failure| (ListKind::Skills, failure))?.into();
     }
     if !learned.declared {
         // Nothing declared: completion is asked of a server with something to complete.
@@ -123,7 +143,13 @@ async fn lambda_offers(upstream: &Upstream) -> Result<Learned, ListFailure> {
         None => {
             tracing::debug!(server = %upstream.name, "no capabilities in the function's initialize answer; every list is tried");
             Learned {
-                offers: Offers { resources: true, prompts: true, completions: false, subscribe: false },
+                offers: Offers {
+                    resources: true,
+                    prompts: true,
+                    completions: false,
+                    subscribe: false,
+                    skills: false,
+                },
                 declared: false,
             }
         }

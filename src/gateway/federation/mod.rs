@@ -40,6 +40,7 @@ mod record;
 mod registry_built;
 pub mod report;
 mod serve;
+mod skills;
 pub mod uri_template;
 
 use std::{
@@ -53,6 +54,7 @@ pub use index::{Control, Index, ServerSurface, Unroutable};
 pub use listed::Listed;
 use lists::LISTS;
 pub use lists::list_surface;
+pub use skills::declare_skills;
 
 use super::{Gateway, Upstream, tool_list::ListFailure};
 use crate::{
@@ -213,13 +215,15 @@ pub struct SurfaceCall {
 }
 
 /// The methods this module answers.
-pub const METHODS: [&str; 6] = [
+pub const METHODS: [&str; 8] = [
     "resources/list",
     "resources/templates/list",
     "resources/read",
     "prompts/list",
     "prompts/get",
     "completion/complete",
+    "skills/list",
+    "skills/get",
 ];
 
 impl Gateway {
@@ -242,6 +246,7 @@ impl Gateway {
                 for (_, _, kind) in LISTS {
                     self.catalog().refusals().clear(&name, kind);
                 }
+                self.catalog().refusals().clear(&name, ListKind::Skills);
                 let pins = self.pins.as_deref();
                 if self.federation.update(&upstream.name, surface, pins) {
                     // Callers' streams compare what they see now with what they were told.

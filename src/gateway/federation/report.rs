@@ -1,5 +1,5 @@
 //! The operators' view of the federated surface (`GET /admin/registry/surface`, the console's
-//! Catalogue page): per server, how many resources, resource templates and prompts it serves
+//! Catalogue page): per server, how many resources, resource templates, prompts and skills it serves
 //! through the one endpoint, what two servers both claim (a URI or template served by neither
 //! unless a prefix names the owner, a prompt name served as `server__name`), and the served
 //! items themselves, at most [`MAX_ITEMS`] of each kind (a 10,000-resource server must not
@@ -21,6 +21,7 @@ struct Counts {
     resources: usize,
     templates: usize,
     prompts: usize,
+    skills: usize,
 }
 
 /// The report of `index` (see the module's doc).
@@ -35,7 +36,10 @@ pub fn report(index: &Index) -> Value {
     for prompt in &index.prompts {
         servers.entry(&prompt.server).or_default().prompts += 1;
     }
-    for server in &index.completing {
+    for skill in &index.skills {
+        servers.entry(&skill.server).or_default().skills += 1;
+    }
+    for server in index.completing.iter().chain(&index.skill_servers) {
         servers.entry(server).or_default();
     }
     let per_server: Vec<Value> = servers
@@ -47,6 +51,8 @@ pub fn report(index: &Index) -> Value {
                 "resource_templates": counts.templates,
                 "prompts": counts.prompts,
                 "completions": index.completing.iter().any(|s| s.as_ref() == *server),
+                "skills": counts.skills,
+                "skills_extension": index.skill_servers.iter().any(|s| s.as_ref() == *server),
             })
         })
         .collect();
@@ -78,6 +84,20 @@ pub fn report(index: &Index) -> Value {
             json!({"name": p.name.as_ref(), "server": p.server.as_ref(), "upstream_name": p.upstream_name.as_ref(), "arguments": arguments})
         })
         .collect();
+    // A skill: its URI, its name and how many files its manifest lists (`dynamic`: none).
+    let skills: Vec<Value> = index
+        .skills
+        .iter()
+        .take(MAX_ITEMS)
+        .map(|s| {
+            let entry = super::listed::parsed(&s.definition);
+            let files = match &entry["resources"] {
+                Value::Array(files) => json!(files.len()),
+                other => other.clone(),
+            };
+            json!({"uri": crate::redact::url(s.uri.as_str()), "name": entry["frontmatter"]["name"], "server": s.server.as_ref(), "files": files})
+        })
+        .collect();
     let collisions: Vec<Value> = index
         .collisions
         .iter()
@@ -92,11 +112,13 @@ pub fn report(index: &Index) -> Value {
             "resources": index.resources.len(),
             "resource_templates": index.templates.len(),
             "prompts": index.prompts.len(),
+            "skills": index.skills.len(),
         },
         "max_items": MAX_ITEMS,
         "resources": resources,
         "resource_templates": templates,
         "prompts": prompts,
+        "skills": skills,
         "collisions": collisions,
     })
 }

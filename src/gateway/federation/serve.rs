@@ -64,7 +64,7 @@ impl Gateway {
                 let scope = if self.settings().policy.is_some() { "private" } else { "public" };
                 object.insert("ttlMs".into(), json!(self.refresh_interval().as_millis() as u64));
                 object.insert("cacheScope".into(), json!(scope));
-            } else if method == "resources/read" {
+            } else if method == "resources/read" || method == "skills/get" {
                 // A read is a cacheable result too (2026-07-28 `ReadResourceResult extends
                 // CacheableResult`: both fields required). Its freshness is the server's to
                 // know, not the gateway's: not to be reused, and only by this caller.
@@ -111,6 +111,7 @@ impl Gateway {
                 page_of(visible.iter().map(|p| p.as_ref()), &params, "prompts").map(Released::gateways_own)
             }
             "resources/read" => self.read_resource(&index, params, call).await,
+            "skills/list" | "skills/get" => self.skills_answer(method, &index, params, call).await,
             "prompts/get" => self.get_prompt(&index, params, call).await,
             _ => self.complete(&index, params, call).await,
         }
@@ -156,6 +157,11 @@ impl Gateway {
             mime_type: listed.and_then(|r| r.mime_type.as_deref()),
         };
         if let Err(denied) = self.decide_item(&call.caller, item) {
+            return Err(self.refused(call, started, "resources/read", &shown, &server, *denied));
+        }
+        // A file of a listed skill of this server (or of skills nested in one another): the
+        // decision on each skill covers its files.
+        if let Err(denied) = self.decide_enclosing_skills(&call.caller, index, &uri, &server) {
             return Err(self.refused(call, started, "resources/read", &shown, &server, *denied));
         }
         let settings = self.settings();
@@ -396,7 +402,7 @@ impl Gateway {
     }
 
     /// Sends one request to `server` through its stack and parses the result.
-    async fn forward_surface(
+    pub(super) async fn forward_surface(
         &self,
         server: &str,
         method: &'static str,
@@ -407,6 +413,16 @@ impl Gateway {
         let Some(upstream) = self.surface_upstream(server) else {
             return Err(GatewayError::new(Category::Internal, "the server of this item is not configured"));
         };
+        // The caller's `_meta` as any forwarded request carries it: without the keys the
+        // protocol reserves (its revision's envelope is not the server's: a session-era
+        // server refuses a 2026-07-28 one) nor the gateway's own.
+        let mut params = params;
+        if let Some(meta) = params.remove("_meta") {
+            let forwarded = crate::gateway::forwarded_meta::forwarded_meta(Some(&meta));
+            if !forwarded.is_empty() {
+                params.insert("_meta".into(), Value::Object(forwarded));
+            }
+        }
         let mut request = UpstreamRequest::new(method, params);
         request.tool = name;
         request.deadline = call.deadline;
