@@ -114,6 +114,11 @@ impl Endpoints {
 
     /// Whether `endpoint` serves `tool` (its selection, its `hide`, no shadowing rename). An
     /// unknown endpoint serves nothing.
+    /// Whether `endpoint` serves anything of `server` (its `select.servers`, empty: all).
+    pub fn selects_server(&self, endpoint: &str, server: &str) -> bool {
+        self.by_name.get(endpoint).is_some_and(|e| on_server(&e.select, server))
+    }
+
     pub fn selects(&self, endpoint: &str, tool: &ToolRecord) -> bool {
         self.by_name.get(endpoint).is_some_and(|e| e.selects(tool))
     }
@@ -260,10 +265,8 @@ impl Endpoint {
         }
         let listing = snapshot.listing();
         // Ordered by the names this endpoint shows (a rename moves a tool), as pages need.
-        let listed = tools
-            .iter()
-            .filter(|t| listing.lists(&t.name))
-            .map(|t| shown.get(&t.name).unwrap_or(&*t.definition));
+        let listed =
+            tools.iter().filter(|t| listing.lists(t)).map(|t| shown.get(&t.name).unwrap_or(&*t.definition));
         let list = ToolList::build(listing.meta(), listed);
         ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list, shown }
     }

@@ -599,6 +599,8 @@ pub struct Offers {
     pub completions: bool,
     /// `capabilities.resources.subscribe: true`: the server takes `resources/subscribe`.
     pub subscribe: bool,
+    /// The extensions the gateway carries that the server declared (`capabilities.extensions`).
+    pub extensions: super::extensions::Carried,
 }
 
 impl Offers {
@@ -610,6 +612,7 @@ impl Offers {
             completions: has("completions"),
             subscribe: result.pointer("/capabilities/resources/subscribe").and_then(Value::as_bool)
                 == Some(true),
+            extensions: super::extensions::Carried::offered_in(result.get("capabilities")),
         }
     }
 

@@ -28,6 +28,7 @@ use crate::{
     },
     ownership::Owner,
     protocol::{
+        extensions,
         jsonrpc::{Entry, Message, Response},
         mcp, tasks,
     },
@@ -67,6 +68,9 @@ pub struct RequestInfo {
     /// [`RequestInfo::owned_through`]): a session-era caller's back-channel for resource
     /// subscriptions.
     pub verified_session: Option<Arc<str>>,
+    /// The caller's back-channel session negotiated MCP Apps at `initialize` (a 2026-07-28
+    /// caller states it on each request instead: [`RequestInfo::negotiates_apps`]).
+    pub session_apps: bool,
 }
 
 impl RequestInfo {
@@ -75,6 +79,7 @@ impl RequestInfo {
         Self {
             owner: Owner::of(&caller, None),
             verified_session: None,
+            session_apps: false,
             caller,
             trace: otel::Inbound::from_headers(headers, request_id.clone()),
             request_id,
@@ -109,6 +114,14 @@ impl RequestInfo {
     /// this caller (`backchannel::sessions::Lookup::verified`).
     pub fn owned_through(self, session: Option<&Arc<str>>) -> Self {
         Self { owner: Owner::of(&self.caller, session), verified_session: session.cloned(), ..self }
+    }
+}
+
+impl RequestInfo {
+    /// Whether the caller of `message` negotiated MCP Apps: at its session's `initialize`, or
+    /// in the request's own client capabilities (2026-07-28).
+    pub fn negotiates_apps(&self, message_params: Option<&Value>) -> bool {
+        self.session_apps || extensions::negotiates_apps(extensions::stated_capabilities("", message_params))
     }
 }
 
@@ -200,6 +213,7 @@ async fn message_answer(
                 caller: info.caller.clone(),
                 session: info.session.clone(),
                 owner: info.owner.clone(),
+                apps: info.negotiates_apps(params.as_ref()),
             };
             let scope = Scope::of(&info.owner, info.session.as_ref(), &info.caller);
             let registration = gateway.register_cancellable(scope, &id, cancelled);
@@ -238,8 +252,10 @@ async fn message_answer(
             // without unavailable tools when `hide_unavailable_tools`).
             // Under a tool policy: only the tools this caller may call (a cached view).
             // In pages of `catalogue.tools_page_size`, with the gateway's own cursors.
+            // A caller that negotiated MCP Apps also gets the tools for an app only.
             let view = gateway.tool_view(&info.caller);
             let list = match &view {
+                _ if info.negotiates_apps(params.as_ref()) => gateway.apps_tool_list(view.as_deref()),
                 Some(view) => view.list.clone(),
                 None => gateway.catalog().tool_list(),
             };
@@ -273,6 +289,7 @@ async fn message_answer(
             }
             declare_list_changed(&mut result, gateway.lists_changes());
             declare_surface(&mut result, gateway);
+            declare_extensions(&mut result, gateway, info, false);
             result
         }
         method if federation::METHODS.contains(&method) => {
@@ -329,13 +346,9 @@ async fn message_answer(
         }
         "server/discover" => {
             let mut result = mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms);
-            if gateway.offers_tasks()
-                && let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut)
-            {
-                capabilities.insert("extensions".into(), json!({tasks::EXTENSION: {}}));
-            }
             declare_list_changed(&mut result, gateway.lists_changes());
             declare_surface(&mut result, gateway);
+            declare_extensions(&mut result, gateway, info, true);
             result
         }
         "ping" => json!({}),
@@ -353,6 +366,18 @@ async fn message_answer(
 fn declare_list_changed(result: &mut Value, on: bool) {
     if let Some(tools) = result.pointer_mut("/capabilities/tools").and_then(Value::as_object_mut) {
         tools.insert("listChanged".into(), Value::Bool(on));
+    }
+}
+
+/// `capabilities.extensions`: the extensions the gateway carries that a server behind the
+/// caller's endpoint offers (`gateway/extensions.rs`), when there is one.
+fn declare_extensions(result: &mut Value, gateway: &Gateway, info: &RequestInfo, modern: bool) {
+    let declared = gateway.declared_extensions(info.caller.endpoint.as_deref(), modern);
+    if declared.is_empty() {
+        return;
+    }
+    if let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
+        capabilities.insert("extensions".into(), Value::Object(declared));
     }
 }
 
@@ -405,6 +430,18 @@ pub fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayEr
             GatewayError::new(Category::UnsupportedProtocolVersion, format!("{version:?}"))
                 .with_extra("supported", json!(mcp::supported_versions())),
         );
+    }
+    // The extensions a caller declares reach its servers as written: bounded and checked
+    // first (`protocol::extensions`), refused whole rather than cut.
+    if let Err(refused) =
+        extensions::check_declared(extensions::stated_capabilities(&message.method, message.params.as_ref()))
+    {
+        let mut err = GatewayError::new(Category::BadInput, refused.to_string())
+            .with_extra("reason", json!("extensions_refused"));
+        if let Some((key, limit)) = refused.limit() {
+            err = err.with_limit(key, limit);
+        }
+        return Some(err);
     }
     match &info.method_header {
         Some(header) if header != &message.method => Some(GatewayError::new(

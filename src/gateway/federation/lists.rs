@@ -123,7 +123,7 @@ async fn lambda_offers(upstream: &Upstream) -> Result<Learned, ListFailure> {
         None => {
             tracing::debug!(server = %upstream.name, "no capabilities in the function's initialize answer; every list is tried");
             Learned {
-                offers: Offers { resources: true, prompts: true, completions: false, subscribe: false },
+                offers: Offers { resources: true, prompts: true, ..Offers::default() },
                 declared: false,
             }
         }
