@@ -394,3 +394,28 @@ fn declared_extensions_pass_through_unknown_ones_included_and_are_bounded() {
     );
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
+
+#[test]
+fn a_hook_may_rewrite_an_apps_html_but_never_its_csp() {
+    let (_server, url) = apps_server("clock");
+    let hooks_port = free_port();
+    let mut command = Command::new(python());
+    command
+        .arg(peers_dir().join("servers/hook_server.py"))
+        .arg(hooks_port.to_string())
+        .env("PYTHONUNBUFFERED", "1");
+    let _hooks = Proc::spawn_until("hook-server", command, "READY");
+    let config = format!(
+        "{}{}[[hooks]]\nname = \"app_page\"\nphase = \"after\"\nmatch_tools = [\"ui://*\"]\nserver = \"hooks\"\ntool = \"guard_app\"\n",
+        http_server("clock", &format!("{url}/mcp")),
+        http_server("hooks", &format!("http://127.0.0.1:{hooks_port}/mcp"))
+    );
+    let gw = Gateway::start(&config, &[]);
+    let through = host(&gateway_mcp(&gw), "legacy", "apps", None);
+    let read = &through["reads"]["get_time"];
+    // The one way out: the hook's page reaches the host...
+    assert_eq!(read["text"], "<!doctype html><p>checked by the hook</p>", "{read}");
+    // ...framed by the server's own `_meta.ui`, not the wider CSP the hook claimed.
+    assert_eq!(read["meta"]["ui"]["csp"]["connectDomains"], json!(["https://api.example.com"]), "{read}");
+    assert_eq!(read["meta"]["ui"]["domain"], "clock.apps.example.com", "{read}");
+}
