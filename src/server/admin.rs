@@ -277,6 +277,9 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
                 "description": t.definition.get("description"),
                 "input_schema": t.definition.get("inputSchema"),
                 "annotations": t.definition.get("annotations"),
+                // MCP Apps: the app it links and its visibility (the playground says what it
+                // does with them).
+                "ui": t.definition.pointer("/_meta/ui"),
                 "control": control_report(gateway.config().tools.get(t.settings_name())),
             })
         })

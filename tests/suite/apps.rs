@@ -419,3 +419,36 @@ fn a_hook_may_rewrite_an_apps_html_but_never_its_csp() {
     assert_eq!(read["meta"]["ui"]["csp"]["connectDomains"], json!(["https://api.example.com"]), "{read}");
     assert_eq!(read["meta"]["ui"]["domain"], "clock.apps.example.com", "{read}");
 }
+
+#[test]
+fn the_consoles_playground_names_a_tools_app_and_says_why_it_does_not_show_it() {
+    require(std::path::Path::new("/usr/bin/chromium"), "Debian's chromium (apt-get install chromium)");
+    require(&peers_dir().join("node_modules/playwright-core/package.json"), "playwright-core (npm)");
+    let (_server, url) = apps_server("clock");
+    let demo = Demo::http();
+    let config =
+        format!("{}{}", http_server("clock", &format!("{url}/mcp")), http_server("shop", &demo.url()));
+    let gw = Gateway::start(&config, &[]);
+    let output = Command::new(node22())
+        .arg(peers_dir().join("clients/console_app.mjs"))
+        .args(["--url", &gw.url(""), "--token", ADMIN_TOKEN, "--tools", "get_time,refresh_time,manga_search"])
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+        .output()
+        .expect("node runs the console driver");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no report: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
+    assert!(output.status.success() && report.get("fatal").is_none(), "{report}");
+    let shown = |tool: &str| report["tools"][tool].as_str().unwrap_or_default().to_string();
+    assert!(shown("get_time").contains("ui://clock/app.html"), "{report}");
+    assert!(shown("get_time").contains("The console does not show it"), "{report}");
+    assert!(!shown("get_time").contains("For the app only"), "{report}");
+    assert!(shown("refresh_time").contains("For the app only"), "{report}");
+    assert!(report["tools"]["manga_search"].is_null(), "a tool without an app: nothing shown: {report}");
+    assert_eq!(report["frames"], 1, "the console frames nothing: {report}");
+    assert_eq!(report["page_errors"], json!([]), "{report}");
+    assert_eq!(report["console_errors"], json!([]), "{report}");
+}

@@ -138,6 +138,7 @@
     if (page === "playground") {
       $("playground-tool").replaceChildren();
       $("playground-description").textContent = "";
+      renderApp(null);
       $("outcome-body").replaceChildren(el("p", { class: "hint", text: "No call yet." }));
     }
     catalogue = { tools: [], schemas: null };
@@ -858,6 +859,7 @@
     const name = $("playground-tool").value;
     const entry = catalogue.schemas && catalogue.schemas.get(name);
     $("playground-description").textContent = (entry && entry.description) || "";
+    renderApp((catalogue.tools || []).find((tool) => tool.name === name));
     const fields = $("playground-fields");
     if (!entry) {
       fields.replaceChildren(el("p", { class: "empty", text: name ? "No inputSchema known for this tool." : "No tools." }));
@@ -917,6 +919,38 @@
           el("span", { id: hintId, class: "hint", text: hints.join(" · ") + (type && !["string", "integer", "number", "boolean"].includes(type) && !spec.enum ? " (JSON)" : "") }),
         );
       }),
+    );
+  }
+
+  // A tool linking an MCP App (`_meta.ui.resourceUri`): which app, and why the console does
+  // not show it (its page runs no script but its own, and frames nothing).
+  function renderApp(tool) {
+    const box = $("playground-app");
+    const ui = tool && tool.ui && typeof tool.ui === "object" ? tool.ui : null;
+    const uri = ui && typeof ui.resourceUri === "string" ? ui.resourceUri : null;
+    if (!uri) {
+      box.hidden = true;
+      box.replaceChildren();
+      return;
+    }
+    const visibility = Array.isArray(ui.visibility) ? ui.visibility : null;
+    const appOnly = visibility !== null && !visibility.includes("model");
+    box.hidden = false;
+    box.replaceChildren(
+      el("h3", { id: "playground-app-title", text: "MCP App" }),
+      el("p", {}, "This tool links an app: ", el("code", { text: uri }), "."),
+      el("p", {
+        class: "app-why-not",
+        text:
+          "The console does not show it: an app is a page running its server's own scripts, and this page runs no script but its own and frames nothing (its Content-Security-Policy). " +
+          "An MCP Apps host renders it in a sandboxed frame (scripts, no same origin) under the CSP in the resource's _meta.ui.",
+      }),
+      appOnly
+        ? el("p", {
+            class: "app-only",
+            text: "For the app only (visibility " + JSON.stringify(visibility) + "): the playground calls tools as a model would, so this tool is unknown to it.",
+          })
+        : null,
     );
   }
 
