@@ -155,6 +155,12 @@ pub fn cache_fields(ttl_ms: u64) -> String {
     format!(r#""resultType":"complete","ttlMs":{ttl_ms},"cacheScope":"public","#)
 }
 
+/// [`cache_fields`] for a list that is this caller's own (an MCP Apps host's `tools/list`,
+/// which holds tools no other caller is listed): `cacheScope: "private"`.
+pub fn private_cache_fields(ttl_ms: u64) -> String {
+    format!(r#""resultType":"complete","ttlMs":{ttl_ms},"cacheScope":"private","#)
+}
+
 /// Adds the cache hints modern list results must carry (`ttlMs`, `cacheScope`).
 pub fn cacheable(raw: Box<serde_json::value::RawValue>, ttl_ms: u64) -> Box<serde_json::value::RawValue> {
     let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
@@ -163,6 +169,15 @@ pub fn cacheable(raw: Box<serde_json::value::RawValue>, ttl_ms: u64) -> Box<serd
     result.insert("resultType".into(), json!("complete"));
     result.insert("ttlMs".into(), json!(ttl_ms));
     result.insert("cacheScope".into(), json!("public"));
+    serde_json::value::to_raw_value(&result).unwrap_or(raw)
+}
+
+/// A result's `cacheScope` set to `private` (a result that is this caller's own).
+pub fn private(raw: Box<serde_json::value::RawValue>) -> Box<serde_json::value::RawValue> {
+    let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
+        return raw;
+    };
+    result.insert("cacheScope".into(), json!("private"));
     serde_json::value::to_raw_value(&result).unwrap_or(raw)
 }
 

@@ -254,8 +254,9 @@ async fn message_answer(
             // In pages of `catalogue.tools_page_size`, with the gateway's own cursors.
             // A caller that negotiated MCP Apps also gets the tools for an app only.
             let view = gateway.tool_view(&info.caller);
+            let apps = info.negotiates_apps(params.as_ref());
             let list = match &view {
-                _ if info.negotiates_apps(params.as_ref()) => gateway.apps_tool_list(view.as_deref()),
+                _ if apps => gateway.apps_tool_list(view.as_deref()),
                 Some(view) => view.list.clone(),
                 None => gateway.catalog().tool_list(),
             };
@@ -266,12 +267,18 @@ async fn message_answer(
             if let Some((list, ttl_cap)) = capabilities::degraded_tools_list(gateway, view.as_deref(), &page)
             {
                 if modern {
-                    return Some(Response::result(id, mcp::cacheable(list, ttl_cap.min(ttl_ms))));
+                    let list = mcp::cacheable(list, ttl_cap.min(ttl_ms));
+                    return Some(Response::result(id, if apps { mcp::private(list) } else { list }));
                 }
                 return Some(Response::result(id, list));
             }
             // Otherwise a slice of the pre-serialised list, shared (not copied) by every request.
-            let fields = if modern { mcp::cache_fields(ttl_ms) } else { String::new() };
+            // An Apps host's list is its own: no cache may hand it to a caller without Apps.
+            let fields = match (modern, apps) {
+                (false, _) => String::new(),
+                (true, false) => mcp::cache_fields(ttl_ms),
+                (true, true) => mcp::private_cache_fields(ttl_ms),
+            };
             let (head, tail, end) = page.result_parts(&fields);
             return Some(Response::shared(id, head, tail, end));
         }

@@ -237,6 +237,8 @@ fn a_tool_for_the_app_only_reaches_no_model_and_is_unknown_to_other_callers() {
         &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": modern_meta(true)}}),
         &[],
     );
+    // ...and is its own: no cache may hand it to a caller without Apps.
+    assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
     let listed: Vec<&str> =
         listed["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(listed.contains(&"refresh_time") && listed.contains(&"get_time"), "{listed:?}");
