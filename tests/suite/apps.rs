@@ -423,7 +423,7 @@ fn a_hook_may_rewrite_an_apps_html_but_never_its_csp() {
 }
 
 #[test]
-fn the_consoles_playground_names_a_tools_app_and_says_why_it_does_not_show_it() {
+fn the_consoles_playground_shows_a_tools_app_sandboxed_under_the_resources_csp() {
     require(std::path::Path::new("/usr/bin/chromium"), "Debian's chromium (apt-get install chromium)");
     require(&peers_dir().join("node_modules/playwright-core/package.json"), "playwright-core (npm)");
     let (_server, url) = apps_server("clock");
@@ -434,6 +434,7 @@ fn the_consoles_playground_names_a_tools_app_and_says_why_it_does_not_show_it() 
     let output = Command::new(node22())
         .arg(peers_dir().join("clients/console_app.mjs"))
         .args(["--url", &gw.url(""), "--token", ADMIN_TOKEN, "--tools", "get_time,refresh_time,manga_search"])
+        .args(["--show", "get_time"])
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
         .output()
         .expect("node runs the console driver");
@@ -446,11 +447,36 @@ fn the_consoles_playground_names_a_tools_app_and_says_why_it_does_not_show_it() 
     assert!(output.status.success() && report.get("fatal").is_none(), "{report}");
     let shown = |tool: &str| report["tools"][tool].as_str().unwrap_or_default().to_string();
     assert!(shown("get_time").contains("ui://clock/app.html"), "{report}");
-    assert!(shown("get_time").contains("The console does not show it"), "{report}");
     assert!(!shown("get_time").contains("For the app only"), "{report}");
     assert!(shown("refresh_time").contains("For the app only"), "{report}");
     assert!(report["tools"]["manga_search"].is_null(), "a tool without an app: nothing shown: {report}");
-    assert_eq!(report["frames"], 1, "the console frames nothing: {report}");
+    // The app ran, framed without same origin: it reads neither the console nor its token.
+    let app = &report["app"];
+    assert_eq!(app["status"], 200, "{report}");
+    assert_eq!(app["sandbox"], "allow-scripts", "{report}");
+    assert_eq!(app["inside"]["ran"], "yes", "{report}");
+    assert_eq!(app["inside"]["text"], "clock", "{report}");
+    assert_eq!(app["inside"]["origin"], "null", "{report}");
+    assert_eq!(app["inside"]["parentReadable"], false, "{report}");
+    assert_eq!(app["inside"]["storage"], "denied", "{report}");
+    // Under the policy of the resource's `_meta.ui.csp`, sandboxed even outside the frame.
+    let policy = app["policy"].as_str().unwrap_or_default();
+    assert!(policy.starts_with("sandbox allow-scripts; default-src 'none';"), "{policy}");
+    assert!(policy.contains("connect-src https://api.example.com;"), "{policy}");
+    assert!(policy.contains("script-src 'unsafe-inline' https://cdn.example.com;"), "{policy}");
+    assert_eq!(app["again"], 404, "a page is served once: {report}");
     assert_eq!(report["page_errors"], json!([]), "{report}");
     assert_eq!(report["console_errors"], json!([]), "{report}");
+    // The page is minted only for the admin token.
+    let (status, _) = {
+        let response = gw
+            .client
+            .post(gw.url("/admin/playground/app"))
+            .header("content-type", "application/json")
+            .body(r#"{"uri": "ui://clock/app.html"}"#)
+            .send()
+            .unwrap();
+        (response.status().as_u16(), ())
+    };
+    assert_eq!(status, 401);
 }

@@ -2,10 +2,11 @@
 // playwright-core and reads what its playground shows for tools that link an MCP App, for
 // tests/suite/apps.rs:
 //
-//   node console_app.mjs --url http://127.0.0.1:PORT --token TOKEN --tools a,b
+//   node console_app.mjs --url http://127.0.0.1:PORT --token TOKEN --tools a,b [--show a]
 //
-// Prints one JSON object: for each tool, the text of `#playground-app` (null when hidden), and
-// every frame the page holds, console error and page error. It waits for elements, never for
+// Prints one JSON object: for each tool, the text of `#playground-app` (null when hidden); with
+// --show, the app of that tool shown (the page's status and policy, the frame's sandbox, what ran
+// inside it and what it could reach, a second load's status); console and page errors. It waits for elements, never for
 // fixed times; it asserts nothing itself.
 import { createRequire } from "node:module";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -45,6 +46,39 @@ async function main() {
       const app = await page.$("#playground-app");
       const visible = app && (await app.isVisible());
       result.tools[tool] = visible ? (await app.innerText()).replace(/\s+/g, " ").trim() : null;
+    }
+    // Shows the app of opts.show: the frame's page, what ran in it, what it could reach.
+    if (opts.show) {
+      await page.selectOption("#playground-tool", opts.show);
+      const [served] = await Promise.all([
+        page.waitForResponse((r) => r.url().includes("/admin/console/app/"), WAIT),
+        page.click("#playground-app-show"),
+      ]);
+      const frameElement = await page.waitForSelector("#playground-app-frame", WAIT);
+      const frame = await frameElement.contentFrame();
+      await frame.waitForFunction(() => document.body && document.body.dataset.ran === "yes", null, WAIT);
+      result.app = {
+        status: served.status(),
+        policy: served.headers()["content-security-policy"] || null,
+        sandbox: await frameElement.getAttribute("sandbox"),
+        inside: await frame.evaluate(() => {
+          let parentReadable;
+          try {
+            parentReadable = typeof parent.document.title === "string";
+          } catch (e) {
+            parentReadable = false;
+          }
+          let storage;
+          try {
+            storage = Object.keys(sessionStorage).length;
+          } catch (e) {
+            storage = "denied";
+          }
+          return { ran: document.body.dataset.ran, text: document.getElementById("app").textContent, origin: self.origin, parentReadable, storage };
+        }),
+        // A second load of the same page: each is served once.
+        again: (await fetch(served.url())).status,
+      };
     }
     result.frames = page.frames().length;
   } finally {
