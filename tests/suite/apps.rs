@@ -480,3 +480,56 @@ fn the_consoles_playground_shows_a_tools_app_sandboxed_under_the_resources_csp()
     };
     assert_eq!(status, 401);
 }
+
+#[test]
+fn an_apps_hosts_stream_is_told_when_only_a_tool_for_the_app_changes() {
+    let (_server, url) = apps_server("clock");
+    let base = http_server("clock", &format!("{url}/mcp"));
+    let gw = Gateway::start(&base, &[]);
+    let (answer, headers) = post(
+        &gw,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {APPS: {"mimeTypes": [MIME]}}}, "clientInfo": {"name": "host", "version": "1"}}}),
+        &[],
+    );
+    assert!(answer.get("result").is_some(), "{answer}");
+    let session = headers.get("mcp-session-id").expect("a session").to_str().unwrap().to_string();
+    let response = reqwest::blocking::Client::builder()
+        .timeout(None::<std::time::Duration>)
+        .build()
+        .unwrap()
+        .get(gw.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let (events, heard) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(response).lines().map_while(Result::ok) {
+            if let Some(data) = line.strip_prefix("data:").and_then(|d| serde_json::from_str(d.trim()).ok()) {
+                let _ = events.send(data);
+            }
+        }
+    });
+    // Only the tool for the app changes (renamed): no model's list moves, the host's does.
+    gw.rewrite_config(&format!("{base}[tools.refresh_time]\nrename = \"refresh_clock\"\n"));
+    gw.sighup();
+    let told = loop {
+        let event = heard.recv_timeout(std::time::Duration::from_secs(60)).expect("the host is told");
+        if event["method"] == "notifications/tools/list_changed" {
+            break event;
+        }
+    };
+    assert_eq!(told["method"], "notifications/tools/list_changed");
+    let (listed, _) = post(
+        &gw,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+        &[("mcp-session-id", &session), ("mcp-protocol-version", "2025-11-25")],
+    );
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"refresh_clock") && !names.contains(&"refresh_time"), "{names:?}");
+}
