@@ -192,6 +192,7 @@ fn call_future_stays_small(gateway: &Gateway) {
         caller: Default::default(),
         session: None,
         owner: mcp_gateway::ownership::Owner::Nobody,
+        apps: false,
     };
     let size = std::mem::size_of_val(&gateway.call_tool(None, &ctx));
     println!("the tools/call future: {size} bytes");

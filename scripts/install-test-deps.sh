@@ -95,6 +95,7 @@ node_peers_current() {
   [ -f "$peers/node_modules/.package-lock.json" ] \
     && [ -f "$peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
     && [ -f "$peers/node_modules/@modelcontextprotocol/inspector/package.json" ] \
+    && [ -f "$peers/node_modules/@modelcontextprotocol/server-budget-allocator/dist/index.js" ] \
     && [ -f "$peers/node_modules/@stoplight/prism-cli/dist/index.js" ] \
     && [ -f "$peers/node_modules/@readme/oas-examples/3.0/json/petstore.json" ] \
     && (cd "$peers" && node -e '

@@ -436,6 +436,21 @@ mod tests {
     }
 
     #[test]
+    fn mcp_apps_ui_uris_keep_their_form() {
+        // What MCP Apps servers list (the ext-apps examples, the Python SDK's `Apps`): canonical
+        // already, so the URI a tool's `_meta.ui.resourceUri` names is the one listed and read.
+        for uri in ["ui://get-time/mcp-app.html", "ui://budget-allocator/mcp-app.html", "ui://clock/app.html"]
+        {
+            assert_eq!(form(uri).as_deref(), Ok(uri));
+        }
+        // Not a special scheme: no `//` needed, the host's case folded, dot segments removed.
+        assert_eq!(form("UI://Clock/./app.html").as_deref(), Ok("ui://clock/app.html"));
+        assert_eq!(form("ui://clock/a/../app.html").as_deref(), Ok("ui://clock/app.html"));
+        assert_eq!(form("ui://clock/%2e%2e/x"), form("ui://clock/../x"));
+        assert_eq!(form("ui://clock/a%2Fb"), Err(UriRefusal::EncodedSeparator));
+    }
+
+    #[test]
     fn rfc_3986_dot_segment_removal_examples() {
         // §5.2.4's two walk-throughs and §5.4's results (the path part of each).
         assert_eq!(remove_dot_segments("/a/b/c/./../../g"), "/a/g");

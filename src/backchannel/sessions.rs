@@ -6,7 +6,9 @@
 //!
 //! Choices:
 //! - Only an `initialize` declaring `sampling`, `elicitation` or `roots` (the capabilities a
-//!   relayed request needs) gets an `Mcp-Session-Id`: a fresh id of 128 random bits prefixed
+//!   relayed request needs), or extensions (`capabilities.extensions`: its servers are told
+//!   them at the `initialize` of its dedicated upstream sessions, and MCP Apps changes what it
+//!   is listed), gets an `Mcp-Session-Id`: a fresh id of 128 random bits prefixed
 //!   `mcpgw-session-`. Any other `initialize` is answered without one, so the
 //!   orchestrator's path neither changes nor slows down.
 //! - The table is bounded: at most `inbound.max_sessions` sessions, and an idle session ends
@@ -17,7 +19,8 @@
 //!   per caller could not be enforced; this needs none.) Ending a session (`DELETE /mcp`,
 //!   expiry) ends the upstream sessions opened for it with `DELETE`.
 //! - A session keeps only what the gateway uses from the `initialize`: the back-channel
-//!   capabilities declared (`sampling`, `elicitation`, `roots`, with their values) and
+//!   capabilities declared (`sampling`, `elicitation`, `roots`, with their values), the
+//!   extensions declared (checked and bounded first: `protocol::extensions`) and
 //!   clientInfo's `name` and `version` (cut at `inbound.max_client_info_chars`). When that
 //!   still exceeds `inbound.max_session_bytes` the `initialize` is refused
 //!   ([`Refusal::TooLarge`], 400): a caller cannot park megabytes in the table.
@@ -114,6 +117,13 @@ pub fn kept_state(message: &jsonrpc::Message, max_client_info_chars: usize) -> (
                 capabilities.insert(name.to_string(), value.clone());
             }
         }
+        // The extensions it declared (checked and bounded before: `protocol::extensions`), so
+        // the servers that serve it are told them at their `initialize`.
+        if let Some(extensions) =
+            declared.get("extensions").and_then(Value::as_object).filter(|e| !e.is_empty())
+        {
+            capabilities.insert("extensions".into(), Value::Object(extensions.clone()));
+        }
     }
     let mut client_info = serde_json::Map::new();
     if let Some(info) = params.and_then(|p| p.get("clientInfo")).and_then(Value::as_object) {
@@ -160,12 +170,12 @@ impl Lookup {
 pub fn wants_back_channel(message: &jsonrpc::Message) -> bool {
     message.method == "initialize"
         && message.id.is_some()
-        && message
-            .params
-            .as_ref()
-            .and_then(|p| p.get("capabilities"))
-            .and_then(Value::as_object)
-            .is_some_and(|caps| BACK_CHANNEL.iter().any(|c| caps.get(*c).is_some_and(|v| !v.is_null())))
+        && message.params.as_ref().and_then(|p| p.get("capabilities")).and_then(Value::as_object).is_some_and(
+            |caps| {
+                BACK_CHANNEL.iter().any(|c| caps.get(*c).is_some_and(|v| !v.is_null()))
+                    || caps.get("extensions").and_then(Value::as_object).is_some_and(|e| !e.is_empty())
+            },
+        )
 }
 
 impl Sessions {

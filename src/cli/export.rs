@@ -44,7 +44,10 @@ pub async fn run(format: &str, strict: bool, hide_unavailable: bool, source: Sou
                 ),
                 None => None,
             };
-            let (tools, degraded) = remote_tools(&url, token.as_deref()).await?;
+            let (mut tools, degraded) = remote_tools(&url, token.as_deref()).await?;
+            // A model reads the export: never a tool for an MCP App only (any MCP endpoint may
+            // list one; a gateway's own `tools/list` never does to a caller without Apps).
+            tools.retain(|t| !mcp_gateway::protocol::extensions::app_only(t));
             let unavailable: Vec<&str> = degraded
                 .as_ref()
                 .and_then(|d| d.get("servers"))

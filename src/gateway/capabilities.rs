@@ -170,6 +170,8 @@ pub fn summarize(
 ) -> Summary {
     let mut tools_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut all = gateway.catalog().snapshot().tools();
+    // The summary is for the orchestrator's model: it names no tool for an MCP App only.
+    all.retain(|t| !crate::protocol::extensions::app_only(&t.definition));
     if let Some(view) = view {
         all.retain(|t| view.shows(&t.name));
     }

@@ -139,8 +139,8 @@ impl Endpoints {
         })
     }
 
-    /// Whether `endpoint` selects `server` at all (`select.servers`): what the server offers
-    /// as a whole, such as an extension, is carried there.
+    /// Whether `endpoint` selects `server` at all (`select.servers`, empty: all): what the
+    /// server offers as a whole, such as an extension, is carried there.
     pub fn selects_server(&self, endpoint: &str, server: &str) -> bool {
         self.by_name.get(endpoint).is_some_and(|e| on_server(&e.select, server))
     }
@@ -266,10 +266,8 @@ impl Endpoint {
         }
         let listing = snapshot.listing();
         // Ordered by the names this endpoint shows (a rename moves a tool), as pages need.
-        let listed = tools
-            .iter()
-            .filter(|t| listing.lists(&t.name))
-            .map(|t| shown.get(&t.name).unwrap_or(&*t.definition));
+        let listed =
+            tools.iter().filter(|t| listing.lists(t)).map(|t| shown.get(&t.name).unwrap_or(&*t.definition));
         let list = ToolList::build(listing.meta(), listed);
         ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list, shown }
     }

@@ -226,10 +226,11 @@ async fn watch_availability(gateway: Weak<Gateway>) {
 }
 
 /// A fingerprint of the tool list `caller` sees now (see the module doc): equal fingerprints,
-/// equal lists.
-pub fn fingerprint(gateway: &Gateway, caller: &Caller) -> u64 {
+/// equal lists. `apps`: the caller negotiated MCP Apps, so its list holds the tools for an app.
+pub fn fingerprint(gateway: &Gateway, caller: &Caller, apps: bool) -> u64 {
     let view = gateway.tool_view(caller);
     let list = match &view {
+        _ if apps => gateway.apps_tool_list(view.as_deref()).whole(),
         Some(view) => view.list.whole(),
         None => gateway.catalog().list_result(),
     };

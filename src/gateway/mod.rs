@@ -11,6 +11,7 @@ pub mod capabilities;
 mod door;
 pub mod drift;
 pub mod endpoints;
+mod extensions;
 pub mod federation;
 mod forwarded_meta;
 mod guard;

@@ -190,8 +190,10 @@ impl Gateway {
             return Ok(Released(item));
         }
         let recheck = |replacement: Value| check(replacement).map_err(|e| e.detail);
-        let (item, _) =
+        let apps = AppsUi::of(&item);
+        let (mut item, _) =
             self.guard_value(settings, caller, subject, arguments, item, deadline, marks, recheck).await?;
+        apps.restore(&mut item);
         Ok(Released(item))
     }
 
@@ -360,5 +362,69 @@ pub(super) fn item_arguments(kind: ItemKind, params: &serde_json::Map<String, Va
             arguments
         }
         ItemKind::Tool | ItemKind::Resource => json!({}),
+    }
+}
+
+/// What frames an MCP App (`_meta.ui` of each `resources/read` content: its CSP, permissions,
+/// domain) is the server's: an after-hook may redact or replace the HTML, never widen what the
+/// host enforces around it. Kept by content URI before the hooks run, put back after them; a
+/// content a hook added under another URI gets no `_meta.ui`.
+struct AppsUi(Vec<(Value, Option<Value>)>);
+
+impl AppsUi {
+    fn of(item: &Value) -> Self {
+        let contents = item.get("contents").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        Self(
+            contents
+                .iter()
+                .filter_map(|c| {
+                    Some((c.get("uri")?.clone(), c.get("_meta").and_then(|m| m.get("ui")).cloned()))
+                })
+                .collect(),
+        )
+    }
+
+    fn restore(&self, item: &mut Value) {
+        let Some(contents) = item.get_mut("contents").and_then(Value::as_array_mut) else { return };
+        for content in contents.iter_mut().filter_map(Value::as_object_mut) {
+            let kept = content
+                .get("uri")
+                .and_then(|uri| self.0.iter().find(|(u, _)| u == uri))
+                .and_then(|(_, ui)| ui.clone());
+            let meta = content.get_mut("_meta").and_then(Value::as_object_mut);
+            match (kept, meta) {
+                (Some(ui), Some(meta)) => {
+                    meta.insert("ui".into(), ui);
+                }
+                (Some(ui), None) => {
+                    content.insert("_meta".into(), serde_json::json!({"ui": ui}));
+                }
+                (None, Some(meta)) => {
+                    meta.remove("ui");
+                }
+                (None, None) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hooks_page_keeps_the_servers_frame() {
+        let server = json!({"contents": [{"uri": "ui://a/app.html", "text": "<p>server</p>",
+            "_meta": {"ui": {"csp": {"connectDomains": ["https://api.example"]}}, "other": 1}}]});
+        let apps = AppsUi::of(&server);
+        let mut replaced = json!({"contents": [
+            {"uri": "ui://a/app.html", "text": "<p>hook</p>", "_meta": {"ui": {"csp": {"connectDomains": ["*"]}}}},
+            {"uri": "ui://a/extra.html", "text": "<p>added</p>", "_meta": {"ui": {"permissions": {"camera": {}}}}},
+            {"uri": "ui://a/bare.html", "text": "<p>bare</p>"}]});
+        apps.restore(&mut replaced);
+        assert_eq!(replaced["contents"][0]["text"], "<p>hook</p>");
+        assert_eq!(replaced["contents"][0]["_meta"]["ui"], server["contents"][0]["_meta"]["ui"]);
+        assert!(replaced["contents"][1]["_meta"].get("ui").is_none(), "{replaced}");
+        assert!(replaced["contents"][2].get("_meta").is_none(), "{replaced}");
     }
 }

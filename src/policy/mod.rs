@@ -162,7 +162,7 @@ impl Policy {
         // What `tools/list` holds: every visible tool, or in search mode the meta-tools and
         // the visible pinned tools (the others stay callable, and findable by search).
         let listing = snapshot.listing();
-        let listed = tools.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition);
+        let listed = tools.iter().filter(|t| listing.lists(t)).map(|t| &*t.definition);
         let list = ToolList::build(listing.meta(), listed);
         let view = Arc::new(ToolView {
             visible: tools.iter().map(|t| t.name.clone()).collect(),

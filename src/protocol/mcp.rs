@@ -155,6 +155,12 @@ pub fn cache_fields(ttl_ms: u64) -> String {
     format!(r#""resultType":"complete","ttlMs":{ttl_ms},"cacheScope":"public","#)
 }
 
+/// [`cache_fields`] for a list that is this caller's own (an MCP Apps host's `tools/list`,
+/// which holds tools no other caller is listed): `cacheScope: "private"`.
+pub fn private_cache_fields(ttl_ms: u64) -> String {
+    format!(r#""resultType":"complete","ttlMs":{ttl_ms},"cacheScope":"private","#)
+}
+
 /// Adds the cache hints modern list results must carry (`ttlMs`, `cacheScope`).
 pub fn cacheable(raw: Box<serde_json::value::RawValue>, ttl_ms: u64) -> Box<serde_json::value::RawValue> {
     let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
@@ -163,6 +169,15 @@ pub fn cacheable(raw: Box<serde_json::value::RawValue>, ttl_ms: u64) -> Box<serd
     result.insert("resultType".into(), json!("complete"));
     result.insert("ttlMs".into(), json!(ttl_ms));
     result.insert("cacheScope".into(), json!("public"));
+    serde_json::value::to_raw_value(&result).unwrap_or(raw)
+}
+
+/// A result's `cacheScope` set to `private` (a result that is this caller's own).
+pub fn private(raw: Box<serde_json::value::RawValue>) -> Box<serde_json::value::RawValue> {
+    let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
+        return raw;
+    };
+    result.insert("cacheScope".into(), json!("private"));
     serde_json::value::to_raw_value(&result).unwrap_or(raw)
 }
 
@@ -590,11 +605,8 @@ mod tests {
     }
 }
 
-/// The Skills extension's identifier (SEP-2640), under `capabilities.extensions`.
-pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
-
 /// What a server declares it offers besides tools (`capabilities.resources`, `.prompts`,
-/// `.completions`, and the Skills extension under `.extensions`, of its `initialize` or
+/// `.completions`, and the carried extensions under `.extensions`, of its `initialize` or
 /// `server/discover` result).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Offers {
@@ -603,9 +615,8 @@ pub struct Offers {
     pub completions: bool,
     /// `capabilities.resources.subscribe: true`: the server takes `resources/subscribe`.
     pub subscribe: bool,
-    /// `capabilities.extensions["io.modelcontextprotocol/skills"]` is an object: the server
-    /// serves `skills/list` and `skills/get` (SEP-2640).
-    pub skills: bool,
+    /// The extensions the gateway carries that the server declared (`capabilities.extensions`).
+    pub extensions: super::extensions::Carried,
 }
 
 impl Offers {
@@ -617,14 +628,16 @@ impl Offers {
             completions: has("completions"),
             subscribe: result.pointer("/capabilities/resources/subscribe").and_then(Value::as_bool)
                 == Some(true),
-            skills: result
-                .pointer("/capabilities/extensions")
-                .and_then(|extensions| extensions.get(SKILLS_EXTENSION))
-                .is_some_and(Value::is_object),
+            extensions: super::extensions::Carried::offered_in(result.get("capabilities")),
         }
     }
 
+    /// The server serves `skills/list` and `skills/get` (SEP-2640).
+    pub fn skills(self) -> bool {
+        self.extensions.has(super::extensions::SKILLS)
+    }
+
     pub fn any(self) -> bool {
-        self.resources || self.prompts || self.completions || self.skills
+        self.resources || self.prompts || self.completions || self.skills()
     }
 }

@@ -1,5 +1,6 @@
 //! The wire: JSON-RPC 2.0 envelopes, the two MCP protocol eras, and SSE framing.
 
+pub mod extensions;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod mrtr;

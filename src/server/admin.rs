@@ -90,6 +90,9 @@ impl AdminAccess {
         match &self.token {
             Some(_) if self.bearer_matches(request.headers()) => None,
             Some(_) if super::console::is_console_asset(request.uri().path()) => None,
+            // A kept MCP App page: its unguessable one-time id is the capability (a frame
+            // cannot send the token; `app_frame`).
+            Some(_) if super::app_frame::is_frame(request.uri().path()) => None,
             Some(_) => Some(unauthorized(
                 "admin endpoints need Authorization: Bearer <admin token> (admin.token_file)",
             )),
@@ -177,6 +180,8 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/endpoints", get(endpoints))
         .route("/admin/hooks", get(hooks))
         .route("/admin/playground", post(super::playground::call))
+        .route("/admin/playground/app", post(super::app_frame::open))
+        .route("/admin/console/app/{id}", get(super::app_frame::serve))
         .merge(super::console::routes())
         .route_layer(axum::middleware::from_fn_with_state(state, guard))
 }
@@ -277,6 +282,9 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
                 "description": t.definition.get("description"),
                 "input_schema": t.definition.get("inputSchema"),
                 "annotations": t.definition.get("annotations"),
+                // MCP Apps: the app it links and its visibility (the playground says what it
+                // does with them).
+                "ui": t.definition.pointer("/_meta/ui"),
                 "control": control_report(gateway.config().tools.get(t.settings_name())),
             })
         })

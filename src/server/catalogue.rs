@@ -51,7 +51,7 @@ pub fn export_catalogue(
             snapshot
                 .tools()
                 .iter()
-                .filter(|t| listing.lists(&t.name))
+                .filter(|t| listing.lists(t))
                 .filter(|t| view.is_none_or(|v| v.shows(&t.name)))
                 .filter(|t| {
                     let hidden = hide && summary.unavailable.contains(t.name.as_ref());

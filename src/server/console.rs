@@ -30,9 +30,10 @@ pub const SCRIPT: &str = "/admin/console/console.js";
 /// Its style sheet.
 pub const STYLE: &str = "/admin/console/console.css";
 
-/// The policy of every console response: the page's own script, style and data requests,
-/// nothing else.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/// The policy of every console response: the page's own script, style and data requests, and
+/// frames of its own origin (a tool's MCP App page, `app_frame`, which runs sandboxed under its
+/// own policy), nothing else.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const INDEX_HTML: &str = include_str!("console/assets/index.html");
 const CONSOLE_JS: &str = include_str!("console/assets/console.js");

@@ -28,6 +28,7 @@ use crate::{
     },
     ownership::Owner,
     protocol::{
+        extensions,
         jsonrpc::{Entry, Message, Response},
         mcp, tasks,
     },
@@ -67,6 +68,9 @@ pub struct RequestInfo {
     /// [`RequestInfo::owned_through`]): a session-era caller's back-channel for resource
     /// subscriptions.
     pub verified_session: Option<Arc<str>>,
+    /// The caller's back-channel session negotiated MCP Apps at `initialize` (a 2026-07-28
+    /// caller states it on each request instead: [`RequestInfo::negotiates_apps`]).
+    pub session_apps: bool,
 }
 
 impl RequestInfo {
@@ -75,6 +79,7 @@ impl RequestInfo {
         Self {
             owner: Owner::of(&caller, None),
             verified_session: None,
+            session_apps: false,
             caller,
             trace: otel::Inbound::from_headers(headers, request_id.clone()),
             request_id,
@@ -109,6 +114,14 @@ impl RequestInfo {
     /// this caller (`backchannel::sessions::Lookup::verified`).
     pub fn owned_through(self, session: Option<&Arc<str>>) -> Self {
         Self { owner: Owner::of(&self.caller, session), verified_session: session.cloned(), ..self }
+    }
+}
+
+impl RequestInfo {
+    /// Whether the caller of `message` negotiated MCP Apps: at its session's `initialize`, or
+    /// in the request's own client capabilities (2026-07-28).
+    pub fn negotiates_apps(&self, message_params: Option<&Value>) -> bool {
+        self.session_apps || extensions::negotiates_apps(extensions::stated_capabilities("", message_params))
     }
 }
 
@@ -200,6 +213,7 @@ async fn message_answer(
                 caller: info.caller.clone(),
                 session: info.session.clone(),
                 owner: info.owner.clone(),
+                apps: info.negotiates_apps(params.as_ref()),
             };
             let scope = Scope::of(&info.owner, info.session.as_ref(), &info.caller);
             let registration = gateway.register_cancellable(scope, &id, cancelled);
@@ -238,8 +252,11 @@ async fn message_answer(
             // without unavailable tools when `hide_unavailable_tools`).
             // Under a tool policy: only the tools this caller may call (a cached view).
             // In pages of `catalogue.tools_page_size`, with the gateway's own cursors.
+            // A caller that negotiated MCP Apps also gets the tools for an app only.
             let view = gateway.tool_view(&info.caller);
+            let apps = info.negotiates_apps(params.as_ref());
             let list = match &view {
+                _ if apps => gateway.apps_tool_list(view.as_deref()),
                 Some(view) => view.list.clone(),
                 None => gateway.catalog().tool_list(),
             };
@@ -250,12 +267,18 @@ async fn message_answer(
             if let Some((list, ttl_cap)) = capabilities::degraded_tools_list(gateway, view.as_deref(), &page)
             {
                 if modern {
-                    return Some(Response::result(id, mcp::cacheable(list, ttl_cap.min(ttl_ms))));
+                    let list = mcp::cacheable(list, ttl_cap.min(ttl_ms));
+                    return Some(Response::result(id, if apps { mcp::private(list) } else { list }));
                 }
                 return Some(Response::result(id, list));
             }
             // Otherwise a slice of the pre-serialised list, shared (not copied) by every request.
-            let fields = if modern { mcp::cache_fields(ttl_ms) } else { String::new() };
+            // An Apps host's list is its own: no cache may hand it to a caller without Apps.
+            let fields = match (modern, apps) {
+                (false, _) => String::new(),
+                (true, false) => mcp::cache_fields(ttl_ms),
+                (true, true) => mcp::private_cache_fields(ttl_ms),
+            };
             let (head, tail, end) = page.result_parts(&fields);
             return Some(Response::shared(id, head, tail, end));
         }
@@ -273,7 +296,7 @@ async fn message_answer(
             }
             declare_list_changed(&mut result, gateway.lists_changes());
             declare_surface(&mut result, gateway);
-            federation::declare_skills(&mut result, gateway, &info.caller, params.as_ref());
+            declare_extensions(&mut result, gateway, info, false);
             result
         }
         method if federation::METHODS.contains(&method) => {
@@ -330,14 +353,9 @@ async fn message_answer(
         }
         "server/discover" => {
             let mut result = mcp::discover_result("mcp-gateway", crate::VERSION, Some(INSTRUCTIONS), ttl_ms);
-            if gateway.offers_tasks()
-                && let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut)
-            {
-                capabilities.insert("extensions".into(), json!({tasks::EXTENSION: {}}));
-            }
             declare_list_changed(&mut result, gateway.lists_changes());
             declare_surface(&mut result, gateway);
-            federation::declare_skills(&mut result, gateway, &info.caller, params.as_ref());
+            declare_extensions(&mut result, gateway, info, true);
             result
         }
         "ping" => json!({}),
@@ -355,6 +373,18 @@ async fn message_answer(
 fn declare_list_changed(result: &mut Value, on: bool) {
     if let Some(tools) = result.pointer_mut("/capabilities/tools").and_then(Value::as_object_mut) {
         tools.insert("listChanged".into(), Value::Bool(on));
+    }
+}
+
+/// `capabilities.extensions`: the extensions the gateway carries that a server behind the
+/// caller's endpoint offers (`gateway/extensions.rs`), when there is one.
+fn declare_extensions(result: &mut Value, gateway: &Gateway, info: &RequestInfo, modern: bool) {
+    let declared = gateway.declared_extensions(info.caller.endpoint.as_deref(), modern);
+    if declared.is_empty() {
+        return;
+    }
+    if let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) {
+        capabilities.insert("extensions".into(), Value::Object(declared));
     }
 }
 
@@ -407,6 +437,18 @@ pub fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayEr
             GatewayError::new(Category::UnsupportedProtocolVersion, format!("{version:?}"))
                 .with_extra("supported", json!(mcp::supported_versions())),
         );
+    }
+    // The extensions a caller declares reach its servers as written: bounded and checked
+    // first (`protocol::extensions`), refused whole rather than cut.
+    if let Err(refused) =
+        extensions::check_declared(extensions::stated_capabilities(&message.method, message.params.as_ref()))
+    {
+        let mut err = GatewayError::new(Category::BadInput, refused.to_string())
+            .with_extra("reason", json!("extensions_refused"));
+        if let Some((key, limit)) = refused.limit() {
+            err = err.with_limit(key, limit);
+        }
+        return Some(err);
     }
     match &info.method_header {
         Some(header) if header != &message.method => Some(GatewayError::new(

@@ -77,8 +77,14 @@ pub async fn get(State(gateway): State<Arc<Gateway>>, request: axum::extract::Re
         }
     }
     // Only the subject that opened the session (or was given the listen id) may listen on it.
+    // An MCP Apps host's session is told when its own list (the tools for an app included)
+    // changed.
+    let mut apps = false;
     let session: Arc<str> = match gateway.sessions().lookup(headers, &caller) {
-        sessions::Lookup::Found(session) => session.id.clone(),
+        sessions::Lookup::Found(session) => {
+            apps = crate::protocol::extensions::negotiates_apps(Some(&session.capabilities));
+            session.id.clone()
+        }
         sessions::Lookup::Listen(id) => id,
         sessions::Lookup::Unknown => return sessions::unknown_session(),
         sessions::Lookup::Sessionless => {
@@ -105,7 +111,7 @@ pub async fn get(State(gateway): State<Arc<Gateway>>, request: axum::extract::Re
         Err(refused) => return refused_stream(&gateway, &refused),
     };
     let updates = gateway.attach_subscriber(subscriptions::session_key(&session), &caller);
-    let mut listening = Listening::new(gateway, caller, registration, None, Lists::ALL);
+    let mut listening = Listening::new(gateway, caller, registration, None, Lists::ALL, apps);
     listening.updates = Some(updates);
     stream(listening)
 }
@@ -180,8 +186,14 @@ pub async fn subscribe(gateway: &Arc<Gateway>, message: jsonrpc::Message, info: 
         None => (None, None),
     };
     let subscription = Subscription { id, lists, resources };
-    let mut listening =
-        Listening::new(gateway.clone(), info.caller.clone(), registration, Some(subscription), lists);
+    let mut listening = Listening::new(
+        gateway.clone(),
+        info.caller.clone(),
+        registration,
+        Some(subscription),
+        lists,
+        info.negotiates_apps(message.params.as_ref()),
+    );
     listening.updates = updates;
     stream(listening)
 }
@@ -256,6 +268,8 @@ struct Listening {
     ended: bool,
     /// The caller's resource updates (its subscriptions end when this is dropped).
     updates: Option<subscriptions::Attached>,
+    /// The caller negotiated MCP Apps: its tool list holds the tools for an app.
+    apps: bool,
 }
 
 impl Listening {
@@ -265,10 +279,11 @@ impl Listening {
         registration: Registration,
         subscription: Option<Subscription>,
         lists: Lists,
+        apps: bool,
     ) -> Self {
         let mut generation = gateway.list_changes().subscribe();
         generation.borrow_and_update();
-        let seen = fingerprints(&gateway, &caller);
+        let seen = fingerprints(&gateway, &caller, apps);
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Self {
@@ -284,6 +299,7 @@ impl Listening {
             keepalive,
             ended: false,
             updates: None,
+            apps,
         }
     }
 
@@ -340,7 +356,7 @@ impl Listening {
                         return None;
                     }
                     self.generation.borrow_and_update();
-                    let now = fingerprints(&self.gateway, &self.caller);
+                    let now = fingerprints(&self.gateway, &self.caller, self.apps);
                     let asked = [self.lists.tools, self.lists.resources, self.lists.prompts];
                     for (i, method) in CHANGED.iter().enumerate() {
                         if asked[i] && now[i] != self.seen[i] {
@@ -367,9 +383,9 @@ const CHANGED: [&str; 3] = [
 
 /// What `caller` sees of the tools, the resources (with templates) and the prompts, as
 /// fingerprints: equal fingerprints, equal lists.
-fn fingerprints(gateway: &Gateway, caller: &Caller) -> [u64; 3] {
+fn fingerprints(gateway: &Gateway, caller: &Caller, apps: bool) -> [u64; 3] {
     let (resources, prompts) = gateway.surface_fingerprints(caller);
-    [list_changes::fingerprint(gateway, caller), resources, prompts]
+    [list_changes::fingerprint(gateway, caller, apps), resources, prompts]
 }
 
 /// The next resource update of a stream that has subscriptions (never, for one without).

@@ -132,7 +132,9 @@ async fn handle(
     if unknown_session && !matches!(&inbound, Inbound::Single(Ok(m)) if m.method == "initialize") {
         return sessions::unknown_session();
     }
-    let info = RequestInfo::from_headers(headers, request_id, caller).owned_through(verified.as_ref());
+    let mut info = RequestInfo::from_headers(headers, request_id, caller).owned_through(verified.as_ref());
+    info.session_apps =
+        session.as_ref().is_some_and(|s| crate::protocol::extensions::negotiates_apps(Some(&s.capabilities)));
     // The dispatch futures are boxed where they are awaited: inline, the largest of them would
     // set the size of this request's future, which is copied whole at every level above it.
     match inbound {

@@ -6,6 +6,7 @@
 //! [`edge::EdgeGuard`] (`Host`/`Origin`).
 
 pub mod admin;
+pub mod app_frame;
 pub mod body;
 pub mod caller;
 pub mod catalogue;

@@ -81,6 +81,8 @@ pub async fn call(State(gateway): State<Arc<Gateway>>, body: Bytes) -> Response 
         caller: Arc::new(caller),
         session: None,
         owner: Owner::Nobody,
+        // The playground tries tools as a model would: never a tool for an MCP App only.
+        apps: false,
     };
     let params = json!({"name": request.tool, "arguments": request.arguments});
     match Box::pin(gateway.call_tool(Some(params), &ctx)).await {

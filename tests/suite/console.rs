@@ -15,7 +15,7 @@ use crate::common::{
 };
 
 /// The policy of every console response (the shared contract, docs/console.md).
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const ASSETS: [(&str, &str); 3] = [
     ("/admin/console", "text/html"),

@@ -6,8 +6,8 @@
 //! every file and checks it against the manifest's digest and size), in the 2026-07-28 era
 //! (FastMCP serves the skills methods in no other). Checked: the same entries and digests
 //! through the gateway as direct, two servers' skills merged and paged, a Cedar `forbid` on a
-//! skill, an endpoint's selection, an after-hook on a `SKILL.md`, the extension declared only to
-//! a caller that declared it and only where a server carries it, and a server over stdio
+//! skill, an endpoint's selection, an after-hook on a `SKILL.md`, the extension declared only
+//! where a server behind the endpoint carries it, and a server over stdio
 //! (session era: carried as resources).
 
 use std::{path::Path, process::Command};
@@ -298,15 +298,16 @@ fn an_after_hook_redacts_a_skill_md_and_the_digest_stays_the_servers() {
 }
 
 #[test]
-fn the_extension_is_declared_only_to_a_caller_that_declared_it() {
+fn the_extension_is_declared_to_every_caller_a_skills_server_serves() {
+    // One rule for every carried extension (protocol/extensions.rs): the gateway states what it
+    // offers, as a server does, whether or not the caller declared the extension itself.
     let root = Scratch::new("skills-declare");
     write_skill(root.dir(), "alpha", "a", &[]);
     let (_server, url) = skills_server(root.dir(), None);
     let gw = Gateway::start(&http_server("skills", &url), &[]);
 
-    // FastMCP's client without SkillsClientExtension: not declared (and it then asks nothing).
-    let silent = client(&gw.url("/mcp"), &["--no-extension"]);
-    assert!(!declares_skills(&silent), "{silent}");
+    // FastMCP's client with and without SkillsClientExtension (2026-07-28: server/discover).
+    assert!(declares_skills(&client(&gw.url("/mcp"), &["--no-extension"])));
     assert!(declares_skills(&client(&gw.url("/mcp"), &[])));
 
     // Session era: `initialize`'s capabilities.extensions.
@@ -316,7 +317,8 @@ fn the_extension_is_declared_only_to_a_caller_that_declared_it() {
     };
     let declared = init(json!({"extensions": {"io.modelcontextprotocol/skills": {}}}));
     assert_eq!(declared["extensions"]["io.modelcontextprotocol/skills"], json!({}), "{declared}");
-    assert!(init(json!({})).pointer("/extensions/io.modelcontextprotocol~1skills").is_none());
+    let undeclared = init(json!({}));
+    assert_eq!(undeclared["extensions"]["io.modelcontextprotocol/skills"], json!({}), "{undeclared}");
 
     // A caller that sends the methods without having declared the extension is answered: the
     // request is its own opt-in (as FastMCP's server answers it).

@@ -35,6 +35,9 @@ pub struct CallContext {
     pub session: Option<Arc<str>>,
     /// Whose what the call leaves behind is (a task, a held question): [`crate::ownership`].
     pub owner: crate::ownership::Owner,
+    /// The caller negotiated MCP Apps: it may call a tool for an app only (its host calls it
+    /// for the app), never through the search mode's `call_tool`, which the model calls.
+    pub apps: bool,
 }
 
 /// How a call ended, for metrics and the log line.

@@ -79,7 +79,9 @@ impl Gateway {
             return Err(self.refuse(ctx, started, None, bad_input("params.name must be a string")));
         };
         // Search mode: `search_tools` is answered here; `call_tool` becomes the named tool's call.
+        let mut for_the_model = false;
         if self.catalog().is_meta_tool(name) {
+            for_the_model = true;
             if name == crate::tool_control::SEARCH_TOOLS {
                 return self
                     .search_tools(&params, &ctx.caller)
@@ -114,6 +116,11 @@ impl Gateway {
             Some(tool) => (Some(tool), None),
             None => (self.exported_alias(name), Some(Arc::<str>::from(truncated(name)))),
         };
+        // A tool for an MCP App only is called by the app's host: to any other caller (and
+        // through `call_tool`, which the model calls) it is unknown, as a hidden tool is.
+        let resolved = resolved.filter(|tool| {
+            !crate::protocol::extensions::app_only(&tool.definition) || (ctx.apps && !for_the_model)
+        });
         let Some(tool) = resolved else {
             self.refresh_now.notify_one();
             let err = GatewayError::new(

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::{PAGE_SIZE, Unroutable};
 use crate::{
     error::{Category, GatewayError},
+    protocol::extensions,
     resource_uri::{CanonicalUri, UriRefusal},
 };
 
@@ -109,7 +110,19 @@ pub(super) fn checked_contents(mut result: Value, budget: usize) -> Result<Value
         if !content.get("uri").is_some_and(Value::is_string) {
             return Err(protocol("a content without a uri"));
         }
+        // An MCP App's HTML is never cut (a cut document is a broken app): over the budget it
+        // is refused, as a blob is.
+        let app = content.get("mimeType").and_then(Value::as_str) == Some(extensions::APP_MIME_TYPE);
         if let Some(Value::String(text)) = content.get_mut("text") {
+            if app && text.len() > left {
+                return Err(GatewayError::new(
+                    Category::ResponseTooLarge,
+                    format!(
+                        "an MCP App's HTML of {} bytes is over the result budget ({budget} bytes); it is never cut",
+                        text.len()
+                    ),
+                ));
+            }
             if text.len() > left {
                 let mut cut = left;
                 while !text.is_char_boundary(cut) {
@@ -118,7 +131,15 @@ pub(super) fn checked_contents(mut result: Value, budget: usize) -> Result<Value
                 let dropped = text.len() - cut;
                 text.truncate(cut);
                 text.push_str(&format!("…[truncated {dropped} bytes]"));
-                content.insert("_meta".into(), json!({"io.mcp-gateway/truncated": true}));
+                // Beside the server's own `_meta` (an app's `ui`, say), never instead of it.
+                match content.get_mut("_meta").and_then(Value::as_object_mut) {
+                    Some(meta) => {
+                        meta.insert("io.mcp-gateway/truncated".into(), json!(true));
+                    }
+                    None => {
+                        content.insert("_meta".into(), json!({"io.mcp-gateway/truncated": true}));
+                    }
+                }
             }
             left = left.saturating_sub(content.get("text").and_then(Value::as_str).map_or(0, str::len));
         } else if let Some(Value::String(blob)) = content.get("blob") {
@@ -189,6 +210,19 @@ mod tests {
         assert!(last.get("nextCursor").is_none());
         params.insert("cursor".into(), json!("an upstream's cursor"));
         assert_eq!(page_of(items.iter(), &params, "resources").unwrap_err().category, Category::BadInput);
+    }
+
+    #[test]
+    fn an_apps_html_is_refused_whole_and_a_cut_keeps_the_servers_meta() {
+        let ui = json!({"csp": {"connectDomains": ["https://api.example"]}});
+        let app = json!({"contents": [{"uri": "ui://a/app.html", "mimeType": extensions::APP_MIME_TYPE,
+            "text": "<html>".repeat(20), "_meta": {"ui": ui}}]});
+        assert_eq!(checked_contents(app.clone(), 1000).unwrap(), app, "under the budget: untouched");
+        assert_eq!(checked_contents(app, 50).unwrap_err().category, Category::ResponseTooLarge);
+        let text = json!({"contents": [{"uri": "r://x", "text": "x".repeat(100), "_meta": {"ui": ui}}]});
+        let cut = checked_contents(text, 10).unwrap();
+        assert_eq!(cut["contents"][0]["_meta"]["ui"], ui);
+        assert_eq!(cut["contents"][0]["_meta"]["io.mcp-gateway/truncated"], true);
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub async fn list_surface(
         };
         listed.map_err(|failure| (kind, failure))?;
     }
-    if offers.skills {
+    if offers.skills() {
         surface.offers_skills = true;
         // A skill entry is kept whole (its manifest's digests untouched), under the canonical
         // URI of its SKILL.md; one that is not a SEP-2640 entry is not served.
@@ -143,13 +143,7 @@ async fn lambda_offers(upstream: &Upstream) -> Result<Learned, ListFailure> {
         None => {
             tracing::debug!(server = %upstream.name, "no capabilities in the function's initialize answer; every list is tried");
             Learned {
-                offers: Offers {
-                    resources: true,
-                    prompts: true,
-                    completions: false,
-                    subscribe: false,
-                    skills: false,
-                },
+                offers: Offers { resources: true, prompts: true, ..Offers::default() },
                 declared: false,
             }
         }

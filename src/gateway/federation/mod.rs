@@ -54,7 +54,6 @@ pub use index::{Control, Index, ServerSurface, Unroutable};
 pub use listed::Listed;
 use lists::LISTS;
 pub use lists::list_surface;
-pub use skills::declare_skills;
 
 use super::{Gateway, Upstream, tool_list::ListFailure};
 use crate::{

@@ -19,10 +19,9 @@
 //!   the index, or (`skills/get`) rebuilt from the checked fields of the server's answer. The
 //!   content a model reads — `SKILL.md` and the other files — comes through `resources/read`
 //!   and meets the after-hooks there as resource content (kind `resource`, matched by URI).
-//! - **Declared only where carried.** A caller is declared the extension when it declared it
-//!   (`initialize`'s `capabilities.extensions`, or a 2026-07-28 request's
-//!   `_meta["io.modelcontextprotocol/clientCapabilities"].extensions`) and a server its endpoint
-//!   selects declared it. The methods answer `-32601` where no such server is behind the
+//! - **Declared where carried**, by the one rule of every carried extension
+//!   (`protocol/extensions.rs`, `gateway/extensions.rs`): to a caller whose endpoint selects a
+//!   server that declared it. The methods answer `-32601` where no such server is behind the
 //!   endpoint; a caller that sends them without having declared the extension is answered all
 //!   the same (the request is its own opt-in, as for the servers, FastMCP's included).
 
@@ -40,7 +39,6 @@ use crate::{
     gateway::{Gateway, outbound::Released},
     identity::Caller,
     policy::SurfaceItem,
-    protocol::mcp,
     resource_uri::CanonicalUri,
 };
 
@@ -189,35 +187,6 @@ fn checked_entry(mut answer: Value, uri: &CanonicalUri, budget: usize) -> Result
     Ok(json!({"skill": super::listed::parsed(&kept.definition)}))
 }
 
-/// Declares the Skills extension in an `initialize` or `server/discover` result
-/// (`capabilities.extensions["io.modelcontextprotocol/skills"]`) when the caller declared it
-/// (`params`: the request's) and a server behind its endpoint declared it. One rule, kept
-/// apart so that the general extension negotiation can take it in.
-pub fn declare_skills(result: &mut Value, gateway: &Gateway, caller: &Caller, params: Option<&Value>) {
-    if !caller_declares_skills(params) || !gateway.carries_skills(caller, &gateway.federation().index()) {
-        return;
-    }
-    let Some(capabilities) = result.get_mut("capabilities").and_then(Value::as_object_mut) else { return };
-    let extensions = capabilities.entry("extensions").or_insert_with(|| json!({}));
-    if let Some(extensions) = extensions.as_object_mut() {
-        extensions.insert(mcp::SKILLS_EXTENSION.into(), json!({}));
-    }
-}
-
-/// Whether the request's client capabilities (`initialize`'s `params.capabilities`, or a
-/// 2026-07-28 request's `_meta` client capabilities) declare the Skills extension.
-pub fn caller_declares_skills(params: Option<&Value>) -> bool {
-    let Some(params) = params else { return false };
-    let declared = |capabilities: Option<&Value>| {
-        capabilities
-            .and_then(|c| c.get("extensions"))
-            .and_then(|e| e.get(mcp::SKILLS_EXTENSION))
-            .is_some_and(Value::is_object)
-    };
-    declared(params.get("capabilities"))
-        || declared(params.get("_meta").and_then(|m| m.get(mcp::META_CLIENT_CAPABILITIES)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,14 +220,5 @@ mod tests {
             checked_entry(big, &uri("skill://a/SKILL.md"), 10).unwrap_err().category,
             Category::ResponseTooLarge
         );
-    }
-
-    #[test]
-    fn a_caller_declares_skills_in_either_era() {
-        let ext = json!({"extensions": {mcp::SKILLS_EXTENSION: {}}});
-        assert!(caller_declares_skills(Some(&json!({"capabilities": ext.clone()}))));
-        assert!(caller_declares_skills(Some(&json!({"_meta": {mcp::META_CLIENT_CAPABILITIES: ext}}))));
-        assert!(!caller_declares_skills(Some(&json!({"capabilities": {"extensions": {}}}))));
-        assert!(!caller_declares_skills(None));
     }
 }

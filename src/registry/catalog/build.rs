@@ -182,7 +182,12 @@ impl Catalog {
         let listing = match &control.search {
             None => Listing::All,
             Some(search) => {
-                let sorted: Vec<Arc<ToolRecord>> = list.iter().map(|t| (*t).clone()).collect();
+                // `search_tools` answers the model: never with a tool for an MCP App only.
+                let sorted: Vec<Arc<ToolRecord>> = list
+                    .iter()
+                    .filter(|t| !crate::protocol::extensions::app_only(&t.definition))
+                    .map(|t| (*t).clone())
+                    .collect();
                 Listing::Search {
                     meta: crate::registry::search::meta_tools(search),
                     pinned: search.pinned.iter().map(|n| Arc::from(n.as_str())).collect(),
@@ -190,9 +195,9 @@ impl Catalog {
                 }
             }
         };
-        let listed = list.iter().filter(|t| listing.lists(&t.name)).map(|t| &*t.definition);
+        let listed = list.iter().filter(|t| listing.lists(t)).map(|t| &*t.definition);
         let list = ToolList::build(listing.meta(), listed);
-        Snapshot { by_name, list, collisions, listing, aliases: OnceLock::new() }
+        Snapshot { by_name, list, collisions, listing, aliases: OnceLock::new(), apps_list: OnceLock::new() }
     }
 
     /// Serves the tools that got a catalogue name, with catalogue control applied: tools

@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::{naming::Collision, pages::ToolList};
 use crate::{
     export::names,
+    protocol::extensions,
     registry::{record::ToolRecord, search::SearchIndex},
 };
 
@@ -45,8 +46,21 @@ impl Listing {
         }
     }
 
-    /// Whether the catalogue tool `name` is in `tools/list`.
-    pub fn lists(&self, name: &str) -> bool {
+    /// Whether the catalogue tool is in `tools/list` (and so in the exports and `GET /tools`):
+    /// never a tool for an MCP App only, whose model must not see it
+    /// ([`extensions::app_only`]).
+    pub fn lists(&self, tool: &ToolRecord) -> bool {
+        !extensions::app_only(&tool.definition) && self.lists_name(&tool.name)
+    }
+
+    /// Whether the catalogue tool is in the `tools/list` of a caller that negotiated MCP Apps:
+    /// what [`Listing::lists`] lists, and the tools for an app only (its host calls them for
+    /// the app and keeps them from the model).
+    pub fn lists_for_apps(&self, tool: &ToolRecord) -> bool {
+        extensions::app_only(&tool.definition) || self.lists_name(&tool.name)
+    }
+
+    fn lists_name(&self, name: &str) -> bool {
         match self {
             Listing::All => true,
             Listing::Search { pinned, .. } => pinned.contains(name),
@@ -67,6 +81,10 @@ pub struct Snapshot {
     /// Exported (model-API) names to their tools, built at the first alias lookup of this
     /// snapshot ([`Snapshot::exported_alias`]).
     pub(super) aliases: OnceLock<Aliases>,
+    /// The `tools/list` of a caller that negotiated MCP Apps (the tools for an app only
+    /// besides the rest), built at the first such list of this snapshot
+    /// ([`Snapshot::apps_tool_list`]).
+    pub(super) apps_list: OnceLock<ToolList>,
 }
 
 /// Tools by every name `GET /tools?format=…` exports them under.
@@ -80,6 +98,7 @@ impl Snapshot {
             collisions: Vec::new(),
             listing: Listing::All,
             aliases: OnceLock::new(),
+            apps_list: OnceLock::new(),
         }
     }
 
@@ -109,6 +128,22 @@ impl Snapshot {
     /// The `tools/list` result of this snapshot, in pages.
     pub fn tool_list(&self) -> ToolList {
         self.list.clone()
+    }
+
+    /// The `tools/list` result of this snapshot for a caller that negotiated MCP Apps: with
+    /// the tools for an app only ([`Listing::lists_for_apps`]); the same list as
+    /// [`Snapshot::tool_list`] when the catalogue has none. Built once per snapshot.
+    pub fn apps_tool_list(&self) -> ToolList {
+        self.apps_list
+            .get_or_init(|| {
+                if !self.by_name.values().any(|t| extensions::app_only(&t.definition)) {
+                    return self.list.clone();
+                }
+                let tools = self.tools();
+                let listed = tools.iter().filter(|t| self.listing.lists_for_apps(t)).map(|t| &*t.definition);
+                ToolList::build(self.listing.meta(), listed)
+            })
+            .clone()
     }
 
     pub fn len(&self) -> usize {

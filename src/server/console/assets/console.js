@@ -138,6 +138,7 @@
     if (page === "playground") {
       $("playground-tool").replaceChildren();
       $("playground-description").textContent = "";
+      renderApp(null);
       $("outcome-body").replaceChildren(el("p", { class: "hint", text: "No call yet." }));
     }
     catalogue = { tools: [], schemas: null };
@@ -858,6 +859,7 @@
     const name = $("playground-tool").value;
     const entry = catalogue.schemas && catalogue.schemas.get(name);
     $("playground-description").textContent = (entry && entry.description) || "";
+    renderApp((catalogue.tools || []).find((tool) => tool.name === name));
     const fields = $("playground-fields");
     if (!entry) {
       fields.replaceChildren(el("p", { class: "empty", text: name ? "No inputSchema known for this tool." : "No tools." }));
@@ -918,6 +920,56 @@
         );
       }),
     );
+  }
+
+  // A tool linking an MCP App (`_meta.ui.resourceUri`): which app, and on request the app
+  // itself, framed `sandbox="allow-scripts"` (no same origin) from a one-time page the gateway
+  // serves under the policy of the resource's `_meta.ui.csp` (`POST /admin/playground/app`).
+  function renderApp(tool) {
+    const box = $("playground-app");
+    const ui = tool && tool.ui && typeof tool.ui === "object" ? tool.ui : null;
+    const uri = ui && typeof ui.resourceUri === "string" ? ui.resourceUri : null;
+    if (!uri) {
+      box.hidden = true;
+      box.replaceChildren();
+      return;
+    }
+    const visibility = Array.isArray(ui.visibility) ? ui.visibility : null;
+    const appOnly = visibility !== null && !visibility.includes("model");
+    const shown = el("div", { id: "playground-app-shown" });
+    box.hidden = false;
+    box.replaceChildren(
+      el("h3", { id: "playground-app-title", text: "MCP App" }),
+      el("p", {}, "This tool links an app: ", el("code", { text: uri }), "."),
+      appOnly
+        ? el("p", {
+            class: "app-only",
+            text: "For the app only (visibility " + JSON.stringify(visibility) + "): the playground calls tools as a model would, so this tool is unknown to it.",
+          })
+        : null,
+      el("button", { type: "button", id: "playground-app-show", text: "Show the app", onclick: () => showApp(uri, shown) }),
+      shown,
+    );
+  }
+
+  async function showApp(uri, shown) {
+    shown.replaceChildren(el("p", { class: "hint", text: "Reading " + uri + "…" }));
+    try {
+      const answer = await api("/admin/playground/app", { body: { uri } });
+      const body = answer.body || {};
+      if (typeof body.frame !== "string") {
+        const why = body.error && typeof body.error === "object" ? body.error.message : body.error;
+        shown.replaceChildren(el("p", { class: "error", text: "Not shown: " + text(why) }));
+        return;
+      }
+      shown.replaceChildren(
+        el("iframe", { id: "playground-app-frame", sandbox: "allow-scripts", src: body.frame, title: "MCP App " + uri, class: "app-frame" }),
+        el("p", { class: "hint" }, "Sandboxed (scripts, no same origin), under the policy ", el("code", { text: text(body.policy) }), "."),
+      );
+    } catch (error) {
+      if (error instanceof Unauthorized) failed(error);
+      else shown.replaceChildren(el("p", { class: "error", text: "Not shown: " + String(error.message || error) }));
+    }
   }
 
   // The arguments the form describes; throws on a JSON field that does not parse.
