@@ -115,6 +115,7 @@ impl Config {
         self.auth.validate(self.listen)?;
         self.admin.validate()?;
         self.tasks.validate()?;
+        self.approvals.validate()?;
         super::hooks::validate(&self.hooks, &self.servers)?;
         Ok(())
     }

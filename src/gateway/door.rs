@@ -5,9 +5,11 @@
 //! selection is `unknown_tool` there, as for a name no server offers: an endpoint reveals
 //! nothing of the others' tools), the tool policy (identity is already on the
 //! caller), catalogue control (fixed arguments refused when sent, then set; the operator's
-//! defaults), the tool's input schema (with its own defaults), the quotas, and the guardrail
+//! defaults), the tool's input schema (with its own defaults), the quotas, the guardrail
 //! hooks that run before a call (`gateway/guard.rs`), whose replaced arguments pass catalogue
-//! control and the schema again.
+//! control and the schema again, and last a person's approval where the policy or
+//! `[approvals]` asks for one (`gateway/approval.rs`), bound to the arguments as the server
+//! will see them: an unapproved call is refused here, before anything is sent.
 //!
 //! The door decides under the settings the call took when it came in ([`super::settings`]),
 //! and the `Admitted` call carries them on: the forward, the after-hooks, a fallback's own
@@ -29,6 +31,9 @@ use crate::{
     quota::QuotaPermit,
     registry::{ToolRecord, record::canonical_hash},
 };
+
+/// The approval a deciding Cedar permit asks for: who, and the permit's label.
+pub(super) type CedarApproval = Option<(crate::config::Approver, Arc<str>)>;
 
 /// A call that passed the door: the tool that runs, its arguments as the server will see
 /// them (fixed arguments set, defaults filled, checked against the schema), the policy's
@@ -121,7 +126,7 @@ impl Gateway {
                 guardrails: Vec::new(),
             }));
         }
-        let decision = self.decide(settings, caller, request_id, &tool)?;
+        let (decision, cedar_approval) = self.decide(settings, caller, request_id, &tool)?;
         let arguments = match checked_arguments(&tool, arguments) {
             Ok(arguments) => arguments,
             Err(error) => {
@@ -143,25 +148,32 @@ impl Gateway {
         };
         let (arguments, guardrails) = self.guard_before(settings, caller, &tool, arguments, deadline).await?;
         let args_hash = canonical_hash(&arguments);
+        if let Err(error) = self
+            .approval_gate(settings, caller, request_id, &tool, &arguments, &args_hash, cedar_approval)
+            .await
+        {
+            return Err(Box::new(Refusal { error, decision, args_hash: Some(args_hash), guardrails }));
+        }
         let settings = settings.clone();
         Ok(Admitted { tool, arguments, args_hash, decision, guardrails, settings, _permit: permit })
     }
 
-    /// The tool policy's one decision on `tool` for `caller`, counted; a denial is refused.
+    /// The tool policy's one decision on `tool` for `caller`, counted; a denial is refused. An
+    /// allowed call may come with the approval a deciding permit asks for (`@approval`).
     fn decide(
         &self,
         settings: &Settings,
         caller: &Caller,
         request_id: &str,
         tool: &Arc<ToolRecord>,
-    ) -> Result<Decision, Box<Refusal>> {
-        let Some(policy) = &settings.policy else { return Ok(Decision::no_policy()) };
+    ) -> Result<(Decision, CedarApproval), Box<Refusal>> {
+        let Some(policy) = &settings.policy else { return Ok((Decision::no_policy(), None)) };
         let verdict = policy.decide(caller, tool);
         let outcome = if verdict.allowed { "allow" } else { "deny" };
         self.metrics.policy_decisions.with_label_values(&[&verdict.rule, &tool.server, outcome]).inc();
         let decision = Decision { allowed: verdict.allowed, rule: verdict.rule };
         if decision.allowed {
-            return Ok(decision);
+            return Ok((decision, verdict.approval));
         }
         tracing::info!(request_id, tool = %tool.name, server = %tool.server, rule = %decision.rule, subject = caller.subject_or_anonymous(), "tool call denied by policy");
         let error = GatewayError::new(

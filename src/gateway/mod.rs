@@ -5,6 +5,7 @@
 //! `surface.rs` (its fields are private). Readiness is `readiness`; the stacks of servers
 //! known only from registry entries, and the checks before one is used, `registry_upstreams`.
 
+pub mod approval;
 pub mod call;
 pub mod cancel;
 pub mod capabilities;
@@ -152,6 +153,8 @@ pub struct Gateway {
     shared_breakers: Option<Arc<SharedBreakers>>,
     /// The audit trail (`None` with `audit.sink = "off"`).
     audit: Option<Arc<crate::audit::Audit>>,
+    /// Calls waiting for a person's approval, bound to the exact call (`[approvals]`).
+    approvals: crate::approvals::Approvals,
     /// Approved tool definitions (`catalogue.pin_tool_definitions`).
     pins: Option<Arc<PinStore>>,
     /// How the listener establishes callers (`[auth]`).
@@ -253,6 +256,7 @@ impl Gateway {
             results: ResultCache::new(config.cache.max_entries),
             in_flight: SingleFlight::default(),
             shared_breakers,
+            approvals: crate::approvals::Approvals::start(&config.approvals, audit.clone(), metrics.clone()),
             audit,
             pins,
             authenticator,

@@ -178,6 +178,7 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/hooks", get(hooks))
         .route("/admin/playground", post(super::playground::call))
         .merge(super::console::routes())
+        .merge(super::approvals::admin_routes())
         .route_layer(axum::middleware::from_fn_with_state(state, guard))
 }
 

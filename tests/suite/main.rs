@@ -6,6 +6,7 @@
 mod common;
 
 mod agentcore_lambda;
+mod approvals;
 mod breaker_recovery;
 mod capabilities;
 mod catalogue_bounds;

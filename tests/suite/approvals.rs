@@ -1,0 +1,294 @@
+//! Approvals of tool calls (`[approvals]`, Cedar `@approval`), against the demo store: a call
+//! that needs a person waits (`approval_required`, nothing sent), passes once approved with
+//! exactly the same caller, endpoint, tool and arguments, and only once; a denial, the bounds,
+//! the audit lines and metrics, the user's page by its link, and a restart with a journal.
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+const IDENTITY: &str = "[auth]\nmode = \"header\"\nsubject_header = \"x-caller-subject\"\n";
+
+/// The demo store behind a gateway with header identities, `approvals` as its `[approvals]`
+/// section (rules included) and an audit file.
+fn gateway(demo: &Demo, approvals: &str, audit: &str, extra: &str) -> Gateway {
+    let config = format!(
+        "{}{IDENTITY}[metrics]\nmain_listener = \"admin\"\n[audit]\nsink = \"file\"\nfile = \"{audit}\"\n{extra}\n[approvals]\n{approvals}",
+        http_server("store", &demo.url())
+    );
+    Gateway::start(&config, &[])
+}
+
+/// The operator's rule: more than five of one volume in the cart.
+const BULK_RULE: &str = "[[approvals.rules]]\nname = \"bulk\"\ntools = [\"add_to_cart\"]\nargument = \"/quantity\"\nop = \">\"\nvalue = 5\napprover = \"operator\"\n";
+
+fn call_as(gw: &Gateway, subject: &str, tool: &str, arguments: Value) -> Value {
+    gw.call_with(tool, arguments, &[("x-caller-subject", subject)])
+}
+
+fn cart(quantity: u64) -> Value {
+    json!({"manga_id": "MNG-00000001", "quantity": quantity})
+}
+
+fn calls(demo: &Demo) -> u64 {
+    demo.stats()["calls"].as_u64().unwrap()
+}
+
+/// The `approval_required` answer's approval.
+fn waiting(answer: &Value) -> Value {
+    expect_error(answer, -32013, "approval_required")["approval"].clone()
+}
+
+fn decide(gw: &Gateway, id: &str, action: &str) -> (u16, Value) {
+    let response = gw.admin_post(&format!("/admin/approvals/{id}/{action}")).json(&json!({})).send().unwrap();
+    (response.status().as_u16(), response.json().unwrap())
+}
+
+fn audit_lines(path: &str) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn approval_lines(path: &str) -> Vec<Value> {
+    audit_lines(path).into_iter().filter(|l| l["event"] == "approval").collect()
+}
+
+#[test]
+fn an_approval_passes_exactly_its_call_once_and_nothing_is_sent_before() {
+    let scratch = Scratch::new("approvals-binding");
+    let audit = scratch.path("audit.jsonl");
+    let demo = Demo::http();
+    let gw = gateway(&demo, "", &audit, BULK_RULE);
+    let before = calls(&demo);
+
+    // Below the amount: no approval needed.
+    assert!(call_as(&gw, "alice", "add_to_cart", cart(2)).get("result").is_some());
+    assert_eq!(calls(&demo), before + 1);
+
+    // Above it: refused, nothing sent, the approval named.
+    let first = waiting(&call_as(&gw, "alice", "add_to_cart", cart(8)));
+    assert_eq!(first["approver"], "operator");
+    assert_eq!(first["tool"], "add_to_cart");
+    assert_eq!(first["subject"], "alice");
+    assert_eq!(first["rule"], "bulk");
+    assert!(first.get("arguments").is_none(), "the caller is not sent its arguments back: {first}");
+    assert!(first.get("url").is_none(), "no user link for an operator's approval");
+    let id = first["id"].as_str().unwrap().to_string();
+    assert_eq!(id.len(), 32, "128 random bits");
+    assert_eq!(calls(&demo), before + 1, "nothing sent before approval");
+    // Asking again names the same approval.
+    assert_eq!(waiting(&call_as(&gw, "alice", "add_to_cart", cart(8)))["id"], id.as_str());
+
+    // The operator sees the call as the server will see it.
+    let listing: Value = gw.admin_get("/admin/approvals").send().unwrap().json().unwrap();
+    let item = &listing["waiting"][0];
+    assert_eq!(item["id"], id.as_str());
+    assert_eq!(item["arguments"], cart(8));
+    assert_eq!(item["status"], "pending");
+    // Without the admin token: refused.
+    let anonymous = reqwest::blocking::Client::new().get(gw.url("/admin/approvals")).send().unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let forged = reqwest::blocking::Client::new()
+        .post(gw.url(&format!("/admin/approvals/{id}/approve")))
+        .send()
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 401);
+
+    // Bob's identical call is another caller's: its own approval.
+    let bobs = waiting(&call_as(&gw, "bob", "add_to_cart", cart(8)));
+    assert_ne!(bobs["id"], id.as_str());
+
+    let (status, decided) = decide(&gw, &id, "approve");
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["status"], "approved");
+    assert_eq!(decide(&gw, &id, "approve").0, 404, "decided once");
+
+    // A changed argument is not approved: asked anew, nothing sent.
+    let changed = waiting(&call_as(&gw, "alice", "add_to_cart", cart(9)));
+    assert_ne!(changed["id"], id.as_str());
+    // Another caller with the approved arguments: still waiting.
+    assert_eq!(waiting(&call_as(&gw, "bob", "add_to_cart", cart(8)))["id"], bobs["id"]);
+    assert_eq!(calls(&demo), before + 1);
+
+    // The approved call passes, with exactly its arguments.
+    let answer = call_as(&gw, "alice", "add_to_cart", cart(8));
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(calls(&demo), before + 2);
+    assert_eq!(demo.stats()["last_tool"]["arguments"], cart(8));
+
+    // A replay asks anew.
+    let replay = waiting(&call_as(&gw, "alice", "add_to_cart", cart(8)));
+    assert_ne!(replay["id"], id.as_str());
+    assert_eq!(calls(&demo), before + 2);
+
+    // A denial is answered once, then the call asks anew.
+    let replay_id = replay["id"].as_str().unwrap();
+    assert_eq!(decide(&gw, replay_id, "deny").0, 200);
+    expect_error(&call_as(&gw, "alice", "add_to_cart", cart(8)), -32014, "approval_denied");
+    assert_ne!(waiting(&call_as(&gw, "alice", "add_to_cart", cart(8)))["id"], replay_id);
+    assert_eq!(calls(&demo), before + 2, "no denied or unapproved call was sent");
+
+    // Recorded: audit lines for each step (who, when, which digest; never the arguments),
+    // the metrics per tool and outcome, the console's history.
+    wait_for("the approval audit lines", || approval_lines(&audit).iter().any(|l| l["outcome"] == "denied"));
+    let lines = approval_lines(&audit);
+    let of_first: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["approval_id"] == id.as_str())
+        .map(|l| l["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(of_first, ["asked", "approved", "used"]);
+    let approved = lines.iter().find(|l| l["outcome"] == "approved").unwrap();
+    assert_eq!(approved["decided_by"], "operator");
+    assert_eq!(approved["subject"], "alice");
+    assert_eq!(approved["tool"], "add_to_cart");
+    assert_eq!(approved["args_sha256"].as_str().unwrap().len(), 64);
+    assert!(approved["decided_at"].is_string());
+    for line in &lines {
+        assert!(!line.to_string().contains("MNG-00000001"), "arguments in an audit line: {line}");
+    }
+    let metrics = gw.metrics();
+    let outcome = |o: &str| {
+        metric(
+            &metrics,
+            "mcp_gateway_approvals_total",
+            &["tool=\"add_to_cart\"", &format!("outcome=\"{o}\"")],
+        )
+    };
+    assert_eq!(
+        (outcome("asked"), outcome("approved"), outcome("used"), outcome("denied")),
+        (5.0, 1.0, 1.0, 1.0)
+    );
+    let listing: Value = gw.admin_get("/admin/approvals").send().unwrap().json().unwrap();
+    let history: Vec<&str> =
+        listing["history"].as_array().unwrap().iter().map(|a| a["status"].as_str().unwrap()).collect();
+    assert_eq!(history, ["denied", "used"]);
+}
+
+#[test]
+fn bounds_on_waiting_approvals_refuse_with_a_clear_error() {
+    let scratch = Scratch::new("approvals-bounds");
+    let demo = Demo::http();
+    let gw = gateway(
+        &demo,
+        "max_pending = 3\nmax_pending_per_caller = 2\n",
+        &scratch.path("audit.jsonl"),
+        BULK_RULE,
+    );
+    waiting(&call_as(&gw, "alice", "add_to_cart", cart(6)));
+    waiting(&call_as(&gw, "alice", "add_to_cart", cart(7)));
+    let mine = call_as(&gw, "alice", "add_to_cart", cart(8));
+    let data = expect_error(&mine, -32003, "rate_limited");
+    assert_eq!(data["limit"], json!({"key": "approvals.max_pending_per_caller", "value": 2}), "{mine}");
+    waiting(&call_as(&gw, "bob", "add_to_cart", cart(6)));
+    let all = call_as(&gw, "carol", "add_to_cart", cart(6));
+    let data = expect_error(&all, -32005, "overloaded");
+    assert!(all["error"]["message"].as_str().unwrap().contains("approvals.max_pending"), "{all} {data}");
+    // A waiting call asked again is no new approval: still answered.
+    waiting(&call_as(&gw, "alice", "add_to_cart", cart(6)));
+    assert_eq!(metric(&gw.metrics(), "mcp_gateway_approvals_waiting", &[]), 3.0);
+}
+
+#[test]
+fn a_cedar_approval_goes_to_the_user_by_a_single_use_link() {
+    let scratch = Scratch::new("approvals-cedar");
+    let policy = TempFile::with(
+        "approvals.cedar",
+        "@id(\"browse\")\npermit (principal, action, resource) when { resource.readOnly };\n\
+         @id(\"checkout\")\n@approval(\"user\")\npermit (principal, action, resource == Tool::\"checkout\");\n",
+    );
+    let demo = Demo::http();
+    let extra = format!("[policy]\nfile = \"{}\"\n", policy.arg());
+    let gw = gateway(
+        &demo,
+        "user_link_in_answer = true\npublic_url = \"https://shop.example\"\n",
+        &scratch.path("audit.jsonl"),
+        &extra,
+    );
+    let before = calls(&demo);
+    let order = json!({"shipping_address_id": "ADDR-1", "payment_method_id": "PM-1"});
+    let approval = waiting(&call_as(&gw, "alice", "checkout", order.clone()));
+    assert_eq!(approval["approver"], "user");
+    assert_eq!(approval["rule"], "cedar:checkout");
+    let id = approval["id"].as_str().unwrap();
+    let url = approval["url"].as_str().unwrap();
+    let prefix = format!("https://shop.example/approvals/{id}#");
+    assert!(url.starts_with(&prefix), "{url}");
+    let secret = &url[prefix.len()..];
+    assert_eq!(secret.len(), 64, "256 random bits");
+
+    // The page holds no data; its facts and its decision need the secret, in a JSON body.
+    let client = reqwest::blocking::Client::new();
+    let page = client.get(gw.url(&format!("/approvals/{id}"))).send().unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
+    assert!(!page.text().unwrap().contains("checkout"));
+    let view = |secret: &str| {
+        client.post(gw.url(&format!("/approvals/{id}/view"))).json(&json!({"secret": secret})).send().unwrap()
+    };
+    assert_eq!(view(&"0".repeat(64)).status().as_u16(), 404, "a wrong secret sees nothing");
+    let facts: Value = view(secret).json().unwrap();
+    // The arguments as the server will see them: the schema's default filled in.
+    assert_eq!(
+        facts["arguments"],
+        json!({"shipping_address_id": "ADDR-1", "payment_method_id": "PM-1", "gift_wrap": false})
+    );
+    assert_eq!(facts["subject"], "alice");
+    let decide_with = |secret: &str, decision: &str| {
+        client
+            .post(gw.url(&format!("/approvals/{id}/decision")))
+            .json(&json!({"secret": secret, "decision": decision}))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(decide_with(&"0".repeat(64), "approve"), 404);
+    // A form post (not JSON) decides nothing.
+    let form = client
+        .post(gw.url(&format!("/approvals/{id}/decision")))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("secret={secret}&decision=approve"))
+        .send()
+        .unwrap();
+    assert_eq!(form.status().as_u16(), 415);
+    assert_eq!(calls(&demo), before);
+    assert_eq!(decide_with(secret, "approve"), 200);
+    assert_eq!(decide_with(secret, "approve"), 404, "single use");
+    assert_eq!(view(secret).status().as_u16(), 404, "the link is spent");
+
+    let answer = call_as(&gw, "alice", "checkout", order.clone());
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(calls(&demo), before + 1);
+    // Read-only tools need no approval.
+    assert!(call_as(&gw, "alice", "manga_search", json!({"query": "x"})).get("result").is_some());
+}
+
+#[test]
+fn a_restart_keeps_an_approved_call_and_audits_the_ones_it_lost() {
+    let scratch = Scratch::new("approvals-restart");
+    let audit = scratch.path("audit.jsonl");
+    let state = scratch.path("state");
+    let demo = Demo::http();
+    let approvals = format!("state_dir = \"{state}\"\n");
+    let gw = gateway(&demo, &approvals, &audit, BULK_RULE);
+    let approved = waiting(&call_as(&gw, "alice", "add_to_cart", cart(8)));
+    let lost = waiting(&call_as(&gw, "alice", "add_to_cart", cart(9)));
+    assert_eq!(decide(&gw, approved["id"].as_str().unwrap(), "approve").0, 200);
+    // A crash (SIGKILL), not a graceful stop.
+    drop(gw);
+    let gw = gateway(&demo, &approvals, &audit, BULK_RULE);
+    wait_for("the lost approval's audit line", || {
+        approval_lines(&audit).iter().any(|l| l["outcome"] == "lost" && l["approval_id"] == lost["id"])
+    });
+    let before = calls(&demo);
+    let answer = call_as(&gw, "alice", "add_to_cart", cart(8));
+    assert!(answer.get("result").is_some(), "the approved call survived the restart: {answer}");
+    assert_eq!(calls(&demo), before + 1);
+    // The lost one asks anew; the approved one was used once.
+    assert_ne!(waiting(&call_as(&gw, "alice", "add_to_cart", cart(9)))["id"], lost["id"]);
+    waiting(&call_as(&gw, "alice", "add_to_cart", cart(8)));
+    assert_eq!(calls(&demo), before + 1);
+}
