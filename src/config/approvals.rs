@@ -43,6 +43,23 @@ impl Approver {
     }
 }
 
+/// How the caller's user is asked, when the caller can be asked (elicitation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserElicitation {
+    /// URL mode (the gateway's own page: the client never sees the decision) when the caller
+    /// declared it, else form mode.
+    #[default]
+    PreferUrl,
+    /// Form mode (the client shows the facts and returns the person's answer) when declared,
+    /// else URL mode.
+    PreferForm,
+    /// URL mode only: the decision is always taken on the gateway's page.
+    UrlOnly,
+    /// Never asked by elicitation (the link, the console or a task).
+    Off,
+}
+
 /// How a rule compares the argument its pointer names with its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum Comparison {
@@ -121,6 +138,9 @@ pub struct ApprovalsConfig {
     /// its own call; the link then only travels by elicitation (shown to the person, not the
     /// model), and a caller that cannot elicit waits for an operator.
     pub user_link_in_answer: bool,
+    /// How a caller's user is asked by elicitation (session-era relay, or a 2026-07-28
+    /// `input_required` question).
+    pub elicitation: UserElicitation,
     /// Decided approvals kept for the console's history.
     pub history: usize,
     /// A directory for the approvals' journal (`approvals.jsonl`): an approved call not yet
@@ -139,6 +159,7 @@ impl Default for ApprovalsConfig {
             max_pending_per_caller: 16,
             public_url: None,
             user_link_in_answer: false,
+            elicitation: UserElicitation::PreferUrl,
             history: 200,
             state_dir: None,
         }

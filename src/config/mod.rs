@@ -42,7 +42,7 @@ mod upstream_auth;
 mod validate;
 
 pub use admin::AdminSettings;
-pub use approvals::{ApprovalRule, ApprovalsConfig, Approver, Comparison};
+pub use approvals::{ApprovalRule, ApprovalsConfig, Approver, Comparison, UserElicitation};
 pub use audit::{AuditConfig, AuditSinkKind};
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, AuthMode, PolicyConfig};
 pub use catalogue::{CatalogueConfig, MAX_SEARCH_RESULTS, SearchConfig};

@@ -23,6 +23,14 @@ pub fn page_path(id: &str) -> String {
     format!("/approvals/{id}")
 }
 
+/// How the caller of this call can be asked: its back-channel relay (a session-era caller that
+/// declared elicitation), and the call's deadline.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Asking<'a> {
+    pub relay: Option<&'a crate::backchannel::Relay>,
+    pub deadline: Option<std::time::Instant>,
+}
+
 /// Where operators decide (the console's approvals view).
 pub const CONSOLE_APPROVALS: &str = "/admin/console#approvals";
 
@@ -42,6 +50,7 @@ impl Gateway {
         arguments: &Value,
         args_hash: &str,
         cedar: CedarApproval,
+        asking: Asking<'_>,
     ) -> Result<(), GatewayError> {
         let config = &settings.config.approvals;
         let from_rules = match config.rules.is_empty() {
@@ -60,14 +69,23 @@ impl Gateway {
         };
         tracing::debug!(request_id, args_hash, tool = %tool.name, approver = requirement.approver.as_str(), "the call needs an approval");
         let mut events = Vec::new();
-        let gate = self.approvals.store.gate(
-            approvals::limits(config),
-            binding,
-            arguments,
-            &requirement,
-            &mut events,
-        );
+        let limits = approvals::limits(config);
+        let mut gate =
+            self.approvals.store.gate(limits, binding.clone(), arguments, &requirement, &mut events);
         self.approvals.record(&events);
+        // The caller's user, asked through the caller when it can be: the gate is passed
+        // again once the person decided (the approval is used up there, as for a retry).
+        if let Gate::Wait { approval, secret, .. } = &gate
+            && approval.approver == Approver::User
+            && approval.status == approvals::Status::Pending
+            && let Some(relay) = asking.relay
+            && let Some(mode) = elicitation_mode(config, relay)
+        {
+            self.ask_user(config, relay, mode, approval, secret, asking.deadline).await;
+            let mut events = Vec::new();
+            gate = self.approvals.store.gate(limits, binding, arguments, &requirement, &mut events);
+            self.approvals.record(&events);
+        }
         match gate {
             Gate::Pass(approval) => {
                 tracing::info!(request_id, approval = %approval.id, tool = %tool.name, "approved call passes");
@@ -98,6 +116,90 @@ impl Gateway {
                     ),
                 )
                 .with_limit(which, limit as u64))
+            }
+        }
+    }
+
+    /// Asks the caller's user through its relay (`elicitation/create`), and returns once the
+    /// approval is decided, or when the person could not be asked or did not decide in time
+    /// (the gate, passed again, then answers what stands). URL mode sends the page's link (the decision is taken there, never by
+    /// the client); form mode shows the facts and takes the person's answer from the client.
+    async fn ask_user(
+        &self,
+        config: &ApprovalsConfig,
+        relay: &crate::backchannel::Relay,
+        mode: Mode,
+        approval: &Approval,
+        secret: &str,
+        deadline: Option<std::time::Instant>,
+    ) {
+        let expires = approval
+            .expires_at
+            .duration_since(std::time::SystemTime::now())
+            .map(|left| std::time::Instant::now() + left)
+            .unwrap_or_else(|_| std::time::Instant::now());
+        let until = deadline.map_or(expires, |d| d.min(expires));
+        let b = &approval.binding;
+        let who = b.subject.as_deref().unwrap_or("an anonymous caller");
+        let params = match mode {
+            Mode::Url => json!({
+                "mode": "url",
+                "elicitationId": approval.id,
+                "url": user_link(config, &approval.id, secret),
+                "message": format!("{} on {} waits for your approval (asked by {who}). Open the gateway's page to see the arguments and decide.", b.tool, b.server),
+            }),
+            Mode::Form => json!({
+                "mode": "form",
+                "message": format!(
+                    "Approve this tool call?\n{} on {}, asked by {who}, with these arguments (as the server will receive them):\n{}",
+                    b.tool,
+                    b.server,
+                    serde_json::to_string_pretty(&approval.arguments).unwrap_or_default()
+                ),
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"approve": {"type": "boolean", "title": "Approve this call", "description": format!("Run {} once with exactly these arguments", b.tool)}},
+                    "required": ["approve"],
+                },
+            }),
+        };
+        let answer = relay.ask("elicitation/create", Some(params), Some(until)).await;
+        let (kind, result) = match answer {
+            Ok(answer) => answer,
+            // Not answered in time: the approval still waits (the console, or a retry).
+            Err(_) => return,
+        };
+        let action = result.get("action").and_then(Value::as_str).unwrap_or_default();
+        if kind != "result" || action == "cancel" {
+            return;
+        }
+        let decision = match (mode, action) {
+            (Mode::Form, "accept") => {
+                Some(result.pointer("/content/approve").and_then(Value::as_bool) == Some(true))
+            }
+            (_, "decline") => Some(false),
+            // URL mode: the person agreed to open the page; the decision is taken there.
+            _ => None,
+        };
+        if let Some(approve) = decision {
+            let by = if mode == Mode::Form { "user:elicitation" } else { "user:declined_link" };
+            // Decided already (the console, the page) is no error: the gate reads its state.
+            let _ = self.decide_approval(&approval.id, approve, by, Some(secret));
+            return;
+        }
+        // URL mode: wait for the decision on the page, bounded by the approval's expiry and the
+        // call's deadline.
+        loop {
+            let changed = self.approvals.store.changed();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let decided = self
+                .approvals
+                .store
+                .status(&approval.id)
+                .is_none_or(|a| a.status != approvals::Status::Pending);
+            if decided || tokio::time::timeout_at(until.into(), changed).await.is_err() {
+                return;
             }
         }
     }
@@ -144,6 +246,38 @@ impl Gateway {
         let settings = self.settings();
         let approval = self.approvals.store.for_page(id, secret)?;
         Some(facts(&settings.config.approvals, &approval, None))
+    }
+}
+
+/// How the caller's user is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Url,
+    Form,
+}
+
+/// The elicitation mode to ask `relay`'s caller in, as `approvals.elicitation` prefers and
+/// the caller declared (`elicitation.url`, `elicitation.form`; a bare `elicitation: {}` is
+/// form mode, as the specification reads it). `None`: the caller cannot be asked.
+fn elicitation_mode(config: &ApprovalsConfig, relay: &crate::backchannel::Relay) -> Option<Mode> {
+    use crate::config::UserElicitation;
+    if config.elicitation == UserElicitation::Off || !relay.caller.allows("elicitation/create") {
+        return None;
+    }
+    let declared = relay.declared().0.get("elicitation");
+    // URL mode sends an absolute link: only with `public_url` (the address the person's
+    // browser reaches).
+    let url =
+        config.public_url.is_some() && declared.and_then(|e| e.get("url")).is_some_and(Value::is_object);
+    let form = declared.is_some_and(|e| {
+        e.get("form").is_some_and(Value::is_object) || e.as_object().is_some_and(|o| !o.contains_key("url"))
+    });
+    match config.elicitation {
+        UserElicitation::PreferUrl if url => Some(Mode::Url),
+        UserElicitation::PreferUrl if form => Some(Mode::Form),
+        UserElicitation::PreferForm if form => Some(Mode::Form),
+        UserElicitation::PreferForm | UserElicitation::UrlOnly if url => Some(Mode::Url),
+        _ => None,
     }
 }
 

@@ -100,7 +100,8 @@ pub(super) struct Refusal {
 
 impl Gateway {
     /// Runs `tool`'s checks for `caller` on the arguments the caller sent (`params.arguments`,
-    /// absent meaning `{}`). The policy is asked first, so a forbidden tool tells nothing of
+    /// absent meaning `{}`), within the call's deadline (`asking`, with the caller's relay when
+    /// its user can be asked to approve). The policy is asked first, so a forbidden tool tells nothing of
     /// its schema; the quotas last, so a refused call spends none.
     pub(super) async fn admit(
         &self,
@@ -109,8 +110,9 @@ impl Gateway {
         request_id: &str,
         tool: Arc<ToolRecord>,
         arguments: Option<Value>,
-        deadline: Option<std::time::Instant>,
+        asking: super::approval::Asking<'_>,
     ) -> Result<Admitted, Box<Refusal>> {
+        let deadline = asking.deadline;
         if let Some(endpoint) = &caller.endpoint
             && !settings.endpoints.selects(endpoint, &tool)
         {
@@ -149,7 +151,16 @@ impl Gateway {
         let (arguments, guardrails) = self.guard_before(settings, caller, &tool, arguments, deadline).await?;
         let args_hash = canonical_hash(&arguments);
         if let Err(error) = self
-            .approval_gate(settings, caller, request_id, &tool, &arguments, &args_hash, cedar_approval)
+            .approval_gate(
+                settings,
+                caller,
+                request_id,
+                &tool,
+                &arguments,
+                &args_hash,
+                cedar_approval,
+                asking,
+            )
             .await
         {
             return Err(Box::new(Refusal { error, decision, args_hash: Some(args_hash), guardrails }));

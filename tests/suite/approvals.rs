@@ -3,6 +3,8 @@
 //! exactly the same caller, endpoint, tool and arguments, and only once; a denial, the bounds,
 //! the audit lines and metrics, the user's page by its link, and a restart with a journal.
 
+use std::process::Command;
+
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -291,4 +293,108 @@ fn a_restart_keeps_an_approved_call_and_audits_the_ones_it_lost() {
     assert_ne!(waiting(&call_as(&gw, "alice", "add_to_cart", cart(9)))["id"], lost["id"]);
     waiting(&call_as(&gw, "alice", "add_to_cart", cart(8)));
     assert_eq!(calls(&demo), before + 1);
+}
+
+/// A gateway whose `[approvals]` has `public_url` set to its own address (known once it
+/// listens: written and applied by a reload) and `approvals` besides.
+fn gateway_with_its_own_url(demo: &Demo, approvals: &str, audit: &str, extra: &str) -> Gateway {
+    let gw = gateway(demo, approvals, audit, extra);
+    let config = std::fs::read_to_string(gw.config_path()).unwrap();
+    gw.rewrite_config(&format!("{config}public_url = \"http://{}\"\n", gw.addr));
+    let response = gw.admin_post("/admin/config/reload").send().unwrap();
+    assert!(response.status().is_success(), "{}", response.text().unwrap());
+    gw
+}
+
+/// The Python SDK client of `clients/approval_client.py` calling `tool` as `subject`, its
+/// elicitation callback deciding `decision`.
+fn sdk_client(gw: &Gateway, subject: &str, decision: &str, tool: &str, arguments: &Value) -> Value {
+    let output = Command::new(python())
+        .arg(peers_dir().join("clients/approval_client.py"))
+        .args([&gw.url("/mcp"), subject, decision, tool, &arguments.to_string()])
+        .output()
+        .expect("the approval client runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "approval client failed: {stderr}");
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+const CHECKOUT_RULE: &str =
+    "[[approvals.rules]]\nname = \"checkout\"\ntools = [\"checkout\"]\napprover = \"user\"\n";
+
+fn order() -> Value {
+    json!({"shipping_address_id": "ADDR-7", "payment_method_id": "PM-7"})
+}
+
+#[test]
+fn the_sdk_clients_user_approves_on_the_gateways_page_through_url_elicitation() {
+    let scratch = Scratch::new("approvals-url");
+    let audit = scratch.path("audit.jsonl");
+    let demo = Demo::http();
+    let gw = gateway_with_its_own_url(&demo, "", &audit, CHECKOUT_RULE);
+    let before = calls(&demo);
+    let report = sdk_client(&gw, "alice", "approve", "checkout", &order());
+    let asked = report["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{report}");
+    assert_eq!(asked[0]["mode"], "url");
+    let link = asked[0]["url"].as_str().unwrap();
+    assert!(
+        link.starts_with(&format!("http://{}/approvals/{}#", gw.addr, asked[0]["id"].as_str().unwrap())),
+        "{link}"
+    );
+    assert!(asked[0]["message"].as_str().unwrap().contains("checkout"));
+    assert_eq!(asked[0]["page_status"], 200);
+    assert_eq!(report["result"]["isError"], false, "{report}");
+    assert_eq!(calls(&demo), before + 1);
+    assert_eq!(demo.stats()["last_tool"]["arguments"]["shipping_address_id"], "ADDR-7");
+    wait_for("the used approval's line", || approval_lines(&audit).iter().any(|l| l["outcome"] == "used"));
+    let outcomes: Vec<String> =
+        approval_lines(&audit).iter().map(|l| l["outcome"].as_str().unwrap().to_string()).collect();
+    assert_eq!(outcomes, ["asked", "approved", "used"]);
+    assert_eq!(approval_lines(&audit)[1]["decided_by"], "user");
+
+    // Denied on the page: the call ends approval_denied (a tool execution error for this
+    // 2025-11-25 caller), nothing sent.
+    let report = sdk_client(&gw, "alice", "deny", "checkout", &order());
+    assert_eq!(report["result"]["isError"], true, "{report}");
+    let error = &report["result"]["_meta"]["mcp-gateway/error"];
+    assert_eq!(error["data"]["category"], "approval_denied", "{report}");
+    assert_eq!(calls(&demo), before + 1);
+}
+
+#[test]
+fn the_sdk_clients_user_answers_a_form_elicitation_both_ways() {
+    let scratch = Scratch::new("approvals-form");
+    let audit = scratch.path("audit.jsonl");
+    let demo = Demo::http();
+    let gw = gateway(&demo, "elicitation = \"prefer_form\"\n", &audit, CHECKOUT_RULE);
+    let before = calls(&demo);
+    let report = sdk_client(&gw, "alice", "approve", "checkout", &order());
+    let asked = &report["asked"][0];
+    assert_eq!(asked["mode"], "form", "{report}");
+    let message = asked["message"].as_str().unwrap();
+    // The facts: the tool, who asks, the arguments as the server will see them (defaults in).
+    for fact in ["checkout", "alice", "ADDR-7", "\"gift_wrap\": false"] {
+        assert!(message.contains(fact), "{fact} not in {message}");
+    }
+    assert_eq!(asked["schema"]["properties"]["approve"]["type"], "boolean");
+    assert_eq!(report["result"]["isError"], false, "{report}");
+    assert_eq!(calls(&demo), before + 1);
+
+    let report = sdk_client(&gw, "alice", "deny", "checkout", &order());
+    assert_eq!(
+        report["result"]["_meta"]["mcp-gateway/error"]["data"]["category"], "approval_denied",
+        "{report}"
+    );
+    assert_eq!(calls(&demo), before + 1, "a denied call is never sent");
+    wait_for("the denial's line", || approval_lines(&audit).iter().any(|l| l["outcome"] == "denied"));
+    let decided: Vec<(String, String)> = approval_lines(&audit)
+        .iter()
+        .filter(|l| l["decided_by"].is_string() && l["outcome"] != "used")
+        .map(|l| (l["outcome"].as_str().unwrap().to_string(), l["decided_by"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        decided,
+        [("approved".into(), "user:elicitation".into()), ("denied".into(), "user:elicitation".into())]
+    );
 }

@@ -138,8 +138,9 @@ impl Gateway {
             armed: true,
         };
         let deadline = caller_deadline(ctx.deadline, params.get("_meta"));
+        let asking = super::approval::Asking { relay: ctx.notifications.relay.as_ref(), deadline };
         let admission =
-            self.admit(&settings, &ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, deadline);
+            self.admit(&settings, &ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, asking);
         let admitted = match admission.await {
             Ok(admitted) => admitted,
             Err(refusal) => {
