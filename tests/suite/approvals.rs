@@ -398,3 +398,80 @@ fn the_sdk_clients_user_answers_a_form_elicitation_both_ways() {
         [("approved".into(), "user:elicitation".into()), ("denied".into(), "user:elicitation".into())]
     );
 }
+
+#[test]
+fn the_approval_page_and_the_consoles_approvals_page_decide_in_a_real_browser() {
+    require(std::path::Path::new("/usr/bin/chromium"), "Debian's chromium (apt-get install chromium)");
+    require(&peers_dir().join("node_modules/playwright-core/package.json"), "playwright-core (npm)");
+    let scratch = Scratch::new("approvals-browser");
+    let demo = Demo::http();
+    let rules = format!("{CHECKOUT_RULE}{BULK_RULE}");
+    let gw =
+        gateway_with_its_own_url(&demo, "user_link_in_answer = true\n", &scratch.path("audit.jsonl"), &rules);
+    let before = calls(&demo);
+    let users = waiting(&call_as(&gw, "alice", "checkout", order()));
+    let link = users["url"].as_str().unwrap().to_string();
+    let operators = waiting(&call_as(&gw, "bob", "add_to_cart", cart(8)));
+    let operator_id = operators["id"].as_str().unwrap();
+
+    let shots = repo_root().join("target/approval-screenshots");
+    let output = Command::new(node22())
+        .arg(peers_dir().join("clients/approvals_browser.mjs"))
+        .args(["--url", &gw.url(""), "--token", ADMIN_TOKEN, "--link", &link, "--operator-id", operator_id])
+        .arg("--shots")
+        .arg(&shots)
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+        .output()
+        .expect("node runs the approvals driver");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no report: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
+    assert!(output.status.success() && report.get("fatal").is_none(), "{report}");
+
+    // The person's page: the facts as the server will see them, no data before the secret,
+    // the secret gone from the address, never sent in a URL.
+    let user = &report["user"];
+    assert_eq!(user["status"], 200);
+    assert!(user["csp"].as_str().unwrap().contains("frame-ancestors 'none'"));
+    assert_eq!(user["facts"]["tool"], "checkout");
+    assert_eq!(user["facts"]["subject"], "alice");
+    assert_eq!(
+        user["facts"]["arguments"],
+        json!({"shipping_address_id": "ADDR-7", "payment_method_id": "PM-7", "gift_wrap": false})
+    );
+    assert_eq!(user["facts"]["digest"].as_str().unwrap().len(), 64);
+    assert!(!user["address_after_load"].as_str().unwrap().contains('#'), "{user}");
+    let secret = link.rsplit('#').next().unwrap();
+    for url in user["log"]["request_urls"].as_array().unwrap() {
+        assert!(!url.as_str().unwrap().contains(secret), "the secret in a request URL: {url}");
+    }
+    assert!(user["status_text"].as_str().unwrap().starts_with("Approved"), "{user}");
+    assert_eq!(user["reopened"]["facts_hidden"], true, "the link is spent: {user}");
+    assert_eq!(user["axe"], json!([]), "{user}");
+    assert_eq!(
+        user["log"]["console_errors"].as_array().unwrap().len(),
+        1,
+        "only the spent link's 404: {user}"
+    );
+    assert_eq!(user["log"]["page_errors"], json!([]));
+
+    // The operator's console: the waiting call with its facts; approved there.
+    let operator = &report["operator"];
+    assert_eq!(operator["arguments"], cart(8));
+    assert!(operator["heading"].as_str().unwrap().contains("add_to_cart"));
+    assert!(operator["heading"].as_str().unwrap().contains("bob"));
+    assert!(operator["text"].as_str().unwrap().contains("bulk"), "{operator}");
+    assert!(operator["after"].as_str().unwrap().contains("approved by operator"), "{operator}");
+    assert_eq!(operator["axe"], json!([]), "{operator}");
+    assert_eq!(operator["log"]["page_errors"], json!([]));
+    assert_eq!(operator["log"]["console_errors"], json!([]), "{operator}");
+
+    // Nothing ran before; both calls pass now, once each.
+    assert_eq!(calls(&demo), before);
+    assert!(call_as(&gw, "alice", "checkout", order()).get("result").is_some());
+    assert!(call_as(&gw, "bob", "add_to_cart", cart(8)).get("result").is_some());
+    assert_eq!(calls(&demo), before + 2);
+}
