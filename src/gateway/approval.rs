@@ -29,6 +29,54 @@ pub fn page_path(id: &str) -> String {
 pub(super) struct Asking<'a> {
     pub relay: Option<&'a crate::backchannel::Relay>,
     pub deadline: Option<std::time::Instant>,
+    /// A 2026-07-28 caller: what it declared, and its answer to an approval question.
+    pub modern: Option<&'a ModernRound>,
+}
+
+/// What a 2026-07-28 caller's `tools/call` says for its approval: the `clientCapabilities` it
+/// declared in `_meta`, and — on a retry answering the gateway's question — the
+/// `requestState` and `inputResponses` it sent (taken out of the call: the server never sees
+/// a question it did not ask).
+#[derive(Debug, Default)]
+pub(super) struct ModernRound {
+    pub declared: Value,
+    pub answer: Option<(String, Value)>,
+}
+
+/// The prefix of the `requestState` of an approval question (the approval's id follows).
+pub const STATE_PREFIX: &str = "mcpgw-approval.";
+/// The key of the one question in its `input_required` result.
+pub const QUESTION_KEY: &str = "mcpgw-approval";
+
+impl ModernRound {
+    /// Reads a modern call's declaration, and takes out its answer to an approval question.
+    pub(super) fn take(params: &mut serde_json::Map<String, Value>) -> Self {
+        let declared = params
+            .get("_meta")
+            .and_then(|m| m.get(crate::protocol::mcp::META_CLIENT_CAPABILITIES))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let ours =
+            params.get("requestState").and_then(Value::as_str).is_some_and(|s| s.starts_with(STATE_PREFIX));
+        let answer = match ours {
+            true => {
+                let state = params.remove("requestState").and_then(|s| s.as_str().map(str::to_string));
+                let responses = params.remove("inputResponses").unwrap_or(Value::Null);
+                state.map(|state| (state, responses))
+            }
+            false => None,
+        };
+        Self { declared, answer }
+    }
+}
+
+/// Why the door stays shut at this step.
+pub(super) enum Stop {
+    /// The caller's error (`approval_required`, `approval_denied`, a bound).
+    Refused(GatewayError),
+    /// A question for a 2026-07-28 caller (an `input_required` result); `waiting` is what the
+    /// call records.
+    Ask { waiting: GatewayError, question: Box<serde_json::value::RawValue> },
 }
 
 /// Where operators decide (the console's approvals view).
@@ -51,7 +99,7 @@ impl Gateway {
         args_hash: &str,
         cedar: CedarApproval,
         asking: Asking<'_>,
-    ) -> Result<(), GatewayError> {
+    ) -> Result<(), Stop> {
         let config = &settings.config.approvals;
         let from_rules = match config.rules.is_empty() {
             true => None,
@@ -79,43 +127,82 @@ impl Gateway {
             && approval.approver == Approver::User
             && approval.status == approvals::Status::Pending
             && let Some(relay) = asking.relay
-            && let Some(mode) = elicitation_mode(config, relay)
+            && let Some(mode) =
+                elicitation_mode(config, relay.declared().0, relay.caller.allows("elicitation/create"))
         {
             self.ask_user(config, relay, mode, approval, secret, asking.deadline).await;
             let mut events = Vec::new();
-            gate = self.approvals.store.gate(limits, binding, arguments, &requirement, &mut events);
+            gate = self.approvals.store.gate(limits, binding.clone(), arguments, &requirement, &mut events);
             self.approvals.record(&events);
+        } else if let Gate::Wait { approval, secret, .. } = &gate
+            && approval.approver == Approver::User
+            && approval.status == approvals::Status::Pending
+            && asking.relay.is_none()
+            && let Some(modern) = asking.modern
+            && let Some(mode) = elicitation_mode(config, &modern.declared, true)
+        {
+            let state = format!("{STATE_PREFIX}{}", approval.id);
+            match modern.answer.as_ref().filter(|(answered, _)| *answered == state) {
+                Some((_, responses)) => {
+                    let response = responses.get(QUESTION_KEY).cloned().unwrap_or(Value::Null);
+                    self.settle_approval(
+                        mode,
+                        approval,
+                        secret,
+                        ("result", response),
+                        self.until(approval, asking.deadline),
+                    )
+                    .await;
+                    let mut events = Vec::new();
+                    gate = self.approvals.store.gate(limits, binding, arguments, &requirement, &mut events);
+                    self.approvals.record(&events);
+                }
+                None => {
+                    let params = question_params(config, mode, approval, secret);
+                    let question = crate::protocol::mrtr::input_required_result(
+                        QUESTION_KEY,
+                        "elicitation/create",
+                        &params,
+                        &state,
+                    );
+                    return Err(Stop::Ask { waiting: approval_required(config, approval, secret), question });
+                }
+            }
         }
         match gate {
             Gate::Pass(approval) => {
                 tracing::info!(request_id, approval = %approval.id, tool = %tool.name, "approved call passes");
                 Ok(())
             }
-            Gate::Wait { approval, secret, .. } => Err(approval_required(config, &approval, &secret)),
-            Gate::Denied(approval) => Err(GatewayError::new(
-                Category::ApprovalDenied,
-                format!(
-                    "{} was denied by {} (approval {}); nothing was sent",
-                    approval.binding.tool,
-                    approval.decided_by.as_deref().unwrap_or("the approver"),
-                    approval.id
-                ),
-            )
-            .with_extra("approval", facts(config, &approval, None))),
+            Gate::Wait { approval, secret, .. } => {
+                Err(Stop::Refused(approval_required(config, &approval, &secret)))
+            }
+            Gate::Denied(approval) => Err(Stop::Refused(
+                GatewayError::new(
+                    Category::ApprovalDenied,
+                    format!(
+                        "{} was denied by {} (approval {}); nothing was sent",
+                        approval.binding.tool,
+                        approval.decided_by.as_deref().unwrap_or("the approver"),
+                        approval.id
+                    ),
+                )
+                .with_extra("approval", facts(config, &approval, None)),
+            )),
             Gate::Full { per_caller, limit } => {
                 self.approvals.count_full(&tool.name, &tool.server);
                 let (category, which) = match per_caller {
                     true => (Category::RateLimited, "approvals.max_pending_per_caller"),
                     false => (Category::Overloaded, "approvals.max_pending"),
                 };
-                Err(GatewayError::new(
+                Err(Stop::Refused(GatewayError::new(
                     category,
                     format!(
                         "{} needs an approval, and {limit} approvals already wait ({which}); nothing was sent",
                         tool.name
                     ),
                 )
-                .with_limit(which, limit as u64))
+                .with_limit(which, limit as u64)))
             }
         }
     }
@@ -133,44 +220,37 @@ impl Gateway {
         secret: &str,
         deadline: Option<std::time::Instant>,
     ) {
+        let until = self.until(approval, deadline);
+        let params = question_params(config, mode, approval, secret);
+        // Not answered in time: the approval still waits (the console, or a retry).
+        if let Ok(answer) = relay.ask("elicitation/create", Some(params), Some(until)).await {
+            self.settle_approval(mode, approval, secret, answer, until).await;
+        }
+    }
+
+    /// When asking stops: the call's deadline, or the approval's expiry if sooner.
+    fn until(&self, approval: &Approval, deadline: Option<std::time::Instant>) -> std::time::Instant {
         let expires = approval
             .expires_at
             .duration_since(std::time::SystemTime::now())
             .map(|left| std::time::Instant::now() + left)
             .unwrap_or_else(|_| std::time::Instant::now());
-        let until = deadline.map_or(expires, |d| d.min(expires));
-        let b = &approval.binding;
-        let who = b.subject.as_deref().unwrap_or("an anonymous caller");
-        let params = match mode {
-            Mode::Url => json!({
-                "mode": "url",
-                "elicitationId": approval.id,
-                "url": user_link(config, &approval.id, secret),
-                "message": format!("{} on {} waits for your approval (asked by {who}). Open the gateway's page to see the arguments and decide.", b.tool, b.server),
-            }),
-            Mode::Form => json!({
-                "mode": "form",
-                "message": format!(
-                    "Approve this tool call?\n{} on {}, asked by {who}, with these arguments (as the server will receive them):\n{}",
-                    b.tool,
-                    b.server,
-                    serde_json::to_string_pretty(&approval.arguments).unwrap_or_default()
-                ),
-                "requestedSchema": {
-                    "type": "object",
-                    "properties": {"approve": {"type": "boolean", "title": "Approve this call", "description": format!("Run {} once with exactly these arguments", b.tool)}},
-                    "required": ["approve"],
-                },
-            }),
-        };
-        let answer = relay.ask("elicitation/create", Some(params), Some(until)).await;
-        let (kind, result) = match answer {
-            Ok(answer) => answer,
-            // Not answered in time: the approval still waits (the console, or a retry).
-            Err(_) => return,
-        };
+        deadline.map_or(expires, |d| d.min(expires))
+    }
+
+    /// Acts on the caller's answer to the approval question (`kind`: `result` or `error`): a
+    /// form's yes or no decides; a decline denies; a URL-mode accept waits for the decision on
+    /// the page (until `until`); a cancel or an error leaves the approval waiting.
+    async fn settle_approval(
+        &self,
+        mode: Mode,
+        approval: &Approval,
+        secret: &str,
+        (kind, result): (&'static str, Value),
+        until: std::time::Instant,
+    ) {
         let action = result.get("action").and_then(Value::as_str).unwrap_or_default();
-        if kind != "result" || action == "cancel" {
+        if kind != "result" || !matches!(action, "accept" | "decline") {
             return;
         }
         let decision = match (mode, action) {
@@ -187,8 +267,6 @@ impl Gateway {
             let _ = self.decide_approval(&approval.id, approve, by, Some(secret));
             return;
         }
-        // URL mode: wait for the decision on the page, bounded by the approval's expiry and the
-        // call's deadline.
         loop {
             let changed = self.approvals.store.changed();
             tokio::pin!(changed);
@@ -249,6 +327,34 @@ impl Gateway {
     }
 }
 
+/// The `elicitation/create` params asking the caller's user about `approval`.
+fn question_params(config: &ApprovalsConfig, mode: Mode, approval: &Approval, secret: &str) -> Value {
+    let b = &approval.binding;
+    let who = b.subject.as_deref().unwrap_or("an anonymous caller");
+    match mode {
+        Mode::Url => json!({
+            "mode": "url",
+            "elicitationId": approval.id,
+            "url": user_link(config, &approval.id, secret),
+            "message": format!("{} on {} waits for your approval (asked by {who}). Open the gateway's page to see the arguments and decide.", b.tool, b.server),
+        }),
+        Mode::Form => json!({
+            "mode": "form",
+            "message": format!(
+                "Approve this tool call?\n{} on {}, asked by {who}, with these arguments (as the server will receive them):\n{}",
+                b.tool,
+                b.server,
+                serde_json::to_string_pretty(&approval.arguments).unwrap_or_default()
+            ),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"approve": {"type": "boolean", "title": "Approve this call", "description": format!("Run {} once with exactly these arguments", b.tool)}},
+                "required": ["approve"],
+            },
+        }),
+    }
+}
+
 /// How the caller's user is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -256,15 +362,15 @@ enum Mode {
     Form,
 }
 
-/// The elicitation mode to ask `relay`'s caller in, as `approvals.elicitation` prefers and
+/// The elicitation mode to ask a caller that declared `capabilities` in, as `approvals.elicitation` prefers and
 /// the caller declared (`elicitation.url`, `elicitation.form`; a bare `elicitation: {}` is
 /// form mode, as the specification reads it). `None`: the caller cannot be asked.
-fn elicitation_mode(config: &ApprovalsConfig, relay: &crate::backchannel::Relay) -> Option<Mode> {
+fn elicitation_mode(config: &ApprovalsConfig, capabilities: &Value, allowed: bool) -> Option<Mode> {
     use crate::config::UserElicitation;
-    if config.elicitation == UserElicitation::Off || !relay.caller.allows("elicitation/create") {
+    if config.elicitation == UserElicitation::Off || !allowed {
         return None;
     }
-    let declared = relay.declared().0.get("elicitation");
+    let declared = capabilities.get("elicitation");
     // URL mode sends an absolute link: only with `public_url` (the address the person's
     // browser reaches).
     let url =

@@ -96,6 +96,9 @@ pub(super) struct Refusal {
     pub args_hash: Option<String>,
     /// The before-hooks' decisions, when a hook refused the call.
     pub guardrails: Vec<crate::guardrail::Mark>,
+    /// Instead of an error, a question for a 2026-07-28 caller (an `input_required` result
+    /// asking its user to approve the call): the call is answered with it, nothing sent.
+    pub question: Option<Box<serde_json::value::RawValue>>,
 }
 
 impl Gateway {
@@ -126,13 +129,20 @@ impl Gateway {
                 decision: Decision::no_policy(),
                 args_hash: None,
                 guardrails: Vec::new(),
+                question: None,
             }));
         }
         let (decision, cedar_approval) = self.decide(settings, caller, request_id, &tool)?;
         let arguments = match checked_arguments(&tool, arguments) {
             Ok(arguments) => arguments,
             Err(error) => {
-                return Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new() }));
+                return Err(Box::new(Refusal {
+                    error,
+                    decision,
+                    args_hash: None,
+                    guardrails: Vec::new(),
+                    question: None,
+                }));
             }
         };
         let permit = match &settings.quotas {
@@ -143,14 +153,20 @@ impl Gateway {
                     let error = denial.to_error();
                     let decision = Decision::denied_by_quota(&denial.quota);
                     let args_hash = Some(canonical_hash(&arguments));
-                    return Err(Box::new(Refusal { error, decision, args_hash, guardrails: Vec::new() }));
+                    return Err(Box::new(Refusal {
+                        error,
+                        decision,
+                        args_hash,
+                        guardrails: Vec::new(),
+                        question: None,
+                    }));
                 }
             },
             None => None,
         };
         let (arguments, guardrails) = self.guard_before(settings, caller, &tool, arguments, deadline).await?;
         let args_hash = canonical_hash(&arguments);
-        if let Err(error) = self
+        if let Err(stop) = self
             .approval_gate(
                 settings,
                 caller,
@@ -163,7 +179,17 @@ impl Gateway {
             )
             .await
         {
-            return Err(Box::new(Refusal { error, decision, args_hash: Some(args_hash), guardrails }));
+            let (error, question) = match stop {
+                super::approval::Stop::Refused(error) => (error, None),
+                super::approval::Stop::Ask { waiting, question } => (waiting, Some(question)),
+            };
+            return Err(Box::new(Refusal {
+                error,
+                decision,
+                args_hash: Some(args_hash),
+                guardrails,
+                question,
+            }));
         }
         let settings = settings.clone();
         Ok(Admitted { tool, arguments, args_hash, decision, guardrails, settings, _permit: permit })
@@ -192,7 +218,7 @@ impl Gateway {
             format!("the tool policy does not allow this caller to call {}", tool.name),
         )
         .with_extra("rule", Value::String(decision.rule.to_string()));
-        Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new() }))
+        Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new(), question: None }))
     }
 }
 

@@ -309,9 +309,21 @@ fn gateway_with_its_own_url(demo: &Demo, approvals: &str, audit: &str, extra: &s
 /// The Python SDK client of `clients/approval_client.py` calling `tool` as `subject`, its
 /// elicitation callback deciding `decision`.
 fn sdk_client(gw: &Gateway, subject: &str, decision: &str, tool: &str, arguments: &Value) -> Value {
+    sdk_client_in(gw, subject, decision, tool, arguments, "legacy")
+}
+
+/// [`sdk_client`] in the era `mode` names (`legacy`, `2026-07-28`).
+fn sdk_client_in(
+    gw: &Gateway,
+    subject: &str,
+    decision: &str,
+    tool: &str,
+    arguments: &Value,
+    mode: &str,
+) -> Value {
     let output = Command::new(python())
         .arg(peers_dir().join("clients/approval_client.py"))
-        .args([&gw.url("/mcp"), subject, decision, tool, &arguments.to_string()])
+        .args([&gw.url("/mcp"), subject, decision, tool, &arguments.to_string(), mode])
         .output()
         .expect("the approval client runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -473,5 +485,78 @@ fn the_approval_page_and_the_consoles_approvals_page_decide_in_a_real_browser() 
     assert_eq!(calls(&demo), before);
     assert!(call_as(&gw, "alice", "checkout", order()).get("result").is_some());
     assert!(call_as(&gw, "bob", "add_to_cart", cart(8)).get("result").is_some());
+    assert_eq!(calls(&demo), before + 2);
+}
+
+#[test]
+fn a_2026_07_28_caller_is_asked_by_an_input_required_question_in_both_modes() {
+    let scratch = Scratch::new("approvals-mrtr");
+    let audit = scratch.path("audit.jsonl");
+    let demo = Demo::http();
+    // URL mode: the question carries the page's link; the SDK's callback decides there and
+    // retries; the retry passes (its answer is taken out: the store never sees it).
+    let gw = gateway_with_its_own_url(&demo, "", &audit, CHECKOUT_RULE);
+    let before = calls(&demo);
+    let report = sdk_client_in(&gw, "alice", "approve", "checkout", &order(), "2026-07-28");
+    assert_eq!(report["asked"][0]["mode"], "url", "{report}");
+    assert_eq!(report["asked"][0]["page_status"], 200);
+    assert_eq!(report["result"]["isError"], false, "{report}");
+    assert_eq!(calls(&demo), before + 1);
+    let sent = demo.stats()["last_tool"].clone();
+    assert_eq!(sent["arguments"]["shipping_address_id"], "ADDR-7");
+    let last = demo.stats()["last_meta"].clone();
+    assert!(!last.to_string().contains("mcpgw-approval"), "the question never reaches the server: {last}");
+    let report = sdk_client_in(&gw, "alice", "deny", "checkout", &order(), "2026-07-28");
+    assert_eq!(
+        report["result"]["_meta"]["mcp-gateway/error"]["data"]["category"], "approval_denied",
+        "{report}"
+    );
+    assert_eq!(calls(&demo), before + 1);
+    drop(gw);
+
+    // Form mode: the facts in the question, the person's yes in the retry.
+    let gw = gateway(&demo, "elicitation = \"prefer_form\"\n", &audit, CHECKOUT_RULE);
+    let report = sdk_client_in(&gw, "alice", "approve", "checkout", &order(), "2026-07-28");
+    assert_eq!(report["asked"][0]["mode"], "form", "{report}");
+    assert!(report["asked"][0]["message"].as_str().unwrap().contains("ADDR-7"));
+    assert_eq!(report["result"]["isError"], false, "{report}");
+    assert_eq!(calls(&demo), before + 2);
+    let report = sdk_client_in(&gw, "alice", "deny", "checkout", &order(), "2026-07-28");
+    assert_eq!(
+        report["result"]["_meta"]["mcp-gateway/error"]["data"]["category"], "approval_denied",
+        "{report}"
+    );
+    assert_eq!(calls(&demo), before + 2);
+
+    // A forged answer to another approval's question decides nothing: the state names an
+    // approval this call is not bound to.
+    let forged = gw.call_with(
+        "checkout",
+        json!({"shipping_address_id": "ADDR-8", "payment_method_id": "PM-8"}),
+        &[("x-caller-subject", "mallory")],
+    );
+    let id = waiting(&forged)["id"].as_str().unwrap().to_string();
+    let retry = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "checkout",
+        "arguments": order(),
+        "requestState": format!("mcpgw-approval.{id}"),
+        "inputResponses": {"mcpgw-approval": {"action": "accept", "content": {"approve": true}}},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}},
+    }});
+    let (_, _, body) = gw.post_raw(
+        retry.to_string(),
+        &[
+            ("x-caller-subject", "alice"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "checkout"),
+        ],
+    );
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["result"]["resultType"], "input_required", "asked anew: {answer}");
+    let listing: Value = gw.admin_get("/admin/approvals").send().unwrap().json().unwrap();
+    let mallorys =
+        listing["waiting"].as_array().unwrap().iter().find(|a| a["id"] == id.as_str()).unwrap().clone();
+    assert_eq!(mallorys["status"], "pending", "{listing}");
     assert_eq!(calls(&demo), before + 2);
 }

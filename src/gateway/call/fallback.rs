@@ -75,7 +75,7 @@ impl Gateway {
             &ctx.request_id,
             alternative,
             arguments?,
-            Asking { relay: None, deadline },
+            Asking { relay: None, deadline, modern: None },
         );
         let admitted = match admission.await {
             Ok(admitted) => admitted,

@@ -138,7 +138,15 @@ impl Gateway {
             armed: true,
         };
         let deadline = caller_deadline(ctx.deadline, params.get("_meta"));
-        let asking = super::approval::Asking { relay: ctx.notifications.relay.as_ref(), deadline };
+        // A 2026-07-28 caller may be asked to approve by an `input_required` question, and its
+        // retry answering it is taken out of the call here (the server never asked it).
+        let modern = mcp::is_modern(params.get("_meta").map(|meta| json!({"_meta": meta})).as_ref())
+            .then(|| super::approval::ModernRound::take(&mut params));
+        let asking = super::approval::Asking {
+            relay: ctx.notifications.relay.as_ref(),
+            deadline,
+            modern: modern.as_ref(),
+        };
         let admission =
             self.admit(&settings, &ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, asking);
         let admitted = match admission.await {
@@ -156,6 +164,11 @@ impl Gateway {
                     ran: None,
                     guardrails: refusal.guardrails,
                 };
+                // A question for a modern caller (its user's approval): an answer, not an error.
+                if let Some(question) = refusal.question {
+                    self.record(ctx, started, Some(&tool), "input_required", 0, refusal.args_hash, decided);
+                    return Ok(Released::search_answer(question));
+                }
                 // A quota's refusal is the caller's, not an upstream's 429: its own outcome, out
                 // of the server's error ratio.
                 let outcome = match err.category {

@@ -1,10 +1,12 @@
 """The official Python MCP SDK (2.x) client answering the gateway's approval elicitations, for
 tests/suite/approvals.rs.
 
-Usage: approval_client.py URL SUBJECT DECISION TOOL ARGUMENTS_JSON
+Usage: approval_client.py URL SUBJECT DECISION TOOL ARGUMENTS_JSON [MODE]
 
-Connects to URL in the session era (initialize declaring elicitation: the SDK declares both
-form and URL mode when a callback is set), as SUBJECT (the `x-caller-subject` identity header),
+Connects to URL in the session era (MODE `legacy`, the default: initialize declaring
+elicitation; the SDK declares both form and URL mode when a callback is set), or in the
+2026-07-28 era (MODE `2026-07-28`: the declaration rides in each request's `_meta`, and the
+SDK answers an `input_required` question with its callback and retries the call), as SUBJECT (the `x-caller-subject` identity header),
 and calls TOOL with ARGUMENTS_JSON once. Its elicitation callback plays the person:
 - URL mode: it "opens" the link as a browser would — the approval id from the path, the secret
   from the fragment — and posts DECISION ("approve" or "deny") to the page's decision endpoint,
@@ -40,12 +42,12 @@ def post_decision(url: str, decision: str) -> int:
         return response.status
 
 
-async def main(url: str, subject: str, decision: str, tool: str, arguments: dict) -> None:
+async def main(url: str, subject: str, decision: str, tool: str, arguments: dict, mode: str) -> None:
     asked: list[dict] = []
 
     async def elicitation(context, params):
-        mode = getattr(params, "mode", "form")
-        if mode == "url":
+        kind = getattr(params, "mode", "form")
+        if kind == "url":
             asked.append({"mode": "url", "message": params.message, "url": params.url, "id": params.elicitation_id})
             status = await asyncio.to_thread(post_decision, params.url, decision)
             asked[-1]["page_status"] = status
@@ -58,7 +60,7 @@ async def main(url: str, subject: str, decision: str, tool: str, arguments: dict
     http = httpx2.AsyncClient(headers={"x-caller-subject": subject}, timeout=60)
     async with Client(
         streamable_http_client(url, http_client=http),
-        mode="legacy",
+        mode=mode,
         cache=None,
         elicitation_callback=elicitation,
     ) as client:
@@ -69,7 +71,7 @@ async def main(url: str, subject: str, decision: str, tool: str, arguments: dict
 
 if __name__ == "__main__":
     try:
-        asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])))
+        asyncio.run(main(*sys.argv[1:5], json.loads(sys.argv[5]), sys.argv[6] if len(sys.argv) > 6 else "legacy"))
     except BaseException as error:  # noqa: BLE001 - report any failure to the test
         while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
             error = error.exceptions[0]
