@@ -115,6 +115,28 @@ pub struct ApprovalRule {
     pub approver: Approver,
 }
 
+/// An MCP tool on a configured server that operators' approvals are sent to (a ticketing or
+/// chat bridge), like a guardrail hook: it gets the approval's facts and answers
+/// `{"decision": "approve" | "deny" | "pending"}`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalBridge {
+    /// A configured server (`[servers.NAME]`).
+    #[serde(deserialize_with = "lenient::string")]
+    pub server: String,
+    /// The tool on it.
+    #[serde(deserialize_with = "lenient::string")]
+    pub tool: String,
+    /// Longest the call waits for the bridge's answer, in milliseconds (within the call's own
+    /// deadline); past it the approval stays waiting (the console, a retry).
+    #[serde(default = "default_bridge_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_bridge_timeout_ms() -> u64 {
+    10_000
+}
+
 /// Approval settings.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -143,6 +165,9 @@ pub struct ApprovalsConfig {
     pub elicitation: UserElicitation,
     /// Decided approvals kept for the console's history.
     pub history: usize,
+    /// Where operators' approvals are also sent (`[approvals.bridge]`); unset: the console and
+    /// the admin API only.
+    pub bridge: Option<ApprovalBridge>,
     /// A directory for the approvals' journal (`approvals.jsonl`): an approved call not yet
     /// sent survives a restart, and what a restart dropped is audited at start. Unset: pending
     /// approvals live in memory only (a restart drops them; the caller's retry asks again).
@@ -161,6 +186,7 @@ impl Default for ApprovalsConfig {
             user_link_in_answer: false,
             elicitation: UserElicitation::PreferUrl,
             history: 200,
+            bridge: None,
             state_dir: None,
         }
     }
@@ -189,6 +215,11 @@ impl ApprovalsConfig {
             if !matches!(parsed.scheme(), "http" | "https") {
                 bail!("approvals.public_url must be an http or https URL");
             }
+        }
+        if let Some(bridge) = &self.bridge
+            && !(100..=600_000).contains(&bridge.timeout_ms)
+        {
+            bail!("approvals.bridge.timeout_ms must be between 100 and 600000");
         }
         let mut names = std::collections::HashSet::new();
         for rule in &self.rules {

@@ -154,7 +154,13 @@ impl Gateway {
                     )
                     .await;
                     let mut events = Vec::new();
-                    gate = self.approvals.store.gate(limits, binding, arguments, &requirement, &mut events);
+                    gate = self.approvals.store.gate(
+                        limits,
+                        binding.clone(),
+                        arguments,
+                        &requirement,
+                        &mut events,
+                    );
                     self.approvals.record(&events);
                 }
                 None => {
@@ -168,6 +174,16 @@ impl Gateway {
                     return Err(Stop::Ask { waiting: approval_required(config, approval, secret), question });
                 }
             }
+        }
+        // An operator's approval, new: also sent to the bridge, whose answer may decide it.
+        if let Gate::Wait { approval, new: true, .. } = &gate
+            && approval.approver == Approver::Operator
+            && let Some(bridge) = &config.bridge
+        {
+            self.ask_bridge(settings, bridge, approval, asking.deadline).await;
+            let mut events = Vec::new();
+            gate = self.approvals.store.gate(limits, binding, arguments, &requirement, &mut events);
+            self.approvals.record(&events);
         }
         match gate {
             Gate::Pass(approval) => {
@@ -226,6 +242,63 @@ impl Gateway {
         if let Ok(answer) = relay.ask("elicitation/create", Some(params), Some(until)).await {
             self.settle_approval(mode, approval, secret, answer, until).await;
         }
+    }
+
+    /// Sends an operator's approval to the bridge tool (`[approvals.bridge]`) and decides it
+    /// by the bridge's answer (`approve`, `deny`); anything else, a failure or no answer within
+    /// its timeout leaves it waiting (logged). The bridge is configuration the operator trusts,
+    /// as a guardrail hook is; it is recorded as `bridge:<server>/<tool>`.
+    async fn ask_bridge(
+        &self,
+        settings: &Settings,
+        bridge: &crate::config::approvals::ApprovalBridge,
+        approval: &Approval,
+        deadline: Option<std::time::Instant>,
+    ) {
+        use tower::ServiceExt;
+
+        use crate::upstream::{UpstreamReply, UpstreamRequest};
+        let Some(upstream) = settings.upstreams.get(&bridge.server) else { return };
+        let own = std::time::Instant::now() + std::time::Duration::from_millis(bridge.timeout_ms);
+        let until = deadline.map_or(own, |d| d.min(own));
+        let mut facts = approval.to_json();
+        if let Some(object) = facts.as_object_mut() {
+            object.retain(|key, _| {
+                [
+                    "id",
+                    "tool",
+                    "server",
+                    "subject",
+                    "endpoint",
+                    "arguments",
+                    "args_sha256",
+                    "rule",
+                    "expires_at",
+                ]
+                .contains(&key.as_str())
+            });
+        }
+        let mut params = serde_json::Map::new();
+        params.insert("name".into(), json!(bridge.tool));
+        params.insert("arguments".into(), facts);
+        let tool: Arc<str> = bridge.tool.as_str().into();
+        let mut request = UpstreamRequest::new("tools/call", params);
+        request.tool = Some(tool);
+        request.deadline = Some(until);
+        let reply = tokio::time::timeout_at(until.into(), upstream.service.clone().oneshot(request)).await;
+        let result: Option<Value> = match reply {
+            Ok(Ok(UpstreamReply::Result(raw))) => serde_json::from_str(raw.into_raw().get()).ok(),
+            _ => None,
+        };
+        let decision = result.as_ref().and_then(bridge_decision);
+        tracing::info!(approval = %approval.id, bridge = %bridge.tool, decision = decision.unwrap_or("none"), "approval bridge answered");
+        let approve = match decision {
+            Some("approve") => true,
+            Some("deny") => false,
+            _ => return,
+        };
+        let by = format!("bridge:{}/{}", bridge.server, bridge.tool);
+        let _ = self.decide_approval(&approval.id, approve, &by, None);
     }
 
     /// When asking stops: the call's deadline, or the approval's expiry if sooner.
@@ -325,6 +398,26 @@ impl Gateway {
         let approval = self.approvals.store.for_page(id, secret)?;
         Some(facts(&settings.config.approvals, &approval, None))
     }
+}
+
+/// The bridge's decision: `structuredContent.decision`, else a text block holding
+/// `{"decision": …}`; an `isError` result decides nothing.
+fn bridge_decision(result: &Value) -> Option<&str> {
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    if let Some(decision) = result.pointer("/structuredContent/decision").and_then(Value::as_str) {
+        return Some(decision);
+    }
+    result.get("content")?.as_array()?.iter().find_map(|block| {
+        let text = block.get("text")?.as_str()?;
+        let parsed: Value = serde_json::from_str(text).ok()?;
+        match parsed.get("decision")?.as_str()? {
+            "approve" => Some("approve"),
+            "deny" => Some("deny"),
+            _ => None,
+        }
+    })
 }
 
 /// The `elicitation/create` params asking the caller's user about `approval`.

@@ -560,3 +560,49 @@ fn a_2026_07_28_caller_is_asked_by_an_input_required_question_in_both_modes() {
     assert_eq!(mallorys["status"], "pending", "{listing}");
     assert_eq!(calls(&demo), before + 2);
 }
+
+#[test]
+fn an_operators_approval_goes_to_a_bridge_tool_whose_answer_decides() {
+    let scratch = Scratch::new("approvals-bridge");
+    let record = scratch.path("bridge.jsonl");
+    let port = free_port();
+    let mut command = Command::new(python());
+    command
+        .arg(peers_dir().join("servers/approval_bridge.py"))
+        .arg(port.to_string())
+        .args(["--record", &record])
+        .env("PYTHONUNBUFFERED", "1");
+    let _bridge = Proc::spawn_until("approval-bridge", command, "READY");
+    let demo = Demo::http();
+    let extra = format!("{BULK_RULE}{}", http_server("tickets", &format!("http://127.0.0.1:{port}/mcp")));
+    let gw = gateway(
+        &demo,
+        "[approvals.bridge]\nserver = \"tickets\"\ntool = \"request_approval\"\n",
+        &scratch.path("audit.jsonl"),
+        &extra,
+    );
+    let before = calls(&demo);
+    // The bridge approves at once: the call passes without a retry.
+    let answer = call_as(&gw, "alice", "add_to_cart", cart(6));
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(calls(&demo), before + 1);
+    // It denies: refused, nothing sent.
+    expect_error(&call_as(&gw, "alice", "add_to_cart", cart(7)), -32014, "approval_denied");
+    // It opens a ticket: the call waits, the console decides.
+    let waiting_one = waiting(&call_as(&gw, "alice", "add_to_cart", cart(9)));
+    assert_eq!(calls(&demo), before + 1);
+    let asked: Vec<Value> =
+        std::fs::read_to_string(&record).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert_eq!(asked[2]["id"], waiting_one["id"]);
+    assert_eq!(asked[2]["arguments"], cart(9), "the bridge sees the arguments as the server will");
+    assert_eq!(asked[2]["subject"], "alice");
+    assert_eq!(asked[2]["args_sha256"], waiting_one["args_sha256"]);
+    // Asked again while it waits: the bridge is not asked twice.
+    waiting(&call_as(&gw, "alice", "add_to_cart", cart(9)));
+    assert_eq!(std::fs::read_to_string(&record).unwrap().lines().count(), 3);
+    let listing: Value = gw.admin_get("/admin/approvals").send().unwrap().json().unwrap();
+    let by: Vec<&str> =
+        listing["history"].as_array().unwrap().iter().map(|a| a["decided_by"].as_str().unwrap()).collect();
+    assert_eq!(by, ["bridge:tickets/request_approval", "bridge:tickets/request_approval"]);
+}
