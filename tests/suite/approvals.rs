@@ -256,6 +256,14 @@ fn a_cedar_approval_goes_to_the_user_by_a_single_use_link() {
         .send()
         .unwrap();
     assert_eq!(form.status().as_u16(), 415);
+    // A foreign page posting the right JSON with the secret is still refused by its Origin.
+    let foreign = client
+        .post(gw.url(&format!("/approvals/{id}/decision")))
+        .header("origin", "https://evil.example")
+        .json(&json!({"secret": secret, "decision": "approve"}))
+        .send()
+        .unwrap();
+    assert_eq!(foreign.status().as_u16(), 403);
     assert_eq!(calls(&demo), before);
     assert_eq!(decide_with(secret, "approve"), 200);
     assert_eq!(decide_with(secret, "approve"), 404, "single use");
@@ -605,4 +613,37 @@ fn an_operators_approval_goes_to_a_bridge_tool_whose_answer_decides() {
     let by: Vec<&str> =
         listing["history"].as_array().unwrap().iter().map(|a| a["decided_by"].as_str().unwrap()).collect();
     assert_eq!(by, ["bridge:tickets/request_approval", "bridge:tickets/request_approval"]);
+}
+
+#[test]
+fn check_config_validates_approvals_and_the_environment_sets_them() {
+    let bridge_elsewhere =
+        TempFile::with("approvals-bridge.toml", "[approvals.bridge]\nserver = \"nowhere\"\ntool = \"ask\"\n");
+    let checked = check_config(&["--config", bridge_elsewhere.arg()], &[]);
+    assert!(!checked.status.success());
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(stderr.contains("approvals.bridge.server \"nowhere\" is not a configured server"), "{stderr}");
+    let half_rule = TempFile::with(
+        "approvals-rule.toml",
+        "[[approvals.rules]]\nname = \"big\"\nargument = \"/total_jpy\"\napprover = \"user\"\n",
+    );
+    let checked = check_config(&["--config", half_rule.arg()], &[]);
+    assert!(!checked.status.success());
+    assert!(String::from_utf8_lossy(&checked.stderr).contains("argument, op and value go together"));
+    // `MCP_GATEWAY_APPROVALS__*` sets the section, and check-config refuses what serve would.
+    let empty = TempFile::with("approvals-empty.toml", "");
+    let checked = check_config(
+        &["--json", "--config", empty.arg()],
+        &[("MCP_GATEWAY_APPROVALS__EXPIRY_SECS", "120"), ("MCP_GATEWAY_APPROVALS__ELICITATION", "url_only")],
+    );
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    let printed: Value = serde_json::from_slice(&checked.stdout).unwrap();
+    assert_eq!(printed["approvals"]["expiry_secs"], 120);
+    assert_eq!(printed["approvals"]["elicitation"], "url_only");
+    let checked = check_config(&["--config", empty.arg()], &[("MCP_GATEWAY_APPROVALS__EXPIRY_SECS", "5")]);
+    assert!(!checked.status.success());
+    assert!(
+        String::from_utf8_lossy(&checked.stderr)
+            .contains("approvals.expiry_secs must be between 10 and 86400")
+    );
 }
