@@ -8,7 +8,8 @@
 //! recorded as `expired`. Then the file is rewritten with what was restored. The lines hold
 //! the binding (subject, endpoint, tool, server, the arguments' SHA-256), never the arguments
 //! nor the page's secret: a restored approval shows no arguments, and its link is void.
-//! An `approved` line is synced to disk before the decision is answered. The file is compacted
+//! An `approved` line is synced to disk before the decision is answered. The file is created
+//! readable by the gateway's user only (0600). The file is compacted
 //! (rewritten from what waits) past [`COMPACT_AFTER`] lines.
 
 use std::{
@@ -94,7 +95,7 @@ impl Journal {
         let Ok(mut file) = self.file.lock() else { return };
         let (handle, lines) = &mut *file;
         if handle.is_none() {
-            *handle = OpenOptions::new().create(true).append(true).open(&self.path).ok();
+            *handle = private(OpenOptions::new().create(true).append(true)).open(&self.path).ok();
         }
         let Some(open) = handle.as_mut() else {
             tracing::error!(path = %self.path.display(), "cannot open the approvals journal");
@@ -123,7 +124,8 @@ impl Journal {
         let Ok(mut file) = self.file.lock() else { return };
         let temporary = self.path.with_extension("jsonl.tmp");
         let written = (|| -> std::io::Result<()> {
-            let mut out = File::create(&temporary)?;
+            let mut out =
+                private(OpenOptions::new().create(true).write(true).truncate(true)).open(&temporary)?;
             for approval in waiting {
                 let what = if approval.status == Status::Approved { "approved" } else { "asked" };
                 writeln!(out, "{}", line(approval, what))?;
@@ -136,6 +138,16 @@ impl Journal {
         }
         *file = (None, 0);
     }
+}
+
+/// Opened for the gateway's user only (the journal names callers and what they called).
+fn private(options: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
 }
 
 fn millis(at: SystemTime) -> u64 {
