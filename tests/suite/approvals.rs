@@ -647,3 +647,33 @@ fn check_config_validates_approvals_and_the_environment_sets_them() {
             .contains("approvals.expiry_secs must be between 10 and 86400")
     );
 }
+
+#[test]
+fn a_reload_keeps_waiting_and_approved_calls_and_applies_new_rules_to_the_next_call() {
+    let scratch = Scratch::new("approvals-reload");
+    let demo = Demo::http();
+    let gw = gateway(&demo, "", &scratch.path("audit.jsonl"), BULK_RULE);
+    let approved = waiting(&call_as(&gw, "alice", "add_to_cart", cart(9)));
+    let pending = waiting(&call_as(&gw, "bob", "add_to_cart", cart(9)));
+    assert_eq!(decide(&gw, approved["id"].as_str().unwrap(), "approve").0, 200);
+    // The rule's threshold moves up: 8 no longer needs approval, 9 still does.
+    let config = std::fs::read_to_string(gw.config_path()).unwrap().replace("value = 5", "value = 8");
+    gw.rewrite_config(&config);
+    let response = gw.admin_post("/admin/config/reload").send().unwrap();
+    assert!(response.status().is_success(), "{}", response.text().unwrap());
+    let listing: Value = gw.admin_get("/admin/approvals").send().unwrap().json().unwrap();
+    let ids: Vec<&str> =
+        listing["waiting"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 2, "{listing}");
+    assert!(
+        ids.contains(&approved["id"].as_str().unwrap()) && ids.contains(&pending["id"].as_str().unwrap())
+    );
+    let before = calls(&demo);
+    assert!(call_as(&gw, "carol", "add_to_cart", cart(8)).get("result").is_some(), "the new rule: 8 passes");
+    assert_eq!(calls(&demo), before + 1);
+    waiting(&call_as(&gw, "carol", "add_to_cart", cart(9)));
+    // The approval given before the reload still passes its call, once; bob's still waits.
+    assert!(call_as(&gw, "alice", "add_to_cart", cart(9)).get("result").is_some());
+    assert_eq!(waiting(&call_as(&gw, "bob", "add_to_cart", cart(9)))["id"], pending["id"]);
+    assert_eq!(calls(&demo), before + 2);
+}
