@@ -6,6 +6,7 @@
 //! known only from registry entries, and the checks before one is used, `registry_upstreams`.
 
 pub mod approval;
+mod approval_tasks;
 pub mod call;
 pub mod cancel;
 pub mod capabilities;
@@ -155,6 +156,10 @@ pub struct Gateway {
     audit: Option<Arc<crate::audit::Audit>>,
     /// Calls waiting for a person's approval, bound to the exact call (`[approvals]`).
     approvals: crate::approvals::Approvals,
+    /// Tasks of the gateway's own that wait for an approval, then make their call.
+    approval_tasks: approval_tasks::ApprovalTasks,
+    /// The gateway itself, for work it starts that outlives a request (an approval task).
+    me: std::sync::OnceLock<std::sync::Weak<Gateway>>,
     /// Approved tool definitions (`catalogue.pin_tool_definitions`).
     pins: Option<Arc<PinStore>>,
     /// How the listener establishes callers (`[auth]`).
@@ -257,6 +262,8 @@ impl Gateway {
             in_flight: SingleFlight::default(),
             shared_breakers,
             approvals: crate::approvals::Approvals::start(&config.approvals, audit.clone(), metrics.clone()),
+            approval_tasks: Default::default(),
+            me: std::sync::OnceLock::new(),
             audit,
             pins,
             authenticator,
@@ -272,6 +279,7 @@ impl Gateway {
             overview: crate::telemetry::overview::Overview::new(crate::telemetry::metrics::LATENCY_BUCKETS),
             metrics,
         });
+        let _ = gateway.me.set(Arc::downgrade(&gateway));
         gateway.watch_list_changes();
         gateway.relay_resource_updates();
         for upstream in gateway.settings().upstreams.values() {

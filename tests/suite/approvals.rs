@@ -677,3 +677,52 @@ fn a_reload_keeps_waiting_and_approved_calls_and_applies_new_rules_to_the_next_c
     assert_eq!(waiting(&call_as(&gw, "bob", "add_to_cart", cart(9)))["id"], pending["id"]);
     assert_eq!(calls(&demo), before + 2);
 }
+
+/// A JSON-RPC request as `subject`, a 2025-11-25 caller without a session.
+fn rpc_as(gw: &Gateway, subject: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let headers = [("x-caller-subject", subject), ("mcp-protocol-version", "2025-11-25")];
+    let (status, _, text) = gw.post_raw(body.to_string(), &headers);
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_task_asking_caller_gets_a_task_that_completes_after_the_decision() {
+    let scratch = Scratch::new("approvals-task");
+    let demo = Demo::http();
+    let gw = gateway(&demo, "", &scratch.path("audit.jsonl"), BULK_RULE);
+    let before = calls(&demo);
+    let call = json!({"name": "add_to_cart", "arguments": cart(8), "task": {"ttl": 60000}});
+    let created = rpc_as(&gw, "alice", "tools/call", call.clone());
+    let task = &created["result"]["task"];
+    assert_eq!(task["status"], "working", "{created}");
+    let id = task["taskId"].as_str().unwrap().to_string();
+    assert!(id.starts_with("mcpgw-approval-task-"), "{id}");
+    assert_eq!(calls(&demo), before, "nothing sent before the approval");
+    // Another caller cannot reach it.
+    let foreign = rpc_as(&gw, "bob", "tasks/get", json!({"taskId": id}));
+    assert!(foreign.get("error").is_some(), "{foreign}");
+    assert_eq!(rpc_as(&gw, "alice", "tasks/get", json!({"taskId": id}))["result"]["status"], "working");
+
+    let listing: Value = gw.admin_get("/admin/approvals").send().unwrap().json().unwrap();
+    let approval = listing["waiting"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(decide(&gw, &approval, "approve").0, 200);
+    let result = rpc_as(&gw, "alice", "tasks/result", json!({"taskId": id}));
+    assert!(result["result"]["content"].is_array(), "{result}");
+    assert_ne!(result["result"]["isError"], true, "{result}");
+    assert_eq!(calls(&demo), before + 1);
+    assert_eq!(demo.stats()["last_tool"]["arguments"], cart(8));
+    assert_eq!(rpc_as(&gw, "alice", "tasks/get", json!({"taskId": id}))["result"]["status"], "completed");
+
+    // Denied: the task fails with approval_denied; nothing sent.
+    let created = rpc_as(&gw, "alice", "tools/call", call);
+    let id = created["result"]["task"]["taskId"].as_str().unwrap().to_string();
+    let listing: Value = gw.admin_get("/admin/approvals").send().unwrap().json().unwrap();
+    let approval = listing["waiting"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(decide(&gw, &approval, "deny").0, 200);
+    let failed = rpc_as(&gw, "alice", "tasks/result", json!({"taskId": id}));
+    assert_eq!(failed["error"]["data"]["category"], "approval_denied", "{failed}");
+    assert_eq!(rpc_as(&gw, "alice", "tasks/get", json!({"taskId": id}))["result"]["status"], "failed");
+    assert_eq!(calls(&demo), before + 1);
+}
