@@ -12,6 +12,7 @@
 //! relayed server→client requests) goes through [`backchannel`].
 
 pub mod allocator;
+pub mod approvals;
 pub mod audit;
 pub mod backchannel;
 pub mod clock;

@@ -123,6 +123,29 @@ impl Audit {
         })
     }
 
+    /// Queues a line that is not a call's: `{"ts", "log": "audit", "event": event, fields…}`
+    /// (string fields, `None` written as null). The approvals' lines are these.
+    pub fn write_event(&self, event: &str, fields: &[(&str, Option<&str>)]) -> bool {
+        let mut line = Vec::with_capacity(256);
+        line.extend_from_slice(b"{\"ts\":\"");
+        crate::telemetry::json_lines::timestamp(&mut line, SystemTime::now());
+        line.extend_from_slice(b"\",\"log\":\"audit\",\"event\":");
+        let _ = serde_json::to_writer(&mut line, event);
+        for (name, value) in fields {
+            line.push(b',');
+            let _ = serde_json::to_writer(&mut line, name);
+            line.push(b':');
+            let _ = serde_json::to_writer(&mut line, value);
+        }
+        self.writer.push_line(&line, |line, lost| {
+            if lost > 0 {
+                line.extend_from_slice(b",\"dropped_before\":");
+                line.extend_from_slice(lost.to_string().as_bytes());
+            }
+            line.extend_from_slice(b"}\n");
+        })
+    }
+
     /// Lines lost so far (queue full, or the sink failing).
     pub fn dropped(&self) -> u64 {
         self.dropped.get()

@@ -16,6 +16,7 @@
 //! (auth, quotas, audit, inbound bounds, …) each in a file named after its `[section]`.
 
 mod admin;
+pub mod approvals;
 mod audit;
 mod auth;
 mod catalogue;
@@ -41,6 +42,7 @@ mod upstream_auth;
 mod validate;
 
 pub use admin::AdminSettings;
+pub use approvals::{ApprovalRule, ApprovalsConfig, Approver, Comparison, UserElicitation};
 pub use audit::{AuditConfig, AuditSinkKind};
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, AuthMode, PolicyConfig};
 pub use catalogue::{CatalogueConfig, MAX_SEARCH_RESULTS, SearchConfig};

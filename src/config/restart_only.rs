@@ -44,6 +44,7 @@ pub fn keep_restart_only(running: &Config, mut new: Config) -> (Config, Vec<&'st
     keep!(auth, "auth");
     keep!(admin, "admin");
     keep!(tasks, "tasks");
+    keep!(approvals.state_dir, "approvals.state_dir");
     keep!(catalogue.pin_tool_definitions, "catalogue.pin_tool_definitions");
     keep!(catalogue.pin_file, "catalogue.pin_file");
     keep!(catalogue.max_tool_label_values, "catalogue.max_tool_label_values");

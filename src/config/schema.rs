@@ -109,6 +109,8 @@ pub struct Config {
     pub tasks: super::TasksConfig,
     /// Guardrail hooks on `tools/call` (`[[hooks]]`, see `docs/hooks.md`), in the order they run.
     pub hooks: Vec<super::HookConfig>,
+    /// Calls that wait for a person's approval (`[approvals]`, see `docs/approvals.md`).
+    pub approvals: super::ApprovalsConfig,
 }
 
 /// A command a stdio server runs as (`[servers.NAME]` of `transport = "stdio"`, or
@@ -233,6 +235,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             admin: AdminSettings::default(),
             tasks: super::TasksConfig::default(),
+            approvals: super::ApprovalsConfig::default(),
             hooks: Vec::new(),
         }
     }

@@ -115,6 +115,12 @@ impl Config {
         self.auth.validate(self.listen)?;
         self.admin.validate()?;
         self.tasks.validate()?;
+        self.approvals.validate()?;
+        if let Some(bridge) = &self.approvals.bridge
+            && !self.servers.contains_key(&bridge.server)
+        {
+            bail!("approvals.bridge.server {:?} is not a configured server ([servers.NAME])", bridge.server);
+        }
         super::hooks::validate(&self.hooks, &self.servers)?;
         Ok(())
     }

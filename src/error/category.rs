@@ -71,6 +71,12 @@ pub enum Category {
     /// or it failed (or did not answer in time) with `failure = "closed"`. `error.data` names
     /// the hook and the phase, and carries the hook's reason when it gave one.
     Guardrail,
+    /// The call waits for a person's approval (`[approvals]`, `@approval`): nothing was sent.
+    /// `error.data.approval` names the approval, who approves and where; the same call (same
+    /// caller, endpoint, tool and arguments) passes once approved.
+    ApprovalRequired,
+    /// The person asked denied the call: nothing was sent.
+    ApprovalDenied,
 }
 
 impl Category {
@@ -104,6 +110,8 @@ impl Category {
         Category::Internal,
         Category::ResourceNotFound,
         Category::Guardrail,
+        Category::ApprovalRequired,
+        Category::ApprovalDenied,
     ];
 
     /// The JSON-RPC `error.code`.
@@ -134,6 +142,8 @@ impl Category {
             Category::UpstreamNotAllowed => -32010,
             Category::CredentialsUnavailable => -32011,
             Category::Guardrail => -32012,
+            Category::ApprovalRequired => -32013,
+            Category::ApprovalDenied => -32014,
             // Outside the reserved range; the code LSP gives a cancelled request.
             Category::Cancelled => -32800,
             // Replaced by the upstream's own code when there is one.
@@ -182,6 +192,8 @@ impl Category {
             Category::Unauthenticated => "unauthenticated",
             Category::Internal => "internal",
             Category::Guardrail => "guardrail",
+            Category::ApprovalRequired => "approval_required",
+            Category::ApprovalDenied => "approval_denied",
         }
     }
 
@@ -196,6 +208,7 @@ impl Category {
                 | Category::CircuitOpen
                 | Category::Overloaded
                 | Category::CredentialsUnavailable
+                | Category::ApprovalRequired
         )
     }
 
@@ -230,6 +243,8 @@ impl Category {
             Category::Unauthenticated => "Unauthenticated",
             Category::Internal => "Internal error",
             Category::Guardrail => "Refused by a guardrail",
+            Category::ApprovalRequired => "Approval required",
+            Category::ApprovalDenied => "Approval denied",
         }
     }
 }
@@ -272,11 +287,13 @@ mod every_category {
                 Category::Internal => 25,
                 Category::ResourceNotFound => 26,
                 Category::Guardrail => 27,
+                Category::ApprovalRequired => 28,
+                Category::ApprovalDenied => 29,
             }
         };
         for (i, c) in Category::ALL.iter().enumerate() {
             assert_eq!(position(*c), i, "{c:?}");
         }
-        assert_eq!(Category::ALL.len(), 28);
+        assert_eq!(Category::ALL.len(), 30);
     }
 }

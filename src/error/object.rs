@@ -96,7 +96,13 @@ impl GatewayError {
     pub fn to_tool_execution_error(&self, modern: bool) -> Option<Box<serde_json::value::RawValue>> {
         let violations = match (&self.category, self.extra.as_deref()) {
             (Category::BadInput, Some(("violations", Value::Array(violations)))) => Some(violations),
-            (Category::Guardrail | Category::Forbidden, _) => None,
+            (
+                Category::Guardrail
+                | Category::Forbidden
+                | Category::ApprovalRequired
+                | Category::ApprovalDenied,
+                _,
+            ) => None,
             _ => return None,
         };
         let error = self.to_error_object_for(modern);

@@ -5,9 +5,11 @@
 //! selection is `unknown_tool` there, as for a name no server offers: an endpoint reveals
 //! nothing of the others' tools), the tool policy (identity is already on the
 //! caller), catalogue control (fixed arguments refused when sent, then set; the operator's
-//! defaults), the tool's input schema (with its own defaults), the quotas, and the guardrail
+//! defaults), the tool's input schema (with its own defaults), the quotas, the guardrail
 //! hooks that run before a call (`gateway/guard.rs`), whose replaced arguments pass catalogue
-//! control and the schema again.
+//! control and the schema again, and last a person's approval where the policy or
+//! `[approvals]` asks for one (`gateway/approval.rs`), bound to the arguments as the server
+//! will see them: an unapproved call is refused here, before anything is sent.
 //!
 //! The door decides under the settings the call took when it came in ([`super::settings`]),
 //! and the `Admitted` call carries them on: the forward, the after-hooks, a fallback's own
@@ -29,6 +31,9 @@ use crate::{
     quota::QuotaPermit,
     registry::{ToolRecord, record::canonical_hash},
 };
+
+/// The approval a deciding Cedar permit asks for: who, and the permit's label.
+pub(super) type CedarApproval = Option<(crate::config::Approver, Arc<str>)>;
 
 /// A call that passed the door: the tool that runs, its arguments as the server will see
 /// them (fixed arguments set, defaults filled, checked against the schema), the policy's
@@ -91,11 +96,15 @@ pub(super) struct Refusal {
     pub args_hash: Option<String>,
     /// The before-hooks' decisions, when a hook refused the call.
     pub guardrails: Vec<crate::guardrail::Mark>,
+    /// Instead of an error, a question for a 2026-07-28 caller (an `input_required` result
+    /// asking its user to approve the call): the call is answered with it, nothing sent.
+    pub question: Option<Box<serde_json::value::RawValue>>,
 }
 
 impl Gateway {
     /// Runs `tool`'s checks for `caller` on the arguments the caller sent (`params.arguments`,
-    /// absent meaning `{}`). The policy is asked first, so a forbidden tool tells nothing of
+    /// absent meaning `{}`), within the call's deadline (`asking`, with the caller's relay when
+    /// its user can be asked to approve). The policy is asked first, so a forbidden tool tells nothing of
     /// its schema; the quotas last, so a refused call spends none.
     pub(super) async fn admit(
         &self,
@@ -104,8 +113,9 @@ impl Gateway {
         request_id: &str,
         tool: Arc<ToolRecord>,
         arguments: Option<Value>,
-        deadline: Option<std::time::Instant>,
+        asking: super::approval::Asking<'_>,
     ) -> Result<Admitted, Box<Refusal>> {
+        let deadline = asking.deadline;
         if let Some(endpoint) = &caller.endpoint
             && !settings.endpoints.selects(endpoint, &tool)
         {
@@ -119,13 +129,20 @@ impl Gateway {
                 decision: Decision::no_policy(),
                 args_hash: None,
                 guardrails: Vec::new(),
+                question: None,
             }));
         }
-        let decision = self.decide(settings, caller, request_id, &tool)?;
+        let (decision, cedar_approval) = self.decide(settings, caller, request_id, &tool)?;
         let arguments = match checked_arguments(&tool, arguments) {
             Ok(arguments) => arguments,
             Err(error) => {
-                return Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new() }));
+                return Err(Box::new(Refusal {
+                    error,
+                    decision,
+                    args_hash: None,
+                    guardrails: Vec::new(),
+                    question: None,
+                }));
             }
         };
         let permit = match &settings.quotas {
@@ -136,32 +153,64 @@ impl Gateway {
                     let error = denial.to_error();
                     let decision = Decision::denied_by_quota(&denial.quota);
                     let args_hash = Some(canonical_hash(&arguments));
-                    return Err(Box::new(Refusal { error, decision, args_hash, guardrails: Vec::new() }));
+                    return Err(Box::new(Refusal {
+                        error,
+                        decision,
+                        args_hash,
+                        guardrails: Vec::new(),
+                        question: None,
+                    }));
                 }
             },
             None => None,
         };
         let (arguments, guardrails) = self.guard_before(settings, caller, &tool, arguments, deadline).await?;
         let args_hash = canonical_hash(&arguments);
+        if let Err(stop) = self
+            .approval_gate(
+                settings,
+                caller,
+                request_id,
+                &tool,
+                &arguments,
+                &args_hash,
+                cedar_approval,
+                asking,
+            )
+            .await
+        {
+            let (error, question) = match stop {
+                super::approval::Stop::Refused(error) => (error, None),
+                super::approval::Stop::Ask { waiting, question } => (waiting, Some(question)),
+            };
+            return Err(Box::new(Refusal {
+                error,
+                decision,
+                args_hash: Some(args_hash),
+                guardrails,
+                question,
+            }));
+        }
         let settings = settings.clone();
         Ok(Admitted { tool, arguments, args_hash, decision, guardrails, settings, _permit: permit })
     }
 
-    /// The tool policy's one decision on `tool` for `caller`, counted; a denial is refused.
+    /// The tool policy's one decision on `tool` for `caller`, counted; a denial is refused. An
+    /// allowed call may come with the approval a deciding permit asks for (`@approval`).
     fn decide(
         &self,
         settings: &Settings,
         caller: &Caller,
         request_id: &str,
         tool: &Arc<ToolRecord>,
-    ) -> Result<Decision, Box<Refusal>> {
-        let Some(policy) = &settings.policy else { return Ok(Decision::no_policy()) };
+    ) -> Result<(Decision, CedarApproval), Box<Refusal>> {
+        let Some(policy) = &settings.policy else { return Ok((Decision::no_policy(), None)) };
         let verdict = policy.decide(caller, tool);
         let outcome = if verdict.allowed { "allow" } else { "deny" };
         self.metrics.policy_decisions.with_label_values(&[&verdict.rule, &tool.server, outcome]).inc();
         let decision = Decision { allowed: verdict.allowed, rule: verdict.rule };
         if decision.allowed {
-            return Ok(decision);
+            return Ok((decision, verdict.approval));
         }
         tracing::info!(request_id, tool = %tool.name, server = %tool.server, rule = %decision.rule, subject = caller.subject_or_anonymous(), "tool call denied by policy");
         let error = GatewayError::new(
@@ -169,7 +218,7 @@ impl Gateway {
             format!("the tool policy does not allow this caller to call {}", tool.name),
         )
         .with_extra("rule", Value::String(decision.rule.to_string()));
-        Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new() }))
+        Err(Box::new(Refusal { error, decision, args_hash: None, guardrails: Vec::new(), question: None }))
     }
 }
 

@@ -96,6 +96,7 @@ impl Gateway {
                     decision,
                     args_hash,
                     guardrails: guarded.marks,
+                    question: None,
                 }))
             }
         }

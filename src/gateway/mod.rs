@@ -5,6 +5,8 @@
 //! `surface.rs` (its fields are private). Readiness is `readiness`; the stacks of servers
 //! known only from registry entries, and the checks before one is used, `registry_upstreams`.
 
+pub mod approval;
+mod approval_tasks;
 pub mod call;
 pub mod cancel;
 pub mod capabilities;
@@ -153,6 +155,12 @@ pub struct Gateway {
     shared_breakers: Option<Arc<SharedBreakers>>,
     /// The audit trail (`None` with `audit.sink = "off"`).
     audit: Option<Arc<crate::audit::Audit>>,
+    /// Calls waiting for a person's approval, bound to the exact call (`[approvals]`).
+    approvals: crate::approvals::Approvals,
+    /// Tasks of the gateway's own that wait for an approval, then make their call.
+    approval_tasks: approval_tasks::ApprovalTasks,
+    /// The gateway itself, for work it starts that outlives a request (an approval task).
+    me: std::sync::OnceLock<std::sync::Weak<Gateway>>,
     /// Approved tool definitions (`catalogue.pin_tool_definitions`).
     pins: Option<Arc<PinStore>>,
     /// How the listener establishes callers (`[auth]`).
@@ -254,6 +262,9 @@ impl Gateway {
             results: ResultCache::new(config.cache.max_entries),
             in_flight: SingleFlight::default(),
             shared_breakers,
+            approvals: crate::approvals::Approvals::start(&config.approvals, audit.clone(), metrics.clone()),
+            approval_tasks: Default::default(),
+            me: std::sync::OnceLock::new(),
             audit,
             pins,
             authenticator,
@@ -269,6 +280,7 @@ impl Gateway {
             overview: crate::telemetry::overview::Overview::new(crate::telemetry::metrics::LATENCY_BUCKETS),
             metrics,
         });
+        let _ = gateway.me.set(Arc::downgrade(&gateway));
         gateway.watch_list_changes();
         gateway.relay_resource_updates();
         for upstream in gateway.settings().upstreams.values() {

@@ -251,6 +251,9 @@ impl Gateway {
         let Some(id) = params.get("taskId").and_then(Value::as_str) else {
             return Err(GatewayError::new(Category::BadInput, "params.taskId must be a string"));
         };
+        if let Some(answer) = self.approval_task_method(method, id, &call).await {
+            return answer;
+        }
         let entry = self.tasks.lookup(id, &call.owner)?;
         let caller_form = if call.modern { Form::Extension } else { Form::Session };
         let answer = match method {

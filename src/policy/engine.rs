@@ -25,6 +25,10 @@
 //!   `upstreamName`. Both have the parent `Server::"<server>"`. One action each for listing
 //!   and using, as for tools; a policy that names only `Action::"call"` denies them (default
 //!   deny).
+//! - approval: a `permit` annotated `@approval("user")` or `@approval("operator")` allows the
+//!   call only once that person approved it (`crate::approvals`); when several permits decide,
+//!   the strictest annotation wins (the operator's). Listing is not affected: the caller sees
+//!   the tool, and its call waits.
 //! - context: `endpoint`, the endpoint the request came through (`[endpoints.NAME]`, served at
 //!   `/mcp/NAME`; `""` for the plain `/mcp`), so one policy can scope each audience.
 
@@ -50,6 +54,9 @@ pub const DEFAULT_DENY: &str = "default_deny";
 pub struct Verdict {
     pub allowed: bool,
     pub rule: Arc<str>,
+    /// An allowed call that must wait for a person first (`@approval("…")` on a deciding
+    /// permit), with the label of the permit that asked.
+    pub approval: Option<(crate::config::Approver, Arc<str>)>,
 }
 
 /// A parsed policy file.
@@ -57,6 +64,8 @@ pub struct PolicyEngine {
     set: PolicySet,
     /// Cedar policy id → the label reported (its `@id("…")` annotation when it has one).
     labels: HashMap<String, Arc<str>>,
+    /// Cedar policy id → the approver its `@approval("…")` annotation names.
+    approvals: HashMap<String, crate::config::Approver>,
     authorizer: Authorizer,
     action: EntityUid,
     read: EntityUid,
@@ -88,18 +97,32 @@ impl PolicyEngine {
     pub fn parse(text: &str) -> Result<Self, String> {
         let set = PolicySet::from_str(text).map_err(|errors| describe_parse_errors(text, &errors))?;
         let mut labels = HashMap::new();
+        let mut approvals = HashMap::new();
         let mut seen = HashSet::new();
         for policy in set.policies() {
             let label: Arc<str> = policy.annotation("id").unwrap_or(AsRef::<str>::as_ref(policy.id())).into();
             if !seen.insert(label.clone()) {
                 return Err(format!("two policies share the id {label:?}: each @id must be unique"));
             }
+            if let Some(approver) = policy.annotation("approval") {
+                let Some(approver) = crate::config::Approver::parse(approver) else {
+                    return Err(format!(
+                        "policy {label:?}: @approval({approver:?}) names no approver (\"user\" or \"operator\")"
+                    ));
+                };
+                if policy.effect() != cedar_policy::Effect::Permit {
+                    return Err(format!(
+                        "policy {label:?}: @approval belongs on a permit (a forbid denies outright)"
+                    ));
+                }
+                approvals.insert(policy.id().to_string(), approver);
+            }
             labels.insert(policy.id().to_string(), label);
         }
         let action = uid("Action", "call").ok_or("the Action entity type")?;
         let read = uid("Action", "read").ok_or("the Action entity type")?;
         let get = uid("Action", "get").ok_or("the Action entity type")?;
-        Ok(Self { set, labels, authorizer: Authorizer::new(), action, read, get })
+        Ok(Self { set, labels, approvals, authorizer: Authorizer::new(), action, read, get })
     }
 
     /// How many policies the file holds.
@@ -155,7 +178,20 @@ impl PolicyEngine {
             .min()
             .cloned()
             .unwrap_or_else(|| DEFAULT_DENY.into());
-        Verdict { allowed, rule }
+        // The strictest approval any deciding permit asks for (the smallest label on a tie).
+        let approval = if allowed && !self.approvals.is_empty() {
+            response
+                .diagnostics()
+                .reason()
+                .filter_map(|id| {
+                    let id: &str = id.as_ref();
+                    Some((*self.approvals.get(id)?, self.labels.get(id)?.clone()))
+                })
+                .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)))
+        } else {
+            None
+        };
+        Verdict { allowed, rule, approval }
     }
 }
 
@@ -212,7 +248,7 @@ fn expression(value: &Value, top: bool) -> Option<RestrictedExpression> {
 }
 
 fn deny(rule: &str) -> Verdict {
-    Verdict { allowed: false, rule: rule.into() }
+    Verdict { allowed: false, rule: rule.into(), approval: None }
 }
 
 /// A resource, template or prompt and its server as entities.
@@ -310,6 +346,33 @@ mod tests {
         let text = "permit(principal, action, resource);\npermit(principal action, resource);\n";
         let err = PolicyEngine::parse(text).unwrap_err();
         assert!(err.contains("line 2, column"), "{err}");
+    }
+
+    #[test]
+    fn an_approval_annotation_names_who_approves() {
+        let engine = PolicyEngine::parse(
+            "@id(\"browse\")\npermit (principal, action, resource) when { resource.readOnly };\n\
+             @id(\"refund\")\n@approval(\"operator\")\npermit (principal, action, resource == Tool::\"refund\");\n\
+             @id(\"checkout\")\n@approval(\"user\")\npermit (principal, action, resource == Tool::\"checkout\");\n",
+        )
+        .unwrap();
+        let alice = Principal::of(&Caller { subject: Some("alice".into()), ..Caller::default() });
+        let tool = |name: &str, read_only: bool| {
+            let definition = serde_json::json!({"annotations": {"readOnlyHint": read_only}});
+            ToolRecord::for_tests(name, "store", definition, read_only)
+        };
+        let refund = engine.decide(&alice, &tool("refund", false));
+        assert!(refund.allowed);
+        assert_eq!(refund.approval, Some((crate::config::Approver::Operator, "refund".into())));
+        let checkout = engine.decide(&alice, &tool("checkout", false));
+        assert_eq!(checkout.approval, Some((crate::config::Approver::User, "checkout".into())));
+        assert_eq!(engine.decide(&alice, &tool("search", true)).approval, None);
+        let err =
+            PolicyEngine::parse("@approval(\"boss\")\npermit (principal, action, resource);").unwrap_err();
+        assert!(err.contains("names no approver"), "{err}");
+        let err =
+            PolicyEngine::parse("@approval(\"user\")\nforbid (principal, action, resource);").unwrap_err();
+        assert!(err.contains("belongs on a permit"), "{err}");
     }
 
     #[test]

@@ -26,6 +26,15 @@ pub fn canonical_hash(value: &Value) -> String {
     hex
 }
 
+/// The whole SHA-256 (64 hex digits) of the same canonical JSON: what an approval is bound to
+/// (`crate::approvals`). The short hash above is for correlation; a 64-bit prefix is within
+/// reach of a birthday search, so nothing that authorizes may rest on it.
+pub fn canonical_sha256(value: &Value) -> String {
+    let mut bytes = Vec::with_capacity(128);
+    write_canonical(value, &mut bytes);
+    Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Compact JSON with every object's keys in sorted order.
 fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {

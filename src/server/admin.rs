@@ -183,6 +183,7 @@ pub fn routes(gateway: Arc<Gateway>, access: &AdminAccess, on_admin_listener: bo
         .route("/admin/playground/app", post(super::app_frame::open))
         .route("/admin/console/app/{id}", get(super::app_frame::serve))
         .merge(super::console::routes())
+        .merge(super::approvals::admin_routes())
         .route_layer(axum::middleware::from_fn_with_state(state, guard))
 }
 

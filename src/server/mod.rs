@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod app_frame;
+pub mod approvals;
 pub mod body;
 pub mod caller;
 pub mod catalogue;
@@ -46,6 +47,7 @@ pub fn router(gateway: Arc<Gateway>, admin: &admin::AdminAccess) -> Router {
         .route("/capabilities", get(catalogue::capabilities))
         .route(crate::identity::metadata::PATH, get(caller::protected_resource_metadata))
         .route("/.well-known/oauth-protected-resource/mcp", get(caller::protected_resource_metadata))
+        .merge(approvals::page_routes())
         .merge(admin::routes(gateway.clone(), admin, false))
         .fallback(not_found)
         .with_state(gateway)

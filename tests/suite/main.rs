@@ -7,6 +7,7 @@ mod common;
 
 mod agentcore_lambda;
 mod apps;
+mod approvals;
 mod breaker_recovery;
 mod capabilities;
 mod catalogue_bounds;

@@ -10,6 +10,7 @@ use std::{
 use serde_json::{Value, value::RawValue};
 
 use super::{context::CallContext, forward::Forwarded};
+use crate::gateway::approval::Asking;
 use crate::{
     backchannel::Notifications,
     error::GatewayError,
@@ -67,7 +68,15 @@ impl Gateway {
             return None;
         }
         let alternative = self.registry.resolve(alternative_name).await?;
-        let admission = self.admit(settings, &ctx.caller, &ctx.request_id, alternative, arguments?, deadline);
+        // Nobody is asked to approve an alternative: one needing approval is no fallback.
+        let admission = self.admit(
+            settings,
+            &ctx.caller,
+            &ctx.request_id,
+            alternative,
+            arguments?,
+            Asking { relay: None, deadline, modern: None },
+        );
         let admitted = match admission.await {
             Ok(admitted) => admitted,
             Err(refusal) => {

@@ -188,6 +188,11 @@ pub struct Metrics {
     /// (`allow`, `deny`, `replace`, `timeout_open`, `timeout_closed`, `error_open`,
     /// `error_closed`); `hook` is a configured hook's name, `tool` the bounded tool label
     pub guardrail_decisions: IntCounterVec,
+    /// `mcp_gateway_approvals_total{tool,outcome}`: approvals `asked`, `approved`, `denied`,
+    /// `used`, `expired`, `lost` (a restart), `refused_full` (bounds); `tool` the bounded label
+    pub approvals: IntCounterVec,
+    /// `mcp_gateway_approvals_waiting`: approvals asked and not decided, or approved and unused
+    pub approvals_waiting: IntGauge,
     /// `mcp_gateway_policy_reloads_total{outcome}`: `loaded`, `invalid`, `unreadable`
     pub policy_reloads: IntCounterVec,
     /// `mcp_gateway_config_reloads_total{trigger,outcome}`: configuration reloads by what asked

@@ -422,6 +422,17 @@ impl Metrics {
                 "guardrail hooks' decisions on tools/call, by hook, tool and decision",
                 &["hook", "tool", "decision"],
             ),
+            approvals: counters(
+                &r,
+                "mcp_gateway_approvals_total",
+                "approvals of tool calls by tool and outcome (asked, approved, denied, used, expired, lost, refused_full)",
+                &["tool", "outcome"],
+            ),
+            approvals_waiting: gauge(
+                &r,
+                "mcp_gateway_approvals_waiting",
+                "approvals asked and not decided, or approved and not used yet",
+            ),
             background_restarts: {
                 let metric = counters(
                     &r,

@@ -718,11 +718,85 @@
     );
   }
 
+  // Tool calls waiting for a person (`[approvals]`, `@approval`): the facts the approver
+  // needs (tool, arguments as the server will see them, who asks), approve and deny.
+  async function loadCallApprovals() {
+    const report = await apiJson("/admin/approvals");
+    const waiting = report.waiting || [];
+    const undecided = waiting.filter((a) => a.status === "pending");
+    $("call-approvals-summary").textContent = undecided.length
+      ? undecided.length + " call(s) waiting for a decision; approvals expire after " + report.limits.expiry_secs + " s."
+      : "No tool call is waiting for a decision.";
+    const historyRows = (report.history || []).map((a) => el(
+      "tr", { "data-approval": a.id },
+      el("td", { text: a.asked_at }),
+      el("td", { text: a.subject || "anonymous" }),
+      el("td", { text: a.tool }),
+      el("td", {}, badge(a.status, a.status === "used" ? "ok" : a.status === "denied" ? "bad" : "warn")),
+      el("td", { text: a.decided_by || "" }),
+      el("td", {}, el("code", { text: String(a.args_sha256).slice(0, 16) + "…" })),
+    ));
+    replaceRows($("call-approvals-history").tBodies[0], historyRows, 6, "Nothing decided yet.");
+    const list = $("call-approvals-list");
+    const signature = JSON.stringify(waiting.map((a) => [a.id, a.status]));
+    if (list.getAttribute("data-signature") === signature && list.childElementCount) return undecided.length;
+    list.setAttribute("data-signature", signature);
+    list.replaceChildren(
+      ...waiting.map((a) => {
+        const titleId = "call-approval-" + a.id;
+        const decidable = a.status === "pending";
+        return el(
+          "article",
+          { class: "pending", "aria-labelledby": titleId, "data-approval": a.id, "data-status": a.status },
+          el("h3", { id: titleId }, a.tool + " on " + a.server + " for " + (a.subject || "an anonymous caller")),
+          el(
+            "dl",
+            {},
+            el("dt", { text: "Status" }), el("dd", { text: a.status + (a.decided_by ? " by " + a.decided_by : "") }),
+            el("dt", { text: "Approver" }), el("dd", { text: a.approver === "user" ? "the caller's user (an operator may decide)" : "an operator" }),
+            el("dt", { text: "Why" }), el("dd", { text: a.rule }),
+            el("dt", { text: "Through" }), el("dd", { text: a.endpoint ? "/mcp/" + a.endpoint : "/mcp" }),
+            el("dt", { text: "Asked" }), el("dd", { text: a.asked_at }),
+            el("dt", { text: "Expires" }), el("dd", { text: a.expires_at }),
+            el("dt", { text: "Arguments digest" }), el("dd", {}, el("code", { text: a.args_sha256 })),
+          ),
+          el("p", { class: "hint", text: "Arguments, as the server will receive them:" }),
+          el("pre", { class: "arguments", text: JSON.stringify(a.arguments, null, 2) }),
+          decidable
+            ? el("p", {},
+              el("button", { type: "button", "data-action": "approve-call", "aria-label": "Approve the call of " + a.tool + " for " + (a.subject || "an anonymous caller"), text: "Approve", onclick: (event) => decideCall(a, "approve", event.currentTarget) }),
+              " ",
+              el("button", { type: "button", class: "secondary", "data-action": "deny-call", "aria-label": "Deny the call of " + a.tool + " for " + (a.subject || "an anonymous caller"), text: "Deny", onclick: (event) => decideCall(a, "deny", event.currentTarget) }))
+            : el("p", { class: "hint", text: "Approved: waits for the caller to send the call (once)." }),
+        );
+      }),
+    );
+    return undecided.length;
+  }
+
+  async function decideCall(item, action, button) {
+    button.disabled = true;
+    try {
+      const answer = await api("/admin/approvals/" + encodeURIComponent(item.id) + "/" + action, { body: {} });
+      if (!answer.ok) {
+        say("Decision on " + item.tool + " refused: " + ((answer.body && answer.body.error) || answer.status), true);
+        button.disabled = false;
+        return;
+      }
+      say((action === "approve" ? "Approved" : "Denied") + " the call of " + item.tool + " for " + (item.subject || "an anonymous caller") + ".");
+      await load("approvals", false);
+    } catch (error) {
+      failed(error);
+    }
+  }
+
   async function loadApprovals() {
+    const calls = await loadCallApprovals();
     const pins = await apiJson("/admin/registry/pins");
     const pending = pins.pending || [];
-    $("pending-badge").textContent = pending.length ? String(pending.length) : "";
-    $("pending-badge").hidden = !pending.length;
+    const waitingCount = pending.length + calls;
+    $("pending-badge").textContent = waitingCount ? String(waitingCount) : "";
+    $("pending-badge").hidden = !waitingCount;
     if (!pins.enabled) {
       $("pins-summary").textContent = pending.length
         ? "Definition pinning is off (catalogue.pin_tool_definitions = false); " + pending.length + " OpenAPI target origin change(s) waiting for approval."
