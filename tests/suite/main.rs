@@ -6,8 +6,8 @@
 mod common;
 
 mod agentcore_lambda;
-mod apps;
 mod approvals;
+mod apps;
 mod breaker_recovery;
 mod capabilities;
 mod catalogue_bounds;
