@@ -319,7 +319,7 @@ impl Gateway {
         let modern = mcp::is_modern(wrapped.as_ref());
         if modern
             && crate::protocol::tasks::declares_extension(wrapped.as_ref())
-            && crate::protocol::tasks::task_support(&tool.definition)
+            && crate::protocol::tasks::task_support(tool.definition.head())
                 == crate::protocol::tasks::TaskSupport::Required
         {
             return Ok(Some(json!({})));

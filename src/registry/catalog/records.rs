@@ -98,7 +98,8 @@ impl Catalog {
     pub fn record_for_entry(&self, entry: &RegistryEntry) -> ToolRecord {
         let transport = TransportKind::parse(&entry.server.transport).unwrap_or(TransportKind::Http);
         let server = ServerTools { server: entry.server.name.clone(), transport, tools: Arc::default() };
-        let mut record = self.record(&entry.tool_name, &entry.tool_name, &server, &entry.tool_definition());
+        let mut record =
+            self.record(&entry.tool_name, &entry.tool_name, &server, &entry.tool_definition(), None);
         record.origin = Some(Arc::new(ServerRef::clone(&entry.server)));
         record
     }
@@ -109,8 +110,9 @@ impl Catalog {
         upstream: &str,
         server: &ServerTools,
         tool: &Value,
+        text: Option<&Arc<str>>,
     ) -> ToolRecord {
-        let definition = Definition::of(&server.tools, tool, exposed);
+        let definition = Definition::of(tool, text, exposed);
         let empty_schema = serde_json::json!({"type": "object"});
         let input_schema = tool.get("inputSchema").unwrap_or(&empty_schema);
         let schema_hash = canonical_hash(input_schema);
@@ -123,7 +125,7 @@ impl Catalog {
             upstream_name: upstream.into(),
             server: server.server.as_str().into(),
             transport: server.transport,
-            definition_hash: definition_hash(&definition),
+            definition_hash: definition_hash(tool),
             definition,
             schema_hash,
             schema,
