@@ -16,7 +16,12 @@ use sha2::{Digest, Sha256};
 pub fn canonical_hash(value: &Value) -> String {
     let mut bytes = Vec::with_capacity(128);
     write_canonical(value, &mut bytes);
-    let digest = Sha256::digest(&bytes);
+    hex_digest(&bytes)
+}
+
+/// Short hex SHA-256 of `bytes`.
+fn hex_digest(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(16);
     for b in &digest[..8] {
@@ -59,13 +64,20 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// Hash of what an LLM sees of a tool.
+/// Hash of what an LLM sees of a tool: the canonical hash of
+/// `{"description":…,"inputSchema":…,"annotations":…}` (an absent field `null`), written
+/// straight from the definition rather than from a copy of its schema.
 pub fn definition_hash(definition: &Value) -> String {
-    canonical_hash(&serde_json::json!({
-        "description": definition.get("description"),
-        "inputSchema": definition.get("inputSchema"),
-        "annotations": definition.get("annotations"),
-    }))
+    let mut bytes = Vec::with_capacity(256);
+    // The keys in sorted order, as `write_canonical` writes an object's.
+    for (i, key) in ["annotations", "description", "inputSchema"].into_iter().enumerate() {
+        bytes.extend_from_slice(if i == 0 { b"{\"" } else { b",\"" });
+        bytes.extend_from_slice(key.as_bytes());
+        bytes.extend_from_slice(b"\":");
+        write_canonical(definition.get(key).unwrap_or(&Value::Null), &mut bytes);
+    }
+    bytes.push(b'}');
+    hex_digest(&bytes)
 }
 
 #[cfg(test)]
@@ -81,6 +93,21 @@ mod tests {
         let mut bytes = Vec::new();
         write_canonical(&a, &mut bytes);
         assert_eq!(String::from_utf8(bytes).unwrap(), r#"{"a":null,"b":{"x":[{"c":"é","d":1}],"y":1}}"#);
+    }
+
+    #[test]
+    fn a_definition_hash_is_that_of_its_three_fields_as_one_object() {
+        let tool = json!({
+            "name": "n",
+            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            "description": "caf\u{e9}",
+            "annotations": {"readOnlyHint": true},
+            "outputSchema": {"type": "object"}
+        });
+        let fields = |t: &Value| json!({"description": t.get("description"), "inputSchema": t.get("inputSchema"), "annotations": t.get("annotations")});
+        assert_eq!(definition_hash(&tool), canonical_hash(&fields(&tool)));
+        let bare = json!({"name": "n"});
+        assert_eq!(definition_hash(&bare), canonical_hash(&fields(&bare)), "absent fields are null");
     }
 
     #[test]

@@ -299,3 +299,61 @@ fn a_tool_served_as_described_shares_its_servers_definition() {
     assert_eq!(namespaced.definition.value()["name"], "a__search");
     assert_eq!(a.parsed()[0]["name"], "search", "the server's list is left as it was");
 }
+
+/// Definitions are held as text and served from it: the `tools/list` a catalogue serves is,
+/// byte for byte, the list its definitions' values serialise to (what it served when it held
+/// values), whatever the key order, escapes and numbers; a record's head is every field but
+/// the schemas, and its whole value is the definition as listed.
+#[test]
+fn a_list_served_from_text_is_byte_for_byte_what_the_values_serialise_to() {
+    let tools = vec![
+        json!({
+            "name": "b_tool",
+            "zeta": 1,
+            "description": "caf\u{e9} \"quoted\" \\ line\nbreak \u{1F600} <tag>",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"z": {"type": "string"}, "a": {"$ref": "#/$defs/A"}},
+                "$defs": {"A": {"type": "integer", "minimum": -1.5e3}}
+            },
+            "annotations": {"readOnlyHint": true, "title": "B"},
+            "alpha": [1.5, null, false, 12345678901234567u64, -0.0]
+        }),
+        json!({
+            "name": "a_tool",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"r": {"type": "array"}}},
+            "execution": {"taskSupport": "optional"}
+        }),
+    ];
+    let catalog = Catalog::new(BTreeMap::new());
+    let listed = ServerTools {
+        server: "s".into(),
+        transport: TransportKind::Http,
+        tools: Arc::new(ServerTools::texts(&tools)),
+    };
+    catalog.rebuild(&[listed], &[]);
+    let mut expected = br#"{"tools":["#.to_vec();
+    serde_json::to_writer(&mut expected, &tools[1]).unwrap();
+    expected.push(b',');
+    serde_json::to_writer(&mut expected, &tools[0]).unwrap();
+    expected.extend_from_slice(b"]}");
+    assert_eq!(
+        String::from_utf8_lossy(&catalog.list_result()),
+        String::from_utf8_lossy(&expected),
+        "the same bytes as the values serialised"
+    );
+    let page = catalog.tool_list().page(None, 1).unwrap();
+    assert_eq!(page.tools, serde_json::to_vec(&tools[1]).unwrap(), "a page is the same text");
+    let b = catalog.get("b_tool").unwrap();
+    assert_eq!(b.definition.value(), tools[0]);
+    assert_eq!(b.definition.text(), tools[0].to_string());
+    assert!(b.definition.head().get("inputSchema").is_none(), "the head leaves the schemas out");
+    assert_eq!(b.definition.head()["annotations"]["title"], "B");
+    assert_eq!(b.definition.field("inputSchema"), tools[0].get("inputSchema").cloned());
+    assert!(b.read_only);
+    let a = catalog.get("a_tool").unwrap();
+    assert_eq!(a.definition.head()["execution"]["taskSupport"], "optional");
+    assert!(a.definition.head().get("outputSchema").is_none());
+    assert_eq!(a.definition.field("outputSchema"), tools[1].get("outputSchema").cloned());
+}
