@@ -243,12 +243,16 @@ impl<'a> Schemas<'a> {
         // The entry's overhead in `"$defs":{…}`: quotes, colon, comma.
         let entry = |name: &str, bytes: usize| name.len() + bytes + 4;
         let stub = |name: &str| json!({"$comment": format!("{name} not expanded: the tool definition would exceed max_tool_definition_bytes")});
+        // A stub's bytes: its text's without the name, plus the name's (a `$defs` name is made
+        // of characters JSON writes as they are, see `slot`), counted without building it.
+        let stub_overhead = json_len(&stub(""));
+        let stub_len = |name: &str| stub_overhead + name.len();
         // Bytes the queued components take at least (each as a stub).
         let mut queued_floor: usize = 0;
         let mut floors: HashMap<usize, usize> = HashMap::new();
         for slot in &queue {
             let name = &self.slots[*slot].name;
-            let floor = entry(name, json_len(&stub(name)));
+            let floor = entry(name, stub_len(name));
             floors.insert(*slot, floor);
             queued_floor += floor;
         }
@@ -265,7 +269,7 @@ impl<'a> Schemas<'a> {
                 let mut fresh_floor = 0;
                 for r in &fresh {
                     let n = &self.slots[*r].name;
-                    fresh_floor += entry(n, json_len(&stub(n)));
+                    fresh_floor += entry(n, stub_len(n));
                 }
                 if out.bytes + cost + queued_floor + fresh_floor <= budget {
                     chosen.push((name, Some(slot)));
@@ -273,7 +277,7 @@ impl<'a> Schemas<'a> {
                     for r in fresh {
                         seen.insert(r);
                         let n = &self.slots[r].name;
-                        let floor = entry(n, json_len(&stub(n)));
+                        let floor = entry(n, stub_len(n));
                         floors.insert(r, floor);
                         queued_floor += floor;
                         queue.push_back(r);
@@ -282,7 +286,7 @@ impl<'a> Schemas<'a> {
                 }
                 cutting = true;
             }
-            out.bytes += entry(&name, json_len(&stub(&name)));
+            out.bytes += entry(&name, stub_len(&name));
             chosen.push((name.clone(), None));
             out.cut.push(name);
         }

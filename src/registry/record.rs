@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub use super::hash::{canonical_hash, definition_hash};
+pub use super::hash::{canonical_hash, definition_hash, schema_and_definition_hashes};
 use crate::{config::TransportKind, validation::ArgumentSchema};
 
 /// A tool as the gateway exposes it.

@@ -15,7 +15,9 @@ use crate::{
     config::TransportKind,
     registry::{
         entry::{RegistryEntry, ServerRef},
-        record::{Control, Definition, ToolRecord, canonical_hash, definition_hash},
+        record::{
+            Control, Definition, ToolRecord, canonical_hash, definition_hash, schema_and_definition_hashes,
+        },
     },
     tool_control::{Controlled, META_TOOLS, ToolOverrides},
 };
@@ -115,7 +117,7 @@ impl Catalog {
         let definition = Definition::of(tool, text, exposed);
         let empty_schema = serde_json::json!({"type": "object"});
         let input_schema = tool.get("inputSchema").unwrap_or(&empty_schema);
-        let schema_hash = canonical_hash(input_schema);
+        let (schema_hash, definition_hash) = schema_and_definition_hashes(tool, &empty_schema);
         let schema = self.schemas.get_or_compile(&schema_hash, input_schema, exposed);
         let hint = |key: &str| {
             tool.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_bool).unwrap_or(false)
@@ -125,7 +127,7 @@ impl Catalog {
             upstream_name: upstream.into(),
             server: server.server.as_str().into(),
             transport: server.transport,
-            definition_hash: definition_hash(tool),
+            definition_hash,
             definition,
             schema_hash,
             schema,
