@@ -156,12 +156,6 @@ impl From<Value> for Definition {
     }
 }
 
-impl PartialEq<Value> for Definition {
-    fn eq(&self, other: &Value) -> bool {
-        self.value() == *other
-    }
-}
-
 /// What catalogue control left on a tool for its calls.
 #[derive(Debug, Clone, Default)]
 pub struct Control {
