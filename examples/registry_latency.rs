@@ -29,7 +29,7 @@ async fn main() {
         &[ServerTools {
             server: "catalog".into(),
             transport: TransportKind::Http,
-            tools: tools["tools"].as_array().unwrap().clone().into(),
+            tools: ServerTools::texts(tools["tools"].as_array().unwrap()).into(),
         }],
         &[],
     );

@@ -47,6 +47,7 @@ fn matches(rule: &ApprovalRule, caller: &Caller, tool: &ToolRecord, arguments: &
     }
     let hint = |key: &str, default: bool| {
         tool.definition
+            .head()
             .get("annotations")
             .and_then(|a| a.get(key))
             .and_then(Value::as_bool)

@@ -95,6 +95,8 @@ pub(super) fn prepare(config: &mut Config) -> anyhow::Result<()> {
         let max_definition = server.tool_list_bounds(&config.defaults).max_definition_bytes;
         let mapped = openapi::load_file(&PathBuf::from(&spec), &selection, limits, max_definition)
             .with_context(|| format!("server {name}: spec"))?;
+        // The parsed document is dropped: its memory goes back to the system now.
+        crate::allocator::release_freed();
         server.openapi_document = Some(Arc::new(mapped));
     }
     Ok(())

@@ -171,7 +171,7 @@ pub fn summarize(
     let mut tools_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut all = gateway.catalog().snapshot().tools();
     // The summary is for the orchestrator's model: it names no tool for an MCP App only.
-    all.retain(|t| !crate::protocol::extensions::app_only(&t.definition));
+    all.retain(|t| !crate::protocol::extensions::app_only(t.definition.head()));
     if let Some(view) = view {
         all.retain(|t| view.shows(&t.name));
     }

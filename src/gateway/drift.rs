@@ -40,7 +40,11 @@ impl Gateway {
                 Err(e) => Err(e.to_string()),
             };
             let live = match live {
-                Ok(listing) => listing.tools,
+                Ok(listing) => listing
+                    .tools
+                    .iter()
+                    .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+                    .collect::<Vec<_>>(),
                 Err(reason) => {
                     report.insert(server, json!({"error": reason}));
                     continue;

@@ -30,7 +30,7 @@ use crate::{
     policy::ToolView,
     registry::{
         ToolRecord,
-        catalog::{Snapshot, ToolList},
+        catalog::{Listed, Snapshot, ToolList},
     },
     resource_uri::CanonicalUri,
 };
@@ -225,6 +225,7 @@ impl Endpoint {
         }
         let hint = |key: &str, default: bool| {
             tool.definition
+                .head()
                 .get("annotations")
                 .and_then(|a| a.get(key))
                 .and_then(Value::as_bool)
@@ -253,7 +254,7 @@ impl Endpoint {
             if control.rename.is_none() && control.description.is_none() {
                 continue;
             }
-            let mut definition = Value::clone(&tool.definition);
+            let mut definition = tool.definition.value();
             if let Some(object) = definition.as_object_mut() {
                 if let Some(rename) = &control.rename {
                     object.insert("name".into(), Value::String(rename.clone()));
@@ -266,8 +267,10 @@ impl Endpoint {
         }
         let listing = snapshot.listing();
         // Ordered by the names this endpoint shows (a rename moves a tool), as pages need.
-        let listed =
-            tools.iter().filter(|t| listing.lists(t)).map(|t| shown.get(&t.name).unwrap_or(&*t.definition));
+        let listed = tools
+            .iter()
+            .filter(|t| listing.lists(t))
+            .map(|t| shown.get(&t.name).map_or(Listed::Text(&t.definition), Listed::Value));
         let list = ToolList::build(listing.meta(), listed);
         ToolView { visible: tools.iter().map(|t| t.name.clone()).collect(), list, shown }
     }

@@ -51,13 +51,14 @@ impl Gateway {
             let offered = match id {
                 tasks::EXTENSION => {
                     modern
-                        && reachable()
-                            .any(|t| tasks::task_support(&t.definition) != tasks::TaskSupport::Forbidden)
+                        && reachable().any(|t| {
+                            tasks::task_support(t.definition.head()) != tasks::TaskSupport::Forbidden
+                        })
                 }
                 extensions::APPS => {
                     handshakes.has(id)
                         || reachable().any(|t| {
-                            t.definition.pointer("/_meta/ui/resourceUri").is_some_and(Value::is_string)
+                            t.definition.head().pointer("/_meta/ui/resourceUri").is_some_and(Value::is_string)
                         })
                 }
                 // Read from the federation's index, which knows every server's skills list
@@ -81,17 +82,16 @@ impl Gateway {
         let snapshot = self.catalog().snapshot();
         let Some(view) = view else { return snapshot.apps_tool_list() };
         let tools = snapshot.tools();
-        if !tools.iter().any(|t| view.shows(&t.name) && extensions::app_only(&t.definition)) {
+        if !tools.iter().any(|t| view.shows(&t.name) && extensions::app_only(t.definition.head())) {
             return view.list.clone();
         }
         let listing = snapshot.listing();
-        let mut listed: Vec<&Value> = tools
+        let mut listed: Vec<_> = tools
             .iter()
             .filter(|t| view.shows(&t.name) && listing.lists_for_apps(t))
-            .map(|t| view.definition(t))
+            .map(|t| view.listed(t))
             .collect();
-        let name = |d: &Value| d.get("name").and_then(Value::as_str).map(str::to_owned).unwrap_or_default();
-        listed.sort_by_cached_key(|d| name(d));
+        listed.sort_by_cached_key(|l| l.name().to_owned());
         ToolList::build(listing.meta(), listed.into_iter())
     }
 }

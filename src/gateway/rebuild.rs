@@ -77,19 +77,19 @@ impl Gateway {
                 let statics = &upstream.config.tools;
                 listed.transport = upstream.transport;
                 if !upstream.config.discover {
-                    listed.tools = Arc::new(statics.clone());
+                    listed.tools = Arc::new(ServerTools::texts(statics));
                 } else if !statics.is_empty() {
-                    let mut tools: Vec<_> = listed.tools.as_ref().clone();
+                    let mut tools = listed.parsed();
                     tools.retain(|t| !statics.iter().any(|s| s.get("name") == t.get("name")));
                     tools.extend(statics.iter().cloned());
-                    listed.tools = Arc::new(tools);
+                    listed.tools = Arc::new(ServerTools::texts(&tools));
                 }
                 Some(listed)
             })
             .collect();
         for (name, upstream) in &settings.upstreams {
             if !servers.iter().any(|s| s.server == *name) {
-                let tools = Arc::new(upstream.config.tools.clone());
+                let tools = Arc::new(ServerTools::texts(&upstream.config.tools));
                 servers.push(ServerTools { server: name.clone(), transport: upstream.transport, tools });
             }
         }

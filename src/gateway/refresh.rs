@@ -62,7 +62,8 @@ pub const LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(250);
 /// Keeps the last known good tool list of every server between refreshes.
 pub struct Refresher {
     gateway: Arc<Gateway>,
-    known: BTreeMap<String, Arc<Vec<Value>>>,
+    /// Each server's last list, each definition as its JSON text ([`ServerTools::tools`]).
+    known: BTreeMap<String, Arc<Vec<Arc<str>>>>,
     failures: HashMap<String, u32>,
     ttl_hints: HashMap<String, Duration>,
     /// When each discovering server's `tools/list` is read next.
@@ -85,7 +86,7 @@ impl Refresher {
             .settings()
             .upstreams
             .iter()
-            .map(|(name, u)| (name.clone(), Arc::new(u.config.tools.clone())))
+            .map(|(name, u)| (name.clone(), Arc::new(ServerTools::texts(&u.config.tools))))
             .collect();
         Self {
             gateway,
@@ -150,8 +151,13 @@ impl Refresher {
                     // Static descriptions win over discovered ones of the same name.
                     let statics = &upstream.config.tools;
                     let mut tools = listing.tools;
-                    tools.retain(|t| !statics.iter().any(|s| s.get("name") == t.get("name")));
-                    tools.extend(statics.iter().cloned());
+                    if !statics.is_empty() {
+                        tools.retain(|t| {
+                            let name = ServerTools::name_of(t);
+                            !statics.iter().any(|s| s.get("name").and_then(Value::as_str) == name.as_deref())
+                        });
+                        tools.extend(ServerTools::texts(statics));
+                    }
                     if self.known.get(&name).is_none_or(|known| **known != tools) {
                         changed = true;
                         // The list it replaces is released on the blocking pool: freeing thousands
@@ -324,7 +330,7 @@ impl Refresher {
             self.gateway.readiness.set_server_result(name, None);
         }
         for (name, upstream) in &settings.upstreams {
-            let statics = Arc::new(upstream.config.tools.clone());
+            let statics = Arc::new(ServerTools::texts(&upstream.config.tools));
             if !upstream.config.discover || !self.known.contains_key(name) {
                 self.known.insert(name.clone(), statics);
             }
@@ -525,10 +531,10 @@ async fn pinned(gateway: &Gateway, pins: Arc<PinStore>, servers: Vec<ServerTools
                 let configured = statics.get(&server.server).map(Vec::as_slice).unwrap_or_default();
                 let is_static = |t: &Value| configured.iter().any(|s| s.get("name") == t.get("name"));
                 let (fixed, discovered): (Vec<Value>, Vec<Value>) =
-                    server.tools.iter().cloned().partition(|t| is_static(t));
+                    server.parsed().into_iter().partition(|t| is_static(t));
                 let mut tools = pins.resolve(&server.server, &discovered);
                 tools.extend(fixed);
-                server.tools = Arc::new(tools);
+                server.tools = Arc::new(ServerTools::texts(&tools));
                 server
             })
             .collect()
@@ -540,8 +546,9 @@ async fn pinned(gateway: &Gateway, pins: Arc<PinStore>, servers: Vec<ServerTools
             fallback
                 .into_iter()
                 .map(|mut server| {
-                    server.tools =
-                        Arc::new(fallback_statics.get(&server.server).cloned().unwrap_or_default());
+                    server.tools = Arc::new(ServerTools::texts(
+                        fallback_statics.get(&server.server).map(Vec::as_slice).unwrap_or_default(),
+                    ));
                     server
                 })
                 .collect()

@@ -82,13 +82,13 @@ impl Gateway {
         };
         let ranked = index.ranked(query);
         let matches = ranked.len();
-        let found: Vec<&Value> = ranked
+        let found: Vec<Value> = ranked
             .into_iter()
             .filter(|(name, _)| view.as_ref().is_none_or(|v| v.shows(name)))
             .filter_map(|(name, _)| snapshot.get(name))
             .filter(|tool| !unavailable.contains(tool.server.as_ref()))
             .take(wanted)
-            .map(|tool| view.as_ref().map_or(&*tool.definition, |v| v.definition(tool)))
+            .map(|tool| view.as_ref().map_or_else(|| tool.definition.value(), |v| v.definition(tool)))
             .collect();
         tracing::debug!(query_chars = query.chars().count(), matches, returned = found.len(), "search_tools");
         let listing = json!({ "tools": found });

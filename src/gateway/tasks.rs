@@ -230,7 +230,7 @@ impl Gateway {
             .snapshot()
             .tools()
             .iter()
-            .any(|t| tasks::task_support(&t.definition) != tasks::TaskSupport::Forbidden)
+            .any(|t| tasks::task_support(t.definition.head()) != tasks::TaskSupport::Forbidden)
     }
 
     /// Answers `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel` or `tasks/update`.

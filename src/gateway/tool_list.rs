@@ -13,11 +13,14 @@ use crate::{
     registry::bounds::{Exceeded, ListBounds, Tally},
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
 };
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 /// A server's tools and its freshness hint.
 pub struct Listing {
-    pub tools: Vec<Value>,
+    /// Each definition as compact JSON text, written from its parsed value (so the same
+    /// definition is the same text whatever the server's spacing); kept as text, never the
+    /// whole list as values at once ([`crate::registry::catalog::ServerTools`]).
+    pub tools: Vec<Arc<str>>,
     pub ttl: Option<Duration>,
 }
 
@@ -93,9 +96,9 @@ struct RawPage<'a> {
     ttl_ms: Option<u64>,
 }
 
-/// One page, its definitions counted and parsed.
+/// One page, its definitions counted, parsed and written again as compact text.
 struct Page {
-    tools: Vec<Value>,
+    tools: Vec<Arc<str>>,
     next_cursor: Option<String>,
     ttl_ms: Option<u64>,
 }
@@ -115,7 +118,8 @@ async fn parse_page(raw: RawResult, mut tally: Tally) -> Result<(Page, Tally), L
         let mut tools = Vec::with_capacity(page.tools.len());
         for definition in page.tools {
             tally.item(definition.get().len()).map_err(ListFailure::Refused)?;
-            tools.push(serde_json::from_str::<Value>(definition.get()).map_err(protocol)?);
+            let value = serde_json::from_str::<Value>(definition.get()).map_err(protocol)?;
+            tools.push(Arc::from(value.to_string()));
         }
         let page = Page { tools, next_cursor: page.next_cursor, ttl_ms: page.ttl_ms };
         Ok((page, tally))

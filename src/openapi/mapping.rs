@@ -428,7 +428,7 @@ pub fn map_operation(
         let fitted = match max_definition_bytes.checked_sub(used + own) {
             None => Err(format!("{} bytes without its components", own)),
             Some(_) if refs.is_empty() => Ok(()),
-            Some(budget) => match inliner.defs(&refs, budget) {
+            Some(budget) => match inliner.defs_within(&refs, budget, false) {
                 Ok(defs) if defs.cut.is_empty() => {
                     output["$defs"] = Value::Object(defs.map);
                     Ok(())

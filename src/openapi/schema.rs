@@ -221,19 +221,38 @@ impl<'a> Schemas<'a> {
     /// fit and the others become open schemas with a `$comment` (listed in [`Defs::cut`]);
     /// `Err` when even that does not fit, or a component cannot be converted.
     pub fn defs(&mut self, refs: &BTreeSet<usize>, budget: usize) -> Result<Defs, String> {
+        self.defs_within(refs, budget, true)
+    }
+
+    /// [`Self::defs`]; with `cut_allowed` false, a result that needed a cut has its `cut`
+    /// listed but its `map` left empty: the caller discards it (an output schema is served
+    /// whole or not at all), so no component body is copied for it. Bodies are copied once the
+    /// walk is done, never for a walk whose result is thrown away.
+    pub fn defs_within(
+        &mut self,
+        refs: &BTreeSet<usize>,
+        budget: usize,
+        cut_allowed: bool,
+    ) -> Result<Defs, String> {
         let mut out = Defs::default();
+        // In `$defs` order: a component's slot (its body) or `None` (a stub, in `cut`).
+        let mut chosen: Vec<(String, Option<usize>)> = Vec::new();
         let mut queue: VecDeque<usize> = refs.iter().copied().collect();
         let mut seen: HashSet<usize> = refs.iter().copied().collect();
         let mut cutting = false;
         // The entry's overhead in `"$defs":{…}`: quotes, colon, comma.
         let entry = |name: &str, bytes: usize| name.len() + bytes + 4;
         let stub = |name: &str| json!({"$comment": format!("{name} not expanded: the tool definition would exceed max_tool_definition_bytes")});
+        // A stub's bytes: its text's without the name, plus the name's (a `$defs` name is made
+        // of characters JSON writes as they are, see `slot`), counted without building it.
+        let stub_overhead = json_len(&stub(""));
+        let stub_len = |name: &str| stub_overhead + name.len();
         // Bytes the queued components take at least (each as a stub).
         let mut queued_floor: usize = 0;
         let mut floors: HashMap<usize, usize> = HashMap::new();
         for slot in &queue {
             let name = &self.slots[*slot].name;
-            let floor = entry(name, json_len(&stub(name)));
+            let floor = entry(name, stub_len(name));
             floors.insert(*slot, floor);
             queued_floor += floor;
         }
@@ -250,16 +269,15 @@ impl<'a> Schemas<'a> {
                 let mut fresh_floor = 0;
                 for r in &fresh {
                     let n = &self.slots[*r].name;
-                    fresh_floor += entry(n, json_len(&stub(n)));
+                    fresh_floor += entry(n, stub_len(n));
                 }
                 if out.bytes + cost + queued_floor + fresh_floor <= budget {
-                    let body = self.ensure(slot)?.body.clone();
-                    out.map.insert(name, body);
+                    chosen.push((name, Some(slot)));
                     out.bytes += cost;
                     for r in fresh {
                         seen.insert(r);
                         let n = &self.slots[r].name;
-                        let floor = entry(n, json_len(&stub(n)));
+                        let floor = entry(n, stub_len(n));
                         floors.insert(r, floor);
                         queued_floor += floor;
                         queue.push_back(r);
@@ -268,15 +286,24 @@ impl<'a> Schemas<'a> {
                 }
                 cutting = true;
             }
-            let body = stub(&name);
-            out.bytes += entry(&name, json_len(&body));
-            out.map.insert(name.clone(), body);
+            out.bytes += entry(&name, stub_len(&name));
+            chosen.push((name.clone(), None));
             out.cut.push(name);
         }
         if out.bytes > budget {
             return Err(format!(
                 "its schemas' components take more than the {budget} bytes its definition may still take"
             ));
+        }
+        if !cut_allowed && !out.cut.is_empty() {
+            return Ok(out);
+        }
+        for (name, slot) in chosen {
+            let body = match slot {
+                Some(slot) => self.ensure(slot)?.body.clone(),
+                None => stub(&name),
+            };
+            out.map.insert(name, body);
         }
         Ok(out)
     }
@@ -435,6 +462,13 @@ mod tests {
         assert!(defs.bytes <= 1200);
         let last = &defs.map[defs.cut.last().unwrap().as_str()];
         assert!(last["$comment"].as_str().unwrap().contains("not expanded"), "{last}");
+        // Where a cut is not allowed (an output schema: whole or nothing), the same walk says
+        // what would be cut and copies no component for a result that is thrown away.
+        let refused = schemas.defs_within(&l0.refs, 1200, false).unwrap();
+        assert_eq!((refused.cut.clone(), refused.bytes), (defs.cut.clone(), defs.bytes));
+        assert!(refused.map.is_empty(), "{:?}", refused.map.keys());
+        let whole = schemas.defs_within(&l0.refs, 1 << 20, false).unwrap();
+        assert_eq!(whole.map, schemas.defs(&l0.refs, 1 << 20).unwrap().map, "the same $defs when all fit");
         assert!(schemas.defs(&l0.refs, 10).is_err(), "not even the stubs fit");
     }
 }

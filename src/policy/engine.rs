@@ -290,6 +290,7 @@ fn item_entities(item: SurfaceItem<'_>) -> Option<(EntityUid, [Entity; 2])> {
 fn tool_entities(tool: &ToolRecord) -> Option<(EntityUid, [Entity; 2])> {
     let hint = |key: &str, default: bool| {
         tool.definition
+            .head()
             .get("annotations")
             .and_then(|a| a.get(key))
             .and_then(Value::as_bool)

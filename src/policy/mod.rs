@@ -30,7 +30,7 @@ use crate::{
     identity::Caller,
     registry::{
         ToolRecord,
-        catalog::{Snapshot, ToolList},
+        catalog::{Listed, Snapshot, ToolList},
     },
 };
 
@@ -52,9 +52,16 @@ impl ToolView {
         self.visible.contains(tool)
     }
 
-    /// The definition of `tool` as this view's caller sees it.
-    pub fn definition<'a>(&'a self, tool: &'a ToolRecord) -> &'a serde_json::Value {
-        self.shown.get(&tool.name).unwrap_or(&*tool.definition)
+    /// The definition of `tool` as this view's caller sees it (the catalogue's parsed from
+    /// its text, see [`crate::registry::record::Definition`]).
+    pub fn definition(&self, tool: &ToolRecord) -> serde_json::Value {
+        self.shown.get(&tool.name).cloned().unwrap_or_else(|| tool.definition.value())
+    }
+
+    /// The entry of `tool` in a list built for this view's caller: the catalogue's text, or
+    /// the definition this view shows instead.
+    pub fn listed<'a>(&'a self, tool: &'a ToolRecord) -> Listed<'a> {
+        self.shown.get(&tool.name).map_or(Listed::Text(&tool.definition), Listed::Value)
     }
 }
 
@@ -162,7 +169,7 @@ impl Policy {
         // What `tools/list` holds: every visible tool, or in search mode the meta-tools and
         // the visible pinned tools (the others stay callable, and findable by search).
         let listing = snapshot.listing();
-        let listed = tools.iter().filter(|t| listing.lists(t)).map(|t| &*t.definition);
+        let listed = tools.iter().filter(|t| listing.lists(t)).map(|t| Listed::Text(&t.definition));
         let list = ToolList::build(listing.meta(), listed);
         let view = Arc::new(ToolView {
             visible: tools.iter().map(|t| t.name.clone()).collect(),

@@ -16,7 +16,12 @@ use sha2::{Digest, Sha256};
 pub fn canonical_hash(value: &Value) -> String {
     let mut bytes = Vec::with_capacity(128);
     write_canonical(value, &mut bytes);
-    let digest = Sha256::digest(&bytes);
+    hex_digest(&bytes)
+}
+
+/// Short hex SHA-256 of `bytes`.
+fn hex_digest(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(16);
     for b in &digest[..8] {
@@ -68,13 +73,47 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// Hash of what an LLM sees of a tool.
+/// Hash of what an LLM sees of a tool: the canonical hash of
+/// `{"description":…,"inputSchema":…,"annotations":…}` (an absent field `null`), written
+/// straight from the definition rather than from a copy of its schema.
 pub fn definition_hash(definition: &Value) -> String {
-    canonical_hash(&serde_json::json!({
-        "description": definition.get("description"),
-        "inputSchema": definition.get("inputSchema"),
-        "annotations": definition.get("annotations"),
-    }))
+    let mut schema = Vec::new();
+    write_canonical(definition.get("inputSchema").unwrap_or(&Value::Null), &mut schema);
+    definition_hash_with(definition, &schema)
+}
+
+/// [`definition_hash`] given the canonical bytes of the definition's `inputSchema` (`null`
+/// when it has none).
+fn definition_hash_with(definition: &Value, schema: &[u8]) -> String {
+    let mut bytes = Vec::with_capacity(schema.len() + 256);
+    // The keys in sorted order, as `write_canonical` writes an object's.
+    for (i, key) in ["annotations", "description", "inputSchema"].into_iter().enumerate() {
+        bytes.extend_from_slice(if i == 0 { b"{\"" } else { b",\"" });
+        bytes.extend_from_slice(key.as_bytes());
+        bytes.extend_from_slice(b"\":");
+        match key {
+            "inputSchema" => bytes.extend_from_slice(schema),
+            _ => write_canonical(definition.get(key).unwrap_or(&Value::Null), &mut bytes),
+        }
+    }
+    bytes.push(b'}');
+    hex_digest(&bytes)
+}
+
+/// A tool's schema hash ([`canonical_hash`] of its `inputSchema`, `default` when it has
+/// none) and its [`definition_hash`], its schema written canonically once for both.
+pub fn schema_and_definition_hashes(definition: &Value, default: &Value) -> (String, String) {
+    let mut schema = Vec::with_capacity(256);
+    match definition.get("inputSchema") {
+        Some(input) => {
+            write_canonical(input, &mut schema);
+            (hex_digest(&schema), definition_hash_with(definition, &schema))
+        }
+        None => {
+            write_canonical(default, &mut schema);
+            (hex_digest(&schema), definition_hash_with(definition, b"null"))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +129,26 @@ mod tests {
         let mut bytes = Vec::new();
         write_canonical(&a, &mut bytes);
         assert_eq!(String::from_utf8(bytes).unwrap(), r#"{"a":null,"b":{"x":[{"c":"é","d":1}],"y":1}}"#);
+    }
+
+    #[test]
+    fn a_definition_hash_is_that_of_its_three_fields_as_one_object() {
+        let tool = json!({
+            "name": "n",
+            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            "description": "caf\u{e9}",
+            "annotations": {"readOnlyHint": true},
+            "outputSchema": {"type": "object"}
+        });
+        let fields = |t: &Value| json!({"description": t.get("description"), "inputSchema": t.get("inputSchema"), "annotations": t.get("annotations")});
+        assert_eq!(definition_hash(&tool), canonical_hash(&fields(&tool)));
+        let bare = json!({"name": "n"});
+        assert_eq!(definition_hash(&bare), canonical_hash(&fields(&bare)), "absent fields are null");
+        let default = json!({"type": "object"});
+        for t in [&tool, &bare] {
+            let schema = canonical_hash(t.get("inputSchema").unwrap_or(&default));
+            assert_eq!(schema_and_definition_hashes(t, &default), (schema, definition_hash(t)));
+        }
     }
 
     #[test]

@@ -35,8 +35,8 @@ pub fn value_heap(value: &Value) -> usize {
 /// One server's share, in estimated bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ServerMemory {
-    /// Its tools in the catalogue: each record's definition (as callers see it) and its share
-    /// of the serialised `tools/list` answer.
+    /// Its tools in the catalogue: each record's definition (its JSON text and its parsed
+    /// head, every field but the schemas) and its share of the serialised `tools/list` answer.
     pub tools: usize,
     /// Its input schemas kept for validation, as text (each distinct schema once; a schema
     /// compiled at a first call also holds a validator, not counted) and how many of them are

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub use super::hash::{canonical_hash, definition_hash};
+pub use super::hash::{canonical_hash, definition_hash, schema_and_definition_hashes};
 use crate::{config::TransportKind, validation::ArgumentSchema};
 
 /// A tool as the gateway exposes it.
@@ -56,51 +56,103 @@ impl ToolRecord {
     }
 }
 
-/// A tool's definition as callers see it: the value in its server's list itself, shared (not
-/// copied) when the catalogue serves it as the server described it under its own name, else a
-/// value of its own (renamed, namespaced, under catalogue control). A server's list is held by
-/// the refresher until the server lists again; the catalogue built from it lends from it,
-/// so a catalogue of 10,000 definitions holds them once, not twice.
+/// A tool's definition as callers see it, held as its compact JSON text (what `tools/list`,
+/// the exports and `search_tools` serve, byte for byte) and a parsed head: every field but the
+/// schemas (`name`, `description`, `annotations`, `execution`, …), which is what the call path,
+/// policy and reports read. A definition as a `serde_json::Value` takes about 8.7× its text
+/// (a map node per small schema object), so a catalogue of thousands of definitions (an
+/// OpenAPI document's) holds them as text: GitHub's REST document 52 MiB of values against 5 MiB
+/// of text. The whole value is parsed from the text for the rare reader that needs it
+/// ([`Definition::value`]).
 #[derive(Debug, Clone)]
-pub enum Definition {
-    Shared(Arc<Vec<Value>>, usize),
-    Owned(Value),
+pub struct Definition {
+    text: Arc<str>,
+    head: Arc<Value>,
 }
 
+/// The fields not kept in a definition's head (read from its text when needed).
+const SCHEMA_FIELDS: [&str; 2] = ["inputSchema", "outputSchema"];
+
 impl Definition {
-    /// `tool` (an element of `list`) named `name`: shared when it already has that name.
-    pub fn of(list: &Arc<Vec<Value>>, tool: &Value, name: &str) -> Self {
-        let start = list.as_ptr() as usize;
-        let at = (tool as *const Value as usize).wrapping_sub(start) / std::mem::size_of::<Value>().max(1);
-        let same = list.get(at).is_some_and(|t| std::ptr::eq(t, tool));
-        if same && tool.get("name").and_then(Value::as_str) == Some(name) {
-            return Definition::Shared(list.clone(), at);
+    /// `tool` under the name `name`. `text`: `tool`'s text in its server's list, shared (not
+    /// copied) when the tool keeps its own name.
+    pub fn of(tool: &Value, text: Option<&Arc<str>>, name: &str) -> Self {
+        if tool.get("name").and_then(Value::as_str) == Some(name) {
+            return match text {
+                Some(text) => Self { text: text.clone(), head: Arc::new(head_of(tool)) },
+                None => Self::from(tool),
+            };
         }
         let mut own = tool.clone();
         own["name"] = Value::String(name.to_string());
-        Definition::Owned(own)
+        Self::from(&own)
     }
 
-    /// Whether it is the server's own value, shared.
-    pub fn is_shared(&self) -> bool {
-        matches!(self, Definition::Shared(..))
+    /// The definition's compact JSON text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Every field but `inputSchema` and `outputSchema`, parsed.
+    pub fn head(&self) -> &Value {
+        &self.head
+    }
+
+    /// The whole definition, parsed from its text.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+
+    /// A field of the definition: from the head, or (a schema) parsed from the text.
+    pub fn field(&self, key: &str) -> Option<Value> {
+        if SCHEMA_FIELDS.contains(&key) {
+            return self.value().get_mut(key).map(Value::take);
+        }
+        self.head.get(key).cloned()
+    }
+
+    /// The definition's `name`.
+    pub fn name(&self) -> Option<&str> {
+        self.head.get("name").and_then(Value::as_str)
+    }
+
+    /// Whether its text is `text` itself (shared with a server's list, not copied).
+    pub fn shares(&self, text: &Arc<str>) -> bool {
+        Arc::ptr_eq(&self.text, text)
+    }
+
+    /// Bytes of its text.
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
     }
 }
 
-impl std::ops::Deref for Definition {
-    type Target = Value;
+impl From<&Value> for Definition {
+    fn from(value: &Value) -> Self {
+        Self { text: value.to_string().into(), head: Arc::new(head_of(value)) }
+    }
+}
 
-    fn deref(&self) -> &Value {
-        match self {
-            Definition::Shared(list, at) => list.get(*at).unwrap_or(&Value::Null),
-            Definition::Owned(value) => value,
-        }
+/// Every field of `definition` but its schemas.
+fn head_of(definition: &Value) -> Value {
+    match definition {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !SCHEMA_FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
 impl From<Value> for Definition {
     fn from(value: Value) -> Self {
-        Definition::Owned(value)
+        Self::from(&value)
     }
 }
 

@@ -135,7 +135,7 @@ fn stem(word: &str) -> String {
 /// The text a tool is found by: its name (twice: names weigh most), title, description and
 /// parameter names.
 fn document(tool: &ToolRecord) -> String {
-    let definition = &tool.definition;
+    let definition = tool.definition.value();
     let text = |key: &str| definition.get(key).and_then(Value::as_str).unwrap_or("");
     let title = match text("title") {
         "" => definition.pointer("/annotations/title").and_then(Value::as_str).unwrap_or(""),

@@ -36,10 +36,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     config::AdminSettings,
     gateway::Gateway,
-    registry::{
-        bounds::json_len,
-        memory::{ServerMemory, value_heap},
-    },
+    registry::memory::{ServerMemory, value_heap},
 };
 
 /// How the admin routes are reached, from `[admin]`.
@@ -280,12 +277,12 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
                 "updated_at": registered.map(|e| e.updated_at.as_str()),
                 "breaker": gateway.configured_upstream(t.server.as_ref()).map(|u| u.breaker.state().name()),
                 "upstream_name": t.upstream_name.as_ref(),
-                "description": t.definition.get("description"),
-                "input_schema": t.definition.get("inputSchema"),
-                "annotations": t.definition.get("annotations"),
+                "description": t.definition.head().get("description"),
+                "input_schema": t.definition.field("inputSchema"),
+                "annotations": t.definition.head().get("annotations"),
                 // MCP Apps: the app it links and its visibility (the playground says what it
                 // does with them).
-                "ui": t.definition.pointer("/_meta/ui"),
+                "ui": t.definition.head().pointer("/_meta/ui"),
                 "control": control_report(gateway.config().tools.get(t.settings_name())),
             })
         })
@@ -340,7 +337,8 @@ pub fn memory_report(gateway: &Gateway) -> BTreeMap<String, ServerMemory> {
     let mut schemas_seen = std::collections::HashSet::new();
     for tool in gateway.catalog().snapshot().tools() {
         let entry = report.entry(tool.server.to_string()).or_default();
-        entry.tools += value_heap(&tool.definition) + json_len(&tool.definition);
+        // Its text, its parsed head, and its copy in the serialised `tools/list`.
+        entry.tools += value_heap(tool.definition.head()) + 2 * tool.definition.len();
         if schemas_seen.insert(tool.schema_hash.clone()) {
             entry.schemas += tool.schema.text_len();
             entry.schemas_compiled += usize::from(tool.schema.is_compiled());

@@ -63,7 +63,7 @@ pub fn export_catalogue(
                     }
                     !hidden
                 })
-                .map(|t| view.map_or(&*t.definition, |v| v.definition(t)).clone()),
+                .map(|t| view.map_or_else(|| t.definition.value(), |v| v.definition(t))),
         )
         .collect();
     let mut body = export::export(format, &tools, options);

@@ -404,6 +404,8 @@ impl Inner {
                 }
                 None => openapi::load_file(std::path::Path::new(&spec), &selection, limits, max_definition),
             };
+            // The parsed document is dropped: its memory goes back to the system now.
+            crate::allocator::release_freed();
             let mut refused = refused.lock().unwrap_or_else(|p| p.into_inner());
             match mapped {
                 Ok(mapped) => {

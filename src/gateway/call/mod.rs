@@ -119,7 +119,7 @@ impl Gateway {
         // A tool for an MCP App only is called by the app's host: to any other caller (and
         // through `call_tool`, which the model calls) it is unknown, as a hidden tool is.
         let resolved = resolved.filter(|tool| {
-            !crate::protocol::extensions::app_only(&tool.definition) || (ctx.apps && !for_the_model)
+            !crate::protocol::extensions::app_only(tool.definition.head()) || (ctx.apps && !for_the_model)
         });
         let Some(tool) = resolved else {
             self.refresh_now.notify_one();
@@ -262,7 +262,7 @@ impl Gateway {
         // is never cached nor shared).
         let server_may_task = task.is_none() && declares_tasks(&params);
         let may_run_as_task = server_may_task
-            && crate::protocol::tasks::task_support(&tool.definition)
+            && crate::protocol::tasks::task_support(tool.definition.head())
                 != crate::protocol::tasks::TaskSupport::Forbidden;
         let meta = params.get("_meta");
         let round = mrtr::Round::of(&params);
@@ -396,7 +396,7 @@ impl Gateway {
             return Ok(Some(task));
         }
         if declares_tasks(params)
-            && crate::protocol::tasks::task_support(&tool.definition)
+            && crate::protocol::tasks::task_support(tool.definition.head())
                 == crate::protocol::tasks::TaskSupport::Required
         {
             return Ok(Some(json!({})));

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{
     handle::{Catalog, ServerTools},
     naming::{Collision, clean, namespaced},
-    pages::ToolList,
+    pages::{Listed, ToolList},
     snapshot::{ByName, Listing, Snapshot},
 };
 use crate::{
@@ -28,7 +28,10 @@ pub(super) struct Candidate<'a> {
     /// Its name on the server.
     pub(super) upstream: &'a str,
     pub(super) server: &'a ServerTools,
-    pub(super) tool: &'a Value,
+    /// Its definition's text in the server's list: parsed when its record is made (one
+    /// definition at a time, never the whole catalogue at once), and shared by the record
+    /// that serves it as it is.
+    pub(super) text: &'a Arc<str>,
 }
 
 impl Catalog {
@@ -37,11 +40,14 @@ impl Catalog {
         super::tests::wait_at_gate(self);
         let control = self.control();
         // tool name → servers offering it, in server order.
-        let mut owners: BTreeMap<&str, Vec<(&ServerTools, &Value)>> = BTreeMap::new();
-        for server in servers {
+        let mut owners: BTreeMap<&str, Vec<(&ServerTools, &Arc<str>)>> = BTreeMap::new();
+        // Only the names are read here; each definition is parsed when its record is made.
+        let names: Vec<Vec<Option<String>>> =
+            servers.iter().map(|s| s.tools.iter().map(|t| ServerTools::name_of(t)).collect()).collect();
+        for (server, names) in servers.iter().zip(&names) {
             let mut seen = HashSet::new();
-            for tool in server.tools.iter() {
-                let Some(name) = tool.get("name").and_then(Value::as_str) else {
+            for (tool, name) in server.tools.iter().zip(names) {
+                let Some(name) = name.as_deref() else {
                     tracing::warn!(server = %server.server, "tool without a name ignored");
                     continue;
                 };
@@ -63,7 +69,7 @@ impl Catalog {
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
         for (name, copies) in &owners {
             // Another server's namespaced alias is that server's, whoever offers it.
-            let mut granted: Vec<(&ServerTools, &Value)> = Vec::with_capacity(copies.len());
+            let mut granted: Vec<(&ServerTools, &Arc<str>)> = Vec::with_capacity(copies.len());
             for (server, tool) in copies {
                 let alias_of = server_prefixes
                     .iter()
@@ -148,7 +154,7 @@ impl Catalog {
                     });
                 }
                 natural.insert(exposed.clone());
-                candidates.push(Candidate { exposed, upstream: name, server, tool });
+                candidates.push(Candidate { exposed, upstream: name, server, text: tool });
             }
         }
         self.serve_candidates(candidates, &mut by_name, &mut collisions);
@@ -185,7 +191,7 @@ impl Catalog {
                 // `search_tools` answers the model: never with a tool for an MCP App only.
                 let sorted: Vec<Arc<ToolRecord>> = list
                     .iter()
-                    .filter(|t| !crate::protocol::extensions::app_only(&t.definition))
+                    .filter(|t| !crate::protocol::extensions::app_only(t.definition.head()))
                     .map(|t| (*t).clone())
                     .collect();
                 Listing::Search {
@@ -195,7 +201,7 @@ impl Catalog {
                 }
             }
         };
-        let listed = list.iter().filter(|t| listing.lists(t)).map(|t| &*t.definition);
+        let listed = list.iter().filter(|t| listing.lists(t)).map(|t| Listed::Text(&t.definition));
         let list = ToolList::build(listing.meta(), listed);
         Snapshot { by_name, list, collisions, listing, aliases: OnceLock::new(), apps_list: OnceLock::new() }
     }
@@ -212,12 +218,19 @@ impl Catalog {
         let control = self.control();
         let mut renamed = Vec::new();
         for candidate in candidates {
+            // A text the refresher kept always parses (it wrote it from a value).
+            let Ok(tool) = serde_json::from_str::<Value>(candidate.text) else { continue };
             let overrides = control.overrides.get(&candidate.exposed);
             let reserved = control.search.is_some() && META_TOOLS.contains(&candidate.exposed.as_str());
             let Some(overrides) = overrides.filter(|o| !o.is_empty()) else {
                 if !reserved {
-                    let record =
-                        self.record(&candidate.exposed, candidate.upstream, candidate.server, candidate.tool);
+                    let record = self.record(
+                        &candidate.exposed,
+                        candidate.upstream,
+                        candidate.server,
+                        &tool,
+                        Some(candidate.text),
+                    );
                     by_name.insert(record.name.clone(), Arc::new(record));
                     continue;
                 }
@@ -233,12 +246,18 @@ impl Catalog {
                     detail: Some("a meta-tool's name in search mode".into()),
                 });
                 if !clash {
-                    let record = self.record(&exposed, candidate.upstream, candidate.server, candidate.tool);
+                    let record = self.record(
+                        &exposed,
+                        candidate.upstream,
+                        candidate.server,
+                        &tool,
+                        Some(candidate.text),
+                    );
                     by_name.insert(record.name.clone(), Arc::new(record));
                 }
                 continue;
             };
-            match overrides.apply(&candidate.exposed, candidate.tool) {
+            match overrides.apply(&candidate.exposed, &tool) {
                 Ok(None) => {}
                 Ok(Some(controlled)) if controlled.name != candidate.exposed => {
                     renamed.push((candidate, controlled))

@@ -28,8 +28,33 @@ use crate::{
 pub struct ServerTools {
     pub server: String,
     pub transport: TransportKind,
-    /// Shared: the refresher keeps each server's last list and lends it to every build.
-    pub tools: Arc<Vec<Value>>,
+    /// Each tool's definition as its compact JSON text (a fraction of the memory of a parsed
+    /// value). Shared: the refresher keeps each server's last list and lends it to every
+    /// build, which parses it for the time of the build.
+    pub tools: Arc<Vec<Arc<str>>>,
+}
+
+impl ServerTools {
+    /// `tools` as kept: each definition's compact JSON text.
+    pub fn texts(tools: &[Value]) -> Vec<Arc<str>> {
+        tools.iter().map(|t| Arc::from(t.to_string())).collect()
+    }
+
+    /// A definition's `name`, read from its text without parsing the rest into values
+    /// (`None`: not an object, or no string `name`).
+    pub fn name_of(text: &str) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            name: Option<String>,
+        }
+        serde_json::from_str::<Named>(text).ok()?.name
+    }
+
+    /// The tools parsed (a text that does not parse, which [`Self::texts`] never makes, is
+    /// left out).
+    pub fn parsed(&self) -> Vec<Value> {
+        self.tools.iter().filter_map(|t| serde_json::from_str(t).ok()).collect()
+    }
 }
 
 /// The catalogue: current snapshot plus what building it needs.
@@ -172,6 +197,10 @@ impl Catalog {
             let before = catalog.snapshot();
             let after = catalog.rebuild(&servers, &registry);
             let changes = changes(&before, &after);
+            // The lists parsed for the build and the snapshot replaced are gone: their memory
+            // goes back to the system now.
+            drop((before, servers, registry));
+            crate::allocator::release_freed();
             (after, changes)
         });
         match rebuilt.await {

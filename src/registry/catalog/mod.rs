@@ -24,5 +24,5 @@ mod tests;
 pub use changes::Changes;
 pub use handle::{Catalog, ServerTools};
 pub use naming::{COLLISION_KINDS, Collision, namespaced};
-pub use pages::{Page, ToolList};
+pub use pages::{Listed, Page, ToolList};
 pub use snapshot::{Listing, Snapshot};

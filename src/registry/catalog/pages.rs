@@ -18,6 +18,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
 
+use crate::registry::record::Definition;
+
 /// The prefix of the gateway's own list cursors (the resources' too).
 const CURSOR_PREFIX: &str = "mcpgw-cursor.";
 /// What a tools cursor's payload starts with (a resources cursor's is a number).
@@ -82,27 +84,57 @@ impl Page {
 
 impl Default for ToolList {
     fn default() -> Self {
-        Self::build(&[], std::iter::empty())
+        Self::build(&[], std::iter::empty::<Listed<'_>>())
+    }
+}
+
+/// A definition a list is written from: a catalogue record's (its text, copied as it is) or a
+/// value (a meta-tool, or one a caller's view edited).
+#[derive(Debug, Clone, Copy)]
+pub enum Listed<'a> {
+    Text(&'a Definition),
+    Value(&'a Value),
+}
+
+impl<'a> Listed<'a> {
+    /// The name the entry lists the tool under.
+    pub fn name(&self) -> &'a str {
+        match *self {
+            Listed::Text(d) => d.name(),
+            Listed::Value(v) => v.get("name").and_then(Value::as_str),
+        }
+        .unwrap_or_default()
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Listed::Text(d) => out.extend_from_slice(d.text().as_bytes()),
+            // A `Value` always serialises.
+            Listed::Value(v) => {
+                let _ = serde_json::to_writer(out, v);
+            }
+        }
     }
 }
 
 impl ToolList {
     /// Serialises `meta` (in that order) then `tools` (ordered here by name).
-    pub fn build<'a>(meta: &'a [Value], tools: impl Iterator<Item = &'a Value>) -> Self {
-        let name_of = |d: &Value| d.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let mut tools: Vec<(String, &Value)> = tools.map(|d| (name_of(d), d)).collect();
-        tools.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut whole = Vec::with_capacity(64 * (meta.len() + tools.len()) + 16);
+    pub fn build<'a>(meta: &'a [Value], tools: impl Iterator<Item = Listed<'a>>) -> Self {
+        let mut tools: Vec<(&str, Listed<'a>)> = tools.map(|d| (d.name(), d)).collect();
+        tools.sort_by(|a, b| a.0.cmp(b.0));
+        let size: usize =
+            tools.iter().map(|(_, d)| if let Listed::Text(t) = d { t.len() + 1 } else { 64 }).sum();
+        let mut whole = Vec::with_capacity(size + 64 * meta.len() + 16);
         whole.extend_from_slice(br#"{"tools":["#);
         let mut entries = Vec::with_capacity(meta.len() + tools.len());
-        let all = meta.iter().map(|d| (name_of(d), d)).chain(tools);
+        let meta = meta.iter().map(Listed::Value);
+        let all = meta.clone().map(|d| (d.name(), d)).chain(tools);
         for (i, (name, definition)) in all.enumerate() {
             if i > 0 {
                 whole.push(b',');
             }
             let start = whole.len();
-            // A `Value` always serialises.
-            let _ = serde_json::to_writer(&mut whole, definition);
+            definition.write(&mut whole);
             entries.push(Entry { name: name.into(), start: start as u32, end: whole.len() as u32 });
         }
         whole.extend_from_slice(b"]}");
@@ -224,7 +256,7 @@ mod tests {
     #[test]
     fn pages_cover_the_list_once_in_name_order_and_equal_the_whole_when_it_fits() {
         let defs = tools(&["c", "a", "e", "b", "d"]);
-        let list = ToolList::build(&[], defs.iter());
+        let list = ToolList::build(&[], defs.iter().map(Listed::Value));
         assert_eq!(walk(|_| list.clone(), 2), ["a", "b", "c", "d", "e"]);
         let whole: Value = serde_json::from_slice(&list.whole()).unwrap();
         assert_eq!(whole["tools"].as_array().map(Vec::len), Some(5));
@@ -241,7 +273,7 @@ mod tests {
     #[test]
     fn a_page_result_carries_its_cursor_and_fields() {
         let defs = tools(&["a", "b", "c"]);
-        let list = ToolList::build(&[], defs.iter());
+        let list = ToolList::build(&[], defs.iter().map(Listed::Value));
         let page = list.page(None, 2).unwrap();
         let (head, body, tail) = page.result_parts(r#""ttlMs":5,"#);
         let result: Value = serde_json::from_slice(&[head, body, tail].concat()).unwrap();
@@ -255,14 +287,14 @@ mod tests {
     fn meta_tools_come_first_then_the_tools_by_name() {
         let meta = tools(&["search_tools", "call_tool"]);
         let defs = tools(&["b", "a"]);
-        let list = ToolList::build(&meta, defs.iter());
+        let list = ToolList::build(&meta, defs.iter().map(Listed::Value));
         assert_eq!(walk(|_| list.clone(), 1), ["search_tools", "call_tool", "a", "b"]);
     }
 
     #[test]
     fn foreign_cursors_are_refused() {
         let defs = tools(&["a", "b"]);
-        let list = ToolList::build(&[], defs.iter());
+        let list = ToolList::build(&[], defs.iter().map(Listed::Value));
         let resources_cursor = format!("{CURSOR_PREFIX}{}", URL_SAFE_NO_PAD.encode("100"));
         for cursor in ["", "an upstream's cursor", "mcpgw-cursor.!!", resources_cursor.as_str()] {
             assert_eq!(list.page(Some(cursor), 1).unwrap_err(), FOREIGN_CURSOR, "{cursor}");
@@ -276,7 +308,10 @@ mod tests {
         let before = tools(&["a", "b", "c", "d", "e", "f"]);
         // After the first page (a, b): `a` and `e` removed, `bb` and `aa` added, `c` renamed `z`.
         let after = tools(&["aa", "b", "bb", "d", "f", "z"]);
-        let lists = [ToolList::build(&[], before.iter()), ToolList::build(&[], after.iter())];
+        let lists = [
+            ToolList::build(&[], before.iter().map(Listed::Value)),
+            ToolList::build(&[], after.iter().map(Listed::Value)),
+        ];
         let seen = walk(|i| lists[i.min(1)].clone(), 2);
         assert_eq!(seen, ["a", "b", "bb", "d", "f", "z"]);
         // Every tool there all along (b, d, f) seen exactly once; nothing twice.

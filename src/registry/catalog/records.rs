@@ -15,7 +15,9 @@ use crate::{
     config::TransportKind,
     registry::{
         entry::{RegistryEntry, ServerRef},
-        record::{Control, Definition, ToolRecord, canonical_hash, definition_hash},
+        record::{
+            Control, Definition, ToolRecord, canonical_hash, definition_hash, schema_and_definition_hashes,
+        },
     },
     tool_control::{Controlled, META_TOOLS, ToolOverrides},
 };
@@ -98,7 +100,8 @@ impl Catalog {
     pub fn record_for_entry(&self, entry: &RegistryEntry) -> ToolRecord {
         let transport = TransportKind::parse(&entry.server.transport).unwrap_or(TransportKind::Http);
         let server = ServerTools { server: entry.server.name.clone(), transport, tools: Arc::default() };
-        let mut record = self.record(&entry.tool_name, &entry.tool_name, &server, &entry.tool_definition());
+        let mut record =
+            self.record(&entry.tool_name, &entry.tool_name, &server, &entry.tool_definition(), None);
         record.origin = Some(Arc::new(ServerRef::clone(&entry.server)));
         record
     }
@@ -109,11 +112,12 @@ impl Catalog {
         upstream: &str,
         server: &ServerTools,
         tool: &Value,
+        text: Option<&Arc<str>>,
     ) -> ToolRecord {
-        let definition = Definition::of(&server.tools, tool, exposed);
+        let definition = Definition::of(tool, text, exposed);
         let empty_schema = serde_json::json!({"type": "object"});
         let input_schema = tool.get("inputSchema").unwrap_or(&empty_schema);
-        let schema_hash = canonical_hash(input_schema);
+        let (schema_hash, definition_hash) = schema_and_definition_hashes(tool, &empty_schema);
         let schema = self.schemas.get_or_compile(&schema_hash, input_schema, exposed);
         let hint = |key: &str| {
             tool.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_bool).unwrap_or(false)
@@ -123,7 +127,7 @@ impl Catalog {
             upstream_name: upstream.into(),
             server: server.server.as_str().into(),
             transport: server.transport,
-            definition_hash: definition_hash(&definition),
+            definition_hash,
             definition,
             schema_hash,
             schema,

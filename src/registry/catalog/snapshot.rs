@@ -13,7 +13,10 @@ use std::{
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::{naming::Collision, pages::ToolList};
+use super::{
+    naming::Collision,
+    pages::{Listed, ToolList},
+};
 use crate::{
     export::names,
     protocol::extensions,
@@ -50,14 +53,14 @@ impl Listing {
     /// never a tool for an MCP App only, whose model must not see it
     /// ([`extensions::app_only`]).
     pub fn lists(&self, tool: &ToolRecord) -> bool {
-        !extensions::app_only(&tool.definition) && self.lists_name(&tool.name)
+        !extensions::app_only(tool.definition.head()) && self.lists_name(&tool.name)
     }
 
     /// Whether the catalogue tool is in the `tools/list` of a caller that negotiated MCP Apps:
     /// what [`Listing::lists`] lists, and the tools for an app only (its host calls them for
     /// the app and keeps them from the model).
     pub fn lists_for_apps(&self, tool: &ToolRecord) -> bool {
-        extensions::app_only(&tool.definition) || self.lists_name(&tool.name)
+        extensions::app_only(tool.definition.head()) || self.lists_name(&tool.name)
     }
 
     fn lists_name(&self, name: &str) -> bool {
@@ -136,11 +139,14 @@ impl Snapshot {
     pub fn apps_tool_list(&self) -> ToolList {
         self.apps_list
             .get_or_init(|| {
-                if !self.by_name.values().any(|t| extensions::app_only(&t.definition)) {
+                if !self.by_name.values().any(|t| extensions::app_only(t.definition.head())) {
                     return self.list.clone();
                 }
                 let tools = self.tools();
-                let listed = tools.iter().filter(|t| self.listing.lists_for_apps(t)).map(|t| &*t.definition);
+                let listed = tools
+                    .iter()
+                    .filter(|t| self.listing.lists_for_apps(t))
+                    .map(|t| Listed::Text(&t.definition));
                 ToolList::build(self.listing.meta(), listed)
             })
             .clone()

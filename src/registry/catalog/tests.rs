@@ -54,9 +54,9 @@ fn server(name: &str, tools: &[&str]) -> ServerTools {
     ServerTools {
         server: name.into(),
         transport: TransportKind::Http,
-        tools: Arc::new(
-            tools.iter().map(|t| json!({"name": t, "inputSchema": {"type": "object"}})).collect(),
-        ),
+        tools: Arc::new(ServerTools::texts(
+            &tools.iter().map(|t| json!({"name": t, "inputSchema": {"type": "object"}})).collect::<Vec<_>>(),
+        )),
     }
 }
 
@@ -142,11 +142,11 @@ fn a_rebuild_counts_what_it_added_removed_and_changed() {
     let catalog = Arc::new(Catalog::new(BTreeMap::new()));
     let mut edited = server("a", &["keep", "edit", "drop"]);
     runtime.block_on(catalog.rebuild_off_runtime(vec![edited.clone()], Vec::new()));
-    let mut tools = (*edited.tools).clone();
+    let mut tools = edited.parsed();
     tools.retain(|t| t["name"] != "drop");
     tools[1]["description"] = json!("now says more");
     tools.push(json!({"name": "new", "inputSchema": {"type": "object"}}));
-    edited.tools = Arc::new(tools);
+    edited.tools = Arc::new(ServerTools::texts(&tools));
     let (_, changes) = runtime.block_on(catalog.rebuild_off_runtime(vec![edited], Vec::new()));
     assert_eq!(changes, Changes { added: 1, removed: 1, changed: 1 });
 }
@@ -229,9 +229,9 @@ fn registry_entries_take_their_own_overrides_under_the_configurations() {
     };
     catalog.rebuild(&[], std::slice::from_ref(&entry));
     let record = catalog.get("renamed_entry").unwrap();
-    assert_eq!(record.definition["description"], "from configuration");
+    assert_eq!(record.definition.head()["description"], "from configuration");
     assert_eq!(record.control.as_ref().unwrap().fixed["k"], "v");
-    assert!(record.definition["inputSchema"]["properties"].get("k").is_none());
+    assert!(record.definition.value()["inputSchema"]["properties"].get("k").is_none());
     assert!(catalog.served_record_for_entry(&entry, "entry_tool").is_none(), "not under its old name");
     assert!(catalog.served_record_for_entry(&entry, "renamed_entry").is_some());
 }
@@ -243,7 +243,7 @@ fn the_alias_map_is_built_once_per_snapshot_and_resolves_what_the_exports_give()
     catalog.rebuild(&[server("s", &names)], &[]);
     let snapshot = catalog.snapshot();
     let builds = std::cell::Cell::new(0);
-    let tools: Vec<Value> = snapshot.tools().iter().map(|t| Value::clone(&t.definition)).collect();
+    let tools: Vec<Value> = snapshot.tools().iter().map(|t| t.definition.value()).collect();
     for format in crate::export::Format::ALL {
         let body = crate::export::export(format, &tools, crate::export::Options::default());
         let mapped = body["gateway"]["names"].as_object().cloned().unwrap_or_default();
@@ -292,10 +292,68 @@ fn a_tool_served_as_described_shares_its_servers_definition() {
     let a = server("a", &["search", "only_a"]);
     catalog.rebuild(&[a.clone(), server("b", &["search"])], &[]);
     let only = catalog.get("only_a").unwrap();
-    assert!(only.definition.is_shared(), "no copy of a definition served unchanged");
-    assert!(std::ptr::eq(&*only.definition, &a.tools[1]), "the very value of the server's list");
+    assert!(only.definition.shares(&a.tools[1]), "the very text of the server's list, not a copy");
     let namespaced = catalog.get("a__search").unwrap();
-    assert!(!namespaced.definition.is_shared(), "a renamed tool has its own definition");
-    assert_eq!(namespaced.definition["name"], "a__search");
-    assert_eq!(a.tools[0]["name"], "search", "the server's list is left as it was");
+    assert!(!namespaced.definition.shares(&a.tools[0]), "a renamed tool has its own definition");
+    assert_eq!(namespaced.definition.head()["name"], "a__search");
+    assert_eq!(namespaced.definition.value()["name"], "a__search");
+    assert_eq!(a.parsed()[0]["name"], "search", "the server's list is left as it was");
+}
+
+/// Definitions are held as text and served from it: the `tools/list` a catalogue serves is,
+/// byte for byte, the list its definitions' values serialise to (what it served when it held
+/// values), whatever the key order, escapes and numbers; a record's head is every field but
+/// the schemas, and its whole value is the definition as listed.
+#[test]
+fn a_list_served_from_text_is_byte_for_byte_what_the_values_serialise_to() {
+    let tools = vec![
+        json!({
+            "name": "b_tool",
+            "zeta": 1,
+            "description": "caf\u{e9} \"quoted\" \\ line\nbreak \u{1F600} <tag>",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"z": {"type": "string"}, "a": {"$ref": "#/$defs/A"}},
+                "$defs": {"A": {"type": "integer", "minimum": -1.5e3}}
+            },
+            "annotations": {"readOnlyHint": true, "title": "B"},
+            "alpha": [1.5, null, false, 12345678901234567u64, -0.0]
+        }),
+        json!({
+            "name": "a_tool",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"r": {"type": "array"}}},
+            "execution": {"taskSupport": "optional"}
+        }),
+    ];
+    let catalog = Catalog::new(BTreeMap::new());
+    let listed = ServerTools {
+        server: "s".into(),
+        transport: TransportKind::Http,
+        tools: Arc::new(ServerTools::texts(&tools)),
+    };
+    catalog.rebuild(&[listed], &[]);
+    let mut expected = br#"{"tools":["#.to_vec();
+    serde_json::to_writer(&mut expected, &tools[1]).unwrap();
+    expected.push(b',');
+    serde_json::to_writer(&mut expected, &tools[0]).unwrap();
+    expected.extend_from_slice(b"]}");
+    assert_eq!(
+        String::from_utf8_lossy(&catalog.list_result()),
+        String::from_utf8_lossy(&expected),
+        "the same bytes as the values serialised"
+    );
+    let page = catalog.tool_list().page(None, 1).unwrap();
+    assert_eq!(page.tools, serde_json::to_vec(&tools[1]).unwrap(), "a page is the same text");
+    let b = catalog.get("b_tool").unwrap();
+    assert_eq!(b.definition.value(), tools[0]);
+    assert_eq!(b.definition.text(), tools[0].to_string());
+    assert!(b.definition.head().get("inputSchema").is_none(), "the head leaves the schemas out");
+    assert_eq!(b.definition.head()["annotations"]["title"], "B");
+    assert_eq!(b.definition.field("inputSchema"), tools[0].get("inputSchema").cloned());
+    assert!(b.read_only);
+    let a = catalog.get("a_tool").unwrap();
+    assert_eq!(a.definition.head()["execution"]["taskSupport"], "optional");
+    assert!(a.definition.head().get("outputSchema").is_none());
+    assert_eq!(a.definition.field("outputSchema"), tools[1].get("outputSchema").cloned());
 }
