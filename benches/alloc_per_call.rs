@@ -234,7 +234,11 @@ fn main() {
         measure("6 tools", &router, &mut next).await;
         let mut tools = mcp_gateway::demo::tools::definitions();
         tools.extend(bulk_tools(10_000));
-        let demo = ServerTools { server: "demo".into(), transport: TransportKind::Http, tools: tools.into() };
+        let demo = ServerTools {
+            server: "demo".into(),
+            transport: TransportKind::Http,
+            tools: ServerTools::texts(&tools).into(),
+        };
         gateway.catalog().rebuild(&[demo], &[]);
         let health = mcp_gateway::gateway::capabilities::server_health(&gateway);
         if !health.is_empty() {

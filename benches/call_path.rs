@@ -29,7 +29,11 @@ fn registry(extra: usize) -> Registry {
     }));
     let catalog = Arc::new(Catalog::new(BTreeMap::new()));
     catalog.rebuild(
-        &[ServerTools { server: "demo".into(), transport: TransportKind::Http, tools: tools.into() }],
+        &[ServerTools {
+            server: "demo".into(),
+            transport: TransportKind::Http,
+            tools: ServerTools::texts(&tools).into(),
+        }],
         &[],
     );
     Registry::new(catalog, None)

@@ -39,7 +39,11 @@ fn catalog() -> Arc<Catalog> {
     let search = SearchConfig { enabled: true, pinned: vec!["manga_search".into()], max_results: 5 };
     let catalog = Arc::new(Catalog::new(BTreeMap::new()).controlled(BTreeMap::new(), &search));
     catalog.rebuild(
-        &[ServerTools { server: "demo".into(), transport: TransportKind::Http, tools: tools.into() }],
+        &[ServerTools {
+            server: "demo".into(),
+            transport: TransportKind::Http,
+            tools: ServerTools::texts(&tools).into(),
+        }],
         &[],
     );
     catalog
