@@ -196,6 +196,29 @@ fn cases() -> BTreeMap<String, (&'static str, Value)> {
                 "server": null, "tool": null, "timeout_ms": 1000, "failure": "closed"
             }]),
         ),
+        (
+            s("approvals.rules"),
+            r#"[{name = "big-cart", tools = ["add_to_cart"], argument = "/quantity", op = ">", value = 5, approver = "user"}]"#,
+            json!([{
+                "name": "big-cart", "tools": ["add_to_cart"], "servers": [], "destructive": null,
+                "read_only": null, "argument": "/quantity", "op": ">", "value": 5, "callers": [],
+                "groups": [], "approver": "user"
+            }]),
+        ),
+        (s("approvals.expiry_secs"), "900", json!(900)),
+        (s("approvals.max_pending"), "64", json!(64)),
+        (s("approvals.max_pending_per_caller"), "4", json!(4)),
+        (s("approvals.public_url"), "https://shop-gateway.example", json!("https://shop-gateway.example")),
+        (s("approvals.elicitation"), "prefer_form", json!("prefer_form")),
+        (s("approvals.user_link_in_answer"), "true", json!(true)),
+        (s("approvals.history"), "50", json!(50)),
+        (
+            s("approvals.bridge"),
+            // The configured server of this test (SERVER).
+            r#"{server = "cat7", tool = "ask_operator", timeout_ms = 5000}"#,
+            json!({"server": SERVER, "tool": "ask_operator", "timeout_ms": 5000}),
+        ),
+        (s("approvals.state_dir"), "/tmp/mcp-gateway-approvals", json!("/tmp/mcp-gateway-approvals")),
         (s("quotas.redis_timeout_ms"), "75", json!(75)),
         (s("quotas.redis_retry_ms"), "1500", json!(1500)),
         (s("quotas.lease_ms"), "90000", json!(90000)),
