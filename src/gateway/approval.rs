@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Gateway, door::CedarApproval, settings::Settings};
+use super::{Gateway, settings::Settings};
 use crate::{
     approvals::{self, Approval, Binding, Gate, Refused, Requirement, rules},
     config::{ApprovalsConfig, Approver},
@@ -16,6 +16,9 @@ use crate::{
     identity::Caller,
     registry::ToolRecord,
 };
+
+/// The approval a deciding Cedar permit asks for: who, and the permit's label.
+pub(super) type CedarApproval = Option<(crate::config::Approver, Arc<str>)>;
 
 /// The path of an approval's page for the caller's user; the secret follows as the fragment
 /// (`#<secret>`), which a browser never sends to a server, a proxy log or a `Referer`.

@@ -32,9 +32,6 @@ use crate::{
     registry::{ToolRecord, record::canonical_hash},
 };
 
-/// The approval a deciding Cedar permit asks for: who, and the permit's label.
-pub(super) type CedarApproval = Option<(crate::config::Approver, Arc<str>)>;
-
 /// A call that passed the door: the tool that runs, its arguments as the server will see
 /// them (fixed arguments set, defaults filled, checked against the schema), the policy's
 /// decision, and the quota permit held until the call ends (dropped with it).
@@ -203,7 +200,7 @@ impl Gateway {
         caller: &Caller,
         request_id: &str,
         tool: &Arc<ToolRecord>,
-    ) -> Result<(Decision, CedarApproval), Box<Refusal>> {
+    ) -> Result<(Decision, super::approval::CedarApproval), Box<Refusal>> {
         let Some(policy) = &settings.policy else { return Ok((Decision::no_policy(), None)) };
         let verdict = policy.decide(caller, tool);
         let outcome = if verdict.allowed { "allow" } else { "deny" };

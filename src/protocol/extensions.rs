@@ -126,16 +126,6 @@ pub fn check_declared(capabilities: Option<&Value>) -> Result<Option<&Map<String
     Ok(Some(declared))
 }
 
-/// The capabilities a request states for its caller: an `initialize`'s `capabilities`, a
-/// 2026-07-28 request's `_meta` client capabilities.
-pub fn stated_capabilities<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a Value> {
-    let params = params?;
-    if method == "initialize" {
-        return params.get("capabilities");
-    }
-    params.get("_meta")?.get(super::mcp::META_CLIENT_CAPABILITIES)
-}
-
 /// SEP-2133's identifier grammar: dot-separated labels (a letter first, a letter or digit
 /// last, hyphens inside), `/`, then a name (alphanumeric at both ends, `.`, `_`, `-` inside).
 pub fn valid_identifier(id: &str) -> bool {

@@ -413,6 +413,16 @@ pub fn forwardable_meta(meta: &Value) -> Option<Map<String, Value>> {
     (!forwarded.is_empty()).then_some(forwarded)
 }
 
+/// The capabilities a request states for its caller: an `initialize`'s `capabilities`, a
+/// 2026-07-28 request's `_meta` client capabilities.
+pub fn stated_capabilities<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a Value> {
+    let params = params?;
+    if method == "initialize" {
+        return params.get("capabilities");
+    }
+    params.get("_meta")?.get(META_CLIENT_CAPABILITIES)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

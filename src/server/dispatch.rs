@@ -121,7 +121,7 @@ impl RequestInfo {
     /// Whether the caller of `message` negotiated MCP Apps: at its session's `initialize`, or
     /// in the request's own client capabilities (2026-07-28).
     pub fn negotiates_apps(&self, message_params: Option<&Value>) -> bool {
-        self.session_apps || extensions::negotiates_apps(extensions::stated_capabilities("", message_params))
+        self.session_apps || extensions::negotiates_apps(mcp::stated_capabilities("", message_params))
     }
 }
 
@@ -441,7 +441,7 @@ pub fn protocol_error(message: &Message, info: &RequestInfo) -> Option<GatewayEr
     // The extensions a caller declares reach its servers as written: bounded and checked
     // first (`protocol::extensions`), refused whole rather than cut.
     if let Err(refused) =
-        extensions::check_declared(extensions::stated_capabilities(&message.method, message.params.as_ref()))
+        extensions::check_declared(mcp::stated_capabilities(&message.method, message.params.as_ref()))
     {
         let mut err = GatewayError::new(Category::BadInput, refused.to_string())
             .with_extra("reason", json!("extensions_refused"));
