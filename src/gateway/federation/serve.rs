@@ -173,27 +173,21 @@ impl Gateway {
             label: Some("resources/read"),
         };
         let mut marks = Vec::new();
-        let result = match self
-            .forward_surface(&server, "resources/read", params, Some(uri.as_str().into()), call)
-            .await
-        {
-            Ok(item) => {
-                let arguments = json!({"uri": uri.as_str()});
-                let check = |item| checked_contents(item, budget);
-                self.release_item(
-                    &settings,
-                    &call.caller,
-                    &subject,
-                    &arguments,
-                    item,
-                    call.deadline,
-                    &mut marks,
-                    check,
-                )
-                .await
-            }
-            Err(err) => Err(self.release_error(&settings, uri.as_str(), &server, err)),
-        };
+        let arguments = json!({"uri": uri.as_str()});
+        let name_header = Some(uri.as_str().into());
+        let check = |item| checked_contents(item, budget);
+        let result = self
+            .forward_and_release(
+                &settings,
+                call,
+                &subject,
+                params,
+                name_header,
+                &arguments,
+                &mut marks,
+                check,
+            )
+            .await;
         self.answered_item(call, started, "resources/read", &shown, &server, result, marks)
     }
 
@@ -231,24 +225,19 @@ impl Gateway {
         params.insert("name".into(), json!(prompt.upstream_name.as_ref()));
         let budget = settings.config.defaults.max_result_bytes;
         let upstream_name = Some(prompt.upstream_name.clone());
-        let result =
-            match self.forward_surface(&prompt.server, "prompts/get", params, upstream_name, call).await {
-                Ok(item) => {
-                    let check = |item| checked_messages(item, budget);
-                    self.release_item(
-                        &settings,
-                        &call.caller,
-                        &subject,
-                        &arguments,
-                        item,
-                        call.deadline,
-                        &mut marks,
-                        check,
-                    )
-                    .await
-                }
-                Err(err) => Err(self.release_error(&settings, &prompt.name, &prompt.server, err)),
-            };
+        let check = |item| checked_messages(item, budget);
+        let result = self
+            .forward_and_release(
+                &settings,
+                call,
+                &subject,
+                params,
+                upstream_name,
+                &arguments,
+                &mut marks,
+                check,
+            )
+            .await;
         self.answered_item(call, started, "prompts/get", &prompt.name, &prompt.server, result, marks)
     }
 
@@ -381,27 +370,57 @@ impl Gateway {
         };
         let (arguments, mut marks) =
             self.guard_item_arguments(&settings, call, started, &subject, &mut params).await?;
-        let result =
-            match self.forward_surface(&server, "completion/complete", params, name_header, call).await {
-                Ok(item) => {
-                    self.release_item(
-                        &settings,
-                        &call.caller,
-                        &subject,
-                        &arguments,
-                        item,
-                        call.deadline,
-                        &mut marks,
-                        checked_completion,
-                    )
-                    .await
-                }
-                Err(err) => Err(self.release_error(&settings, &shown, &server, err)),
-            };
+        let result = self
+            .forward_and_release(
+                &settings,
+                call,
+                &subject,
+                params,
+                name_header,
+                &arguments,
+                &mut marks,
+                checked_completion,
+            )
+            .await;
         self.answered_item(call, started, "completion/complete", &shown, &server, result, marks)
     }
 
     /// Sends one request to `server` through its stack and parses the result.
+    /// Sends a federated request (`subject.label`: its method) to `subject.server` and lets
+    /// what comes back out through the one way out: the answer checked by `check` and passed
+    /// through the after-hooks ([`Gateway::release_item`]), an error through
+    /// [`Gateway::release_error`].
+    #[allow(clippy::too_many_arguments)]
+    async fn forward_and_release(
+        &self,
+        settings: &Settings,
+        call: &SurfaceCall,
+        subject: &Subject<'_>,
+        params: Map<String, Value>,
+        name_header: Option<Arc<str>>,
+        arguments: &Value,
+        marks: &mut Vec<Mark>,
+        check: impl Fn(Value) -> Result<Value, GatewayError>,
+    ) -> Result<Released<Value>, GatewayError> {
+        let method = subject.label.unwrap_or_default();
+        match self.forward_surface(subject.server, method, params, name_header, call).await {
+            Ok(item) => {
+                self.release_item(
+                    settings,
+                    &call.caller,
+                    subject,
+                    arguments,
+                    item,
+                    call.deadline,
+                    marks,
+                    check,
+                )
+                .await
+            }
+            Err(err) => Err(self.release_error(settings, subject.name, subject.server, err)),
+        }
+    }
+
     pub(super) async fn forward_surface(
         &self,
         server: &str,
