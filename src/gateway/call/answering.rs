@@ -3,7 +3,10 @@
 //! caller's retry answering a question the gateway held for it (`backchannel::held`).
 //! Separate from the pipeline because only calls that may ask their caller come here.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use serde_json::{Map, Value, json};
 
@@ -13,11 +16,12 @@ use super::{
 };
 use crate::{
     backchannel::{
-        Notifications,
+        Notifications, Relay,
         held::{self, Asker, Binding, Step, Taken},
     },
     error::{Category, GatewayError},
     gateway::{Gateway, settings::Settings},
+    identity::Caller,
     protocol::{mcp, mrtr},
     registry::ToolRecord,
     resilience::{cache::SharedResult, classify::Outcome},
@@ -40,15 +44,29 @@ impl Gateway {
         ctx: &CallContext,
     ) -> (SharedResult, Ending) {
         let caller = &ctx.caller;
-        let tool = call.admitted.tool();
         // A modern caller's retry answering a question the gateway held for it.
         if let Some(state) = call.round.request_state().filter(|s| held::is_ours(s)) {
-            return self.answer_held(&call, state, ctx).await;
+            return Box::pin(self.answer_held(&call, state, ctx)).await;
         }
         let relay = match &notifications.relay {
             Some(relay) if call.round == mrtr::Round::default() => relay.clone(),
             _ => return self.forward(call, notifications, caller).await,
         };
+        // Boxed: the rounds with a caller are the rare path, and would otherwise grow every
+        // forwarded call's future (benches/alloc_per_call.rs keeps `tools/call`'s small).
+        Box::pin(self.forward_with_rounds(call, notifications, relay, caller)).await
+    }
+
+    /// [`Self::forward_answering`]'s rounds: each `input_required` question of the server
+    /// asked to the caller through `relay`, and the call retried with the answers.
+    async fn forward_with_rounds(
+        &self,
+        call: Forwarded<'_>,
+        notifications: Notifications,
+        relay: Relay,
+        caller: &Arc<Caller>,
+    ) -> (SharedResult, Ending) {
+        let tool = call.admitted.tool();
         let Forwarded { admitted, meta, deadline, task, .. } = call;
         // The caller is asked within the call's time: its own deadline, else the server's (as
         // when a session-era server's request is relayed within that server's call).
