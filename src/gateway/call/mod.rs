@@ -133,17 +133,6 @@ impl Gateway {
         // The caller's arguments as sent are kept (copied) only when an alternative tool may
         // need them: the alternative passes the door on them, under its own rules.
         let raw_arguments = params.remove("arguments");
-        // A session-era caller asking for a task keeps its call's params: needing an approval,
-        // it gets a task of the gateway's own that makes the call once approved.
-        let for_task = (params.contains_key("task")
-            && !mcp::is_modern(params.get("_meta").map(|m| json!({"_meta": m})).as_ref()))
-        .then(|| {
-            let mut kept = params.clone();
-            if let Some(arguments) = &raw_arguments {
-                kept.insert("arguments".into(), arguments.clone());
-            }
-            kept
-        });
         let kept = settings.settings_of(&tool).fallback_tool.is_some().then(|| raw_arguments.clone());
         // Dropping this future while the quotas are asked still records the call.
         let mut unanswered = Unanswered {
@@ -156,67 +145,98 @@ impl Gateway {
             armed: true,
         };
         let deadline = caller_deadline(ctx.deadline, params.get("_meta"));
-        // A 2026-07-28 caller may be asked to approve by an `input_required` question, and its
-        // retry answering it is taken out of the call here (the server never asked it).
-        let modern = mcp::is_modern(params.get("_meta").map(|meta| json!({"_meta": meta})).as_ref())
-            .then(|| super::approval::ModernRound::take(&mut params));
-        let asking = super::approval::Asking {
-            relay: ctx.notifications.relay.as_ref(),
-            deadline,
-            modern: modern.as_ref(),
-        };
-        let admission =
-            self.admit(&settings, &ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, asking);
-        let admitted = match admission.await {
-            Ok(admitted) => admitted,
-            Err(refusal) => {
-                unanswered.armed = false;
-                // An unknown tool (outside the caller's endpoint) names no server.
-                let err = match refusal.error.category {
-                    Category::UnknownTool => refusal.error.with_tool(tool.name.clone()),
-                    _ => refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone()),
-                };
-                let decided = Decided {
-                    decision: refusal.decision,
-                    requested: alias,
-                    ran: None,
-                    guardrails: refusal.guardrails,
-                };
-                // A task-asking caller whose call waits for an approval: a task of the gateway's
-                // own, completed by the call once approved.
-                let approval_id = err
-                    .extra
-                    .as_deref()
-                    .filter(|(key, _)| *key == "approval")
-                    .and_then(|(_, facts)| facts.get("id"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                if err.category == Category::ApprovalRequired
-                    && let (Some(kept), Some(approval)) = (for_task, approval_id)
-                    && matches!(self.task_parameter(&tool, &kept), Ok(Some(_)))
-                {
-                    let created = self.start_approval_task(kept, ctx, &approval);
-                    self.record(ctx, started, Some(&tool), "approval_task", 0, refusal.args_hash, decided);
-                    return created
-                        .and_then(|task| {
-                            serde_json::value::to_raw_value(&task)
-                                .map_err(|e| GatewayError::new(Category::Internal, e.to_string()))
-                        })
-                        .map(Released::search_answer);
+        // What only the door's refusals need (a task-asking caller's params, a modern
+        // caller's approval round) lives in this block, not across the rest of the call.
+        let admitted = {
+            // A session-era caller asking for a task keeps its call's params: needing an approval,
+            // it gets a task of the gateway's own that makes the call once approved.
+            let for_task = (params.contains_key("task")
+                && !mcp::is_modern(params.get("_meta").map(|m| json!({"_meta": m})).as_ref()))
+            .then(|| {
+                let mut kept = params.clone();
+                if let Some(arguments) = &raw_arguments {
+                    kept.insert("arguments".into(), arguments.clone());
                 }
-                // A question for a modern caller (its user's approval): an answer, not an error.
-                if let Some(question) = refusal.question {
-                    self.record(ctx, started, Some(&tool), "input_required", 0, refusal.args_hash, decided);
-                    return Ok(Released::search_answer(question));
+                kept
+            });
+            // A 2026-07-28 caller may be asked to approve by an `input_required` question, and its
+            // retry answering it is taken out of the call here (the server never asked it).
+            let modern = mcp::is_modern(params.get("_meta").map(|meta| json!({"_meta": meta})).as_ref())
+                .then(|| super::approval::ModernRound::take(&mut params));
+            let asking = super::approval::Asking {
+                relay: ctx.notifications.relay.as_ref(),
+                deadline,
+                modern: modern.as_ref(),
+            };
+            let admission =
+                self.admit(&settings, &ctx.caller, &ctx.request_id, tool.clone(), raw_arguments, asking);
+            match admission.await {
+                Ok(admitted) => admitted,
+                Err(refusal) => {
+                    unanswered.armed = false;
+                    // An unknown tool (outside the caller's endpoint) names no server.
+                    let err = match refusal.error.category {
+                        Category::UnknownTool => refusal.error.with_tool(tool.name.clone()),
+                        _ => refusal.error.with_tool(tool.name.clone()).with_server(tool.server.clone()),
+                    };
+                    let decided = Decided {
+                        decision: refusal.decision,
+                        requested: alias,
+                        ran: None,
+                        guardrails: refusal.guardrails,
+                    };
+                    // A task-asking caller whose call waits for an approval: a task of the gateway's
+                    // own, completed by the call once approved.
+                    let approval_id = err
+                        .extra
+                        .as_deref()
+                        .filter(|(key, _)| *key == "approval")
+                        .and_then(|(_, facts)| facts.get("id"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                    if err.category == Category::ApprovalRequired
+                        && let (Some(kept), Some(approval)) = (for_task, approval_id)
+                        && matches!(self.task_parameter(&tool, &kept), Ok(Some(_)))
+                    {
+                        let created = self.start_approval_task(kept, ctx, &approval);
+                        self.record(
+                            ctx,
+                            started,
+                            Some(&tool),
+                            "approval_task",
+                            0,
+                            refusal.args_hash,
+                            decided,
+                        );
+                        return created
+                            .and_then(|task| {
+                                serde_json::value::to_raw_value(&task)
+                                    .map_err(|e| GatewayError::new(Category::Internal, e.to_string()))
+                            })
+                            .map(Released::search_answer);
+                    }
+                    // A question for a modern caller (its user's approval): an answer, not an error.
+                    if let Some(question) = refusal.question {
+                        self.record(
+                            ctx,
+                            started,
+                            Some(&tool),
+                            "input_required",
+                            0,
+                            refusal.args_hash,
+                            decided,
+                        );
+                        return Ok(Released::search_answer(question));
+                    }
+                    // A quota's refusal is the caller's, not an upstream's 429: its own outcome, out
+                    // of the server's error ratio.
+                    let outcome = match err.category {
+                        Category::RateLimited => "quota_refused",
+                        category => category.as_str(),
+                    };
+                    self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
+                    return Err(err);
                 }
-                // A quota's refusal is the caller's, not an upstream's 429: its own outcome, out
-                // of the server's error ratio.
-                let outcome = match err.category {
-                    Category::RateLimited => "quota_refused",
-                    category => category.as_str(),
-                };
-                self.record(ctx, started, Some(&tool), outcome, 0, refusal.args_hash, decided);
-                return Err(err);
             }
         };
         unanswered.args_hash = admitted.args_hash().to_owned();
