@@ -32,10 +32,15 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use base64::Engine;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri, header};
 use serde_json::{Map, Value, json, value::RawValue};
 use tower::Service;
+
+mod origin;
+mod schemes;
+
+pub use origin::{OriginPin, origin_of};
+use schemes::{SchemeValue, is_token_scheme, scheme_value};
 
 use super::{
     CredentialFailure, RawResult, UpstreamError, UpstreamFuture, UpstreamReply, UpstreamRequest,
@@ -107,100 +112,6 @@ fn hash_of(value: impl std::hash::Hash) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     value.hash(&mut hasher);
     hasher.finish()
-}
-
-/// The target of a document without `base_url`: the origin approved (pinned at the first
-/// mapping) with the latest `servers` URL at that origin, and another one the document now
-/// names, waiting for approval.
-#[derive(Debug, Default)]
-pub struct OriginPin {
-    approved: Option<Target>,
-    pending: Option<(Target, u64)>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    /// `scheme://host:port`.
-    origin: String,
-    /// The full `servers` URL calls are made under.
-    url: String,
-}
-
-impl Target {
-    fn of(url: &str) -> Option<Self> {
-        Some(Self { origin: origin_of(url)?, url: url.to_string() })
-    }
-}
-
-/// `scheme://host[:port]` of `url` (the port always written), lower-cased.
-pub fn origin_of(url: &str) -> Option<String> {
-    let parsed = reqwest::Url::parse(url).ok()?;
-    let host = parsed.host_str()?;
-    Some(format!("{}://{}:{}", parsed.scheme(), host, parsed.port_or_known_default()?).to_ascii_lowercase())
-}
-
-impl OriginPin {
-    /// What the document now names: followed at the approved origin, pending at another. The
-    /// first origin is the pin file's when `pins` holds one for `server`, else the offered one
-    /// (then written to `pins`).
-    fn offer(&mut self, server: &str, url: &str, pins: Option<&PinStore>) {
-        let Some(offered) = Target::of(url) else { return };
-        if self.approved.is_none() {
-            match pins.and_then(|p| p.origin(server)) {
-                Some(pinned) => self.approved = Some(Target { url: at_origin(&pinned, url), origin: pinned }),
-                None => {
-                    tracing::info!(server, origin = %offered.origin, "OpenAPI target origin pinned at first mapping");
-                    if let Some(pins) = pins {
-                        pins.pin_origin(server, &offered.origin);
-                    }
-                    self.approved = Some(offered);
-                    self.pending = None;
-                    return;
-                }
-            }
-        }
-        let Some(approved) = &self.approved else { return };
-        if approved.origin == offered.origin {
-            self.approved = Some(offered);
-            self.pending = None;
-            return;
-        }
-        if self.pending.as_ref().is_none_or(|(p, _)| p.origin != offered.origin) {
-            tracing::warn!(
-                server,
-                approved = %approved.origin,
-                offered = %offered.origin,
-                "OpenAPI document names another target origin; calls stay on the approved one until approved (POST /admin/registry/approve {{\"origin\": SERVER}})"
-            );
-        }
-        let since = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let since =
-            self.pending.as_ref().filter(|(p, _)| p.origin == offered.origin).map_or(since, |(_, s)| *s);
-        self.pending = Some((offered, since));
-    }
-
-    /// The pin file's origin for a document mapped before the pins were known: it is the
-    /// approved one, and the document's (when another) waits for approval.
-    fn reconcile(&mut self, server: &str, pins: &PinStore) {
-        match (pins.origin(server), self.approved.take()) {
-            (_, None) => {}
-            (None, Some(approved)) => {
-                pins.pin_origin(server, &approved.origin);
-                self.approved = Some(approved);
-            }
-            (Some(_), Some(mapped)) => self.offer(server, &mapped.url, Some(pins)),
-        }
-    }
-}
-
-/// `url` with its scheme, host and port replaced by `origin`'s (its path and query kept).
-fn at_origin(origin: &str, url: &str) -> String {
-    let (Ok(mut at), Ok(url)) = (reqwest::Url::parse(origin), reqwest::Url::parse(url)) else {
-        return origin.to_string();
-    };
-    at.set_path(url.path());
-    at.set_query(url.query());
-    at.to_string()
 }
 
 impl OpenApiTransport {
@@ -688,166 +599,5 @@ impl Inner {
                 self.settings.server
             ),
         })
-    }
-}
-
-/// Schemes a bearer token from `auth` satisfies.
-fn is_token_scheme(scheme: &Value) -> bool {
-    match scheme.get("type").and_then(Value::as_str) {
-        Some("oauth2" | "openIdConnect") => true,
-        Some("http") => {
-            scheme.get("scheme").and_then(Value::as_str).is_some_and(|s| s.eq_ignore_ascii_case("bearer"))
-        }
-        _ => false,
-    }
-}
-
-/// One scheme's credential on the request.
-enum SchemeValue {
-    Header(HeaderName, HeaderValue),
-    Query(String, String),
-    Cookie(String, String),
-}
-
-fn sensitive(text: String) -> Result<HeaderValue, UpstreamError> {
-    let mut value = HeaderValue::try_from(text).map_err(|_| UpstreamError::Credentials {
-        failure: CredentialFailure::NotConfigured,
-        detail: "a configured secret is not a valid header value".into(),
-    })?;
-    value.set_sensitive(true);
-    Ok(value)
-}
-
-fn scheme_value(
-    name: &str,
-    scheme: &Value,
-    (username, secret): &(Option<String>, String),
-) -> Result<SchemeValue, UpstreamError> {
-    let unusable =
-        |why: String| UpstreamError::Credentials { failure: CredentialFailure::Unavailable, detail: why };
-    match scheme.get("type").and_then(Value::as_str) {
-        Some("apiKey") => {
-            let key = scheme
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| unusable(format!("security scheme {name} has no `name`")))?;
-            match scheme.get("in").and_then(Value::as_str) {
-                Some("header") => {
-                    let header = HeaderName::try_from(key).map_err(|_| {
-                        unusable(format!("security scheme {name}: {key:?} is not a header name"))
-                    })?;
-                    Ok(SchemeValue::Header(header, sensitive(secret.clone())?))
-                }
-                Some("query") => Ok(SchemeValue::Query(key.to_string(), secret.clone())),
-                Some("cookie") => {
-                    Ok(SchemeValue::Cookie(openapi::request::encode(key), openapi::request::encode(secret)))
-                }
-                other => Err(unusable(format!("security scheme {name}: apiKey in {other:?} is not served"))),
-            }
-        }
-        Some("http")
-            if scheme
-                .get("scheme")
-                .and_then(Value::as_str)
-                .is_some_and(|s| s.eq_ignore_ascii_case("basic")) =>
-        {
-            let user = username.as_deref().unwrap_or("");
-            let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{secret}"));
-            Ok(SchemeValue::Header(header::AUTHORIZATION, sensitive(format!("Basic {encoded}"))?))
-        }
-        // HTTP bearer, OAuth 2 and OpenID Connect with a configured token: a bearer header.
-        _ => Ok(SchemeValue::Header(header::AUTHORIZATION, sensitive(format!("Bearer {secret}"))?)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn header_of(value: SchemeValue) -> (String, String) {
-        match value {
-            SchemeValue::Header(name, value) => {
-                assert!(value.is_sensitive(), "secrets are sensitive header values");
-                (name.to_string(), value.to_str().unwrap().to_string())
-            }
-            _ => panic!("not a header"),
-        }
-    }
-
-    #[test]
-    fn the_first_origin_is_pinned_and_another_waits_while_a_path_change_is_followed() {
-        assert_eq!(
-            origin_of("HTTPS://API.Example.com/v1?x=1").as_deref(),
-            Some("https://api.example.com:443")
-        );
-        assert_eq!(origin_of("http://h:8080/").as_deref(), Some("http://h:8080"));
-        assert_eq!(origin_of("/relative"), None);
-        let mut pin = OriginPin::default();
-        pin.offer("s", "https://api.example.com/v1", None);
-        pin.offer("s", "https://api.example.com:443/v2", None);
-        assert_eq!(pin.approved.as_ref().map(|a| a.url.as_str()), Some("https://api.example.com:443/v2"));
-        assert!(pin.pending.is_none(), "the same origin is followed");
-        pin.offer("s", "https://evil.example.net/v2", None);
-        assert_eq!(pin.approved.as_ref().map(|a| a.origin.as_str()), Some("https://api.example.com:443"));
-        assert_eq!(
-            pin.pending.as_ref().map(|(p, _)| p.origin.as_str()),
-            Some("https://evil.example.net:443")
-        );
-        pin.offer("s", "https://api.example.com/v3", None);
-        assert!(pin.pending.is_none(), "back at the approved origin: nothing pending");
-
-        // A pin store's origin wins over a document first seen after a restart.
-        let pins = PinStore::load(None).unwrap();
-        pins.pin_origin("s", "https://api.example.com:443");
-        let mut restarted = OriginPin::default();
-        restarted.offer("s", "https://evil.example.net/v2?k=1", Some(&pins));
-        let approved = restarted.approved.clone().unwrap();
-        assert_eq!(
-            approved.url, "https://api.example.com/v2?k=1",
-            "the approved origin, the document's path"
-        );
-        assert!(restarted.pending.is_some());
-        // A file document mapped before the store was attached is reconciled with it.
-        let mut loaded = OriginPin::default();
-        loaded.offer("s", "https://evil.example.net/", None);
-        loaded.reconcile("s", &pins);
-        assert_eq!(loaded.approved.as_ref().map(|a| a.origin.as_str()), Some("https://api.example.com:443"));
-        assert!(loaded.pending.is_some());
-        let mut fresh = OriginPin::default();
-        fresh.offer("t", "https://first.example/", None);
-        fresh.reconcile("t", &pins);
-        assert_eq!(pins.origin("t").as_deref(), Some("https://first.example:443"), "written to the store");
-    }
-
-    #[test]
-    fn schemes_put_their_secret_where_the_document_says() {
-        let secret = (None, "s3cret".to_string());
-        let header = json!({"type": "apiKey", "in": "header", "name": "X-API-Key"});
-        assert_eq!(
-            header_of(scheme_value("k", &header, &secret).unwrap()),
-            ("x-api-key".into(), "s3cret".into())
-        );
-        let query = json!({"type": "apiKey", "in": "query", "name": "api_key"});
-        assert!(
-            matches!(scheme_value("k", &query, &secret).unwrap(), SchemeValue::Query(n, v) if n == "api_key" && v == "s3cret")
-        );
-        let cookie = json!({"type": "apiKey", "in": "cookie", "name": "session id"});
-        assert!(
-            matches!(scheme_value("k", &cookie, &secret).unwrap(), SchemeValue::Cookie(n, v) if n == "session%20id" && v == "s3cret")
-        );
-        let basic = json!({"type": "http", "scheme": "Basic"});
-        let user = (Some("gateway".to_string()), "pw".to_string());
-        assert_eq!(header_of(scheme_value("b", &basic, &user).unwrap()).1, "Basic Z2F0ZXdheTpwdw==");
-        let bearer = json!({"type": "http", "scheme": "bearer"});
-        assert_eq!(header_of(scheme_value("t", &bearer, &secret).unwrap()).1, "Bearer s3cret");
-        assert!(is_token_scheme(&bearer) && is_token_scheme(&json!({"type": "oauth2"})));
-        assert!(!is_token_scheme(&basic) && !is_token_scheme(&header));
-        let nowhere = json!({"type": "apiKey", "in": "body", "name": "k"});
-        assert!(matches!(scheme_value("k", &nowhere, &secret), Err(UpstreamError::Credentials { .. })));
-        let broken = (None, "line\nbreak".to_string());
-        let Err(UpstreamError::Credentials { detail, .. }) = scheme_value("t", &bearer, &broken) else {
-            panic!()
-        };
-        assert!(!detail.contains("line"), "the error never shows the secret: {detail}");
     }
 }
