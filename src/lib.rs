@@ -34,6 +34,7 @@ pub mod registry;
 pub mod resilience;
 pub mod resource_uri;
 pub mod server;
+pub mod shared_json;
 pub mod singleflight;
 pub mod supervise;
 pub mod telemetry;

@@ -16,6 +16,7 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::protocol::param_headers;
+use crate::shared_json::SharedJson;
 
 /// A compiled input schema.
 pub struct ArgumentSchema {
@@ -24,8 +25,9 @@ pub struct ArgumentSchema {
     /// The tool that first had the schema (named in the warning if it does not compile).
     tool: String,
     /// The schema as JSON text, parsed again to compile it: a catalogue holds thousands of
-    /// schemas and compiles the few called, and text is a fraction of a value's memory.
-    text: Box<str>,
+    /// schemas and compiles the few called, and text is a fraction of a value's memory (its
+    /// `$defs` entries shared with the definitions that have them, [`SharedJson`]).
+    text: SharedJson,
     /// The schema as a value, kept only when calls read it (`x-mcp-header` annotations).
     value: Option<Value>,
     /// The schema's `default`s, gathered once: a call's arguments are walked only along the
@@ -58,7 +60,7 @@ impl ArgumentSchema {
         Self {
             validator: OnceLock::new(),
             tool: tool.to_string(),
-            text: schema.to_string().into_boxed_str(),
+            text: SharedJson::of(schema),
             value: param_headers.then(|| schema.clone()),
             defaults: Defaults::of(schema, schema, 0),
             param_headers,
@@ -73,7 +75,7 @@ impl ArgumentSchema {
     fn validator(&self) -> Option<&jsonschema::Validator> {
         self.validator
             .get_or_init(|| {
-                let parsed = serde_json::from_str::<Value>(&self.text);
+                let parsed = self.text.parse::<Value>();
                 let (validator, problem) = match &parsed {
                     Ok(schema) => build(schema),
                     Err(e) => (None, Some(e.to_string())),
@@ -95,9 +97,9 @@ impl ArgumentSchema {
         self.value.as_ref()
     }
 
-    /// Bytes of the schema's text (what it is kept as).
-    pub fn text_len(&self) -> usize {
-        self.text.len()
+    /// The schema's text (what it is kept as).
+    pub fn text(&self) -> &SharedJson {
+        &self.text
     }
 
     /// Whether calls of this tool may carry `Mcp-Param-*` headers (see [`param_headers`]).

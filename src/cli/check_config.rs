@@ -127,7 +127,7 @@ fn verdict(config: &Config, warnings: usize) -> String {
     for server in config.servers.values() {
         *kinds.entry(server.transport.as_str()).or_default() += 1;
         tools += server.tools.len() + server.file_tools.len();
-        tools += server.openapi_document.as_ref().map_or(0, |mapped| mapped.tool_count);
+        tools += server.openapi_document.as_ref().map_or(0, |mapped| mapped.list.len());
     }
     let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
     let kinds = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) };

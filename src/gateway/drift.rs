@@ -40,11 +40,9 @@ impl Gateway {
                 Err(e) => Err(e.to_string()),
             };
             let live = match live {
-                Ok(listing) => listing
-                    .tools
-                    .iter()
-                    .filter_map(|t| serde_json::from_str::<Value>(t).ok())
-                    .collect::<Vec<_>>(),
+                Ok(listing) => {
+                    listing.tools.iter().filter_map(|t| t.parse::<Value>().ok()).collect::<Vec<_>>()
+                }
                 Err(reason) => {
                     report.insert(server, json!({"error": reason}));
                     continue;

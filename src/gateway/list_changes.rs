@@ -29,7 +29,6 @@ use std::{
     time::Duration,
 };
 
-use bytes::Bytes;
 use tokio::sync::{Notify, watch};
 
 use super::{Gateway, capabilities};
@@ -46,18 +45,11 @@ pub struct ListChanges {
     pending: Mutex<BTreeSet<Arc<str>>>,
     /// Wakes the refresh loop for `pending`.
     pub(super) wake: Notify,
-    /// The last list hashed, so streams of callers who see the same list hash it once.
-    hashed: Mutex<Option<(Bytes, u64)>>,
 }
 
 impl Default for ListChanges {
     fn default() -> Self {
-        Self {
-            generation: watch::channel(0).0,
-            pending: Mutex::default(),
-            wake: Notify::new(),
-            hashed: Mutex::default(),
-        }
+        Self { generation: watch::channel(0).0, pending: Mutex::default(), wake: Notify::new() }
     }
 }
 
@@ -81,22 +73,6 @@ impl ListChanges {
     /// coalesced into the one waiting).
     fn mark(&self, server: &Arc<str>) -> bool {
         self.pending.lock().is_ok_and(|mut p| p.insert(server.clone()))
-    }
-
-    fn list_hash(&self, list: &Bytes) -> u64 {
-        if let Ok(hashed) = self.hashed.lock()
-            && let Some((bytes, hash)) = hashed.as_ref()
-            && bytes.as_ptr() == list.as_ptr()
-            && bytes.len() == list.len()
-        {
-            // The same buffer (kept alive by the memo, so its address cannot be reused).
-            return *hash;
-        }
-        let hash = foldhash::quality::FixedState::with_seed(0x6c69_7374).hash_one(list);
-        if let Ok(mut hashed) = self.hashed.lock() {
-            *hashed = Some((list.clone(), hash));
-        }
-        hash
     }
 }
 
@@ -229,13 +205,15 @@ async fn watch_availability(gateway: Weak<Gateway>) {
 /// equal lists. `apps`: the caller negotiated MCP Apps, so its list holds the tools for an app.
 pub fn fingerprint(gateway: &Gateway, caller: &Caller, apps: bool) -> u64 {
     let view = gateway.tool_view(caller);
+    // Each list hashes itself once (its clones share the hash), so the streams of callers
+    // who see the same list hash it once.
     let list = match &view {
-        _ if apps => gateway.apps_tool_list(view.as_deref()).whole(),
-        Some(view) => view.list.whole(),
-        None => gateway.catalog().list_result(),
+        _ if apps => gateway.apps_tool_list(view.as_deref()).fingerprint(),
+        Some(view) => view.list.fingerprint(),
+        None => gateway.catalog().tool_list().fingerprint(),
     };
     let mut hasher = foldhash::quality::FixedState::with_seed(0x6669_6e67).build_hasher();
-    gateway.list_changes.list_hash(&list).hash(&mut hasher);
+    list.hash(&mut hasher);
     let hidden = gateway.hidden_servers();
     if !hidden.is_empty() {
         let hidden: HashSet<&str> = hidden.iter().map(String::as_str).collect();
@@ -251,17 +229,6 @@ pub fn fingerprint(gateway: &Gateway, caller: &Caller, apps: bool) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_same_buffer_is_hashed_once_and_equal_bytes_hash_equal() {
-        let changes = ListChanges::default();
-        let a = Bytes::from_static(b"{\"tools\":[]}");
-        let b = Bytes::from(b"{\"tools\":[]}".to_vec());
-        let c = Bytes::from(b"{\"tools\":[1]}".to_vec());
-        assert_eq!(changes.list_hash(&a), changes.list_hash(&b));
-        assert_ne!(changes.list_hash(&b), changes.list_hash(&c));
-        assert_eq!(changes.list_hash(&c), changes.list_hash(&c.clone()));
-    }
 
     #[test]
     fn a_pending_mark_coalesces_until_taken() {

@@ -36,6 +36,7 @@ use super::{
     Gateway, Upstream, federation,
     tool_list::{ListFailure, list_tools},
 };
+use crate::shared_json::SharedJson;
 use crate::{
     clock,
     protocol::mcp::Era,
@@ -63,7 +64,7 @@ pub const LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(250);
 pub struct Refresher {
     gateway: Arc<Gateway>,
     /// Each server's last list, each definition as its JSON text ([`ServerTools::tools`]).
-    known: BTreeMap<String, Arc<Vec<Arc<str>>>>,
+    known: BTreeMap<String, Arc<Vec<SharedJson>>>,
     failures: HashMap<String, u32>,
     ttl_hints: HashMap<String, Duration>,
     /// When each discovering server's `tools/list` is read next.
@@ -227,6 +228,10 @@ impl Refresher {
             .observe(started.elapsed().as_secs_f64());
         if changed {
             self.rebuild(started).await;
+        } else {
+            // A list refused after it was read leaves `$defs` entries no text holds (a rebuild
+            // releases them too).
+            crate::shared_json::release_unshared();
         }
         if scan {
             self.federate_registry_servers();

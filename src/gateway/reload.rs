@@ -398,11 +398,13 @@ impl Gateway {
 /// back to, its tools file's and OpenAPI document's contents as loaded).
 fn same_server(running: &Config, new: &Config, name: &str) -> bool {
     let (Some(a), Some(b)) = (running.servers.get(name), new.servers.get(name)) else { return false };
-    let loaded = |server: &crate::config::ServerConfig| {
-        let document = server.openapi_document.as_ref().map(|d| json!([&*d.list, d.server_url, d.schemes]));
-        json!([server.file_tools, document])
-    };
-    same(a, b) && same(&running.defaults, &new.defaults) && loaded(a) == loaded(b)
+    same(a, b)
+        && same(&running.defaults, &new.defaults)
+        && a.file_tools == b.file_tools
+        && match (&a.openapi_document, &b.openapi_document) {
+            (Some(a), Some(b)) => a.list == b.list && a.server_url == b.server_url && a.schemes == b.schemes,
+            (a, b) => a.is_none() && b.is_none(),
+        }
 }
 
 #[cfg(test)]

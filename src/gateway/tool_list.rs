@@ -9,18 +9,19 @@ use serde_json::{Map, Value, json, value::RawValue};
 use tower::ServiceExt;
 
 use super::Upstream;
+use crate::shared_json::SharedJson;
 use crate::{
     registry::bounds::{Exceeded, ListBounds, Tally},
     upstream::{RawResult, UpstreamError, UpstreamReply, UpstreamRequest},
 };
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 /// A server's tools and its freshness hint.
 pub struct Listing {
     /// Each definition as compact JSON text, written from its parsed value (so the same
     /// definition is the same text whatever the server's spacing); kept as text, never the
     /// whole list as values at once ([`crate::registry::catalog::ServerTools`]).
-    pub tools: Vec<Arc<str>>,
+    pub tools: Vec<SharedJson>,
     pub ttl: Option<Duration>,
 }
 
@@ -51,9 +52,20 @@ impl From<UpstreamError> for ListFailure {
 /// Reads every page of a server's `tools/list`, counting it against `bounds` as it goes:
 /// the first bound passed ends the reading and refuses the list.
 pub async fn list_tools(upstream: &Upstream, bounds: ListBounds) -> Result<Listing, ListFailure> {
+    let mut tally = Tally::new(bounds);
+    if let Some(openapi) = &upstream.openapi {
+        // An OpenAPI target's tools are mapped into the texts the catalogue holds: taken as
+        // they are (one page), counted against the same bounds, never written out and parsed
+        // again (Microsoft Graph's would be 85 MB of JSON each refresh).
+        let tools = openapi.tools().await?;
+        tally.page().map_err(ListFailure::Refused)?;
+        for tool in &tools {
+            tally.item(tool.len()).map_err(ListFailure::Refused)?;
+        }
+        return Ok(Listing { tools, ttl: None });
+    }
     let mut listing = Listing { tools: Vec::new(), ttl: None };
     let mut cursor: Option<String> = None;
-    let mut tally = Tally::new(bounds);
     loop {
         tally.page().map_err(ListFailure::Refused)?;
         let mut params = Map::new();
@@ -98,7 +110,7 @@ struct RawPage<'a> {
 
 /// One page, its definitions counted, parsed and written again as compact text.
 struct Page {
-    tools: Vec<Arc<str>>,
+    tools: Vec<SharedJson>,
     next_cursor: Option<String>,
     ttl_ms: Option<u64>,
 }
@@ -119,7 +131,7 @@ async fn parse_page(raw: RawResult, mut tally: Tally) -> Result<(Page, Tally), L
         for definition in page.tools {
             tally.item(definition.get().len()).map_err(ListFailure::Refused)?;
             let value = serde_json::from_str::<Value>(definition.get()).map_err(protocol)?;
-            tools.push(Arc::from(value.to_string()));
+            tools.push(SharedJson::of(&value));
         }
         let page = Page { tools, next_cursor: page.next_cursor, ttl_ms: page.ttl_ms };
         Ok((page, tally))

@@ -81,17 +81,45 @@ impl Budget {
     }
 }
 
+/// Where a value sits in what is parsed, for what is never read ([`Place::child`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// The root of an OpenAPI document.
+    Document,
+    /// Its `components`.
+    Components,
+    /// Anything else (and the root of a file a `$ref` reaches).
+    Any,
+}
+
+impl Place {
+    /// Where the value under `key` sits; `None`: a part no tool is mapped from, read past
+    /// without building it (serde_json skips its text; the YAML parser skips its events, an
+    /// alias without replaying it: the work is bounded by the text). Those parts are the
+    /// document's webhooks (`webhooks`, `x-webhooks`: requests the API sends, not
+    /// operations) and its Example Objects (`components.examples`: referenced only from
+    /// media types' `examples`, which no tool carries). GitHub's REST document: 30% of its
+    /// text, about 15 MB of values at the peak of mapping it.
+    fn child(self, key: &str) -> Option<Place> {
+        match (self, key) {
+            (Place::Document, "webhooks" | "x-webhooks") | (Place::Components, "examples") => None,
+            (Place::Document, "components") => Some(Place::Components),
+            _ => Some(Place::Any),
+        }
+    }
+}
+
 /// Parses `text` as YAML within `budget`.
-pub fn yaml(text: &str, budget: &mut Budget) -> Result<Value, serde_norway::Error> {
+pub fn yaml(text: &str, budget: &mut Budget, place: Place) -> Result<Value, serde_norway::Error> {
     budget.charge::<serde_norway::Error>(SLOT)?;
-    Seed { budget }.deserialize(serde_norway::Deserializer::from_str(text))
+    Seed { budget, place }.deserialize(serde_norway::Deserializer::from_str(text))
 }
 
 /// Parses `text` as JSON within `budget`.
-pub fn json(text: &str, budget: &mut Budget) -> Result<Value, serde_json::Error> {
+pub fn json(text: &str, budget: &mut Budget, place: Place) -> Result<Value, serde_json::Error> {
     budget.charge::<serde_json::Error>(SLOT)?;
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let value = Seed { budget }.deserialize(&mut deserializer)?;
+    let value = Seed { budget, place }.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(value)
 }
@@ -99,6 +127,7 @@ pub fn json(text: &str, budget: &mut Budget) -> Result<Value, serde_json::Error>
 /// One value, its own slot already charged by whoever holds it.
 struct Seed<'a> {
     budget: &'a mut Budget,
+    place: Place,
 }
 
 impl<'de> DeserializeSeed<'de> for Seed<'_> {
@@ -160,7 +189,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
         let mut items = Vec::new();
         loop {
             self.budget.charge(ARRAY_ELEMENT)?;
-            match seq.next_element_seed(Seed { budget: &mut *self.budget })? {
+            match seq.next_element_seed(Seed { budget: &mut *self.budget, place: Place::Any })? {
                 Some(item) => items.push(item),
                 None => return Ok(Value::Array(items)),
             }
@@ -175,8 +204,13 @@ impl<'de> Visitor<'de> for Seed<'_> {
             let Some(key) = access.next_key_seed(KeySeed { budget: &mut *self.budget })? else {
                 return Ok(Value::Object(map));
             };
-            let value = access.next_value_seed(Seed { budget: &mut *self.budget })?;
-            map.insert(key, value);
+            match self.place.child(&key) {
+                Some(place) => {
+                    let value = access.next_value_seed(Seed { budget: &mut *self.budget, place })?;
+                    map.insert(key, value);
+                }
+                None => access.next_value::<de::IgnoredAny>().map(drop)?,
+            }
         }
     }
 }
@@ -248,10 +282,10 @@ mod tests {
         let bomb = wide_aliases(20_000, 20_000);
         assert!(bomb.len() < 150_000, "{} bytes", bomb.len());
         let mut budget = Budget::for_spec_bytes(bomb.len());
-        let err = yaml(&bomb, &mut budget).unwrap_err().to_string();
+        let err = yaml(&bomb, &mut budget, Place::Any).unwrap_err().to_string();
         assert!(err.contains("parse budget"), "{err}");
         let mut budget = Budget::for_spec_bytes(1 << 20);
-        let fine = yaml(&wide_aliases(10, 10), &mut budget).unwrap();
+        let fine = yaml(&wide_aliases(10, 10), &mut budget, Place::Any).unwrap();
         assert_eq!(fine["x-b"][9][9], 0, "aliases within the budget expand as before");
     }
 
@@ -259,14 +293,65 @@ mod tests {
     fn the_values_are_those_of_value_deserialize() {
         let yaml_text = "a: 1\n2: [true, null, 1.5, -3, x]\n? [k]\n: v\nn: .nan\n";
         let mut budget = Budget::for_spec_bytes(1 << 20);
-        let ours = yaml(yaml_text, &mut budget);
+        let ours = yaml(yaml_text, &mut budget, Place::Any);
         let theirs = serde_norway::from_str::<Value>(yaml_text);
         assert_eq!(ours.is_ok(), theirs.is_ok(), "{ours:?} / {theirs:?}");
         let simple = "a: 1\n2: [true, null, 1.5, -3, x]\nn: .nan\nbig: 18446744073709551615\n";
-        assert_eq!(yaml(simple, &mut budget).unwrap(), serde_norway::from_str::<Value>(simple).unwrap());
+        assert_eq!(
+            yaml(simple, &mut budget, Place::Any).unwrap(),
+            serde_norway::from_str::<Value>(simple).unwrap()
+        );
         let json_text = r#"{"a": [1, -2, 2.5, "é\n", {"b": null}], "c": true}"#;
-        assert_eq!(json(json_text, &mut budget).unwrap(), serde_json::from_str::<Value>(json_text).unwrap());
-        assert!(json("{} x", &mut budget).is_err(), "trailing text is refused");
+        assert_eq!(
+            json(json_text, &mut budget, Place::Any).unwrap(),
+            serde_json::from_str::<Value>(json_text).unwrap()
+        );
+        assert!(json("{} x", &mut budget, Place::Any).is_err(), "trailing text is refused");
+    }
+
+    #[test]
+    fn a_documents_webhooks_and_example_objects_are_read_past_and_still_bounded() {
+        let doc = r##"{"openapi": "3.1.0", "paths": {"/a": {"get": {"responses": {"200": {"content": {"application/json":
+            {"examples": {"e": {"$ref": "#/components/examples/big"}}}}}}}}},
+            "webhooks": {"w": {"post": {}}}, "x-webhooks": [1, 2],
+            "components": {"examples": {"big": {"value": [1, 2, 3]}}, "schemas": {"examples": {"type": "string"}}},
+            "x-other": {"webhooks": 1, "components": {"examples": 2}}}"##;
+        let mut budget = Budget::for_spec_bytes(1 << 20);
+        let root = json(doc, &mut budget, Place::Document).unwrap();
+        for unread in ["/webhooks", "/x-webhooks", "/components/examples"] {
+            assert!(root.pointer(unread).is_none(), "{unread} is not built");
+        }
+        // Only at those places: a schema named `examples`, a media type's `examples`, and the
+        // same keys anywhere else are kept.
+        for kept in [
+            "/components/schemas/examples",
+            "/paths/~1a/get/responses/200/content/application~1json/examples",
+            "/x-other/webhooks",
+            "/x-other/components/examples",
+        ] {
+            assert!(root.pointer(kept).is_some(), "{kept} is kept");
+        }
+        let yaml_doc =
+            "openapi: 3.0.3\npaths: {}\nwebhooks: {w: 1}\ncomponents:\n  examples: {e: 1}\n  schemas: {}\n";
+        let root = yaml(yaml_doc, &mut budget, Place::Document).unwrap();
+        assert!(root.get("webhooks").is_none() && root.pointer("/components/examples").is_none());
+        assert!(root.pointer("/components/schemas").is_some());
+        // A file a `$ref` reaches is read whole.
+        let file =
+            json(r#"{"webhooks": 1, "components": {"examples": 2}}"#, &mut budget, Place::Any).unwrap();
+        assert_eq!(file["components"]["examples"], 2);
+        // An alias read past is not replayed: the wide alias bomb there parses within a budget
+        // its expansion (4×10⁸ values) would pass many times over.
+        let bomb = wide_aliases(20_000, 20_000).replace("x-b:", "webhooks:");
+        let mut budget = Budget::for_spec_bytes(bomb.len());
+        let root = yaml(&bomb, &mut budget, Place::Document).unwrap();
+        assert!(root.get("webhooks").is_none());
+        assert_eq!(root["x-a"].as_array().map(Vec::len), Some(20_000));
+        // Nor is anything read past built or charged: many values there fit the smallest budget.
+        let many = format!(r#"{{"webhooks": [{}]}}"#, vec![r#"{"a":1}"#; 20_000].join(","));
+        let mut budget = Budget::for_spec_bytes(many.len() / 64);
+        assert!(json(&many, &mut budget, Place::Document).is_ok());
+        assert!(json(&many, &mut budget, Place::Any).is_err(), "built, they pass it");
     }
 
     #[test]
@@ -274,7 +359,7 @@ mod tests {
         let many = format!("[{}]", vec![r#"{"a":1}"#; 20_000].join(","));
         let mut budget = Budget::for_spec_bytes(many.len() / 64);
         assert!(budget.total() < 20_000 * MAP_NODE);
-        let err = json(&many, &mut budget).unwrap_err().to_string();
+        let err = json(&many, &mut budget, Place::Any).unwrap_err().to_string();
         assert!(err.contains("parse budget"), "{err}");
     }
 }

@@ -15,7 +15,7 @@ use std::{
 
 use serde_json::Value;
 
-use super::budget::Budget;
+use super::budget::{Budget, Place};
 
 /// Why a document was refused: where (file or URL, and a JSON pointer or a line) and why.
 #[derive(Debug, Clone)]
@@ -41,10 +41,12 @@ impl DocError {
 
 /// Parses a document's text: JSON when it starts with `{`, else YAML (a superset), within
 /// `budget` ([`super::budget`]: however its aliases repeat, the value built stays in it).
-pub fn parse(text: &str, source: &str, budget: &mut Budget) -> Result<Value, DocError> {
+/// `place`: [`Place::Document`] for an OpenAPI document's root (the parts no tool is mapped
+/// from are read past, not built), [`Place::Any`] for a file a `$ref` reaches.
+pub fn parse(text: &str, source: &str, budget: &mut Budget, place: Place) -> Result<Value, DocError> {
     let trimmed = text.trim_start_matches('\u{feff}').trim_start();
     if trimmed.starts_with('{') {
-        return super::budget::json(trimmed, budget).map_err(|e| {
+        return super::budget::json(trimmed, budget, place).map_err(|e| {
             DocError::new(
                 source,
                 format!("line {} column {}", e.line(), e.column()),
@@ -52,7 +54,7 @@ pub fn parse(text: &str, source: &str, budget: &mut Budget) -> Result<Value, Doc
             )
         });
     }
-    super::budget::yaml(trimmed, budget).map_err(|e| {
+    super::budget::yaml(trimmed, budget, place).map_err(|e| {
         let at = match e.location() {
             Some(at) => format!("line {} column {}", at.line(), at.column()),
             None => "the document".to_string(),
@@ -254,7 +256,8 @@ impl Documents {
                 )
             })?;
         self.bytes_read += text.len();
-        let value = parse(&text, &location.shown(), &mut self.budget).map_err(|e| e.to_string())?;
+        let value =
+            parse(&text, &location.shown(), &mut self.budget, Place::Any).map_err(|e| e.to_string())?;
         if !value.is_object() {
             return Err(format!("$ref to {file:?}: the file is not a JSON or YAML object"));
         }
@@ -312,14 +315,18 @@ mod tests {
     #[test]
     fn parse_errors_name_the_line() {
         let budget = &mut Budget::for_spec_bytes(1 << 20);
-        let err = parse("{\n \"openapi\": \"3.1.0\",\n \"paths\": {,}\n}", "doc.json", budget).unwrap_err();
+        let err =
+            parse("{\n \"openapi\": \"3.1.0\",\n \"paths\": {,}\n}", "doc.json", budget, Place::Document)
+                .unwrap_err();
         assert_eq!(err.at, "line 3 column 12", "{err}");
-        let err = parse("openapi: 3.0.3\npaths:\n  /a: [\n", "doc.yaml", budget).unwrap_err();
+        let err =
+            parse("openapi: 3.0.3\npaths:\n  /a: [\n", "doc.yaml", budget, Place::Document).unwrap_err();
         assert!(err.at.starts_with("line "), "{err}");
         let yaml = parse(
             "openapi: 3.0.3\npaths:\n  /a:\n    get:\n      responses:\n        200: {description: ok}\n",
             "d",
             budget,
+            Place::Document,
         )
         .unwrap();
         assert!(

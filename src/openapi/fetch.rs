@@ -38,7 +38,7 @@ pub async fn fetch_and_map(
     let text = String::from_utf8(body).with_context(|| format!("{shown} is not UTF-8"))?;
     let (selection, url) = (selection.clone(), url.to_string());
     let mapped = tokio::task::spawn_blocking(move || {
-        map_text(&text, Location::Url(url), &selection, limits, max_definition_bytes)
+        map_text(text, Location::Url(url), &selection, limits, max_definition_bytes)
     })
     .await
     .context("mapping the document")??;

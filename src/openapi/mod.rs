@@ -33,6 +33,8 @@ use std::{
 
 use serde_json::Value;
 
+use crate::shared_json::SharedJson;
+
 use self::{
     document::Documents,
     mapping::{Route, map_operation, name_from_id, name_from_route, unique},
@@ -58,18 +60,16 @@ pub struct Limits {
 
 /// A document mapped: the tools, their call plans, what was skipped or trimmed and why.
 ///
-/// The parsed document is not kept: only this. The tools are kept as the `tools/list` result
-/// text the transport answers with (serialised once, a fraction of the memory the same
-/// definitions take as `serde_json::Value`s); [`Mapped::tools`] parses it for the rare reader
-/// that needs values.
+/// The parsed document is not kept: only this. The tools are kept as their definitions' text
+/// (a fraction of the memory the same definitions take as `serde_json::Value`s, and each
+/// `$defs` component once: [`SharedJson`]), the very texts the catalogue then holds;
+/// [`Mapped::tools`] parses them for the rare reader that needs values.
 #[derive(Debug)]
 pub struct Mapped {
     /// Where the document came from (shown in reports).
     pub source: String,
-    /// `{"tools":[…]}`: the tool definitions in the document's order, as JSON text.
-    pub list: Arc<str>,
-    /// How many tools `list` holds.
-    pub tool_count: usize,
+    /// The tool definitions in the document's order, as JSON text.
+    pub list: Vec<SharedJson>,
     /// Call plans by tool name.
     pub operations: HashMap<String, Arc<Operation>>,
     pub skipped: Vec<Skipped>,
@@ -105,14 +105,22 @@ pub struct Trimmed {
 impl Mapped {
     /// The tool definitions as values (parsed from [`Mapped::list`]).
     pub fn tools(&self) -> Vec<Value> {
-        serde_json::from_str::<Value>(&self.list)
-            .ok()
-            .and_then(|mut v| v.get_mut("tools").map(Value::take))
-            .and_then(|t| match t {
-                Value::Array(tools) => Some(tools),
-                _ => None,
-            })
-            .unwrap_or_default()
+        self.list.iter().filter_map(|t| t.parse().ok()).collect()
+    }
+
+    /// The `tools/list` result, `{"tools":[…]}`, written out.
+    pub fn list_result(&self) -> String {
+        let mut out = Vec::with_capacity(self.list.iter().map(|t| t.len() + 1).sum::<usize>() + 12);
+        out.extend_from_slice(br#"{"tools":["#);
+        for (i, tool) in self.list.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            tool.write_to(&mut out);
+        }
+        out.extend_from_slice(b"]}");
+        // Every definition is UTF-8 JSON text.
+        String::from_utf8(out).unwrap_or_default()
     }
 }
 
@@ -139,12 +147,13 @@ pub fn load_file(
         ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| DocError::new(&shown, "the file", e.to_string()))?;
-    map_text(&text, Location::File(path.to_path_buf()), selection, limits, max_definition_bytes)
+    map_text(text, Location::File(path.to_path_buf()), selection, limits, max_definition_bytes)
 }
 
-/// Checks and maps a document's text, read from `location`.
+/// Checks and maps a document's text, read from `location` (the text is dropped once parsed:
+/// mapping holds the parsed document, not both).
 pub fn map_text(
-    text: &str,
+    text: String,
     location: Location,
     selection: &Selection,
     limits: Limits,
@@ -152,10 +161,12 @@ pub fn map_text(
 ) -> Result<Mapped, DocError> {
     let source = location.shown();
     let mut budget = budget::Budget::for_spec_bytes(limits.max_spec_bytes);
-    let root = document::parse(text, &source, &mut budget)?;
+    let root = document::parse(&text, &source, &mut budget, budget::Place::Document)?;
+    let text_bytes = text.len();
+    drop(text);
     document::check_root(&root, &source)?;
     let mut docs =
-        Documents::new(location.clone(), root, text.len(), limits.max_spec_bytes).with_budget(budget);
+        Documents::new(location.clone(), root, text_bytes, limits.max_spec_bytes).with_budget(budget);
     let root = docs.root_value();
     let empty = serde_json::Map::new();
     let paths = root.get("paths").and_then(Value::as_object).unwrap_or(&empty);
@@ -172,8 +183,7 @@ pub fn map_text(
     let root_security = root.get("security").cloned();
     let mut mapped = Mapped {
         source: source.clone(),
-        list: Arc::from(""),
-        tool_count: 0,
+        list: Vec::new(),
         operations: HashMap::new(),
         skipped: Vec::new(),
         trimmed: Vec::new(),
@@ -186,7 +196,6 @@ pub fn map_text(
         component_bytes: 0,
     };
     let mut hits = select::Hits::default();
-    let mut list = String::from(r#"{"tools":["#);
     let mut taken = HashSet::new();
     let mut list_bytes = 0usize;
     let mut inliner = Schemas::new(&mut docs, limits.max_schema_depth);
@@ -251,7 +260,8 @@ pub fn map_text(
         let name = unique(base, &mut taken);
         match map_operation(&mut inliner, &route, name.clone(), max_definition_bytes) {
             Ok(done) => {
-                let definition = done.definition.to_string();
+                let definition = SharedJson::of(&done.definition);
+                drop(done.definition);
                 // The definitions together stop at the server's catalogue bound: past it the
                 // document is refused, as its list would be, before more is held.
                 list_bytes = list_bytes.saturating_add(definition.len());
@@ -265,11 +275,7 @@ pub fn map_text(
                         ),
                     ));
                 }
-                if mapped.tool_count > 0 {
-                    list.push(',');
-                }
-                list.push_str(&definition);
-                mapped.tool_count += 1;
+                mapped.list.push(definition);
                 for reason in done.trimmed {
                     mapped.trimmed.push(Trimmed {
                         tool: name.clone(),
@@ -290,8 +296,6 @@ pub fn map_text(
     mapped.unmatched_selectors = selection.unmatched(&hits);
     (mapped.components, mapped.component_bytes) = inliner.stats();
     mapped.document_bytes = docs.bytes_read();
-    list.push_str("]}");
-    mapped.list = Arc::from(list);
     Ok(mapped)
 }
 

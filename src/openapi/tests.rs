@@ -10,7 +10,7 @@ fn limits() -> Limits {
 
 fn map(doc: Value, selection: &Selection) -> Mapped {
     map_text(
-        &doc.to_string(),
+        doc.to_string(),
         Location::Url("http://store.test/openapi.json".into()),
         selection,
         limits(),
@@ -60,7 +60,7 @@ fn tool(mapped: &Mapped, name: &str) -> Value {
         .tools()
         .into_iter()
         .find(|t| t["name"] == name)
-        .unwrap_or_else(|| panic!("no tool {name}: {}", mapped.list))
+        .unwrap_or_else(|| panic!("no tool {name}: {}", mapped.list_result()))
 }
 
 #[test]
@@ -115,7 +115,7 @@ fn selection_and_bounds() {
     assert!(mapped.skipped.is_empty(), "an operation not selected is not reported");
     let few = Limits { max_operations: 3, ..limits() };
     let err =
-        map_text(&store().to_string(), Location::Url("http://x/d".into()), &Selection::default(), few, 65536)
+        map_text(store().to_string(), Location::Url("http://x/d".into()), &Selection::default(), few, 65536)
             .unwrap_err();
     assert_eq!(err.at, "/paths");
     assert!(err.reason.contains("max_operations (3)"), "{err}");
@@ -159,16 +159,17 @@ fn data_keywords_and_strings_reused_through_refs_never_expand() {
             max_list_bytes: 8 << 20,
         };
         let mapped = map_text(
-            &doc,
+            doc,
             Location::Url("http://store.test/openapi.yaml".into()),
             &Selection::default(),
             limits,
             64 * 1024,
         )
         .expect("mapped");
-        assert!(mapped.list.len() <= 64 * 1024 + 16, "{} bytes of definitions", mapped.list.len());
+        let bytes = mapped.list_result().len();
+        assert!(bytes <= 64 * 1024 + 16, "{bytes} bytes of definitions");
         assert!(
-            mapped.tool_count + mapped.skipped.len() == 1,
+            mapped.list.len() + mapped.skipped.len() == 1,
             "served or skipped with a reason: {:?}",
             mapped.skipped
         );
@@ -193,14 +194,24 @@ fn the_mapped_definitions_stop_at_the_servers_catalogue_bytes() {
         max_schema_depth: 32,
         max_list_bytes: 8 << 20,
     };
-    let err =
-        map_text(&doc, Location::Url("http://store.test/d".into()), &Selection::default(), limits, 64 * 1024)
-            .expect_err("refused");
+    let err = map_text(
+        doc.clone(),
+        Location::Url("http://store.test/d".into()),
+        &Selection::default(),
+        limits,
+        64 * 1024,
+    )
+    .expect_err("refused");
     assert!(err.reason.contains("max_catalogue_bytes"), "{err}");
     let roomy = Limits { max_list_bytes: 128 << 20, ..limits };
-    let mapped =
-        map_text(&doc, Location::Url("http://store.test/d".into()), &Selection::default(), roomy, 64 * 1024);
-    assert_eq!(mapped.expect("mapped").tool_count, 2_000);
+    let mapped = map_text(
+        doc.clone(),
+        Location::Url("http://store.test/d".into()),
+        &Selection::default(),
+        roomy,
+        64 * 1024,
+    );
+    assert_eq!(mapped.expect("mapped").list.len(), 2_000);
 }
 
 /// A document whose `Repo` answer is large (`fields` properties) and shared by two operations,
@@ -282,7 +293,7 @@ fn an_output_schema_over_the_bound_is_left_out_and_the_operation_kept() {
     assert_eq!(trimmed.len(), 2, "{trimmed:?}");
     assert!(trimmed.iter().all(|(_, r)| r.starts_with("outputSchema left out")), "{trimmed:?}");
     assert!(trimmed[0].1.contains("max_tool_definition_bytes (65536)"), "{trimmed:?}");
-    assert!(mapped.list.len() < 64 * 1024, "both definitions fit their bound");
+    assert!(mapped.list_result().len() < 64 * 1024, "both definitions fit their bound");
     // The input schema keeps its components.
     assert_eq!(tool(&mapped, "repos_update")["inputSchema"]["$defs"]["User"]["type"], "object");
 }

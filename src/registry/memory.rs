@@ -35,18 +35,22 @@ pub fn value_heap(value: &Value) -> usize {
 /// One server's share, in estimated bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ServerMemory {
-    /// Its tools in the catalogue: each record's definition (its JSON text and its parsed
-    /// head, every field but the schemas) and its share of the serialised `tools/list` answer.
+    /// Its tools in the catalogue: each record's definition (its own JSON text, `$defs`
+    /// entries apart, and its parsed head: every field but the schemas).
     pub tools: usize,
-    /// Its input schemas kept for validation, as text (each distinct schema once; a schema
-    /// compiled at a first call also holds a validator, not counted) and how many of them are
-    /// compiled.
+    /// Its input schemas kept for validation, as text (each distinct schema once, `$defs`
+    /// entries apart; a schema compiled at a first call also holds a validator, not counted)
+    /// and how many of them are compiled.
     pub schemas: usize,
     pub schemas_compiled: usize,
+    /// The `$defs` entries its definitions and schemas refer to, each held once for the
+    /// process and counted once here, with the first server seen referring to it.
+    pub shared: usize,
     /// Its resources, resource templates and prompts in the federation's index.
     pub resources: usize,
-    /// What is kept of its OpenAPI document once mapped: the `tools/list` text and the call
-    /// plans (the parsed document itself is dropped after mapping).
+    /// What is kept of its OpenAPI document once mapped besides the catalogue's texts: the
+    /// definitions the catalogue does not share (renamed tools) and the call plans (the parsed
+    /// document itself is dropped after mapping).
     pub documents: usize,
     /// The document's text as read to map it (not kept; for comparison).
     pub document_read: usize,
@@ -55,7 +59,7 @@ pub struct ServerMemory {
 
 impl ServerMemory {
     pub fn finish(mut self) -> Self {
-        self.total = self.tools + self.schemas + self.resources + self.documents;
+        self.total = self.tools + self.schemas + self.shared + self.resources + self.documents;
         self
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use super::hash::{canonical_hash, definition_hash, schema_and_definition_hashes};
-use crate::{config::TransportKind, validation::ArgumentSchema};
+use crate::{config::TransportKind, shared_json::SharedJson, validation::ArgumentSchema};
 
 /// A tool as the gateway exposes it.
 #[derive(Debug)]
@@ -57,7 +57,8 @@ impl ToolRecord {
 }
 
 /// A tool's definition as callers see it, held as its compact JSON text (what `tools/list`,
-/// the exports and `search_tools` serve, byte for byte) and a parsed head: every field but the
+/// the exports and `search_tools` serve, byte for byte; its `$defs` entries shared between
+/// tools, [`SharedJson`]) and a parsed head: every field but the
 /// schemas (`name`, `description`, `annotations`, `execution`, …), which is what the call path,
 /// policy and reports read. A definition as a `serde_json::Value` takes about 8.7× its text
 /// (a map node per small schema object), so a catalogue of thousands of definitions (an
@@ -66,7 +67,7 @@ impl ToolRecord {
 /// ([`Definition::value`]).
 #[derive(Debug, Clone)]
 pub struct Definition {
-    text: Arc<str>,
+    text: SharedJson,
     head: Arc<Value>,
 }
 
@@ -76,7 +77,7 @@ const SCHEMA_FIELDS: [&str; 2] = ["inputSchema", "outputSchema"];
 impl Definition {
     /// `tool` under the name `name`. `text`: `tool`'s text in its server's list, shared (not
     /// copied) when the tool keeps its own name.
-    pub fn of(tool: &Value, text: Option<&Arc<str>>, name: &str) -> Self {
+    pub fn of(tool: &Value, text: Option<&SharedJson>, name: &str) -> Self {
         if tool.get("name").and_then(Value::as_str) == Some(name) {
             return match text {
                 Some(text) => Self { text: text.clone(), head: Arc::new(head_of(tool)) },
@@ -88,8 +89,9 @@ impl Definition {
         Self::from(&own)
     }
 
-    /// The definition's compact JSON text.
-    pub fn text(&self) -> &str {
+    /// The definition's compact JSON text (its `$defs` entries shared with every other
+    /// definition that has them: [`SharedJson`]).
+    pub fn text(&self) -> &SharedJson {
         &self.text
     }
 
@@ -100,7 +102,7 @@ impl Definition {
 
     /// The whole definition, parsed from its text.
     pub fn value(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+        self.text.parse().unwrap_or(Value::Null)
     }
 
     /// A field of the definition: from the head, or (a schema) parsed from the text.
@@ -117,8 +119,8 @@ impl Definition {
     }
 
     /// Whether its text is `text` itself (shared with a server's list, not copied).
-    pub fn shares(&self, text: &Arc<str>) -> bool {
-        Arc::ptr_eq(&self.text, text)
+    pub fn shares(&self, text: &SharedJson) -> bool {
+        self.text.ptr_eq(text)
     }
 
     /// Bytes of its text.
@@ -133,7 +135,7 @@ impl Definition {
 
 impl From<&Value> for Definition {
     fn from(value: &Value) -> Self {
-        Self { text: value.to_string().into(), head: Arc::new(head_of(value)) }
+        Self { text: SharedJson::of(value), head: Arc::new(head_of(value)) }
     }
 }
 

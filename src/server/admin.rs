@@ -311,7 +311,7 @@ pub async fn registry(State(gateway): State<Arc<Gateway>>) -> Response {
             if let Some(mapped) = transport.mapped() {
                 report["source"] = json!(mapped.source);
                 report["operations"] = json!(mapped.total_operations);
-                report["tools"] = json!(mapped.tool_count);
+                report["tools"] = json!(mapped.list.len());
                 report["skipped"] = json!(mapped.skipped);
                 report["trimmed"] = json!(mapped.trimmed);
             }
@@ -335,12 +335,29 @@ const MEMORY_ESTIMATE: &str = "heap bytes of the values held, by serde_json's la
 pub fn memory_report(gateway: &Gateway) -> BTreeMap<String, ServerMemory> {
     let mut report: BTreeMap<String, ServerMemory> = BTreeMap::new();
     let mut schemas_seen = std::collections::HashSet::new();
+    // A `$defs` entry is held once for the process: counted once, with the first server seen
+    // referring to it; a text the catalogue shares with a mapped document, once too.
+    let mut entries_seen = std::collections::HashSet::new();
+    let mut texts_seen = std::collections::HashSet::new();
+    let mut shared = |memory: &mut ServerMemory, text: &crate::shared_json::SharedJson| {
+        for entry in text.shared_entries() {
+            if entries_seen.insert(entry.as_ptr()) {
+                memory.shared += entry.len();
+            }
+        }
+    };
     for tool in gateway.catalog().snapshot().tools() {
         let entry = report.entry(tool.server.to_string()).or_default();
-        // Its text, its parsed head, and its copy in the serialised `tools/list`.
-        entry.tools += value_heap(tool.definition.head()) + 2 * tool.definition.len();
+        // Its own text (the `$defs` entries apart) and its parsed head.
+        let text = tool.definition.text();
+        if texts_seen.insert(text.id()) {
+            entry.tools += text.own_bytes();
+            shared(entry, text);
+        }
+        entry.tools += value_heap(tool.definition.head());
         if schemas_seen.insert(tool.schema_hash.clone()) {
-            entry.schemas += tool.schema.text_len();
+            entry.schemas += tool.schema.text().own_bytes();
+            shared(entry, tool.schema.text());
             entry.schemas_compiled += usize::from(tool.schema.is_compiled());
         }
     }
@@ -364,7 +381,14 @@ pub fn memory_report(gateway: &Gateway) -> BTreeMap<String, ServerMemory> {
                 256 + 2 * name.len() + op.path.len() + params
             })
             .sum();
-        entry.documents += mapped.list.len() + plans;
+        // The mapped definitions are the catalogue's own texts unless renamed or overridden.
+        for text in &mapped.list {
+            if texts_seen.insert(text.id()) {
+                entry.documents += text.own_bytes();
+                shared(entry, text);
+            }
+        }
+        entry.documents += plans;
         entry.document_read += mapped.document_bytes;
     }
     report.into_iter().map(|(server, memory)| (server, memory.finish())).collect()

@@ -16,6 +16,7 @@ use super::{
     pages::{Listed, ToolList},
     snapshot::{ByName, Listing, Snapshot},
 };
+use crate::shared_json::SharedJson;
 use crate::{
     registry::{entry::RegistryEntry, record::ToolRecord, search::SearchIndex},
     tool_control::{META_TOOLS, ToolPrefix},
@@ -31,7 +32,7 @@ pub(super) struct Candidate<'a> {
     /// Its definition's text in the server's list: parsed when its record is made (one
     /// definition at a time, never the whole catalogue at once), and shared by the record
     /// that serves it as it is.
-    pub(super) text: &'a Arc<str>,
+    pub(super) text: &'a SharedJson,
 }
 
 impl Catalog {
@@ -40,10 +41,10 @@ impl Catalog {
         super::tests::wait_at_gate(self);
         let control = self.control();
         // tool name → servers offering it, in server order.
-        let mut owners: BTreeMap<&str, Vec<(&ServerTools, &Arc<str>)>> = BTreeMap::new();
+        let mut owners: BTreeMap<&str, Vec<(&ServerTools, &SharedJson)>> = BTreeMap::new();
         // Only the names are read here; each definition is parsed when its record is made.
         let names: Vec<Vec<Option<String>>> =
-            servers.iter().map(|s| s.tools.iter().map(|t| ServerTools::name_of(t)).collect()).collect();
+            servers.iter().map(|s| s.tools.iter().map(ServerTools::name_of).collect()).collect();
         for (server, names) in servers.iter().zip(&names) {
             let mut seen = HashSet::new();
             for (tool, name) in server.tools.iter().zip(names) {
@@ -69,7 +70,7 @@ impl Catalog {
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
         for (name, copies) in &owners {
             // Another server's namespaced alias is that server's, whoever offers it.
-            let mut granted: Vec<(&ServerTools, &Arc<str>)> = Vec::with_capacity(copies.len());
+            let mut granted: Vec<(&ServerTools, &SharedJson)> = Vec::with_capacity(copies.len());
             for (server, tool) in copies {
                 let alias_of = server_prefixes
                     .iter()
@@ -219,7 +220,7 @@ impl Catalog {
         let mut renamed = Vec::new();
         for candidate in candidates {
             // A text the refresher kept always parses (it wrote it from a value).
-            let Ok(tool) = serde_json::from_str::<Value>(candidate.text) else { continue };
+            let Ok(tool) = candidate.text.parse::<Value>() else { continue };
             let overrides = control.overrides.get(&candidate.exposed);
             let reserved = control.search.is_some() && META_TOOLS.contains(&candidate.exposed.as_str());
             let Some(overrides) = overrides.filter(|o| !o.is_empty()) else {

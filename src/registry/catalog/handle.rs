@@ -16,6 +16,7 @@ use super::{
     changes::{Changes, changes},
     snapshot::Snapshot,
 };
+use crate::shared_json::SharedJson;
 use crate::{
     config::{SearchConfig, TransportKind},
     registry::{bounds::Refusals, entry::RegistryEntry, record::ToolRecord},
@@ -29,31 +30,32 @@ pub struct ServerTools {
     pub server: String,
     pub transport: TransportKind,
     /// Each tool's definition as its compact JSON text (a fraction of the memory of a parsed
-    /// value). Shared: the refresher keeps each server's last list and lends it to every
-    /// build, which parses it for the time of the build.
-    pub tools: Arc<Vec<Arc<str>>>,
+    /// value; `$defs` entries shared between tools, [`SharedJson`]). Shared: the refresher
+    /// keeps each server's last list and lends it to every build, which parses it for the
+    /// time of the build.
+    pub tools: Arc<Vec<SharedJson>>,
 }
 
 impl ServerTools {
     /// `tools` as kept: each definition's compact JSON text.
-    pub fn texts(tools: &[Value]) -> Vec<Arc<str>> {
-        tools.iter().map(|t| Arc::from(t.to_string())).collect()
+    pub fn texts(tools: &[Value]) -> Vec<SharedJson> {
+        tools.iter().map(SharedJson::of).collect()
     }
 
     /// A definition's `name`, read from its text without parsing the rest into values
     /// (`None`: not an object, or no string `name`).
-    pub fn name_of(text: &str) -> Option<String> {
+    pub fn name_of(text: &SharedJson) -> Option<String> {
         #[derive(serde::Deserialize)]
         struct Named {
             name: Option<String>,
         }
-        serde_json::from_str::<Named>(text).ok()?.name
+        text.parse::<Named>().ok()?.name
     }
 
     /// The tools parsed (a text that does not parse, which [`Self::texts`] never makes, is
     /// left out).
     pub fn parsed(&self) -> Vec<Value> {
-        self.tools.iter().filter_map(|t| serde_json::from_str(t).ok()).collect()
+        self.tools.iter().filter_map(|t| t.parse().ok()).collect()
     }
 }
 
@@ -200,6 +202,7 @@ impl Catalog {
             // The lists parsed for the build and the snapshot replaced are gone: their memory
             // goes back to the system now.
             drop((before, servers, registry));
+            crate::shared_json::release_unshared();
             crate::allocator::release_freed();
             (after, changes)
         });

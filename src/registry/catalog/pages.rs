@@ -1,7 +1,7 @@
-//! `tools/list` in pages. A list is serialised once (per catalogue snapshot, per caller's
-//! view) into one buffer, `{"tools":[…]}`, with where each tool's definition starts and ends:
-//! a page is a slice of that buffer between a small head and tail, never a copy nor a
-//! serialisation, whatever the catalogue's size.
+//! `tools/list` in pages. A list (per catalogue snapshot, per caller's view) holds each tool's
+//! definition as the catalogue holds it, a shared text ([`SharedJson`]), in list order: a page
+//! writes out its own definitions and nothing else, so its cost is the page's size whatever
+//! the catalogue's, and a list of thousands of tools holds no second copy of their text.
 //!
 //! **Order and cursors.** The search mode's meta-tools come first, then the tools ordered by
 //! the name callers see. A cursor names the last tool of the page it ends (and where it was),
@@ -16,9 +16,12 @@
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use bytes::Bytes;
 use serde_json::Value;
-use std::sync::Arc;
+use std::{
+    hash::{BuildHasher, Hasher},
+    sync::{Arc, OnceLock},
+};
 
-use crate::registry::record::Definition;
+use crate::{registry::record::Definition, shared_json::SharedJson};
 
 /// The prefix of the gateway's own list cursors (the resources' too).
 const CURSOR_PREFIX: &str = "mcpgw-cursor.";
@@ -28,27 +31,50 @@ const TOOLS_TAG: &str = "tools:";
 /// Why a cursor was refused: the caller's error detail.
 pub const FOREIGN_CURSOR: &str = "params.cursor is not a cursor this gateway gave";
 
-/// One serialised `tools/list` with the place of each tool in it. Cheap to clone.
+/// One `tools/list`: each tool's definition in list order, held as it is (a catalogue
+/// record's shared text, or a value written once). Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ToolList {
-    /// `{"tools":[d0,d1,…]}`.
-    whole: Bytes,
     entries: Arc<[Entry]>,
     /// The meta-tools at the head (search mode), before the tools ordered by name.
     meta: usize,
+    /// The list's fingerprint, computed at the first ask ([`Self::fingerprint`]).
+    fingerprint: Arc<OnceLock<u64>>,
 }
 
 #[derive(Debug)]
 struct Entry {
     /// The name callers see (the definition's `name`).
     name: Box<str>,
-    /// The definition's bytes in `whole`.
-    start: u32,
-    end: u32,
+    definition: Held,
 }
 
-/// One page: the definitions it holds (a slice of the list, comma-separated, without the
-/// brackets) and the cursor of the next page, if there is one.
+#[derive(Debug)]
+enum Held {
+    /// A catalogue record's text (shared with the record).
+    Text(SharedJson),
+    /// A value's compact JSON.
+    Written(Box<str>),
+}
+
+impl Entry {
+    fn len(&self) -> usize {
+        match &self.definition {
+            Held::Text(text) => text.len(),
+            Held::Written(text) => text.len(),
+        }
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        match &self.definition {
+            Held::Text(text) => text.write_to(out),
+            Held::Written(text) => out.extend_from_slice(text.as_bytes()),
+        }
+    }
+}
+
+/// One page: the definitions it holds (comma-separated, without the brackets) and the cursor
+/// of the next page, if there is one.
 #[derive(Debug, Clone)]
 pub struct Page {
     pub tools: Bytes,
@@ -57,8 +83,8 @@ pub struct Page {
 
 impl Page {
     /// The page as one JSON result, `{<fields>"tools":[…],"nextCursor":…}` in three parts:
-    /// a head, the shared definitions, a tail. `fields` (e.g. the cache hints of a
-    /// 2026-07-28 answer) is empty or ends with a comma.
+    /// a head, the definitions, a tail. `fields` (e.g. the cache hints of a 2026-07-28 answer)
+    /// is empty or ends with a comma.
     pub fn result_parts(&self, fields: &str) -> (Bytes, Bytes, Bytes) {
         let head = match fields {
             "" => Bytes::from_static(br#"{"tools":["#),
@@ -88,7 +114,7 @@ impl Default for ToolList {
     }
 }
 
-/// A definition a list is written from: a catalogue record's (its text, copied as it is) or a
+/// A definition a list is written from: a catalogue record's (its text, shared as it is) or a
 /// value (a meta-tool, or one a caller's view edited).
 #[derive(Debug, Clone, Copy)]
 pub enum Listed<'a> {
@@ -106,44 +132,54 @@ impl<'a> Listed<'a> {
         .unwrap_or_default()
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
+    fn held(&self) -> Held {
         match self {
-            Listed::Text(d) => out.extend_from_slice(d.text().as_bytes()),
-            // A `Value` always serialises.
-            Listed::Value(v) => {
-                let _ = serde_json::to_writer(out, v);
-            }
+            Listed::Text(d) => Held::Text(d.text().clone()),
+            Listed::Value(v) => Held::Written(v.to_string().into_boxed_str()),
         }
     }
 }
 
 impl ToolList {
-    /// Serialises `meta` (in that order) then `tools` (ordered here by name).
+    /// `meta` (in that order) then `tools` (ordered here by name).
     pub fn build<'a>(meta: &'a [Value], tools: impl Iterator<Item = Listed<'a>>) -> Self {
         let mut tools: Vec<(&str, Listed<'a>)> = tools.map(|d| (d.name(), d)).collect();
         tools.sort_by(|a, b| a.0.cmp(b.0));
-        let size: usize =
-            tools.iter().map(|(_, d)| if let Listed::Text(t) = d { t.len() + 1 } else { 64 }).sum();
-        let mut whole = Vec::with_capacity(size + 64 * meta.len() + 16);
-        whole.extend_from_slice(br#"{"tools":["#);
-        let mut entries = Vec::with_capacity(meta.len() + tools.len());
-        let meta = meta.iter().map(Listed::Value);
-        let all = meta.clone().map(|d| (d.name(), d)).chain(tools);
-        for (i, (name, definition)) in all.enumerate() {
-            if i > 0 {
-                whole.push(b',');
-            }
-            let start = whole.len();
-            definition.write(&mut whole);
-            entries.push(Entry { name: name.into(), start: start as u32, end: whole.len() as u32 });
-        }
-        whole.extend_from_slice(b"]}");
-        Self { whole: Bytes::from(whole), entries: entries.into(), meta: meta.len() }
+        let meta_entries = meta.iter().map(Listed::Value).map(|d| (d.name(), d));
+        let entries: Arc<[Entry]> = meta_entries
+            .chain(tools)
+            .map(|(name, d)| Entry { name: name.into(), definition: d.held() })
+            .collect();
+        Self { entries, meta: meta.len(), fingerprint: Arc::default() }
     }
 
-    /// The whole list, `{"tools":[…]}` (the exports' and the change fingerprints' input).
+    /// The whole list, `{"tools":[…]}` (the exports' input), written out.
     pub fn whole(&self) -> Bytes {
-        self.whole.clone()
+        let mut whole = Vec::with_capacity(self.written_len(&self.entries) + 12);
+        whole.extend_from_slice(br#"{"tools":["#);
+        write_entries(&self.entries, &mut whole);
+        whole.extend_from_slice(b"]}");
+        Bytes::from(whole)
+    }
+
+    /// A hash of the list's bytes, computed once per list (its clones share it): equal lists,
+    /// equal fingerprints (the list-change streams compare them).
+    pub fn fingerprint(&self) -> u64 {
+        *self.fingerprint.get_or_init(|| {
+            let mut hasher = foldhash::quality::FixedState::with_seed(0x6c69_7374).build_hasher();
+            let mut buffer = Vec::new();
+            for entry in self.entries.iter() {
+                buffer.clear();
+                entry.write(&mut buffer);
+                hasher.write(&buffer);
+            }
+            hasher.write_usize(self.entries.len());
+            hasher.finish()
+        })
+    }
+
+    fn written_len(&self, entries: &[Entry]) -> usize {
+        entries.iter().map(|e| e.len() + 1).sum()
     }
 
     /// Tools listed (meta-tools included).
@@ -167,12 +203,14 @@ impl ToolList {
         if start >= end {
             return Ok(Page { tools: Bytes::new(), next_cursor: None });
         }
-        let (first, last) = (&self.entries[start], &self.entries[end - 1]);
-        let tools = self.whole.slice(first.start as usize..last.end as usize);
+        let entries = &self.entries[start..end];
+        let mut tools = Vec::with_capacity(self.written_len(entries));
+        write_entries(entries, &mut tools);
+        let last = &self.entries[end - 1];
         let next_cursor = (end < self.entries.len()).then(|| {
             encode(&Cursor { meta: end - 1 < self.meta, index: end - 1, name: last.name.to_string() })
         });
-        Ok(Page { tools, next_cursor })
+        Ok(Page { tools: Bytes::from(tools), next_cursor })
     }
 
     /// Where the page after `cursor` starts in this list.
@@ -193,6 +231,16 @@ impl ToolList {
                 .map_or(self.meta, |i| i + 1);
         }
         self.meta + tools.partition_point(|e| *e.name <= *cursor.name)
+    }
+}
+
+/// `entries`' definitions, comma-separated.
+fn write_entries(entries: &[Entry], out: &mut Vec<u8>) {
+    for (i, entry) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        entry.write(out);
     }
 }
 
@@ -268,6 +316,26 @@ mod tests {
         let empty = ToolList::default();
         let (head, body, tail) = empty.page(None, 5).unwrap().result_parts("");
         assert_eq!([head, body, tail].concat(), br#"{"tools":[]}"#.to_vec());
+    }
+
+    #[test]
+    fn a_lists_fingerprint_is_that_of_its_bytes_however_its_definitions_are_held() {
+        let defs = [
+            json!({"name": "a", "inputSchema": {"type": "object", "$defs": {"X": {"type": "string"}}}}),
+            json!({"name": "b", "inputSchema": {"type": "object"}}),
+        ];
+        let held: Vec<Definition> = defs.iter().map(Definition::from).collect();
+        let from_values = ToolList::build(&[], defs.iter().map(Listed::Value));
+        let from_texts = ToolList::build(&[], held.iter().map(Listed::Text));
+        assert_eq!(from_values.whole(), from_texts.whole());
+        assert_eq!(from_values.fingerprint(), from_texts.fingerprint());
+        assert_eq!(from_texts.fingerprint(), from_texts.clone().fingerprint());
+        let other = ToolList::build(&[], defs[..1].iter().map(Listed::Value));
+        assert_ne!(other.fingerprint(), from_values.fingerprint());
+        let renamed =
+            json!({"name": "b", "inputSchema": {"type": "object", "$defs": {"Y": {"type": "string"}}}});
+        let changed = ToolList::build(&[], [Listed::Value(&defs[0]), Listed::Value(&renamed)].into_iter());
+        assert_ne!(changed.fingerprint(), from_values.fingerprint(), "a changed component changes it");
     }
 
     #[test]

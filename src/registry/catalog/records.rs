@@ -11,6 +11,7 @@ use super::{
     build::Candidate,
     handle::{Catalog, ServerTools},
 };
+use crate::shared_json::SharedJson;
 use crate::{
     config::TransportKind,
     registry::{
@@ -112,7 +113,7 @@ impl Catalog {
         upstream: &str,
         server: &ServerTools,
         tool: &Value,
-        text: Option<&Arc<str>>,
+        text: Option<&SharedJson>,
     ) -> ToolRecord {
         let definition = Definition::of(tool, text, exposed);
         let empty_schema = serde_json::json!({"type": "object"});

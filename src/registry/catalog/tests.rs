@@ -347,7 +347,7 @@ fn a_list_served_from_text_is_byte_for_byte_what_the_values_serialise_to() {
     assert_eq!(page.tools, serde_json::to_vec(&tools[1]).unwrap(), "a page is the same text");
     let b = catalog.get("b_tool").unwrap();
     assert_eq!(b.definition.value(), tools[0]);
-    assert_eq!(b.definition.text(), tools[0].to_string());
+    assert_eq!(b.definition.text().text(), tools[0].to_string());
     assert!(b.definition.head().get("inputSchema").is_none(), "the head leaves the schemas out");
     assert_eq!(b.definition.head()["annotations"]["title"], "B");
     assert_eq!(b.definition.field("inputSchema"), tools[0].get("inputSchema").cloned());
@@ -356,4 +356,56 @@ fn a_list_served_from_text_is_byte_for_byte_what_the_values_serialise_to() {
     assert_eq!(a.definition.head()["execution"]["taskSupport"], "optional");
     assert!(a.definition.head().get("outputSchema").is_none());
     assert_eq!(a.definition.field("outputSchema"), tools[1].get("outputSchema").cloned());
+}
+
+/// A `$defs` component two tools carry (two servers' tools, a renamed one included) is one
+/// held text for both definitions and their validation schemas, and what they serve is still
+/// each definition written out whole.
+#[test]
+fn a_component_two_tools_carry_is_held_once_for_both() {
+    let pet = json!({"type": "object", "title": "catalogue-sharing-test-pet", "properties": {"id": {"type": "integer"}}});
+    let tool = |name: &str| {
+        json!({
+            "name": name,
+            "inputSchema": {"type": "object", "properties": {"pet": {"$ref": "#/$defs/Pet"}}, "$defs": {"Pet": pet}},
+            "outputSchema": {"type": "object", "$defs": {"Pet": pet, "Other": {"type": "null"}}}
+        })
+    };
+    let listed = |server: &str, tools: Vec<Value>| ServerTools {
+        server: server.into(),
+        transport: TransportKind::Http,
+        tools: Arc::new(ServerTools::texts(&tools)),
+    };
+    let catalog = Catalog::new(BTreeMap::new());
+    // Both servers name a tool `shared`: one of them is served under a prefixed name (a copy
+    // of its definition, renamed).
+    catalog.rebuild(
+        &[listed("a", vec![tool("shared"), tool("only_a")]), listed("b", vec![tool("shared")])],
+        &[],
+    );
+    let records: Vec<_> = catalog.snapshot().tools().to_vec();
+    assert_eq!(records.len(), 3, "{:?}", records.iter().map(|r| r.name.to_string()).collect::<Vec<_>>());
+    let pet_entry = |text: &crate::shared_json::SharedJson| {
+        text.shared_entries().find(|e| e.starts_with("\"Pet\"")).cloned().expect("the Pet entry")
+    };
+    let first = pet_entry(records[0].definition.text());
+    for record in &records {
+        let written = record.definition.text().text().into_owned();
+        assert_eq!(record.definition.value().to_string(), written);
+        assert_eq!(record.definition.text().shared_entries().count(), 3, "input Pet, output Pet and Other");
+        for entry in record.definition.text().shared_entries().filter(|e| e.starts_with("\"Pet\"")) {
+            assert!(Arc::ptr_eq(entry, &first), "{}: the one held Pet", record.name);
+        }
+        assert!(
+            Arc::ptr_eq(&pet_entry(record.schema.text()), &first),
+            "{}: its schema's Pet too",
+            record.name
+        );
+    }
+    let page = catalog.tool_list().page(None, 10).unwrap();
+    let served: Vec<Value> = page.definitions();
+    assert_eq!(served.len(), 3);
+    for definition in &served {
+        assert_eq!(definition["inputSchema"]["$defs"]["Pet"], pet, "served whole");
+    }
 }

@@ -51,6 +51,7 @@ use crate::{
     error::ErrorObject,
     openapi::{self, Limits, Location, Mapped, Operation, Selection, reply::Answer},
     registry::pins::PinStore,
+    shared_json::SharedJson,
 };
 
 /// Settings of one OpenAPI server.
@@ -115,6 +116,12 @@ fn hash_of(value: impl std::hash::Hash) -> u64 {
 }
 
 impl OpenApiTransport {
+    /// The tools as mapped (the document re-read first when it may have changed): the very
+    /// texts the catalogue holds, shared, never written out and parsed again.
+    pub async fn tools(&self) -> Result<Vec<SharedJson>, UpstreamError> {
+        Ok(self.inner.reload().await?.list.clone())
+    }
+
     pub fn new(settings: OpenApiSettings) -> Result<Self, String> {
         let tls = super::tls::client_config()?;
         let client = HttpClient::new(settings.connect_timeout, &tls);
@@ -255,7 +262,7 @@ fn report(server: &str, mapped: &Mapped, previous: Option<&Mapped>) {
     {
         return;
     }
-    tracing::info!(server, source = %mapped.source, operations = mapped.total_operations, tools = mapped.tool_count, skipped = mapped.skipped.len(), trimmed = mapped.trimmed.len(), components = mapped.components, "OpenAPI document mapped");
+    tracing::info!(server, source = %mapped.source, operations = mapped.total_operations, tools = mapped.list.len(), skipped = mapped.skipped.len(), trimmed = mapped.trimmed.len(), components = mapped.components, "OpenAPI document mapped");
     for skipped in &mapped.skipped {
         tracing::warn!(server, method = %skipped.method, path = %skipped.path, operation = skipped.operation_id.as_deref().unwrap_or(""), reason = %skipped.reason, "OpenAPI operation skipped");
     }
@@ -271,7 +278,7 @@ impl Inner {
     /// The tools, the document re-read first when it may have changed.
     async fn list(&self) -> Result<UpstreamReply, UpstreamError> {
         let mapped = self.reload().await?;
-        RawValue::from_string(mapped.list.to_string())
+        RawValue::from_string(mapped.list_result())
             .map(|raw| UpstreamReply::Result(RawResult::new(raw)))
             .map_err(|e| UpstreamError::Protocol(e.to_string()))
     }
@@ -311,7 +318,7 @@ impl Inner {
         let mapped = tokio::task::spawn_blocking(move || {
             let mapped = match text_and_location {
                 Some((text, location)) => {
-                    openapi::map_text(&text, location, &selection, limits, max_definition)
+                    openapi::map_text(text, location, &selection, limits, max_definition)
                 }
                 None => openapi::load_file(std::path::Path::new(&spec), &selection, limits, max_definition),
             };
