@@ -191,7 +191,11 @@ impl<'de> Visitor<'de> for Seed<'_> {
             self.budget.charge(ARRAY_ELEMENT)?;
             match seq.next_element_seed(Seed { budget: &mut *self.budget, place: Place::Any })? {
                 Some(item) => items.push(item),
-                None => return Ok(Value::Array(items)),
+                None => {
+                    // A document holds many short arrays (enums, `required`): no spare room kept.
+                    items.shrink_to_fit();
+                    return Ok(Value::Array(items));
+                }
             }
         }
     }
