@@ -5,7 +5,8 @@
 //! Estimated, not measured: the allocator is not asked. Each figure is the heap bytes the held
 //! values take by serde_json's layout (a string its bytes, an array 32 bytes per element, an
 //! object one B-tree node of 632 bytes per 8 entries plus its keys, each recursively), plus the
-//! text kept as text (a mapped OpenAPI document's `tools/list`). Allocator rounding and the
+//! text kept as text (definitions and schemas: their own text, and each shared `$defs` entry
+//! once for the whole report, [`crate::shared_json`]). Allocator rounding and the
 //! catalogue's own tables (hash maps of names) are not counted; the figures are meant for
 //! comparing servers and seeing what grows, within tens of percent of what the process holds.
 

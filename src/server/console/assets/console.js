@@ -285,7 +285,7 @@
         ? el("td", {
             class: "num",
             title: "estimated: tools " + mib(held.tools) + ", schemas " + mib(held.schemas) + " (" + held.schemas_compiled +
-              " compiled), resources " + mib(held.resources) + ", documents " + mib(held.documents),
+              " compiled), shared $defs " + mib(held.shared) + ", resources " + mib(held.resources) + ", documents " + mib(held.documents),
             text: mib(held.total),
           })
         : el("td", { class: "num" }, "—");
