@@ -16,6 +16,7 @@
 //! - [`reply`]: the HTTP answer as a tool result or an upstream error;
 //! - [`fetch`]: a URL document fetched once, for `check-config`.
 
+pub mod body;
 pub mod budget;
 pub mod document;
 pub mod fetch;
