@@ -11,8 +11,8 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::{
+    encoding::{Invalid, encode, scalar},
     mapping::{Body, BodyMedia, BodyShape, PartKind, PartPlan, is_media_type},
-    request::{Invalid, encode, scalar},
 };
 
 /// The body's `(content type, bytes)`, `None` when the arguments give none and it is optional.

@@ -19,6 +19,7 @@
 pub mod body;
 pub mod budget;
 pub mod document;
+pub mod encoding;
 pub mod fetch;
 pub mod mapping;
 pub mod reply;

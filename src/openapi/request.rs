@@ -15,13 +15,13 @@
 //! path with a `.`, `..` (plain or percent-encoded) or emptied segment. Refused, not
 //! encoded: `%2E%2E` is a dot segment to WHATWG parsers too.
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
 
-use super::mapping::{Operation, ParamIn, Style};
-
-/// Everything but `A-Z a-z 0-9 - . _ ~` is encoded.
-const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+pub use super::encoding::{Invalid, encode};
+use super::{
+    encoding::scalar,
+    mapping::{Operation, ParamIn, Style},
+};
 
 /// The request of one call, before credentials are added.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,13 +34,6 @@ pub struct Request {
     /// `(content type, bytes)`.
     pub body: Option<(String, Vec<u8>)>,
 }
-
-pub fn encode(text: &str) -> String {
-    utf8_percent_encode(text, COMPONENT).to_string()
-}
-
-/// Why a call's arguments cannot make a request (answered as invalid params, nothing sent).
-pub type Invalid = String;
 
 /// The request of one call; its body (files decoded) within `max_body_bytes`.
 pub fn build(
@@ -131,15 +124,6 @@ fn stays_in_template(template: &str, built: &str) -> Result<(), Invalid> {
         }
     }
     Ok(())
-}
-
-/// A scalar as text (strings as they are, other JSON as its text).
-pub(super) fn scalar(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
 }
 
 /// A value as one text: a scalar encoded; an array's items joined by `sep`; an object's
