@@ -12,6 +12,7 @@
 //!   client names the URL it failed to reach).
 //! - Session ids (which authorise answering relayed requests): never written; [`session_tag`]
 //!   is a short hash prefix that still lets lines of one session be grouped.
+//! - A caller's subject in quota keys and reports: [`hash_subject`].
 
 use sha2::{Digest, Sha256};
 
@@ -195,6 +196,18 @@ pub fn session_tag(id: &str) -> String {
         tag.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
     }
     tag
+}
+
+/// The first 64 bits of a caller's subject's SHA-256, in hex: quota keys and the recent-calls
+/// report name a subject by it, never the subject itself.
+pub fn hash_subject(subject: &str) -> String {
+    let digest = Sha256::digest(subject.as_bytes());
+    let mut hex = String::with_capacity(16);
+    for byte in &digest[..8] {
+        hex.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
+        hex.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
+    }
+    hex
 }
 
 #[cfg(test)]

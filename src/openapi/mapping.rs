@@ -12,7 +12,7 @@ use super::{
     document::{Documents, Location, token},
     schema::{Converted, Schemas, is_plain_object},
 };
-use crate::registry::bounds::json_len;
+use crate::shared_json::json_len;
 
 /// Where a parameter goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,7 +22,6 @@ pub mod document;
 pub mod encoding;
 pub mod fetch;
 pub mod mapping;
-pub mod reply;
 pub mod request;
 pub mod schema;
 pub mod select;

@@ -20,7 +20,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use serde_json::{Map, Value, json};
 
 use super::document::{Documents, Location};
-use crate::registry::bounds::json_len;
+use crate::shared_json::json_len;
 
 /// Most JSON values one schema as written (a component, an operation's schema) may hold.
 pub const MAX_NODES: usize = 100_000;

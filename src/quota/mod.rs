@@ -31,15 +31,12 @@ pub mod local;
 
 use std::{
     collections::{HashMap, HashSet},
-    fmt::Write as _,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
-
-use sha2::{Digest, Sha256};
 
 use crate::{
     config::{QuotaScope, QuotasConfig},
@@ -337,15 +334,7 @@ pub fn key(quota: &str, subject_hash: &str, target: &str) -> String {
     format!("mcpgw:q:{{{quota}:{subject_hash}:{target}}}")
 }
 
-/// The first 64 bits of the subject's SHA-256, in hex: keys never carry the subject itself.
-pub fn hash_subject(subject: &str) -> String {
-    let digest = Sha256::digest(subject.as_bytes());
-    let mut hex = String::with_capacity(16);
-    for byte in &digest[..8] {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
-}
+pub use crate::redact::hash_subject;
 
 /// `pattern` with `*` matching any run of characters (every other character literally).
 pub fn glob(pattern: &str, text: &str) -> bool {

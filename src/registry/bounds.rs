@@ -152,23 +152,7 @@ pub fn check_total(count: usize, max_total: usize) -> Result<(), Exceeded> {
     check(Bound::TotalCount, max_total, count)
 }
 
-/// Bytes of `value` serialised as JSON, counted without building the text.
-pub fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail, and a `Value` always serialises.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
+pub use crate::shared_json::json_len;
 
 /// A server's latest list refused, as `GET /admin/registry` reports it (`refusals`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -143,7 +143,7 @@ impl RecentCalls {
             .map(|c| Shown {
                 at: crate::registry::entry::rfc3339(c.at),
                 subject: c.subject.as_ref().map(|s| {
-                    hashes.entry(s.clone()).or_insert_with(|| crate::quota::hash_subject(s).into()).clone()
+                    hashes.entry(s.clone()).or_insert_with(|| crate::redact::hash_subject(s).into()).clone()
                 }),
                 tool: c.tool.as_deref(),
                 requested_tool: c.requested_tool.as_deref(),
@@ -171,7 +171,7 @@ struct Report<'a> {
 #[derive(serde::Serialize)]
 struct Shown<'a> {
     at: String,
-    /// The subject's short hash ([`crate::quota::hash_subject`]), never the subject.
+    /// The subject's short hash ([`crate::redact::hash_subject`]), never the subject.
     subject: Option<Arc<str>>,
     tool: Option<&'a str>,
     requested_tool: Option<&'a str>,
@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(tools, ["t4", "t3", "t2"]);
         assert_eq!(report["capacity"], 3);
         // The subject is shown as its short hash only.
-        assert_eq!(report["calls"][0]["subject"], crate::quota::hash_subject("alice"));
+        assert_eq!(report["calls"][0]["subject"], crate::redact::hash_subject("alice"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! operations go through definition hashing and pinning like any tool), `ping` is answered
 //! here, and `tools/call` becomes one HTTP request built as the document says
 //! ([`crate::openapi::request`]) whose answer is mapped to a result or an upstream error
-//! ([`crate::openapi::reply`]). Anything else is "method not found" (no resources, prompts).
+//! ([`reply`]). Anything else is "method not found" (no resources, prompts).
 //!
 //! Credentials: `[servers.NAME.auth]` (OAuth client credentials, token exchange, SigV4,
 //! pass-through) on every request, as for an HTTP server; and the document's security
@@ -37,9 +37,11 @@ use serde_json::{Map, Value, json, value::RawValue};
 use tower::Service;
 
 mod origin;
+pub mod reply;
 mod schemes;
 
 pub use origin::{OriginPin, origin_of};
+use reply::Answer;
 use schemes::{SchemeValue, is_token_scheme, scheme_value};
 
 use super::{
@@ -49,7 +51,7 @@ use super::{
 };
 use crate::{
     error::ErrorObject,
-    openapi::{self, Limits, Location, Mapped, Operation, Selection, reply::Answer},
+    openapi::{self, Limits, Location, Mapped, Operation, Selection},
     registry::pins::PinStore,
     shared_json::SharedJson,
 };
@@ -556,7 +558,7 @@ impl Inner {
         };
         let (content_type, retry_after) = (text(header::CONTENT_TYPE), text(header::RETRY_AFTER));
         let body = read_body(response, self.settings.max_response_bytes).await?;
-        openapi::reply::map(
+        reply::map(
             &Answer {
                 status,
                 content_type: content_type.as_deref(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Value, json, value::RawValue};
 
-use super::mapping::is_json;
+use crate::openapi::mapping::is_json;
 use crate::upstream::{RawResult, UpstreamError, UpstreamReply, parse_retry_after};
 
 /// Most bytes of a 4xx body quoted in the tool result.
