@@ -375,8 +375,11 @@ print("\n`gateway` = default configuration (schema validation, breaker, budgeted
       "Every request has distinct arguments (a `nonce`), so no call is served from the cache or from in-flight sharing. "
       "`json-forwarder` = the bare forwarder that also reads the request and the answer whole and parses both (`--read-json`): the least any JSON-RPC-aware intermediary does per call, and nothing more: the floor under a gateway's own cost.")
 print("`identity` = `gateway` plus caller identity, tool policy and quotas: every call carries a JWT from a real OAuth server (oauth2-mock-server) checked against its JWKS (a repeat token is served from the verified-token cache), a 20-rule Cedar policy decides it, and a Redis-shared quota per (caller, tool) is decided in Redis in fleet batches (`quotas.fleet_batch_ms` at its default: one Redis script per 10 ms of the rule's rate; never exhausted).")
-print("The gateway was built " + ("without an optimisation profile (`BENCH_NO_PGO=1`)." if os.environ.get("BENCH_NO_PGO") else
-      "as the image ships it: the `dist` profile with the committed optimisation profile (`pgo/mcp-gateway.profdata`); the forwarders with the `dist` profile alone."))
+if os.environ.get("BENCH_BIN"):
+    print(f"The gateway was the binary given as `BENCH_BIN` ({os.environ['BENCH_BIN']}), not one this script built; the forwarders were built with the `dist` profile alone.")
+else:
+    print("The gateway was built " + ("without an optimisation profile (`BENCH_NO_PGO=1`)." if os.environ.get("BENCH_NO_PGO") else
+          "as the image ships it: the `dist` profile with the committed optimisation profile (`pgo/mcp-gateway.profdata`); the forwarders with the `dist` profile alone."))
 print(f"`traced` = `gateway` with OpenTelemetry on (every call sampled: one server and one client span per call, batch-exported as OTLP/HTTP protobuf to a local receiver, which decoded {os.environ.get('SPANS', '?')} spans from `traced` and `full`).")
 PY
 fi
