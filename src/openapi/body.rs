@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 
 use super::{
     encoding::{Invalid, encode, scalar},
-    mapping::{Body, BodyMedia, BodyShape, PartKind, PartPlan, is_media_type},
+    mapping::is_media_type,
+    plan::{Body, BodyMedia, BodyShape, PartKind, PartPlan},
 };
 
 /// The body's `(content type, bytes)`, `None` when the arguments give none and it is optional.

@@ -22,6 +22,7 @@ pub mod document;
 pub mod encoding;
 pub mod fetch;
 pub mod mapping;
+pub mod plan;
 pub mod request;
 pub mod schema;
 pub mod select;
@@ -43,7 +44,8 @@ use self::{
 };
 pub use self::{
     document::{DocError, Location},
-    mapping::{Operation, Skipped},
+    mapping::Skipped,
+    plan::Operation,
     select::Selection,
 };
 

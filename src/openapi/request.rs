@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 pub use super::encoding::{Invalid, encode};
 use super::{
     encoding::scalar,
-    mapping::{Operation, ParamIn, Style},
+    plan::{Operation, ParamIn, Style},
 };
 
 /// The request of one call, before credentials are added.
@@ -189,7 +189,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::openapi::mapping::{Body, BodyMedia, BodyShape, Param, PartKind, PartPlan};
+    use crate::openapi::plan::{Body, BodyMedia, BodyShape, Param, PartKind, PartPlan};
 
     fn param(property: &str, location: ParamIn, style: Style, explode: bool) -> Param {
         Param { property: property.into(), name: property.into(), location, style, explode, required: false }

@@ -359,12 +359,12 @@ fn uploads() -> Value {
 
 #[test]
 fn uploads_map_to_file_arguments() {
-    use self::mapping::{BodyMedia, BodyShape, PartKind};
+    use self::plan::{BodyMedia, BodyShape, PartKind};
     let mapped = map(uploads(), &Selection::default());
     assert!(mapped.skipped.is_empty(), "{:?}", mapped.skipped);
     let cover = tool(&mapped, "uploadCover");
     let props = &cover["inputSchema"]["properties"];
-    let file: Value = serde_json::from_str(mapping::FILE_SCHEMA).unwrap();
+    let file: Value = serde_json::from_str(plan::FILE_SCHEMA).unwrap();
     for key in ["type", "properties", "required", "additionalProperties"] {
         assert_eq!(props["cover"][key], file[key], "a 3.1 contentMediaType string is a file: {key}");
         assert_eq!(props["pages"]["items"][key], file[key], "an array of 3.0 binary strings: {key}");
