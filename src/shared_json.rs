@@ -115,10 +115,7 @@ impl SharedJson {
         }
         let mut out = Vec::with_capacity(self.0.len);
         self.write_to(&mut out);
-        // Every piece is UTF-8 text.
-        Cow::Owned(
-            String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        )
+        Cow::Owned(utf8(out))
     }
 
     /// The text parsed.

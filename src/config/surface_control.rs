@@ -3,7 +3,7 @@
 //! list and refused when read; `descriptions`: a description replacing the server's, by exact
 //! URI or template text). Checked at load (a `hide` prefix must be in the canonical form URIs
 //! are compared in, `crate::resource_uri`); applied by the federation's index
-//! (`gateway/federation/index.rs`) each time it is built.
+//! (`gateway/federation/index/`) each time it is built.
 
 use std::collections::BTreeMap;
 
